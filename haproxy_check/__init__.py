@@ -1,0 +1,1 @@
+"""Rendering the HAProxy configuration and checking it with the real ``haproxy -c``."""

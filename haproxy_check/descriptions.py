@@ -1,0 +1,96 @@
+"""The structured description that Backend() and RegisterMap() record while templates render.
+
+It is the input of the reload-vs-runtime classifier, so it is complete, sorted and plain data
+(``as_dict`` is JSON-serializable and stable: no object addresses, no set ordering).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Shape = Literal["dynamic", "structural"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerDesc:
+    name: str
+    address: str
+    port: int
+    weight: int = 1
+    options: tuple[str, ...] = ()  # extra server keywords, e.g. ("ssl", "verify", "required")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "address": self.address, "port": self.port, "weight": self.weight,
+                "options": list(self.options)}
+
+
+@dataclass(frozen=True, slots=True)
+class BackendDesc:
+    name: str
+    mode: str = "http"
+    balance: str = "roundrobin"
+    hash_type: str = ""
+    profile: str = ""  # name of the named defaults section (haptic-be-<hash>)
+    body: tuple[str, ...] = ()
+    servers: tuple[ServerDesc, ...] = ()
+    default_server: str = ""
+    guid: str = ""
+    comments: tuple[str, ...] = ()
+    shape: Shape = "dynamic"
+    shape_reason: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "mode": self.mode, "balance": self.balance, "hashType": self.hash_type,
+            "profile": self.profile, "body": list(self.body),
+            "servers": [s.as_dict() for s in self.servers], "defaultServer": self.default_server,
+            "guid": self.guid, "comments": list(self.comments), "shape": self.shape,
+            "shapeReason": self.shape_reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileDesc:
+    name: str
+    lines: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "lines": list(self.lines)}
+
+
+@dataclass(frozen=True, slots=True)
+class MapDesc:
+    path: str
+    ordered: bool
+    entries: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "ordered": self.ordered, "entries": list(self.entries)}
+
+
+@dataclass(frozen=True, slots=True)
+class FileDesc:
+    path: str
+    kind: Literal["cert", "ca", "other"]
+    sha256: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "kind": self.kind, "sha256": self.sha256}
+
+
+@dataclass(frozen=True, slots=True)
+class Description:
+    backends: tuple[BackendDesc, ...] = ()
+    profiles: tuple[ProfileDesc, ...] = ()
+    maps: tuple[MapDesc, ...] = ()
+    files: tuple[FileDesc, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "backends": [b.as_dict() for b in sorted(self.backends, key=lambda b: b.name)],
+            "profiles": [p.as_dict() for p in sorted(self.profiles, key=lambda p: p.name)],
+            "maps": [m.as_dict() for m in sorted(self.maps, key=lambda m: m.path)],
+            "files": [f.as_dict() for f in sorted(self.files, key=lambda f: f.path)],
+        }

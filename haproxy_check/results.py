@@ -1,0 +1,78 @@
+"""Values that leave haproxy_check: what a render produced and what ``haproxy -c`` said of it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from haproxy_check.descriptions import Description
+from validators.findings import Finding, PathPart
+from validators.objects import Ref
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Which object and field produced a line of rendered output."""
+
+    ref: Ref
+    path: tuple[PathPart, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RenderResult:
+    """The rendered files (relative path -> bytes) and how to trace them back to objects.
+
+    ``origins`` maps (file, 1-based line) to the object field that produced the line. ``findings``
+    are render-time observations (attachment and reference status, dropped listeners, ...), each
+    with ``about`` naming the object they concern.
+    """
+
+    files: Mapping[str, bytes]
+    origins: Mapping[tuple[str, int], Origin] = field(default_factory=dict)
+    description: Description = field(default_factory=Description)
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def config(self) -> str:
+        return self.files["haproxy.cfg"].decode()
+
+    def origin(self, file: str, line: int) -> Origin | None:
+        return self.origins.get((file, line))
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """One problem ``haproxy -c`` reported, cleaned to one line and traced to its origin."""
+
+    message: str
+    file: str = ""
+    line: int = 0
+    level: str = "ALERT"  # ALERT or WARNING
+    origin: Origin | None = None
+    context: tuple[str, ...] = ()  # a few lines of the rendered config around ``line``
+
+
+@dataclass(frozen=True, slots=True)
+class HAProxyBinary:
+    path: str
+    version: str  # "2.8.5", "3.2.4", ...
+
+    @property
+    def version_tuple(self) -> tuple[int, ...]:
+        parts: list[int] = []
+        for chunk in self.version.split("-")[0].split("."):
+            if not chunk.isdigit():
+                break
+            parts.append(int(chunk))
+        return tuple(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    ok: bool
+    binary: HAProxyBinary
+    alerts: tuple[Alert, ...] = ()
+    warnings: tuple[Alert, ...] = ()
+    duration: float = 0.0
+    timed_out: bool = False
+    exit_code: int | None = None

@@ -1,0 +1,36 @@
+"""The change under review: what is proposed, to which object, replacing what."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from validators.objects import Obj, Ref, ref_of
+
+
+class Operation(StrEnum):
+    CREATE = "CREATE"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    CONNECT = "CONNECT"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One proposed change. ``obj`` is the new object (None on DELETE), ``old`` the stored one."""
+
+    operation: Operation
+    obj: Obj | None
+    old: Obj | None = None
+    dry_run: bool = False
+
+    @property
+    def subject(self) -> Obj:
+        """The object the change is about: the new one, or the old one for a DELETE."""
+        subject = self.obj if self.obj is not None else self.old
+        assert subject is not None, "a Change carries obj or old"
+        return subject
+
+    @property
+    def ref(self) -> Ref:
+        return ref_of(self.subject)

@@ -1,0 +1,121 @@
+"""The shape of Kubernetes objects as the gate sees them, and the kinds it knows.
+
+Objects stay plain mappings (``Obj``) from the edge inward: the API server's JSON is already the
+canonical form, and typed wrappers would copy every object on every review.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Obj = Mapping[str, Any]
+
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+ROUTEGATE_GROUP = "routegate.io"
+
+
+@dataclass(frozen=True, slots=True)
+class KindInfo:
+    kind: str
+    group: str
+    plural: str
+    versions: tuple[str, ...]  # candidates, preferred first
+    namespaced: bool = True
+    reviewed: bool = True  # the webhook judges changes of this kind
+
+
+KINDS: Mapping[str, KindInfo] = {
+    k.kind: k
+    for k in (
+        KindInfo("Gateway", GATEWAY_GROUP, "gateways", ("v1", "v1beta1")),
+        KindInfo("GatewayClass", GATEWAY_GROUP, "gatewayclasses", ("v1", "v1beta1"), namespaced=False,
+                 reviewed=False),
+        KindInfo("HTTPRoute", GATEWAY_GROUP, "httproutes", ("v1", "v1beta1")),
+        KindInfo("GRPCRoute", GATEWAY_GROUP, "grpcroutes", ("v1", "v1alpha2")),
+        KindInfo("TLSRoute", GATEWAY_GROUP, "tlsroutes", ("v1", "v1alpha3", "v1alpha2")),
+        KindInfo("TCPRoute", GATEWAY_GROUP, "tcproutes", ("v1", "v1alpha2")),
+        KindInfo("ReferenceGrant", GATEWAY_GROUP, "referencegrants", ("v1", "v1beta1")),
+        KindInfo("ListenerSet", GATEWAY_GROUP, "listenersets", ("v1",)),
+        KindInfo("BackendTLSPolicy", GATEWAY_GROUP, "backendtlspolicies", ("v1", "v1alpha3")),
+        KindInfo("Route", ROUTEGATE_GROUP, "routes", ("v1alpha1",)),
+        KindInfo("Service", "", "services", ("v1",), reviewed=False),
+        KindInfo("EndpointSlice", "discovery.k8s.io", "endpointslices", ("v1",), reviewed=False),
+        KindInfo("Namespace", "", "namespaces", ("v1",), namespaced=False, reviewed=False),
+        KindInfo("Secret", "", "secrets", ("v1",), reviewed=False),
+        KindInfo("ConfigMap", "", "configmaps", ("v1",), reviewed=False),
+    )
+}
+
+REVIEWED_KINDS: frozenset[str] = frozenset(k for k, info in KINDS.items() if info.reviewed)
+
+
+def dig(obj: Any, *keys: str | int, default: Any = None) -> Any:
+    """Safe nested access: any missing key, wrong type or null gives ``default``."""
+    cur = obj
+    for key in keys:
+        if isinstance(key, int):
+            if not isinstance(cur, Sequence) or isinstance(cur, str | bytes) or not -len(cur) <= key < len(cur):
+                return default
+            cur = cur[key]
+        else:
+            if not isinstance(cur, Mapping) or key not in cur:
+                return default
+            cur = cur[key]
+        if cur is None:
+            return default
+    return cur
+
+
+def as_list(value: Any) -> list[Any]:
+    """A list field, or [] when it is missing or not a list (the schema check reports the latter)."""
+    return list(value) if isinstance(value, list) else []
+
+
+def as_map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def kind_of(obj: Obj) -> str:
+    kind = obj.get("kind")
+    return kind if isinstance(kind, str) else ""
+
+
+def name_of(obj: Obj) -> str:
+    name = dig(obj, "metadata", "name", default="")
+    return name if isinstance(name, str) else ""
+
+
+def namespace_of(obj: Obj) -> str:
+    ns = dig(obj, "metadata", "namespace", default="")
+    return ns if isinstance(ns, str) else ""
+
+
+def group_of(obj: Obj) -> str:
+    api_version = obj.get("apiVersion")
+    if not isinstance(api_version, str) or "/" not in api_version:
+        return ""
+    return api_version.split("/", 1)[0]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Ref:
+    """Identity of an object in the state: kind, namespace (empty when cluster-scoped) and name."""
+
+    kind: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
+
+
+def ref_of(obj: Obj) -> Ref:
+    return Ref(kind_of(obj), namespace_of(obj), name_of(obj))
+
+
+def created_at(obj: Obj) -> str:
+    """creationTimestamp as an RFC 3339 string that sorts in time order; missing sorts last."""
+    ts = dig(obj, "metadata", "creationTimestamp", default="")
+    return ts if isinstance(ts, str) and ts else "9999-12-31T23:59:59Z"

@@ -1,0 +1,103 @@
+"""The read-only view of cluster state that checks and rendering see.
+
+A ``State`` is a Protocol so that the CLI (YAML files), the server (watch stores) and an overlay of
+one change on either all look the same to the code that reads them. Nothing here mutates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Protocol
+
+from validators.changes import Change, Operation
+from validators.objects import Obj, Ref, ref_of
+
+
+class State(Protocol):
+    @property
+    def version(self) -> str:
+        """Changes whenever any object changes: a cache key for baselines."""
+        ...
+
+    def list(self, kind: str) -> Sequence[Obj]:
+        """All objects of a kind, sorted by (namespace, name)."""
+        ...
+
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None: ...
+
+
+class MemoryState:
+    """A State held in memory: built once from a list of objects (files, tests, fixtures)."""
+
+    def __init__(self, objects: Sequence[Obj] = (), *, version: str = "0") -> None:
+        by_kind: dict[str, dict[Ref, Obj]] = {}
+        for obj in objects:
+            ref = ref_of(obj)
+            by_kind.setdefault(ref.kind, {})[ref] = obj
+        self._by_kind = by_kind
+        self._sorted: dict[str, list[Obj]] = {
+            kind: [objs[r] for r in sorted(objs)] for kind, objs in by_kind.items()
+        }
+        self._version = version
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    def list(self, kind: str) -> Sequence[Obj]:
+        return self._sorted.get(kind, [])
+
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
+        return self._by_kind.get(kind, {}).get(Ref(kind, namespace, name))
+
+    def kinds(self) -> Iterator[str]:
+        return iter(sorted(self._by_kind))
+
+    def counts(self) -> Mapping[str, int]:
+        return {k: len(v) for k, v in sorted(self._by_kind.items())}
+
+
+class Overlay:
+    """The proposed state: a base State plus one change, without copying the base.
+
+    Only lists of the subject's kind are rebuilt (and cached); every other read goes straight to the
+    base.
+    """
+
+    def __init__(self, base: State, change: Change) -> None:
+        self._base = base
+        self._change = change
+        self._ref = change.ref
+        self._list_cache: Sequence[Obj] | None = None
+
+    @property
+    def base(self) -> State:
+        return self._base
+
+    @property
+    def change(self) -> Change:
+        return self._change
+
+    @property
+    def version(self) -> str:
+        return f"{self._base.version}+{self._change.operation}:{self._ref}"
+
+    def _replacement(self) -> Obj | None:
+        return None if self._change.operation is Operation.DELETE else self._change.obj
+
+    def list(self, kind: str) -> Sequence[Obj]:
+        if kind != self._ref.kind:
+            return self._base.list(kind)
+        if self._list_cache is None:
+            items = [o for o in self._base.list(kind) if ref_of(o) != self._ref]
+            new = self._replacement()
+            if new is not None:
+                items.append(new)
+            items.sort(key=lambda o: ref_of(o))
+            self._list_cache = items
+        return self._list_cache
+
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
+        if Ref(kind, namespace, name) == self._ref:
+            return self._replacement()
+        return self._base.get(kind, namespace, name)
