@@ -1,0 +1,1 @@
+"""The webhook server, the AdmissionReview contract, the Gate, cluster state and the CLI."""

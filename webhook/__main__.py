@@ -1,0 +1,5 @@
+"""``python -m webhook`` is ``routegate``."""
+
+from webhook.cli import run
+
+run()

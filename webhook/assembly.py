@@ -1,0 +1,108 @@
+"""Building a Gate from settings: the one place that wires validators, renderer and checker together.
+
+The server, ``routegate check`` and ``routegate render`` all call :func:`build_gate`, so they judge
+with the same rules, templates and binary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from haproxy_check.checks import Checker
+from haproxy_check.rendering import Renderer, RenderSettings
+from haproxy_check.results import HAProxyBinary
+from validators.checks import Checks
+from validators.crds import SchemaSet
+from validators.enforcement import Enforcement
+from validators.objects import KINDS, Obj
+from validators.states import MemoryState
+from webhook import inputs
+from webhook.gates import Gate
+
+
+class SetupError(ValueError):
+    """A setting or settings file that cannot be used; the CLI exits 2 with the message."""
+
+
+@dataclass(frozen=True, slots=True)
+class GateSettings:
+    crds: Sequence[str] = ()
+    config: str | None = None
+    strict: bool = False
+    templates: Sequence[str] = ()
+    scratch_dir: str | None = None
+    check_timeout: float = 5.0
+    check_concurrency: int = 2
+    render: Mapping[str, Any] = field(default_factory=dict)
+
+
+def load_config(path: str | None, *, strict: bool) -> Enforcement:
+    data: dict[str, Any] = {}
+    if path:
+        try:
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise SetupError(f"--config {path}: {exc}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise SetupError(f"--config {path}: must be a YAML mapping")
+        data = dict(loaded or {})
+    if strict:
+        data["strict"] = True
+    try:
+        return Enforcement.from_mapping(data)
+    except ValueError as exc:
+        raise SetupError(f"--config {path}: {exc}") from None
+
+
+def load_schemas(paths: Sequence[str]) -> SchemaSet | None:
+    if not paths:
+        return None
+    try:
+        docs = [located.obj for located in inputs.load(list(paths))
+                if located.obj.get("kind") == "CustomResourceDefinition"]
+    except inputs.InputError as exc:
+        raise SetupError(f"--crds: {exc}") from None
+    if not docs:
+        raise SetupError(f"--crds {' '.join(paths)}: no CustomResourceDefinition found")
+    return SchemaSet.from_documents(docs)
+
+
+def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: SchemaSet | None = None) -> Gate:
+    rules = Checks(
+        schemas=schemas if schemas is not None else load_schemas(settings.crds),
+        enforcement=load_config(settings.config, strict=settings.strict),
+        haproxy_version=binary.version_tuple,
+    )
+    renderer = Renderer(
+        settings=RenderSettings(haproxy_version=binary.version_tuple, **dict(settings.render)),
+        template_dirs=[Path(t) for t in settings.templates],
+    )
+    checker = Checker(
+        binary, timeout=settings.check_timeout, concurrency=settings.check_concurrency,
+        scratch_base=Path(settings.scratch_dir) if settings.scratch_dir else None,
+    )
+    return Gate(rules=rules, renderer=renderer, checker=checker)
+
+
+def with_namespace(obj: dict[str, Any], default: str = "default") -> dict[str, Any]:
+    """kubectl's rule: a namespaced object without a namespace lands in the default namespace."""
+    info = KINDS.get(str(obj.get("kind", "")))
+    meta = obj.get("metadata")
+    if info is not None and info.namespaced and isinstance(meta, dict) and not meta.get("namespace"):
+        return {**obj, "metadata": {**meta, "namespace": default}}
+    return obj
+
+
+def load_state(path: str | None) -> tuple[MemoryState, list[Obj]]:
+    if not path:
+        return MemoryState(), []
+    try:
+        objects = [with_namespace(located.obj) for located in inputs.load([path])]
+    except inputs.InputError as exc:
+        raise SetupError(f"--state: {exc}") from None
+    return MemoryState(objects, version=f"files:{len(objects)}"), objects

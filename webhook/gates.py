@@ -1,0 +1,185 @@
+"""The Gate: one coroutine that judges a change, shared by the webhook, the CLI and reconcile loops.
+
+It knows no HTTP. Steps, in one direction only:
+  validators (schema, CEL, HAProxy rules, cross-object)  ->  overlay the change on the state
+  ->  render (off the event loop)  ->  sandboxed ``haproxy -c``  ->  baseline rule  ->  Verdict.
+
+Baseline rule (HAPTIC's): when the proposed configuration fails, render and check the state without
+the change. If that fails with the same alerts, other objects broke it already: admit with a warning,
+since denying would block an unrelated fix. Otherwise the change broke it: deny. Baselines are cached
+per state version so a burst of reviews checks the baseline once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Protocol
+
+from haproxy_check.checks import CheckTimedOut
+from haproxy_check.results import Alert, CheckResult, HAProxyBinary, RenderError, RenderResult
+from validators.changes import Change, Operation
+from validators.findings import Finding, Severity, denies, format_path
+from validators.objects import REVIEWED_KINDS, Ref
+from validators.states import Overlay, State
+from webhook.verdicts import Decision, Verdict
+
+HAPROXY_REJECTED = "RG0800"
+RENDER_REFUSED = "RG0801"
+BASELINE_CACHE = 8
+
+
+class RuleChecks(Protocol):
+    def check(self, change: Change, state: State) -> list[Finding]: ...
+
+
+class Renders(Protocol):
+    def render(self, state: State, *, subject: Ref | None = None) -> RenderResult: ...
+
+
+class Checks(Protocol):
+    binary: HAProxyBinary
+
+    async def check(self, render: RenderResult) -> CheckResult: ...
+
+
+_LINE_NUMBERS = re.compile(r"\[[^\]]*:\d+\]|\bline \d+\b|:\d+\b")
+
+
+def _alert_key(alert: Alert) -> tuple[str, str]:
+    """What makes two alerts 'the same failure' across renders whose line numbers differ."""
+    owner = str(alert.origin.ref) if alert.origin else ""
+    return owner, _LINE_NUMBERS.sub("", alert.message)
+
+
+class Gate:
+    def __init__(
+        self,
+        *,
+        rules: RuleChecks,
+        renderer: Renders,
+        checker: Checks,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.rules = rules
+        self.renderer = renderer
+        self.checker = checker
+        self._clock = clock
+        self._baselines: OrderedDict[str, asyncio.Future[CheckResult]] = OrderedDict()
+
+    @property
+    def binary(self) -> HAProxyBinary:
+        return self.checker.binary
+
+    async def review(self, change: Change, *, state: State) -> Verdict:
+        ref = change.ref
+        if ref.kind not in REVIEWED_KINDS:
+            return Verdict(Decision.ALLOW, ref, handled=False,
+                           notes=(f"routegate does not check {ref.kind or 'this kind'}; allowed unchecked",))
+        timings: dict[str, float] = {}
+        started = self._clock()
+        findings: list[Finding] = []
+        if change.operation is not Operation.DELETE:
+            # Deleting an object never needs its own fields to be valid; only the render matters.
+            findings = await asyncio.to_thread(self.rules.check, change, state)
+            timings["validate"] = self._clock() - started
+            if denies(findings):
+                return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary,
+                               timings=timings)
+        proposed = Overlay(state, change)
+        mark = self._clock()
+        try:
+            render = await asyncio.to_thread(self.renderer.render, proposed, subject=ref)
+        except RenderError as exc:
+            return self._refused(change, exc, findings, timings)
+        timings["render"] = self._clock() - mark
+        findings += [f for f in render.findings if f.about in ("", str(ref))]
+        mark = self._clock()
+        try:
+            result = await self.checker.check(render)
+        except CheckTimedOut as exc:
+            return Verdict(Decision.ERROR, ref, findings=tuple(findings), error=str(exc), haproxy=self.binary,
+                           timings=timings)
+        timings["check"] = self._clock() - mark
+        if result.ok:
+            timings["total"] = self._clock() - started
+            return Verdict(Decision.ALLOW, ref, findings=tuple(findings), haproxy=self.binary, timings=timings)
+        return await self._judge_failure(change, state, findings, result, timings, started)
+
+    async def _judge_failure(
+        self, change: Change, state: State, findings: list[Finding], result: CheckResult,
+        timings: dict[str, float], started: float,
+    ) -> Verdict:
+        ref = change.ref
+        mark = self._clock()
+        try:
+            baseline = await self._baseline(state)
+        except (CheckTimedOut, RenderError):
+            baseline = None
+        timings["baseline"] = self._clock() - mark
+        known = {_alert_key(a) for a in baseline.alerts} if baseline is not None and not baseline.ok else set()
+        new = [a for a in result.alerts if _alert_key(a) not in known]
+        timings["total"] = self._clock() - started
+        if not new:
+            first = result.alerts[0]
+            owner = f" (from {first.origin.ref})" if first.origin else ""
+            note = ("the HAProxy configuration already fails haproxy -c because of other objects; "
+                    f"this change does not alter that: {first.message}{owner}")
+            return Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=(note,),
+                           haproxy=self.binary, timings=timings)
+        denial = [self._alert_finding(ref, alert) for alert in new]
+        return Verdict(Decision.DENY, ref, findings=tuple(findings + denial), alerts=tuple(new),
+                       haproxy=self.binary, timings=timings)
+
+    def _alert_finding(self, ref: Ref, alert: Alert) -> Finding:
+        version = self.binary.version
+        where = ""
+        if alert.file:
+            line = next((c[9:] for c in alert.context if c.startswith(">")), "")
+            where = f" ({alert.file}:{alert.line}" + (f": {line.strip()}" if line.strip() else "") + ")"
+        message = f"haproxy {version} rejects the configuration: {alert.message}{where}"
+        if alert.origin is None:
+            return Finding(HAPROXY_REJECTED, message)
+        if alert.origin.ref == ref:
+            return Finding(HAPROXY_REJECTED, message, alert.origin.path)
+        # The change broke a line another object produced (e.g. a duplicate name): name that object.
+        field = format_path(alert.origin.path)
+        return Finding(HAPROXY_REJECTED, f"{message}; the failing line comes from {alert.origin.ref}"
+                       + (f" {field}" if field else ""))
+
+    def _refused(self, change: Change, exc: RenderError, findings: list[Finding],
+                 timings: dict[str, float]) -> Verdict:
+        ref = change.ref
+        origin = exc.origin
+        if origin is not None and origin.ref != ref:
+            message = f"{exc.message} (in {origin.ref})"
+            path: tuple[str | int, ...] = ()
+        else:
+            message, path = exc.message, origin.path if origin else ()
+        finding = Finding(RENDER_REFUSED, message, path, Severity.DENY)
+        return Verdict(Decision.DENY, ref, findings=(*findings, finding), haproxy=self.binary, timings=timings)
+
+    async def _baseline(self, state: State) -> CheckResult:
+        """The check of ``state`` itself, shared by concurrent reviews and cached per version."""
+        key = state.version
+        future = self._baselines.get(key)
+        if future is None:
+            future = asyncio.ensure_future(self._check_state(state))
+            self._baselines[key] = future
+            while len(self._baselines) > BASELINE_CACHE:
+                self._baselines.popitem(last=False)
+        else:
+            self._baselines.move_to_end(key)
+        try:
+            return await asyncio.shield(future)
+        except BaseException:
+            if future.done() and self._baselines.get(key) is future:
+                del self._baselines[key]  # do not cache failures to decide
+            raise
+
+    async def _check_state(self, state: State) -> CheckResult:
+        render = await asyncio.to_thread(self.renderer.render, state, subject=None)
+        return await self.checker.check(render)

@@ -1,0 +1,52 @@
+"""Prometheus metrics (the process-wide default registry, so certs/ gauges show too), served on a
+separate plain-HTTP port.
+
+Label values are bounded: kinds outside the reviewed set are counted as "other", so a stream of
+unknown kinds cannot grow the series without limit.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+
+from validators.objects import REVIEWED_KINDS
+
+_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+REVIEWS = Counter(
+    "routegate_reviews_total", "AdmissionReviews answered, by kind, operation and verdict.",
+    ("kind", "operation", "verdict"), registry=REGISTRY,
+)
+BAD_REVIEWS = Counter(
+    "routegate_bad_reviews_total", "Requests rejected with HTTP 4xx before judging.", ("reason",),
+    registry=REGISTRY,
+)
+REVIEW_SECONDS = Histogram(
+    "routegate_review_duration_seconds", "Time to judge one AdmissionReview.", buckets=_BUCKETS,
+    registry=REGISTRY,
+)
+RENDER_SECONDS = Histogram(
+    "routegate_render_duration_seconds", "Time to render the HAProxy configuration.", buckets=_BUCKETS,
+    registry=REGISTRY,
+)
+CHECK_SECONDS = Histogram(
+    "routegate_haproxy_check_duration_seconds", "Time spent in haproxy -c.", buckets=_BUCKETS,
+    registry=REGISTRY,
+)
+HAPROXY_INFO = Gauge(
+    "routegate_haproxy_info", "The haproxy binary the gate uses (value 1).", ("version", "path"),
+    registry=REGISTRY,
+)
+
+
+def kind_label(kind: str) -> str:
+    return kind if kind in REVIEWED_KINDS else "other"
+
+
+def observe(kind: str, operation: str, verdict: str, timings: dict[str, float]) -> None:
+    operation = operation if operation in ("CREATE", "UPDATE", "DELETE", "CONNECT") else "other"
+    REVIEWS.labels(kind_label(kind), operation, verdict).inc()
+    if "render" in timings:
+        RENDER_SECONDS.observe(timings["render"])
+    if "check" in timings:
+        CHECK_SECONDS.observe(timings["check"])

@@ -1,0 +1,169 @@
+"""The AdmissionReview v1 wire contract: parse a request once at the edge, build the response.
+
+Two kinds of failure (kopf's split): a broken *request* raises :class:`BadReview` (HTTP 400 with a
+JSON error); a bad *object* is a Verdict with ``allowed: false``. Nothing past this module touches the
+wire dicts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, NotRequired, TypedDict
+
+from validators.changes import Change, Operation
+from validators.objects import Obj
+from webhook.verdicts import Decision, Verdict
+
+API_VERSION = "admission.k8s.io/v1"
+MAX_WARNING = 256
+MAX_WARNINGS_TOTAL = 4096
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+class BadReview(ValueError):
+    """The request is not a usable AdmissionReview (HTTP 400, never a 500)."""
+
+
+class GroupVersionKind(TypedDict):
+    group: str
+    version: str
+    kind: str
+
+
+class WireRequest(TypedDict):
+    uid: str
+    kind: GroupVersionKind
+    operation: Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+    name: NotRequired[str]
+    namespace: NotRequired[str]
+    object: NotRequired[dict[str, Any] | None]
+    oldObject: NotRequired[dict[str, Any] | None]
+    dryRun: NotRequired[bool]
+    userInfo: NotRequired[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    uid: str
+    change: Change
+    kind: str
+    namespace: str
+    name: str
+    user: str
+
+    @property
+    def dry_run(self) -> bool:
+        return self.change.dry_run
+
+
+def parse(body: bytes) -> Review:
+    try:
+        doc = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadReview(f"body is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise BadReview(f"body must be a JSON object (an AdmissionReview), not {type(doc).__name__}")
+    if doc.get("apiVersion") != API_VERSION:
+        raise BadReview(f"apiVersion must be {API_VERSION!r}, got {doc.get('apiVersion')!r}")
+    if doc.get("kind") != "AdmissionReview":
+        raise BadReview(f"kind must be 'AdmissionReview', got {doc.get('kind')!r}")
+    req = doc.get("request")
+    if not isinstance(req, dict):
+        raise BadReview("request is missing or not an object")
+    uid = req.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadReview("request.uid is missing or not a non-empty string")
+    operation = req.get("operation")
+    if operation not in Operation.__members__:
+        raise BadReview(f"request.operation must be one of CREATE, UPDATE, DELETE, CONNECT; got {operation!r}")
+    gvk = req.get("kind")
+    if not isinstance(gvk, dict) or not isinstance(gvk.get("kind"), str):
+        raise BadReview("request.kind must be an object with a string 'kind'")
+    obj = _object(req, "object")
+    old = _object(req, "oldObject")
+    op = Operation(operation)
+    if op in (Operation.CREATE, Operation.UPDATE, Operation.CONNECT) and obj is None:
+        raise BadReview(f"request.object is required for {op}")
+    if op is Operation.DELETE and old is None and obj is None:
+        raise BadReview("request.oldObject is required for DELETE")
+    namespace = req.get("namespace") if isinstance(req.get("namespace"), str) else ""
+    name = req.get("name") if isinstance(req.get("name"), str) else ""
+    group = gvk.get("group") or ""
+    api_version = f"{group}/{gvk.get('version')}" if group else str(gvk.get("version") or "v1")
+    obj = _complete(obj, kind=gvk["kind"], api_version=api_version, namespace=namespace, name=name)
+    old = _complete(old, kind=gvk["kind"], api_version=api_version, namespace=namespace, name=name)
+    if op is Operation.DELETE and old is None:
+        old, obj = obj, None
+    dry_run = req.get("dryRun") is True
+    user = req.get("userInfo", {}).get("username", "") if isinstance(req.get("userInfo"), dict) else ""
+    change = Change(op, obj if op is not Operation.DELETE else None, old, dry_run=dry_run)
+    return Review(uid=uid, change=change, kind=gvk["kind"], namespace=str(namespace), name=str(name),
+                  user=str(user))
+
+
+def _object(req: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    value = req.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise BadReview(f"request.{key} must be an object or null, not {type(value).__name__}")
+    return value
+
+
+def _complete(obj: dict[str, Any] | None, *, kind: str, api_version: str, namespace: str,
+              name: str) -> Obj | None:
+    """Fill identity the apiserver leaves implicit (kind, apiVersion, namespace, generateName'd name)."""
+    if obj is None:
+        return None
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = {}
+    needs_meta = (namespace and not metadata.get("namespace")) or (name and not metadata.get("name"))
+    if "kind" in obj and "apiVersion" in obj and not needs_meta and isinstance(obj.get("metadata"), dict):
+        return obj
+    filled = dict(obj)
+    filled.setdefault("kind", kind)
+    filled.setdefault("apiVersion", api_version)
+    meta = dict(metadata)
+    if namespace and not meta.get("namespace"):
+        meta["namespace"] = namespace
+    if name and not meta.get("name"):
+        meta["name"] = name
+    filled["metadata"] = meta
+    return filled
+
+
+def clean_warnings(lines: list[str]) -> list[str]:
+    """Deduplicated, control characters removed (the apiserver drops such a warning), each <= 256
+    characters and all together <= 4096."""
+    out: list[str] = []
+    seen: set[str] = set()
+    total = 0
+    for line in lines:
+        text = " ".join(_CONTROL.sub(" ", line).split())
+        if len(text) > MAX_WARNING:
+            text = text[: MAX_WARNING - 1] + "…"
+        if not text or text in seen:
+            continue
+        if total + len(text) > MAX_WARNINGS_TOTAL:
+            break
+        seen.add(text)
+        out.append(text)
+        total += len(text)
+    return out
+
+
+def respond(uid: str, verdict: Verdict) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
+    if not verdict.allowed:
+        if verdict.decision is Decision.ERROR:
+            response["status"] = {"code": 500, "reason": "InternalError", "message": verdict.message}
+        else:
+            response["status"] = {"code": 403, "reason": "Forbidden", "message": verdict.message}
+    warnings = clean_warnings(verdict.warnings)
+    if warnings:
+        response["warnings"] = warnings
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}

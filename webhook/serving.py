@@ -1,0 +1,130 @@
+"""``routegate serve``: wire certificates, state, the Gate and the two HTTP apps, then run until told
+to stop (SIGTERM/SIGINT), shutting down in aiohttp's documented order."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from haproxy_check import binaries
+from webhook import logs, metrics, servers
+from webhook.assembly import SetupError, build_gate, load_state
+from webhook.checking import settings_from
+from webhook.sources import StateSource, StaticSource
+
+log = structlog.get_logger("routegate")
+
+
+def split_listen(value: str, flag: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise SetupError(f"{flag} {value!r}: expected HOST:PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - an explicit ":PORT" means all
+
+
+async def _state_source(args: argparse.Namespace, tasks: list[Awaitable[Any]]) -> tuple[StateSource, Any]:
+    if args.kubeconfig or _in_cluster():
+        from webhook.cluster import ClusterState, load_api_client
+
+        api = await load_api_client(args.kubeconfig)
+        if api is not None:
+            cluster = ClusterState(api)
+            tasks.append(cluster.run())
+            return cluster, api
+    if args.kubeconfig:
+        raise SetupError(f"--kubeconfig {args.kubeconfig}: no usable cluster configuration")
+    state, _ = load_state(args.state)
+    return StaticSource(state, origin=args.state or ""), None
+
+
+def _in_cluster() -> bool:
+    return Path("/var/run/secrets/kubernetes.io/serviceaccount/token").exists()
+
+
+async def _certificates(args: argparse.Namespace, api: Any, tasks: list[Awaitable[Any]]) -> Any:
+    from certs import bootstrap, reloading
+
+    if args.tls_cert or args.tls_key:
+        if not (args.tls_cert and args.tls_key):
+            raise SetupError("--tls-cert and --tls-key go together")
+        cert, key = Path(args.tls_cert), Path(args.tls_key)
+        if args.cert_mode == "self":
+            if api is None:
+                raise SetupError("--cert-mode self needs a cluster (--kubeconfig or in-cluster config)")
+            from certs import selfmanaged
+
+            import socket
+
+            tasks.append(selfmanaged.run_self_managed(
+                api, namespace=args.namespace, secret_name=f"{args.service}-tls",
+                webhook_name=args.webhook_name, service=args.service, out_dir=cert.parent,
+                identity=socket.gethostname(),
+            ))
+    else:
+        cert_dir = Path(args.cert_dir) if args.cert_dir else bootstrap.default_cert_dir()
+        paths = bootstrap.ensure_self_signed(cert_dir, dns_names=args.dns_name)
+        cert, key = paths.cert, paths.key
+        print(f"routegate: serving certificate signed by the CA in {paths.ca}", file=sys.stderr, flush=True)
+    reloader = reloading.CertReloader(cert, key)
+    if args.cert_mode != "self" or cert.exists():
+        reloader.load()
+    tasks.append(reloader.run())
+    return reloader
+
+
+async def serve(args: argparse.Namespace) -> int:
+    logs.configure(args.log_level)
+    host, port = split_listen(args.listen, "--listen")
+    metrics_host, metrics_port = split_listen(args.metrics_listen, "--metrics-listen")
+    binary = await binaries.detect(args.haproxy)
+    metrics.HAPROXY_INFO.labels(binary.version, binary.path).set(1)
+    log.info("haproxy", path=binary.path, version=binary.version)
+    tasks: list[Awaitable[Any]] = []
+    source, api = await _state_source(args, tasks)
+    reloader = await _certificates(args, api, tasks)
+    gate = build_gate(binary, settings_from(args))
+    app = servers.make_app(gate, source, certs=reloader, review_timeout=args.review_timeout)
+    runner = web.AppRunner(app, access_log=None)
+    metrics_runner = web.AppRunner(servers.make_metrics_app(), access_log=None)
+    await runner.setup()
+    await metrics_runner.setup()
+    background = [asyncio.ensure_future(t) for t in tasks]
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await web.TCPSite(runner, host, port, ssl_context=reloader.context).start()
+        await web.TCPSite(metrics_runner, metrics_host, metrics_port).start()
+        log.info("listening", url=f"https://{host}:{port}/validate", metrics=f"http://{metrics_host}:{metrics_port}/metrics")
+        print(f"routegate: listening on https://{host}:{port}/validate", file=sys.stderr, flush=True)
+        waiter = asyncio.ensure_future(stop.wait())
+        done, _ = await asyncio.wait([waiter, *background], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not waiter and task.exception() is not None:
+                log.error("background task failed", error=repr(task.exception()))
+                return 1
+    except OSError as exc:
+        log.error("cannot listen", error=str(exc))
+        return 2
+    finally:
+        for task in background:
+            task.cancel()
+        for task in background:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await runner.cleanup()
+        await metrics_runner.cleanup()
+        if api is not None:
+            await api.close()
+    log.info("stopped")
+    return 0
