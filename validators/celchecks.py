@@ -1,0 +1,253 @@
+"""Offline CEL: a CRD version's ``x-kubernetes-validations`` rules judged as the API server judges them.
+
+In a cluster the API server evaluates these rules before the webhook is called; offline (``routegate
+check``) and for forged reviews nobody does, so a dry run could pass what ``kubectl apply`` rejects.
+:class:`CelValidator` compiles every rule of one ``openAPIV3Schema`` once and evaluates them against a
+defaulted object, with the API server's messages and field paths.
+
+Finding codes (``docs/CEL.md``):
+
+- ``RG0900`` deny: a rule evaluated to false. Message as the API server writes it after the path,
+  e.g. ``Invalid value: "object": <rule message>`` (reason FieldValueInvalid; ``Required value:``,
+  ``Forbidden:``, ``Duplicate value:`` for the other reasons).
+- ``RG0901`` warn: a rule could not be compiled or evaluated by the engine (not the object's fault);
+  counted in :data:`COUNTERS`.
+- ``RG0902`` deny: the object exceeds the evaluation budget (time or estimated cost); no further rules run.
+- ``RG0903`` deny: the rule failed at run time because of the object (``no such key``, index out of
+  bounds, an unparsable duration, ...), which the API server also rejects.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from validators import celengines, celprograms
+from validators.findings import Finding, PathPart, Severity
+
+Path = tuple[PathPart, ...]
+
+__all__ = ["COST_LIMIT", "COUNTERS", "CelValidator", "engine_name"]
+
+COST_LIMIT = 10_000_000  # the API server's RuntimeCELCostBudget, applied to our size estimate
+COUNTERS: dict[str, int] = {"compile_errors": 0, "eval_errors": 0, "budget_exceeded": 0, "rules_failed": 0}
+
+RULE_FAILED, ENGINE_ERROR, BUDGET_EXCEEDED, RULE_ERROR = "RG0900", "RG0901", "RG0902", "RG0903"
+_OBJECT_ERRORS = ("no such key", "index out of bounds", "divide by zero", "modulus by zero",
+                  "String to Duration", "String to Timestamp", "integer overflow", "out of range",
+                  "invalid regular expression")
+_BUDGET = "validation failed due to running out of cost budget, no further validation rules will run"
+
+_engine: celengines.Engine | None = None
+
+
+def _shared_engine() -> celengines.Engine:
+    global _engine  # one environment per process: building it declares ~40 overloads
+    if _engine is None:
+        _engine = celengines.load()
+    return _engine
+
+
+def engine_name() -> str:
+    """The CEL engine in use (``cel-expr-python`` or ``common-expression-language``)."""
+    try:
+        return _shared_engine().name
+    except ImportError:
+        return "none"
+
+
+def _body(reason: str, type_name: str, detail: str) -> str:
+    """What ``field.Error`` prints after the path (apimachinery ``ErrorBody``)."""
+    if reason == "FieldValueRequired":
+        return f"Required value: {detail}"
+    if reason == "FieldValueForbidden":
+        return f"Forbidden: {detail}"
+    if reason == "FieldValueDuplicate":
+        return f'Duplicate value: "{type_name}"'
+    return f'Invalid value: "{type_name}": {detail}'
+
+
+@dataclass(slots=True)
+class _Run:
+    deadline: float
+    budget: float
+    findings: list[Finding] = field(default_factory=list)
+    memo: dict[int, tuple[Any, int]] = field(default_factory=dict)
+    keep: list[Any] = field(default_factory=list)  # keeps memoised nodes alive so ids stay unique
+    stopped: bool = False
+    evaluated: int = 0
+
+
+class CelValidator:
+    """The compiled rules of one CRD version; cache one per schema (compiling is the slow part)."""
+
+    def __init__(self, root: celprograms.Site, *, kind: str, engine: str) -> None:
+        self.kind = kind
+        self.engine = engine
+        self._root = root
+        rules = [r for site in root.walk() for r in site.rules]
+        self.rule_count = len(rules)
+        self.compile_errors = tuple(f"{r.rule}: {r.error}" for r in rules if r.program is None)
+
+    @classmethod
+    def compile(cls, schema: Mapping[str, Any], *, kind: str,
+                engine: celengines.Engine | None = None) -> CelValidator:
+        """Compile every rule in ``schema`` (an ``openAPIV3Schema``); never raises on a bad schema."""
+        try:
+            chosen = engine or _shared_engine()
+        except ImportError as e:
+            COUNTERS["compile_errors"] += 1
+            return _Unavailable(kind=kind, why=str(e))
+        root = celprograms.compile_schema(schema, chosen)
+        validator = cls(root, kind=kind, engine=chosen.name)
+        COUNTERS["compile_errors"] += len(validator.compile_errors)
+        return validator
+
+    def validate(self, obj: Mapping[str, Any], *, old: Mapping[str, Any] | None = None,
+                 budget_seconds: float = 0.5) -> list[Finding]:
+        """Findings for ``obj`` (defaulted already); ``old`` on UPDATE enables transition rules."""
+        start = time.perf_counter()
+        run = _Run(deadline=start + budget_seconds, budget=budget_seconds)
+        try:
+            self._walk(obj, old, self._root, (), run)
+        except RecursionError:
+            run.findings.append(self._engine_error((), "the object is nested too deeply to evaluate"))
+        return run.findings
+
+    # --- walking the object alongside the schema -------------------------------------------------
+
+    def _walk(self, node: Any, old: Any, site: celprograms.Site, path: Path, run: _Run) -> None:
+        if node is None or not site.live or run.stopped or len(path) > celprograms.MAX_DEPTH:
+            return
+        if site.rules:
+            self._evaluate(node, old, site, path, run)
+        if isinstance(node, Mapping):
+            old_map = old if isinstance(old, Mapping) else {}
+            for name, child in site.properties.items():
+                if child.live and name in node:
+                    self._walk(node[name], old_map.get(name), child, (*path, name), run)
+            extra = site.additional
+            if extra is not None and extra.live and not site.properties:
+                for key, value in node.items():
+                    if isinstance(key, str):
+                        self._walk(value, old_map.get(key), extra, (*path, key), run)
+        elif isinstance(node, list) and site.items is not None and site.items.live:
+            olds = self._correlate(node, old, site)
+            for i, item in enumerate(node):
+                self._walk(item, olds[i], site.items, (*path, i), run)
+
+    @staticmethod
+    def _correlate(node: list[Any], old: Any, site: celprograms.Site) -> list[Any]:
+        """Old list items match new ones only in map lists (by key), as in the API server."""
+        if site.list_type != "map" or not site.map_keys or not isinstance(old, list):
+            return [None] * len(node)
+
+        def key(item: Any) -> Any:
+            return tuple(repr(item.get(k)) for k in site.map_keys) if isinstance(item, Mapping) else None
+
+        by_key = {key(o): o for o in old if isinstance(o, Mapping)}
+        return [by_key.get(key(item)) for item in node]
+
+    def _convert(self, node: Any, site: celprograms.Site, path: Path, run: _Run) -> tuple[Any, int]:
+        cached = run.memo.get(id(node))
+        if cached is None:
+            cached = celprograms.to_cel(node, site, root=not path)
+            run.memo[id(node)] = cached
+            run.keep.append(node)
+        return cached
+
+    # --- evaluating the rules of one node --------------------------------------------------------
+
+    def _evaluate(self, node: Any, old: Any, site: celprograms.Site, path: Path, run: _Run) -> None:
+        try:
+            value, size = self._convert(node, site, path, run)
+            old_value = celprograms.to_cel(old, site, root=not path)[0] if old is not None else None
+        except celprograms.ConversionError as e:
+            run.findings.append(self._engine_error(path, f"cannot hand this value to CEL: {e}"))
+            return
+        unchanged = old is not None and old == node  # ratcheting: unchanged values keep passing
+        width = len(value) if isinstance(value, list | dict) else 1
+        for rule in site.rules:
+            if time.perf_counter() > run.deadline:
+                why = f"evaluation took longer than {run.budget:g}s after {run.evaluated} rules"
+                self._stop(run, path, why)
+                return
+            if rule.transition and old is None and not rule.optional_old_self:
+                continue
+            if unchanged and not rule.transition:
+                continue
+            if rule.program is None:
+                why = f"rule does not compile ({rule.error}); not checked: {rule.rule}"
+                run.findings.append(self._engine_error(path, why))
+                continue
+            cost = size * max(1, width) ** max(0, rule.depth - 1) if rule.depth else size
+            if cost > COST_LIMIT:
+                self._stop(run, path, f"estimated cost {cost} of rule {rule.display!r} exceeds {COST_LIMIT}")
+                return
+            run.evaluated += 1
+            bindings = {"self": value, "oldSelf": old_value, "__old": old_value, "__hasOld": old is not None}
+            run.findings.extend(self._judge(rule, bindings, site.type, path))
+
+    def _judge(self, rule: celprograms.Rule, bindings: Mapping[str, Any], type_name: str,
+               path: Path) -> Iterator[Finding]:
+        assert rule.program is not None
+        try:
+            result = rule.program.run(bindings)
+        except celengines.CelEvalError as e:
+            text = str(e)
+            if any(marker in text for marker in _OBJECT_ERRORS):
+                COUNTERS["rules_failed"] += 1
+                yield Finding(RULE_ERROR, _body("FieldValueInvalid", type_name,
+                                                f"{text} evaluating rule: {rule.display}"), path)
+            else:
+                why = f"rule could not be evaluated ({text}); not checked: {rule.rule}"
+                yield self._engine_error(path, why)
+            return
+        if result is True:
+            return
+        if result is not False:
+            why = f"rule evaluated to {result!r}, not a bool; not checked: {rule.rule}"
+            yield self._engine_error(path, why)
+            return
+        COUNTERS["rules_failed"] += 1
+        yield Finding(RULE_FAILED, _body(rule.reason, type_name, self._message(rule, bindings)),
+                      (*path, *rule.field_path))
+
+    @staticmethod
+    def _message(rule: celprograms.Rule, bindings: Mapping[str, Any]) -> str:
+        """messageExpression's result when it gives one clean line, else message, else the default."""
+        if rule.message_program is not None:
+            try:
+                text = rule.message_program.run(bindings)
+            except celengines.CelEvalError:
+                COUNTERS["eval_errors"] += 1
+                text = None
+            if isinstance(text, str) and text.strip() and "\n" not in text.strip():
+                return text.strip()
+        return rule.message.strip() or f"failed rule: {rule.rule.strip()}"
+
+    def _engine_error(self, path: Path, detail: str) -> Finding:
+        COUNTERS["eval_errors"] += 1
+        return Finding(ENGINE_ERROR, f"CEL ({self.engine}): {detail}", path, Severity.WARN)
+
+    @staticmethod
+    def _stop(run: _Run, path: Path, why: str) -> None:
+        COUNTERS["budget_exceeded"] += 1
+        run.stopped = True
+        run.findings.append(Finding(BUDGET_EXCEEDED, f'Invalid value: "object": {_BUDGET} ({why})', path))
+
+
+class _Unavailable(CelValidator):
+    """No engine importable: every validation says so once, as a warning (never a silent pass)."""
+
+    def __init__(self, *, kind: str, why: str) -> None:
+        super().__init__(celprograms.Site(), kind=kind, engine="none")
+        self._why = why
+
+    def validate(self, obj: Mapping[str, Any], *, old: Mapping[str, Any] | None = None,
+                 budget_seconds: float = 0.5) -> list[Finding]:
+        COUNTERS["eval_errors"] += 1
+        why = f"CEL rules of {self.kind} not checked: {self._why}"
+        return [Finding(ENGINE_ERROR, why, (), Severity.WARN)]

@@ -1,0 +1,186 @@
+"""CEL engines behind one small interface: compile a rule once, run it many times.
+
+``cel-expr-python`` (the official C++ runtime; RE2 regexes, Go-style durations) is preferred;
+``common-expression-language`` (the Rust interpreter) is the fallback when the first is missing.
+Both report evaluation errors as :class:`CelEvalError` and compile errors as :class:`CelCompileError`;
+nothing else escapes :meth:`Program.run`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from validators import celfunctions
+
+__all__ = ["CelCompileError", "CelEvalError", "Engine", "Program", "load"]
+
+VARIABLES = ("self", "oldSelf", "__old", "__hasOld")
+
+
+class CelCompileError(Exception):
+    """The rule text does not compile (syntax, undeclared names, wrong result type)."""
+
+
+class CelEvalError(Exception):
+    """The rule failed at run time; ``str()`` is the engine's message, normalised to cel-go's words."""
+
+
+class Program(Protocol):
+    def run(self, bindings: Mapping[str, Any]) -> Any: ...
+
+
+class Engine(Protocol):
+    name: str
+
+    def compile(self, expr: str) -> Program: ...
+
+
+def _normalise(message: str) -> str:
+    """Say what cel-go (the API server) says for the common runtime errors."""
+    status, sep, rest = message.partition(": ")
+    text = rest if sep and status.isupper() else message  # drop absl's "INVALID_ARGUMENT: "
+    if text.startswith("Key not found in map"):
+        return "no such key: " + text.split(":", 1)[1].strip().strip('"')
+    if text.startswith("No matching overloads found"):
+        return "no such overload: " + text.split(":", 1)[1].strip()
+    if "index out of bounds" in text.lower() or text.startswith("Index"):
+        return "index out of bounds: " + text
+    return text
+
+
+class _CppProgram:
+    __slots__ = ("_expr",)
+
+    def __init__(self, expr: Any) -> None:
+        self._expr = expr
+
+    def run(self, bindings: Mapping[str, Any]) -> Any:
+        try:
+            result = self._expr.eval(data=bindings)
+            kind = result.type()
+            value = result.value()
+        except Exception as e:  # the binding raises on values it cannot convert
+            raise CelEvalError(f"cannot evaluate: {e}") from None
+        if kind == _cel().Type.ERROR:
+            raise CelEvalError(_normalise(str(value)))
+        return value
+
+
+def _cel() -> Any:
+    from cel_expr_python import cel
+
+    return cel
+
+
+class CppEngine:
+    """cel-expr-python: Kubernetes' functions registered as Python overloads of a custom extension."""
+
+    name = "cel-expr-python"
+
+    def __init__(self) -> None:
+        cel = _cel()
+        from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_optional, ext_strings
+
+        types: Mapping[str, Any] = {
+            "string": cel.Type.STRING, "bool": cel.Type.BOOL, "int": cel.Type.INT, "dyn": cel.Type.DYN,
+            "list": cel.Type.List(cel.Type.DYN), "list_string": cel.Type.List(cel.Type.STRING),
+            "map": cel.Type.Map(cel.Type.STRING, cel.Type.List(cel.Type.STRING)),
+        }
+        decls: dict[str, list[Any]] = {}
+        for fn in celfunctions.FUNCTIONS:
+            decls.setdefault(fn.name, []).append(cel.Overload(
+                fn.overload, types[fn.result], [types[p] for p in fn.params], is_member=fn.member,
+                impl=fn.impl))
+        k8s = cel.CelExtension("kubernetes", [cel.FunctionDecl(n, o) for n, o in decls.items()])
+        variables = {v: cel.Type.DYN for v in VARIABLES} | {"__hasOld": cel.Type.BOOL}
+        self._env = cel.NewEnv(variables=variables, extensions=[
+            ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings(),
+            ext_math.ExtMath(), ext_encoders.ExtEncoders(), k8s])
+        self._result_ok = (cel.Type.BOOL, cel.Type.DYN, cel.Type.STRING)
+
+    def compile(self, expr: str) -> Program:
+        try:
+            compiled = self._env.compile(expr)
+            result = compiled.return_type()
+        except Exception as e:
+            raise CelCompileError(str(e).replace("\n", " ").strip()) from None
+        if result not in self._result_ok:
+            raise CelCompileError(f"expression evaluates to {result.name()}, not bool or string")
+        return _CppProgram(compiled)
+
+
+class _RustProgram:
+    __slots__ = ("_functions", "_program")
+
+    def __init__(self, program: Any, functions: Mapping[str, Callable[..., Any]]) -> None:
+        self._program, self._functions = program, functions
+
+    def run(self, bindings: Mapping[str, Any]) -> Any:
+        import cel
+
+        try:
+            context = cel.Context(variables=dict(bindings), functions=dict(self._functions))
+            return self._program.execute(context)
+        except Exception as e:  # the Rust binding raises for every runtime error
+            raise CelEvalError(_normalise(str(e))) from None
+
+
+class RustEngine:
+    """common-expression-language: untyped, functions bound by name (member calls pass the receiver first).
+
+    Names with a dot (``sets.contains``) cannot be registered there; rules using them fail to evaluate
+    and are reported as RG0901 warnings.
+    """
+
+    name = "common-expression-language"
+
+    def __init__(self) -> None:
+        from cel import stdlib
+
+        self._functions: dict[str, Callable[..., Any]] = {
+            name: impl for library in stdlib.EXTENSIONS.values() for name, impl in library.items()}
+        ours: dict[str, list[celfunctions.Fn]] = {}
+        for fn in celfunctions.FUNCTIONS:
+            ours.setdefault(fn.name, []).append(fn)
+        for name, fns in ours.items():
+            self._functions[name] = _dispatch(fns, self._functions.get(name))
+
+    def compile(self, expr: str) -> Program:
+        import cel
+
+        try:
+            program = cel.compile(expr)
+        except Exception as e:
+            raise CelCompileError(str(e).replace("\n", " ").strip()) from None
+        return _RustProgram(program, self._functions)
+
+
+def _dispatch(fns: list[celfunctions.Fn], fallback: Callable[..., Any] | None) -> Callable[..., Any]:
+    """One callable for a name: the overload whose first parameter fits the receiver and arity."""
+    kinds: dict[str, type | tuple[type, ...]] = {"string": str, "list": list, "int": int, "bool": bool}
+
+    def call(*args: Any) -> Any:
+        for fn in fns:
+            want = kinds.get(fn.params[0], object) if fn.params else object
+            if len(args) == len(fn.params) and (not args or isinstance(args[0], want)):
+                return fn.impl(*args)
+        if fallback is not None:
+            return fallback(*args)
+        raise TypeError(f"no such overload: {fns[0].name}")
+
+    return call
+
+
+def load(prefer: str | None = None) -> Engine:
+    """The first engine that imports; ``prefer`` names one explicitly (tests, benchmarks)."""
+    order: list[Callable[[], Engine]] = [CppEngine, RustEngine]
+    if prefer == RustEngine.name:
+        order.reverse()
+    errors = []
+    for make in order:
+        try:
+            return make()
+        except ImportError as e:
+            errors.append(str(e))
+    raise ImportError("no CEL engine available: " + "; ".join(errors))
