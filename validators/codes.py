@@ -1,0 +1,95 @@
+"""Stable rule codes, their default severity and one line each: the table behind ``routegate rules``.
+
+Codes never change meaning once released. RG00xx are schema and object-shape checks, RG01xx the
+HAProxy admission rules of seed 004, RG02xx cross-object findings, RG03xx CEL (reserved for
+``validators.celchecks``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from validators.findings import Severity
+
+
+@dataclass(frozen=True, slots=True)
+class RuleInfo:
+    code: str
+    default_severity: Severity
+    summary: str
+    name: str = ""  # the event reason HAPTIC uses, when there is one
+
+
+DENY, WARN = Severity.DENY, Severity.WARN
+
+NO_SCHEMA = "RG0001"
+SCHEMA_INVALID = "RG0002"
+UNKNOWN_FIELD = "RG0003"
+DUPLICATE_ITEM = "RG0004"
+SCHEMA_UNCHECKED = "RG0005"
+OBJECT_NAME = "RG0006"
+
+SESSION_NAME = "RG0101"
+SAN_SEVERAL = "RG0102"
+SAN_URI = "RG0103"
+SAN_MISMATCH = "RG0104"
+TLS_NO_TRUST = "RG0105"
+REGEX_UNBALANCED = "RG0106"
+HEADER_NAME = "RG0107"
+HEADER_VALUE = "RG0108"
+PREFIX_REWRITE = "RG0109"
+REDIRECT_STATUS = "RG0110"
+RETRY_CODE = "RG0111"
+RETRY_BACKOFF = "RG0112"
+REQUEST_TIMEOUT = "RG0113"
+EXTERNAL_AUTH = "RG0114"
+EXTENSION_REF = "RG0115"
+BACKEND_FILTER = "RG0116"
+TLSROUTE_HOSTNAMES = "RG0117"
+TCP_PORT_TAKEN = "RG0118"
+TLS_MODE_CONFLICT = "RG0119"
+UNSAFE_VALUE = "RG0120"
+
+INFOS: tuple[RuleInfo, ...] = (
+    RuleInfo(NO_SCHEMA, WARN, "No CRD schema is known for the kind/version; schema checks skipped."),
+    RuleInfo(SCHEMA_INVALID, DENY,
+             "The object violates its CRD OpenAPI schema (type, enum, range, pattern, ...)."),
+    RuleInfo(UNKNOWN_FIELD, WARN,
+             "A field the schema does not declare; the API server prunes it (deny with strict)."),
+    RuleInfo(DUPLICATE_ITEM, DENY, "Duplicate entry in an x-kubernetes-list-type set or map list."),
+    RuleInfo(SCHEMA_UNCHECKED, WARN,
+             "Part of the schema could not be checked (untranslatable pattern, CEL error)."),
+    RuleInfo(OBJECT_NAME, DENY, "metadata.name / metadata.namespace is not a valid Kubernetes name."),
+    RuleInfo(SESSION_NAME, DENY, "sessionPersistence cookie/header name has characters other than a token's.",
+             "InvalidSessionPersistence"),
+    RuleInfo(SAN_SEVERAL, DENY,
+             "BackendTLSPolicy lists several subjectAltNames; HAProxy verifies one name via SNI."),
+    RuleInfo(SAN_URI, DENY, "BackendTLSPolicy subjectAltNames URI entry; HAProxy verifies via SNI only."),
+    RuleInfo(SAN_MISMATCH, DENY,
+             "BackendTLSPolicy subjectAltNames Hostname differs from validation.hostname."),
+    RuleInfo(TLS_NO_TRUST, DENY,
+             "BackendTLSPolicy without caCertificateRefs or wellKnownCACertificates: System."),
+    RuleInfo(REGEX_UNBALANCED, DENY,
+             "A RegularExpression whose groups/classes do not close, or with a top-level '|'."),
+    RuleInfo(HEADER_NAME, DENY, "Header modifier name has characters other than a token's."),
+    RuleInfo(HEADER_VALUE, DENY, "Header modifier value contains a control character."),
+    RuleInfo(PREFIX_REWRITE, DENY,
+             "ReplacePrefixMatch without a PathPrefix match (prefix length undefined)."),
+    RuleInfo(REDIRECT_STATUS, DENY, "RequestRedirect statusCode outside 301, 302, 303, 307, 308."),
+    RuleInfo(RETRY_CODE, WARN, "retry.codes entry HAProxy cannot retry on; the code is dropped.",
+             "RetryCodeUnsupported"),
+    RuleInfo(RETRY_BACKOFF, WARN, "Non-zero retry.backoff; HAProxy retries without waiting.",
+             "RetryBackoffUnsupported"),
+    RuleInfo(REQUEST_TIMEOUT, WARN, "timeouts.request is ignored; only timeouts.backendRequest is applied."),
+    RuleInfo(EXTERNAL_AUTH, WARN, "ExternalAuth setting the gateway cannot enforce; the rule answers 500."),
+    RuleInfo(EXTENSION_REF, WARN,
+             "ExtensionRef kind other than HAProxyRoutePolicy or SSLPassthrough is ignored."),
+    RuleInfo(BACKEND_FILTER, WARN,
+             "RequestMirror or ExtensionRef on a backendRef is ignored (rule level only)."),
+    RuleInfo(TLSROUTE_HOSTNAMES, WARN, "TLSRoute without hostnames attaches nowhere (routing is by SNI)."),
+    RuleInfo(TCP_PORT_TAKEN, WARN, "TCP listener on the HTTP/HTTPS port is dropped."),
+    RuleInfo(TLS_MODE_CONFLICT, WARN,
+             "Passthrough and Terminate TLS listeners on one port: no route attaches."),
+    RuleInfo(UNSAFE_VALUE, DENY,
+             "A value the renderer cannot write safely (control characters, whitespace in a key)."),
+)

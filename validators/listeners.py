@@ -1,0 +1,71 @@
+"""Listener and TLSRoute shapes that attach nowhere or are dropped (seed 004, rule 11).
+
+These are warnings: the API server accepts them and the gateway keeps running, but the listener or
+route silently does nothing, which is what a user most needs to hear at apply time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from validators import codes
+from validators.contexts import Context
+from validators.findings import Finding, Severity
+from validators.objects import Obj, as_list, as_map, dig
+
+
+def tlsroute_hostnames(obj: Obj, ctx: Context) -> Iterator[Finding]:
+    """A TLSRoute routes by SNI; without hostnames it attaches nowhere."""
+    if not as_list(dig(obj, "spec", "hostnames")):
+        yield Finding(
+            codes.TLSROUTE_HOSTNAMES,
+            "Required value: a TLSRoute needs at least one hostname (routing is by SNI); without one it "
+            "attaches to no listener",
+            ("spec", "hostnames"),
+            Severity.WARN,
+        )
+
+
+def _listeners(obj: Obj) -> Iterator[tuple[int, Mapping[str, Any]]]:
+    for i, listener in enumerate(as_list(dig(obj, "spec", "listeners"))):
+        if isinstance(listener, Mapping):
+            yield i, listener
+
+
+def tcp_ports(obj: Obj, ctx: Context) -> Iterator[Finding]:
+    """A TCP listener on the chart's HTTP or HTTPS port would bind twice, so it is dropped."""
+    for i, listener in _listeners(obj):
+        port = listener.get("port")
+        if listener.get("protocol") == "TCP" and port in ctx.http_ports:
+            yield Finding(
+                codes.TCP_PORT_TAKEN,
+                f"TCP listener on port {port} is dropped: the port is the gateway's HTTP/HTTPS port "
+                f"({', '.join(str(p) for p in ctx.http_ports)}); choose another port",
+                ("spec", "listeners", i, "port"),
+                Severity.WARN,
+            )
+
+
+def tls_modes(obj: Obj, ctx: Context) -> Iterator[Finding]:
+    """A port with both Passthrough and Terminate TLS listeners is a protocol conflict."""
+    modes: dict[Any, dict[str, list[int]]] = {}
+    for i, listener in _listeners(obj):
+        if listener.get("protocol") != "TLS":
+            continue
+        mode = as_map(listener.get("tls")).get("mode") or "Terminate"
+        port = listener.get("port")
+        if isinstance(port, int) and isinstance(mode, str):
+            modes.setdefault(port, {}).setdefault(mode, []).append(i)
+    for port, by_mode in sorted(modes.items()):
+        if "Passthrough" not in by_mode or "Terminate" not in by_mode:
+            continue
+        for mode, indexes in sorted(by_mode.items()):
+            for i in indexes:
+                yield Finding(
+                    codes.TLS_MODE_CONFLICT,
+                    f"port {port} has both Passthrough and Terminate TLS listeners (this one is {mode}): "
+                    "a protocol conflict, so no route attaches to either; use separate ports",
+                    ("spec", "listeners", i, "tls", "mode"),
+                    Severity.WARN,
+                )

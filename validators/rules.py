@@ -1,0 +1,68 @@
+"""The HAProxy admission rules, registered per kind as data (STYLE R5), and the rule table.
+
+A rule is ``(obj, ctx) -> Iterator[Finding]``: it returns early when it does not apply and never raises
+for malformed input. Tests and callers may pass a subset of :data:`RULES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+from validators import backendtls, filters, listeners, names, policies, regexes, sweeps
+from validators.codes import INFOS, RuleInfo
+from validators.contexts import Context
+from validators.findings import Finding
+from validators.objects import Obj
+
+Rule = Callable[[Obj, Context], Iterator[Finding]]
+
+__all__ = ["COMMON", "RULES", "Rule", "RuleInfo", "table"]
+
+COMMON: tuple[Rule, ...] = (names.object_names, sweeps.renderable)
+
+_ROUTE_FILTERS: tuple[Rule, ...] = (
+    filters.header_modifiers,
+    filters.extension_refs,
+    filters.backend_filters,
+    regexes.balanced,
+    policies.session_names,
+    policies.timeouts,
+)
+
+RULES: Mapping[str, Sequence[Rule]] = {
+    "HTTPRoute": (
+        *COMMON,
+        *_ROUTE_FILTERS,
+        filters.prefix_rewrites,
+        filters.redirect_codes,
+        filters.external_auth,
+        policies.retries,
+    ),
+    "GRPCRoute": (*COMMON, *_ROUTE_FILTERS, policies.retries),
+    "TLSRoute": (*COMMON, listeners.tlsroute_hostnames),
+    "TCPRoute": COMMON,
+    "Gateway": (*COMMON, listeners.tcp_ports, listeners.tls_modes),
+    "ListenerSet": (*COMMON, listeners.tcp_ports, listeners.tls_modes),
+    "BackendTLSPolicy": (*COMMON, backendtls.subject_alt_names, backendtls.trust),
+    "ReferenceGrant": COMMON,
+    "Route": COMMON,
+}
+
+
+def run(obj: Obj, ctx: Context, rules: Mapping[str, Sequence[Rule]] = RULES) -> list[Finding]:
+    kind = obj.get("kind")
+    chosen = rules.get(kind, COMMON) if isinstance(kind, str) else COMMON
+    return [f for rule in chosen for f in rule(obj, ctx)]
+
+
+def table() -> list[RuleInfo]:
+    """Every code with its default severity and one line: ours, then CEL's when that module exists."""
+    infos = list(INFOS)
+    try:
+        from validators import celchecks  # optional: another engineer's module
+
+        extra = getattr(celchecks, "RULE_INFOS", ())
+        infos += [i for i in extra if isinstance(i, RuleInfo)]
+    except ImportError:
+        pass
+    return sorted({i.code: i for i in infos}.values(), key=lambda i: i.code)

@@ -1,0 +1,43 @@
+"""Small text helpers for messages: quoting values the way the API server does, token checks."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from validators.safety import describe_char
+
+#: RFC 9110 token characters minus those HAProxy's config or map syntax gives a meaning
+#: (``#`` comment, ``%`` log-format, ``'`` quote, ``|`` map separator, backtick).
+TOKEN_PUNCTUATION = "!$&*+.^_~-"  # noqa: S105 - not a password, a character set
+TOKEN_ALLOWED = f"letters, digits and {TOKEN_PUNCTUATION}"
+
+
+def quote(value: Any) -> str:
+    """A value as the API server prints it in messages: strings in double quotes, numbers bare."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _is_token_char(ch: str, extra: str) -> bool:
+    return ("a" <= ch <= "z") or ("A" <= ch <= "Z") or ("0" <= ch <= "9") or ch in extra
+
+
+def token_problem(value: str, *, punctuation: str = TOKEN_PUNCTUATION) -> str | None:
+    """Why ``value`` is not a token of letters, digits and ``punctuation``; None when it is."""
+    if not value:
+        return "is empty"
+    for ch in value:
+        if not _is_token_char(ch, punctuation):
+            return f"has {describe_char(ch)}"
+    return None
