@@ -1,0 +1,42 @@
+"""Shared test fixtures: the real haproxy binary and the shared test data beside the checkout.
+
+With CI=true a missing haproxy binary is a failure, not a skip, so a green CI run cannot hide it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from haproxy_check import binaries
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_dir() -> Path | None:
+    """``shared/`` sits beside the checkout (CI: a copy beside the fresh clone)."""
+    for candidate in (REPO.parent / "shared", Path("/work/shared")):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+SHARED = shared_dir()
+
+
+def need_shared(*parts: str) -> Path:
+    if SHARED is None or not SHARED.joinpath(*parts).exists():
+        pytest.skip(f"shared test data {'/'.join(parts)} is not beside this checkout")
+    return SHARED.joinpath(*parts)
+
+
+@pytest.fixture(scope="session")
+def haproxy_path() -> str:
+    try:
+        return binaries.locate(None)
+    except binaries.BinaryNotFound as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must have a haproxy binary: {exc}")
+        pytest.skip(str(exc))

@@ -1,0 +1,105 @@
+"""The sandbox around haproxy -c: empty environment, scratch cwd, deadline, process-group kill.
+
+The environment tests use the real binary and HAProxy's own ``.if defined(VAR)`` conditional, so
+they prove what haproxy itself can see. Only the hang uses a fake binary (a real haproxy -c does not
+hang on demand).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from haproxy_check import sandboxes
+
+BASE = "global\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n"
+
+
+def probe(var: str) -> str:
+    return BASE + f'.if defined({var})\n.alert "{var} is visible"\n.endif\nfrontend f\n  bind 127.0.0.1:18080\n'
+
+
+async def run(binary: str, workdir: Path, config: str, timeout: float = 5.0) -> sandboxes.RunOutput:
+    (workdir / "haproxy.cfg").write_text(config)
+    return await sandboxes.Runner(binary, timeout=timeout).run(workdir)
+
+
+async def test_haproxy_sees_none_of_our_environment(
+    haproxy_path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ROUTEGATE_SECRET_TOKEN", "hunter2")
+    out = await run(haproxy_path, tmp_path, probe("ROUTEGATE_SECRET_TOKEN"))
+    assert out.exit_code == 0, out.output
+    assert "hunter2" not in out.output and "is visible" not in out.output
+
+
+async def test_the_probe_can_fail_path_is_set_for_haproxy(haproxy_path: str, tmp_path: Path) -> None:
+    out = await run(haproxy_path, tmp_path, probe("PATH"))
+    assert out.exit_code != 0
+    assert "PATH is visible" in out.output
+
+
+async def test_openssl_conf_points_at_dev_null(haproxy_path: str, tmp_path: Path) -> None:
+    config = BASE + '.if streq("$OPENSSL_CONF","/dev/null")\n.alert "openssl conf is null"\n.endif\n'
+    out = await run(haproxy_path, tmp_path, config)
+    assert "openssl conf is null" in out.output
+
+
+async def test_relative_files_resolve_in_the_scratch_dir(haproxy_path: str, tmp_path: Path) -> None:
+    (tmp_path / "maps").mkdir()
+    (tmp_path / "maps" / "host.map").write_text("a.example.com be\n")
+    config = BASE + "frontend f\n  bind 127.0.0.1:18080\n  use_backend %[req.hdr(host),map(maps/host.map)]\n" \
+                    "backend be\n"
+    out = await run(haproxy_path, tmp_path, config)
+    assert out.exit_code == 0, out.output
+    (tmp_path / "maps" / "host.map").unlink()
+    out = await run(haproxy_path, tmp_path, config)
+    assert out.exit_code != 0 and "host.map" in out.output
+
+
+def fake_haproxy(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "fake-haproxy"
+    script.write_text("#!/bin/sh\n" + textwrap.dedent(body))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script)
+
+
+async def test_a_hanging_check_is_killed_with_its_children_at_the_deadline(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    binary = fake_haproxy(tmp_path, f"sleep 60 &\necho $! > {pidfile}\nwait\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    started = time.monotonic()
+    out = await run(binary, work, "", timeout=0.5)
+    assert out.timed_out and out.exit_code is None
+    assert time.monotonic() - started < 3
+    child = int(pidfile.read_text())
+    for _ in range(50):
+        if not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]:
+            break
+        time.sleep(0.02)
+    else:
+        pytest.fail("the hanging check's child survived the deadline")
+
+
+async def test_resource_limits_apply_inside_the_check(tmp_path: Path) -> None:
+    out_file = tmp_path / "limits"
+    binary = fake_haproxy(tmp_path, f"ulimit -c > {out_file}; ulimit -t >> {out_file}; ulimit -v >> {out_file}\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    await run(binary, work, "")
+    core, cpu, vmem = out_file.read_text().split()
+    assert core == "0"
+    assert int(cpu) == sandboxes.CPU_SECONDS
+    assert int(vmem) * 1024 == sandboxes.ADDRESS_SPACE
+
+
+def test_argv_never_hides_alerts() -> None:
+    argv = sandboxes.Runner("/bin/haproxy").argv()
+    assert "-q" not in argv and "-dr" in argv and argv[-2:] == ["-f", "haproxy.cfg"]
+    assert os.path.basename(argv[0]) == "haproxy"
