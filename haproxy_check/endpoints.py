@@ -1,0 +1,77 @@
+"""Servers of a Service port, from its EndpointSlices.
+
+Names are the 1-based index in address order (``s1``, ``s2``, ...): the same set of endpoints always
+gives the same names, and one endpoint moving to a new address keeps the server count, so the change
+is a server update rather than a delete plus an add. Only IP literals are used; anything else in an
+EndpointSlice (FQDN endpoints, garbage) never reaches haproxy.cfg.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+from typing import Any
+
+from haproxy_check.descriptions import ServerDesc
+from validators.objects import Obj, as_list, dig, name_of, namespace_of
+from validators.states import State
+
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def service_port(service: Obj, port: int) -> Any:
+    """The spec.ports entry of a Service whose ``port`` is ``port`` (None when there is none)."""
+    for p in as_list(dig(service, "spec", "ports")):
+        if _int(dig(p, "port")) == port:
+            return p
+    return None
+
+
+def _ready(endpoint: Any) -> bool:
+    ready = dig(endpoint, "conditions", "ready")
+    return ready is None or ready is True  # nil means ready (EndpointSlice API)
+
+
+def _ip(text: Any) -> str | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return None
+
+
+def endpoint_addresses(state: State, service: Obj, port: int) -> list[tuple[str, int]]:
+    """Sorted unique (address, target port) of ready endpoints serving the Service port."""
+    sp = service_port(service, port)
+    if sp is None:
+        return []
+    port_name = dig(sp, "name", default="")
+    ns, svc = namespace_of(service), name_of(service)
+    found: set[tuple[str, int]] = set()
+    for eps in state.list("EndpointSlice"):
+        if namespace_of(eps) != ns or dig(eps, "metadata", "labels", SERVICE_NAME_LABEL) != svc:
+            continue
+        target = next((_int(dig(p, "port")) for p in as_list(dig(eps, "ports"))
+                       if dig(p, "name", default="") == port_name), None)
+        if target is None or not 0 < target < 65536:
+            continue
+        for ep in as_list(dig(eps, "endpoints")):
+            if not _ready(ep):
+                continue
+            for addr in as_list(dig(ep, "addresses")):
+                ip = _ip(addr)
+                if ip is not None:
+                    found.add((ip, target))
+    return sorted(found, key=lambda a: (ipaddress.ip_address(a[0]).version, ipaddress.ip_address(a[0]), a[1]))
+
+
+def servers_for(state: State, service: Obj, port: int, *, weight: int = 1,
+                options: Sequence[str] = ()) -> list[ServerDesc]:
+    """Ready EndpointSlice endpoints of a Service port as servers named ``s1..sN``; [] when none."""
+    return [ServerDesc(f"s{i}", addr, target, weight, tuple(options))
+            for i, (addr, target) in enumerate(endpoint_addresses(state, service, port), start=1)]

@@ -1,0 +1,391 @@
+"""Which listeners exist and which routes attach to them: the one implementation shared by rendering
+and by the cross-object findings, so a warning and the rendered config can never disagree.
+
+Pure: objects from a ``State`` in, frozen values out. Follows Gateway API attachment semantics as
+seed 004 describes them (ListenerSet delegation, allowedRoutes, sectionName/port, hostname
+intersection, mixed Passthrough/Terminate ports, TCP listeners on the HTTP/HTTPS ports).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from validators.objects import (
+    GATEWAY_GROUP,
+    Obj,
+    Ref,
+    as_list,
+    as_map,
+    created_at,
+    dig,
+    kind_of,
+    name_of,
+    namespace_of,
+    ref_of,
+)
+from validators.states import State
+
+ROUTE_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute")
+DEFAULT_KINDS: Mapping[str, tuple[str, ...]] = {
+    "HTTP": ("HTTPRoute", "GRPCRoute"),
+    "HTTPS": ("HTTPRoute", "GRPCRoute"),
+    "TLS": ("TLSRoute",),
+    "TCP": ("TCPRoute",),
+    "UDP": ("UDPRoute",),
+}
+DEFAULT_HTTP_PORTS = (80, 443)
+
+ACCEPTED = "Accepted"
+NO_MATCHING_PARENT = "NoMatchingParent"
+NOT_ALLOWED_BY_LISTENERS = "NotAllowedByListeners"
+NO_MATCHING_LISTENER_HOSTNAME = "NoMatchingListenerHostname"
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """A label selector (matchLabels + matchExpressions) as a hashable value."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if any(labels.get(k) != v for k, v in self.match_labels):
+            return False
+        for key, op, values in self.match_expressions:
+            present = key in labels
+            ok = {
+                "In": present and labels.get(key) in values,
+                "NotIn": not present or labels.get(key) not in values,
+                "Exists": present,
+                "DoesNotExist": not present,
+            }.get(op, False)  # an unknown operator selects nothing (the API server rejects it)
+            if not ok:
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    gateway: Ref  # the Gateway that owns the port (for a ListenerSet listener: its parent Gateway)
+    source: Ref  # the Gateway or ListenerSet that declares it
+    name: str
+    port: int
+    protocol: str  # "HTTP" | "HTTPS" | "TLS" | "TCP" | "UDP"
+    hostname: str | None  # None = any host
+    tls_mode: str | None  # "Terminate" | "Passthrough" | None
+    certificate_refs: tuple[Ref, ...]  # Secret refs (namespace resolved)
+    allowed_kinds: tuple[str, ...]  # resolved allowedRoutes.kinds (protocol defaults applied)
+    path: tuple[str | int, ...]  # field path of the listener inside `source`
+    conflicted: bool = False  # e.g. Passthrough+Terminate on one port
+    namespaces_from: str = "Same"  # allowedRoutes.namespaces.from
+    namespace_selector: Selector | None = None
+    dropped: str = ""  # why the listener is not used ("" = used); only from declared_listeners()
+
+    def allows_namespace(self, namespace: str, state: State) -> bool:
+        if self.namespaces_from == "All":
+            return True
+        if self.namespaces_from == "Selector":
+            return self.namespace_selector is not None and self.namespace_selector.matches(
+                namespace_labels(state, namespace))
+        return namespace == self.source.namespace  # Same (the default), also for unknown values
+
+    def allows_kind(self, kind: str) -> bool:
+        return kind in self.allowed_kinds
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    route: Ref
+    parent_index: int  # index in spec.parentRefs
+    listener: Listener
+    hostnames: tuple[str, ...]  # route hostnames intersected with the listener's; () = any host
+
+
+@dataclass(frozen=True, slots=True)
+class ParentStatus:
+    parent_index: int
+    accepted: bool
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerSetStatus:
+    listener_set: Ref
+    parent: Ref
+    accepted: bool
+    message: str
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def namespace_labels(state: State, namespace: str) -> dict[str, str]:
+    """A namespace's labels, with the label the API server always sets."""
+    ns = state.get("Namespace", "", namespace)
+    labels = {str(k): str(v) for k, v in as_map(dig(ns, "metadata", "labels")).items()}
+    labels.setdefault("kubernetes.io/metadata.name", namespace)
+    return labels
+
+
+def selector_of(raw: Any) -> Selector:
+    labels = tuple(sorted((str(k), str(v)) for k, v in as_map(dig(raw, "matchLabels")).items()))
+    exprs = tuple(
+        (str(dig(e, "key", default="")), str(dig(e, "operator", default="")),
+         tuple(str(v) for v in as_list(dig(e, "values"))))
+        for e in as_list(dig(raw, "matchExpressions"))
+    )
+    return Selector(labels, exprs)
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _allowed_kinds(protocol: str, raw_kinds: Any) -> tuple[str, ...]:
+    supported = DEFAULT_KINDS.get(protocol, ())
+    kinds = as_list(raw_kinds)
+    if not kinds:
+        return supported
+    out: list[str] = []
+    for k in kinds:
+        group = dig(k, "group", default=GATEWAY_GROUP)
+        kind = _str(dig(k, "kind"))
+        if group == GATEWAY_GROUP and kind in supported and kind not in out:
+            out.append(kind)
+    return tuple(out)
+
+
+def _listener(gateway: Ref, source: Ref, index: int, raw: Any) -> Listener | None:
+    port = _int(dig(raw, "port"))
+    protocol = _str(dig(raw, "protocol"))
+    if port is None or not protocol:
+        return None  # the schema check reports it
+    hostname = _str(dig(raw, "hostname")).lower() or None
+    tls_mode: str | None = None
+    if protocol in ("HTTPS", "TLS"):
+        tls_mode = _str(dig(raw, "tls", "mode")) or "Terminate"
+    certs = tuple(
+        Ref(_str(dig(c, "kind")) or "Secret", _str(dig(c, "namespace")) or source.namespace,
+            _str(dig(c, "name")))
+        for c in as_list(dig(raw, "tls", "certificateRefs"))
+    )
+    from_ = _str(dig(raw, "allowedRoutes", "namespaces", "from")) or "Same"
+    selector = (selector_of(dig(raw, "allowedRoutes", "namespaces", "selector"))
+                if from_ == "Selector" else None)
+    return Listener(
+        gateway=gateway, source=source, name=_str(dig(raw, "name")), port=port, protocol=protocol,
+        hostname=hostname, tls_mode=tls_mode, certificate_refs=certs,
+        allowed_kinds=_allowed_kinds(protocol, dig(raw, "allowedRoutes", "kinds")),
+        path=("spec", "listeners", index), namespaces_from=from_, namespace_selector=selector,
+    )
+
+
+def _raw_listeners(owner: Obj, gateway: Ref) -> Iterable[Listener]:
+    source = ref_of(owner)
+    for i, raw in enumerate(as_list(dig(owner, "spec", "listeners"))):
+        listener = _listener(gateway, source, i, raw)
+        if listener is not None:
+            yield listener
+
+
+def listener_set_parent(listener_set: Obj) -> Ref | None:
+    """The Gateway a ListenerSet names in spec.parentRef, or None when it names something else."""
+    parent = dig(listener_set, "spec", "parentRef")
+    if dig(parent, "group", default=GATEWAY_GROUP) != GATEWAY_GROUP:
+        return None
+    if dig(parent, "kind", default="Gateway") != "Gateway":
+        return None
+    return Ref("Gateway", _str(dig(parent, "namespace")) or namespace_of(listener_set),
+               _str(dig(parent, "name")))
+
+
+def listener_set_status(listener_set: Obj, state: State) -> ListenerSetStatus:
+    """Whether the parent Gateway's spec.allowedListeners admits this ListenerSet."""
+    ref = ref_of(listener_set)
+    parent = listener_set_parent(listener_set)
+    if parent is None:
+        return ListenerSetStatus(ref, Ref("Gateway", "", ""), False,
+                                 "spec.parentRef must name a Gateway of group gateway.networking.k8s.io")
+    gateway = state.get("Gateway", parent.namespace, parent.name)
+    if gateway is None:
+        return ListenerSetStatus(ref, parent, False, f"parent {parent} does not exist")
+    allowed = dig(gateway, "spec", "allowedListeners", "namespaces")
+    from_ = _str(dig(allowed, "from")) or "None"
+    ns = ref.namespace
+    if from_ == "All":
+        ok = True
+    elif from_ == "Same":
+        ok = ns == parent.namespace
+    elif from_ == "Selector":
+        ok = selector_of(dig(allowed, "selector")).matches(namespace_labels(state, ns))
+    else:
+        ok = False
+    message = "Accepted" if ok else (
+        f"{parent} spec.allowedListeners.namespaces.from is {from_!r}; "
+        f"it does not admit ListenerSets from namespace {ns!r}")
+    return ListenerSetStatus(ref, parent, ok, message)
+
+
+def declared_listeners(state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP_PORTS) -> list[Listener]:
+    """Every listener of every Gateway and admitted ListenerSet, with ``dropped``/``conflicted`` set."""
+    found: list[Listener] = []
+    for gw in state.list("Gateway"):
+        found.extend(_raw_listeners(gw, ref_of(gw)))
+    for ls in state.list("ListenerSet"):
+        status = listener_set_status(ls, state)
+        if status.accepted:
+            found.extend(_raw_listeners(ls, status.parent))
+    modes: dict[int, set[str]] = {}
+    for lst in found:
+        if lst.protocol == "TLS" and lst.tls_mode:
+            modes.setdefault(lst.port, set()).add(lst.tls_mode)
+    out: list[Listener] = []
+    for lst in found:
+        if lst.protocol == "TCP" and lst.port in http_ports:
+            lst = replace(lst, dropped=f"TCP listener on port {lst.port} collides with the HTTP/HTTPS port")
+        if lst.protocol == "TLS" and len(modes.get(lst.port, ())) > 1:
+            lst = replace(lst, conflicted=True)
+        out.append(lst)
+    out.sort(key=lambda x: (x.gateway, x.port, x.name, x.source))
+    return out
+
+
+def listeners(state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP_PORTS) -> list[Listener]:
+    """All usable listeners (conflicted ones included and marked), sorted (gateway, port, name)."""
+    return [x for x in declared_listeners(state, http_ports=http_ports) if not x.dropped]
+
+
+# ---------------------------------------------------------------- hostnames
+
+
+def _wild_covers(wild: str, host: str) -> bool:
+    """``*.a.com`` covers ``x.a.com``, ``y.x.a.com`` and ``*.x.a.com`` (suffix match, >= 1 label)."""
+    suffix = wild[1:]  # ".a.com"
+    return host.endswith(suffix) and len(host) > len(suffix)
+
+
+def intersect_hostname(a: str, b: str) -> str | None:
+    """The more specific of two hostnames when one covers the other, else None."""
+    a, b = a.lower(), b.lower()
+    if a == b:
+        return a
+    if a.startswith("*.") and _wild_covers(a, b):
+        return b
+    if b.startswith("*.") and _wild_covers(b, a):
+        return a
+    return None
+
+
+def intersect_hostnames(route_hosts: Sequence[str], listener_host: str | None) -> tuple[str, ...] | None:
+    """Route hostnames seen through a listener; () = any host, None = no overlap."""
+    if listener_host is None:
+        return tuple(dict.fromkeys(h.lower() for h in route_hosts))
+    if not route_hosts:
+        return (listener_host,)
+    out = [h for h in (intersect_hostname(r, listener_host) for r in route_hosts) if h is not None]
+    return tuple(dict.fromkeys(out)) if out else None
+
+
+def route_hostnames(route: Obj) -> list[str]:
+    if kind_of(route) in ("TCPRoute", "UDPRoute"):
+        return []
+    return [h for h in as_list(dig(route, "spec", "hostnames")) if isinstance(h, str) and h]
+
+
+# ---------------------------------------------------------------- attach
+
+
+def _parent_listeners(parent_kind: str, parent: Ref, all_listeners: Sequence[Listener]) -> list[Listener]:
+    # A parentRef to a Gateway reaches only the Gateway's own listeners (GEP-1713).
+    return [x for x in all_listeners if x.source == Ref(parent_kind, parent.namespace, parent.name)]
+
+
+def _attach_one(route: Obj, index: int, parent_ref: Any, state: State,
+                all_listeners: Sequence[Listener]) -> tuple[list[Attachment], ParentStatus]:
+    kind, rns = kind_of(route), namespace_of(route)
+    group = dig(parent_ref, "group", default=GATEWAY_GROUP)
+    pkind = _str(dig(parent_ref, "kind")) or "Gateway"
+    pns = _str(dig(parent_ref, "namespace")) or rns
+    pname = _str(dig(parent_ref, "name"))
+    section = _str(dig(parent_ref, "sectionName"))
+    port = _int(dig(parent_ref, "port"))
+
+    def status(reason: str, message: str) -> tuple[list[Attachment], ParentStatus]:
+        return [], ParentStatus(index, False, reason, message)
+
+    if group != GATEWAY_GROUP or pkind not in ("Gateway", "ListenerSet"):
+        return status(NO_MATCHING_PARENT, f"parent kind {group}/{pkind} is not a Gateway or ListenerSet")
+    parent = Ref(pkind, pns, pname)
+    if state.get(pkind, pns, pname) is None:
+        return status(NO_MATCHING_PARENT, f"{parent} does not exist")
+    if pkind == "ListenerSet":
+        ls = state.get(pkind, pns, pname)
+        assert ls is not None
+        ls_status = listener_set_status(ls, state)
+        if not ls_status.accepted:
+            return status(NO_MATCHING_PARENT, f"{parent} is not accepted: {ls_status.message}")
+    candidates = _parent_listeners(pkind, parent, all_listeners)
+    if section:
+        candidates = [x for x in candidates if x.name == section]
+    if port is not None:
+        candidates = [x for x in candidates if x.port == port]
+    if not candidates:
+        what = " ".join(filter(None, [f"sectionName {section!r}" if section else "",
+                                      f"port {port}" if port is not None else ""]))
+        return status(NO_MATCHING_PARENT, f"{parent} has no usable listener" + (f" matching {what}"
+                                                                               if what else ""))
+    allowed = [x for x in candidates if x.allows_kind(kind) and x.allows_namespace(rns, state)]
+    if not allowed:
+        names = ", ".join(sorted({x.name for x in candidates}))
+        return status(NOT_ALLOWED_BY_LISTENERS,
+                      f"listeners {names} of {parent} do not allow {kind} from namespace {rns!r}")
+    usable = [x for x in allowed if not x.conflicted]
+    if not usable:
+        ports = ", ".join(str(p) for p in sorted({x.port for x in allowed}))
+        return status(NOT_ALLOWED_BY_LISTENERS,
+                      f"port {ports} of {parent} mixes Passthrough and Terminate TLS listeners "
+                      "(protocol conflict); no route attaches")
+    hosts = route_hostnames(route)
+    if kind == "TLSRoute" and not hosts:
+        return status(NO_MATCHING_LISTENER_HOSTNAME,
+                      "a TLSRoute needs at least one spec.hostnames entry (routing is by SNI)")
+    attached: list[Attachment] = []
+    for lst in usable:
+        got = intersect_hostnames(hosts, lst.hostname)
+        if got is not None:
+            attached.append(Attachment(ref_of(route), index, lst, got))
+    if not attached:
+        return status(NO_MATCHING_LISTENER_HOSTNAME,
+                      f"no hostname of the route ({', '.join(hosts)}) matches a listener hostname "
+                      f"of {parent}")
+    return attached, ParentStatus(index, True, ACCEPTED, "Accepted")
+
+
+def attach(route: Obj, state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP_PORTS,
+           all_listeners: Sequence[Listener] | None = None) -> tuple[list[Attachment], list[ParentStatus]]:
+    """Resolve every spec.parentRefs entry of a route; one ParentStatus per entry, in order.
+
+    ``all_listeners`` lets a caller that attaches many routes compute ``listeners(state)`` once.
+    """
+    if kind_of(route) not in ROUTE_KINDS:
+        return [], []
+    lsts = listeners(state, http_ports=http_ports) if all_listeners is None else all_listeners
+    attachments: list[Attachment] = []
+    statuses: list[ParentStatus] = []
+    for i, parent_ref in enumerate(as_list(dig(route, "spec", "parentRefs"))):
+        got, st = _attach_one(route, i, parent_ref, state, lsts)
+        attachments.extend(got)
+        statuses.append(st)
+    return attachments, statuses
+
+
+def age_key(obj: Obj) -> tuple[str, str, str]:
+    """Oldest first: creationTimestamp, then namespace/name."""
+    return (created_at(obj), namespace_of(obj), name_of(obj))

@@ -1,0 +1,136 @@
+"""Which BackendTLSPolicy governs a Service port, and whether it yields a usable CA.
+
+Pure, shared by the renderer (server TLS options, CA files) and the cross-object findings. A policy
+without a usable CA blocks its backend: the gateway never falls back to plaintext.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from validators.attachments import age_key
+from validators.objects import Obj, Ref, as_list, dig, name_of, namespace_of, ref_of
+from validators.states import State
+
+PEM_CERT = re.compile(r"-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+?-----END CERTIFICATE-----")
+
+
+@dataclass(frozen=True, slots=True)
+class CAProblem:
+    path: tuple[str | int, ...]  # in the policy
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class BackendTLS:
+    policy: Ref
+    hostname: str
+    system_ca: bool  # wellKnownCACertificates: System
+    ca_pem: str  # concatenated PEM certificates from caCertificateRefs ("" when none)
+    problems: tuple[CAProblem, ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.hostname) and (self.system_ca or bool(self.ca_pem))
+
+    @property
+    def blocked_reason(self) -> str:
+        if not self.hostname:
+            return f"{self.policy} has no validation.hostname"
+        if not self.usable:
+            details = "; ".join(p.message for p in self.problems) or "no CA configured"
+            return f"{self.policy} has no usable CA ({details}); the backend is blocked"
+        return ""
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _port_name(service: Obj, port: int) -> str:
+    for p in as_list(dig(service, "spec", "ports")):
+        if dig(p, "port") == port:
+            return _str(dig(p, "name"))
+    return ""
+
+
+def targets(policy: Obj, service: Obj, port: int) -> int:
+    """0 = the policy does not target this Service port; 1 = whole Service; 2 = this named port."""
+    best = 0
+    for t in as_list(dig(policy, "spec", "targetRefs")):
+        if _str(dig(t, "group")) != "" or _str(dig(t, "kind")) != "Service":
+            continue
+        if _str(dig(t, "name")) != name_of(service):
+            continue
+        section = _str(dig(t, "sectionName"))
+        if not section:
+            best = max(best, 1)
+        elif section == _port_name(service, port):
+            best = 2
+    return best
+
+
+def ca_certificates(text: str) -> list[str]:
+    return PEM_CERT.findall(text.replace("\r\n", "\n"))
+
+
+def _ca_from_ref(state: State, policy: Obj, index: int, raw: Any) -> tuple[str, CAProblem | None]:
+    path = ("spec", "validation", "caCertificateRefs", index)
+    kind, group, name = _str(dig(raw, "kind")), _str(dig(raw, "group")), _str(dig(raw, "name"))
+    ns = namespace_of(policy)
+    if group != "" or kind not in ("ConfigMap", "Secret"):
+        return "", CAProblem(path, f"caCertificateRefs kind {group or 'core'}/{kind} is not a ConfigMap "
+                                   "or Secret")
+    obj = state.get(kind, ns, name)
+    if obj is None:
+        return "", CAProblem(path, f"{kind} {ns}/{name} does not exist")
+    if kind == "ConfigMap":
+        text = _str(dig(obj, "data", "ca.crt"))
+    else:
+        text = _str(dig(obj, "stringData", "ca.crt"))
+        encoded = _str(dig(obj, "data", "ca.crt"))
+        if encoded and not text:
+            try:
+                text = base64.b64decode(encoded, validate=True).decode("utf-8", "replace")
+            except (binascii.Error, ValueError):
+                return "", CAProblem(path, f"{kind} {ns}/{name} key ca.crt is not valid base64")
+    if not text:
+        return "", CAProblem(path, f"{kind} {ns}/{name} has no key ca.crt")
+    certs = ca_certificates(text)
+    if not certs:
+        return "", CAProblem(path, f"{kind} {ns}/{name} key ca.crt holds no PEM certificate")
+    return "\n".join(certs) + "\n", None
+
+
+def resolve(state: State, policy: Obj) -> BackendTLS:
+    """The CA and hostname a policy yields, with a problem per unusable caCertificateRefs entry."""
+    validation = dig(policy, "spec", "validation")
+    pems: list[str] = []
+    problems: list[CAProblem] = []
+    for i, raw in enumerate(as_list(dig(validation, "caCertificateRefs"))):
+        pem, problem = _ca_from_ref(state, policy, i, raw)
+        if problem is not None:
+            problems.append(problem)
+        elif pem not in pems:
+            pems.append(pem)
+    system = _str(dig(validation, "wellKnownCACertificates")) == "System" and not pems
+    return BackendTLS(ref_of(policy), _str(dig(validation, "hostname")).lower(), system, "".join(pems),
+                      tuple(problems))
+
+
+def policy_for(state: State, service: Obj, port: int) -> BackendTLS | None:
+    """The governing policy of a Service port: a sectionName match beats a whole-Service one, then
+    the oldest policy wins (Gateway API conflict resolution)."""
+    candidates = [
+        (-score, age_key(p), p)
+        for p in state.list("BackendTLSPolicy")
+        if namespace_of(p) == namespace_of(service) and (score := targets(p, service, port))
+    ]
+    if not candidates:
+        return None
+    candidates.sort(key=lambda c: (c[0], c[1]))
+    return resolve(state, candidates[0][2])

@@ -1,0 +1,185 @@
+"""Cross-object findings (issue 5 section 3): warnings that need the state view.
+
+Every finding comes from the same attachment/reference/claim logic the renderer uses, so what the
+gate warns about is what the rendered config does. Codes RG05xx are listed in
+docs/RULES-crossobject.md. All findings are warnings; an object about another object than the one
+under review carries ``subject=False`` and ``about``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+from validators import attachments, backendpolicies, claims, references
+from validators.findings import Finding, Severity
+from validators.objects import Obj, Ref, as_list, dig, kind_of, namespace_of, ref_of
+from validators.states import State
+
+CODES: Mapping[str, str] = {
+    "RG0501": "BackendNotFound: a backendRef names a Service that does not exist",
+    "RG0502": "RefNotPermitted: a cross-namespace backendRef has no covering ReferenceGrant",
+    "RG0503": "InvalidKind: a backendRef is not a core Service",
+    "RG0504": "NoMatchingParent: a parentRef matches no Gateway/ListenerSet listener",
+    "RG0505": "NotAllowedByListeners: the listeners' allowedRoutes (or a protocol conflict) refuse the route",
+    "RG0506": "NoMatchingListenerHostname: no route hostname intersects a listener hostname",
+    "RG0507": "a TCP port claim lost to an older TCPRoute",
+    "RG0508": "the same host+path+matchers are claimed by an older route, which wins",
+    "RG0509": "a Gateway/ListenerSet certificateRefs Secret does not exist",
+    "RG0510": "a cross-namespace certificateRefs Secret has no covering ReferenceGrant",
+    "RG0513": "another Gateway/ListenerSet uses the port with the other TLS mode: no route attaches",
+    "RG0514": "a ListenerSet is not admitted by its parent Gateway's allowedListeners",
+    "RG0515": "a BackendTLSPolicy has no usable CA: its backends are blocked",
+    "RG0516": "a backendRef port is not a port of the Service",
+}
+
+_REF_CODES = {references.BACKEND_NOT_FOUND: "RG0501", references.REF_NOT_PERMITTED: "RG0502",
+              references.INVALID_KIND: "RG0503"}
+_PARENT_CODES = {attachments.NO_MATCHING_PARENT: "RG0504", attachments.NOT_ALLOWED_BY_LISTENERS: "RG0505",
+                 attachments.NO_MATCHING_LISTENER_HOSTNAME: "RG0506"}
+
+
+def _warn(code: str, message: str, path: tuple[str | int, ...], about: Ref | None = None) -> Finding:
+    return Finding(code, message, path, Severity.WARN, subject=about is None,
+                   about="" if about is None else str(about))
+
+
+def _service_ports(service: Obj) -> set[int]:
+    return {p for p in (dig(x, "port") for x in as_list(dig(service, "spec", "ports"))) if isinstance(p, int)}
+
+
+def route_findings(route: Obj, state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
+                   all_listeners: Sequence[attachments.Listener] | None = None,
+                   about: Ref | None = None) -> Iterator[Finding]:
+    """Parent and backend resolution of one route."""
+    # A TLSRoute without hostnames is RG0117 (single-object rule); its parents' NoMatchingListenerHostname
+    # would only repeat it.
+    no_hosts = kind_of(route) == "TLSRoute" and not attachments.route_hostnames(route)
+    _, statuses = attachments.attach(route, state, http_ports=http_ports, all_listeners=all_listeners)
+    for st in statuses:
+        if no_hosts and st.reason == attachments.NO_MATCHING_LISTENER_HOSTNAME:
+            continue
+        if not st.accepted:
+            yield _warn(_PARENT_CODES.get(st.reason, "RG0504"), f"{st.reason}: {st.message}",
+                        ("spec", "parentRefs", st.parent_index), about)
+    for ref in references.backend_refs(route, state):
+        if not ref.resolved:
+            yield _warn(_REF_CODES[ref.reason], f"{ref.reason}: {ref.message}", ref.path, about)
+        elif ref.service is not None and ref.port is not None and ref.port not in _service_ports(ref.service):
+            ports = ", ".join(str(p) for p in sorted(_service_ports(ref.service))) or "none"
+            yield _warn("RG0516", f"port {ref.port} is not a port of Service {ref.namespace}/{ref.name} "
+                        f"(ports: {ports}); the backend has no servers", (*ref.path, "port"), about)
+
+
+def _claim_findings(obj: Obj, state: State, http_ports: Sequence[int]) -> Iterator[Finding]:
+    me = ref_of(obj)
+    if kind_of(obj) == "TCPRoute":
+        _, lost = claims.tcp_claims(state, http_ports=http_ports)
+        code = "RG0507"
+    elif kind_of(obj) in ("HTTPRoute", "GRPCRoute"):
+        lost = claims.match_claims(state, http_ports=http_ports)
+        code = "RG0508"
+    else:
+        return
+    for c in lost:
+        if c.route == me:
+            yield _warn(code, f"{c.what} is already claimed by the older {c.winner}, which wins", c.path)
+        elif c.winner == me:
+            yield _warn(code, f"{c.what} is now claimed by the older {me}; this route loses it", c.path,
+                        c.route)
+
+
+def _listener_owner_findings(obj: Obj, state: State, http_ports: Sequence[int]) -> Iterator[Finding]:
+    me = ref_of(obj)
+    if kind_of(obj) == "ListenerSet":
+        st = attachments.listener_set_status(obj, state)
+        if not st.accepted:
+            yield _warn("RG0514", f"ListenerSet is not attached: {st.message}", ("spec", "parentRef"))
+            return
+    declared = attachments.declared_listeners(state, http_ports=http_ports)
+    for lst in declared:
+        if lst.source != me:
+            continue
+        # RG0118/RG0119 (validators.listeners) cover what one object shows on its own: a dropped TCP
+        # listener, and both TLS modes within this object. Here only conflicts with other objects.
+        own_modes = {x.tls_mode for x in declared if x.source == me and x.port == lst.port
+                     and x.protocol == "TLS"}
+        if lst.conflicted and len(own_modes) < 2:
+            others = sorted({str(x.source) for x in declared if x.source != me and x.port == lst.port
+                             and x.protocol == "TLS" and x.tls_mode != lst.tls_mode})
+            yield _warn("RG0513", f"port {lst.port} is also used by {', '.join(others)} with the other TLS "
+                        f"mode (this listener is {lst.tls_mode}): a protocol conflict, so no route "
+                        "attaches to either", (*lst.path, "tls", "mode"))
+        for k, cert in enumerate(lst.certificate_refs):
+            path = (*lst.path, "tls", "certificateRefs", k)
+            if cert.kind != "Secret":
+                continue
+            if not references.grant_allows(state, from_kind=me.kind, from_namespace=me.namespace,
+                                           to_kind="Secret", to_namespace=cert.namespace, to_name=cert.name):
+                yield _warn("RG0510", f"RefNotPermitted: Secret {cert.namespace}/{cert.name} is in another "
+                            f"namespace and no ReferenceGrant in {cert.namespace!r} permits it", path)
+            elif state.get("Secret", cert.namespace, cert.name) is None:
+                yield _warn("RG0509", f"certificate Secret {cert.namespace}/{cert.name} does not exist; "
+                            "the listener has no certificate", path)
+
+
+def _policy_findings(obj: Obj, state: State) -> Iterator[Finding]:
+    tls = backendpolicies.resolve(state, obj)
+    if tls.usable:
+        for p in tls.problems:
+            yield _warn("RG0515", f"{p.message}; this CA is ignored", p.path)
+        return
+    if not tls.problems:
+        yield _warn("RG0515", f"no usable CA: {tls.blocked_reason}", ("spec", "validation"))
+    for p in tls.problems:
+        yield _warn("RG0515", f"{p.message}; no usable CA, so the policy's backends are blocked", p.path)
+
+
+def _mentions(route: Obj, subject: Ref) -> bool:
+    """Whether a route refers to the subject as a parent or backend (or is covered by a grant there)."""
+    rns = namespace_of(route)
+    for p in as_list(dig(route, "spec", "parentRefs")):
+        if (str(dig(p, "kind", default="Gateway")), str(dig(p, "namespace", default=rns)),
+                str(dig(p, "name", default=""))) == (subject.kind, subject.namespace, subject.name):
+            return True
+    for rule in as_list(dig(route, "spec", "rules")):
+        for b in as_list(dig(rule, "backendRefs")):
+            ns = str(dig(b, "namespace", default=rns))
+            if subject.kind == "ReferenceGrant" and ns == subject.namespace and ns != rns:
+                return True
+            if subject.kind == "Service" and (ns, str(dig(b, "name", default=""))) == (
+                    subject.namespace, subject.name):
+                return True
+    return False
+
+
+def impact_findings(subject: Ref, state: State, *,
+                    http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> Iterator[Finding]:
+    """Problems a change to a Gateway/ListenerSet/Service/ReferenceGrant leaves in routes naming it."""
+    if subject.kind not in ("Gateway", "ListenerSet", "Service", "ReferenceGrant"):
+        return
+    lsts = attachments.listeners(state, http_ports=http_ports)
+    for kind in references.BACKEND_ROUTE_KINDS:
+        for route in state.list(kind):
+            if _mentions(route, subject):
+                yield from route_findings(route, state, http_ports=http_ports, all_listeners=lsts,
+                                          about=ref_of(route))
+
+
+def findings(obj: Obj, state: State, *,
+             http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> Iterator[Finding]:
+    """Warn findings about ``obj`` (the object under review) in ``state`` (the proposed state).
+
+    On DELETE pass the old object: only the impact on routes naming it is reported.
+    """
+    kind = kind_of(obj)
+    me = ref_of(obj)
+    deleted = state.get(me.kind, me.namespace, me.name) is None
+    if not deleted:
+        if kind in references.BACKEND_ROUTE_KINDS:
+            yield from route_findings(obj, state, http_ports=http_ports)
+            yield from _claim_findings(obj, state, http_ports)
+        elif kind in ("Gateway", "ListenerSet"):
+            yield from _listener_owner_findings(obj, state, http_ports)
+        elif kind == "BackendTLSPolicy":
+            yield from _policy_findings(obj, state)
+    yield from impact_findings(me, state, http_ports=http_ports)
