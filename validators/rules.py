@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from validators import backendtls, filters, listeners, names, policies, regexes, sweeps
 from validators.codes import INFOS, RuleInfo
 from validators.contexts import Context
-from validators.findings import Finding
+from validators.findings import Finding, Severity
 from validators.objects import Obj
 
 Rule = Callable[[Obj, Context], Iterator[Finding]]
@@ -63,6 +63,13 @@ def table() -> list[RuleInfo]:
 
         extra = getattr(celchecks, "RULE_INFOS", ())
         infos += [i for i in extra if isinstance(i, RuleInfo)]
+    except ImportError:
+        pass
+    try:
+        from validators import crossobjects  # optional: another engineer's module
+
+        cross = getattr(crossobjects, "CODES", {})
+        infos += [RuleInfo(c, Severity.WARN, s) for c, s in cross.items() if isinstance(s, str)]
     except ImportError:
         pass
     return sorted({i.code: i for i in infos}.values(), key=lambda i: i.code)

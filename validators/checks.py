@@ -1,0 +1,135 @@
+"""The validators' entry point for the Gate: one change in, ordered findings (and the defaulted object) out.
+
+Order follows the API server and then the data plane: schema (prune, default, OpenAPI, CEL) on the
+object as sent, the HAProxy rules on the defaulted object, cross-object findings on the proposed state
+(the base state with the defaulted object overlaid), then enforcement. Every stage is guarded: a bug in
+one check becomes a warning finding (the gate cannot decide that part), never an exception, and never
+a silent pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from validators import codes, rules, schemas
+from validators.changes import Change, Operation
+from validators.contexts import Context
+from validators.crds import SchemaSet
+from validators.enforcement import Enforcement
+from validators.findings import Finding, Severity, ordered
+from validators.objects import Obj, group_of, kind_of, namespace_of
+from validators.states import Overlay, State
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    findings: list[Finding]  # enforced and ordered (most specific first)
+    defaulted: Obj | None  # the object as the API server stores it; None on DELETE
+
+
+def version_of(obj: Obj) -> str:
+    api_version = obj.get("apiVersion")
+    return api_version.rsplit("/", 1)[-1] if isinstance(api_version, str) else ""
+
+
+class Checks:
+    """Everything ``validators`` knows about one change; pure and reusable across requests."""
+
+    def __init__(
+        self,
+        *,
+        schemas: SchemaSet | None,
+        enforcement: Enforcement = Enforcement(),  # noqa: B008 - frozen value, shared safely
+        haproxy_version: tuple[int, ...] = (2, 8),
+        cross_object: bool = True,
+        http_ports: tuple[int, ...] = (80, 443),
+        rule_set: Mapping[str, Sequence[rules.Rule]] = rules.RULES,
+    ) -> None:
+        self.schemas = schemas
+        self.enforcement = enforcement
+        self.haproxy_version = tuple(haproxy_version)
+        self.cross_object = cross_object
+        self.http_ports = tuple(http_ports)
+        self.rule_set = rule_set
+
+    def check(self, change: Change, state: State) -> list[Finding]:
+        return self.run(change, state).findings
+
+    def defaulted(self, change: Change) -> Obj | None:
+        """The new object pruned and defaulted as the API server would store it (None on DELETE)."""
+        if change.obj is None or not isinstance(change.obj, Mapping):
+            return None
+        return self._schema(change)[0]
+
+    def run(self, change: Change, state: State) -> Result:
+        """Findings for ``change`` against ``state`` (the current state; the change is overlaid here)."""
+        found: list[Finding] = []
+        obj = change.obj if change.operation is not Operation.DELETE else None
+        defaulted: Obj | None = None
+        if obj is not None and not isinstance(obj, Mapping):
+            found.append(Finding(codes.SCHEMA_INVALID,
+                                 f"Invalid value: the object is a {type(obj).__name__}, not a JSON object"))
+        elif obj is not None:
+            defaulted, schema_findings = self._schema(change)
+            found += schema_findings
+            ctx = Context(state=state, haproxy_version=self.haproxy_version, http_ports=self.http_ports,
+                          old=change.old)
+            found += _guarded("HAProxy rules", lambda: rules.run(defaulted or obj, ctx, self.rule_set))
+        if self.cross_object:
+            found += _guarded("cross-object checks", lambda: self._cross(change, defaulted, state))
+        subject = obj if isinstance(obj, Mapping) else change.old if isinstance(change.old, Mapping) else {}
+        enforced = self.enforcement.apply(found, namespace=namespace_of(subject))
+        return Result(ordered(_without_shadowed(enforced)), defaulted)
+
+    def _schema(self, change: Change) -> tuple[Obj, list[Finding]]:
+        obj = change.obj
+        assert isinstance(obj, Mapping)
+        kind, group, version = kind_of(obj), group_of(obj), version_of(obj)
+        schema = self.schemas.get(group, version, kind) if self.schemas is not None else None
+        if schema is None:
+            api = obj.get("apiVersion")
+            what = f"{kind or '(no kind)'} {api if isinstance(api, str) else '(no apiVersion)'}"
+            return obj, [Finding(codes.NO_SCHEMA, f"no schema for {what}; schema checks skipped", (),
+                                 Severity.WARN)]
+        old = change.old if change.operation is Operation.UPDATE else None
+        try:
+            outcome = schemas.check(obj, schema, kind=kind, old=old)
+        except Exception as e:  # a bug in the schema check must not crash the gate
+            return obj, [_internal("schema check", e)]
+        defaulted = outcome.defaulted if isinstance(outcome.defaulted, Mapping) else obj
+        return defaulted, list(outcome.findings)
+
+    def _cross(self, change: Change, defaulted: Obj | None, state: State) -> Iterator[Finding]:
+        try:
+            from validators import crossobjects  # optional: another engineer's module
+        except ImportError:
+            return
+        if change.operation is Operation.DELETE:
+            subject = change.old
+            proposed: State = Overlay(state, change)
+        else:
+            subject = defaulted if defaulted is not None else change.obj
+            proposed = Overlay(state, Change(change.operation, subject, change.old, change.dry_run))
+        if isinstance(subject, Mapping):
+            yield from crossobjects.findings(subject, proposed, http_ports=self.http_ports)
+
+
+def _internal(stage: str, error: Exception) -> Finding:
+    return Finding(codes.SCHEMA_UNCHECKED, f"{stage} not completed: internal error {type(error).__name__}: "
+                   f"{error}", (), Severity.WARN)
+
+
+def _guarded(stage: str, produce: Callable[[], Iterable[Finding]]) -> list[Finding]:
+    try:
+        return list(produce())
+    except Exception as e:  # reported as "could not check", never raised (STYLE R7)
+        return [_internal(stage, e)]
+
+
+def _without_shadowed(found: list[Finding]) -> list[Finding]:
+    """Drop an unsafe-value finding (RG0120) where a specific rule already denies the same field."""
+    specific = {f.path for f in found if f.severity is Severity.DENY and f.code != codes.UNSAFE_VALUE}
+    return [f for f in found if not (f.code == codes.UNSAFE_VALUE and f.path in specific)]
+
+
