@@ -151,7 +151,7 @@ class FakeKube:
     async def _patch(self, request: web.Request) -> web.Response:
         key = self._key(request)
         if request.content_type != "application/json-patch+json":
-            return _status(415, "UnsupportedMediaType", f"fake only takes json-patch, got {request.content_type}")
+            return _status(415, "UnsupportedMediaType", f"json-patch only, got {request.content_type}")
         current = self.objects.get(key)
         if current is None:
             return _status(404, "NotFound", f'{key[0]} "{key[2]}" not found')

@@ -17,6 +17,7 @@ from certs import bootstrap, commands, generation
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 Pair = tuple[generation.Issued, generation.Issued]
+Capture = pytest.CaptureFixture[str]
 
 
 def _verify(ca: x509.Certificate, leaf: x509.Certificate, name: x509.GeneralName, at: datetime) -> None:
@@ -139,7 +140,7 @@ def test_the_key_never_shows_in_a_repr(issued: Pair) -> None:
 # -- routegate certs generate ----------------------------------------------------------------------------
 
 
-def test_certs_generate_writes_three_files_with_a_private_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_certs_generate_writes_three_files_with_a_private_key(tmp_path: Path, capsys: Capture) -> None:
     out = tmp_path / "out"
     assert _cli("certs", "generate", "--service", "routegate", "--namespace", "rg",
                 "--out", str(out), "--dns-name", "x.example", "--ip", "10.1.2.3") == 0
@@ -152,7 +153,7 @@ def test_certs_generate_writes_three_files_with_a_private_key(tmp_path: Path, ca
     assert str(out / "ca.crt") in capsys.readouterr().out
 
 
-def test_certs_generate_refuses_to_overwrite_without_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_certs_generate_refuses_to_overwrite_without_force(tmp_path: Path, capsys: Capture) -> None:
     args = ("certs", "generate", "--service", "s", "--namespace", "n", "--out", str(tmp_path))
     assert _cli(*args) == 0
     before = (tmp_path / "tls.key").read_bytes()
@@ -163,7 +164,7 @@ def test_certs_generate_refuses_to_overwrite_without_force(tmp_path: Path, capsy
     assert (tmp_path / "tls.key").read_bytes() != before
 
 
-def test_certs_generate_reports_a_bad_name_and_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_certs_generate_reports_a_bad_name_and_exits_2(tmp_path: Path, capsys: Capture) -> None:
     assert _cli("certs", "generate", "--service", "s", "--namespace", "n", "--out", str(tmp_path),
                 "--dns-name", "bad..name") == 2
     assert "bad..name" in capsys.readouterr().err

@@ -98,18 +98,19 @@ async def _request(srv: Server, path: str = "/healthz") -> tuple[str, bytes]:
 class Load:
     handshakes: int = 0
     failures: list[str] = field(default_factory=list)
-    served: list[tuple[float, str]] = field(default_factory=list)
+    served: list[tuple[float, str]] = field(default_factory=list)  # (connect started, fingerprint)
 
 
 async def _hammer(srv: Server, load: Load, stop: asyncio.Event) -> None:
     while not stop.is_set():
+        started = time.monotonic()
         try:
             fp, _ = await _request(srv)
         except (OSError, ssl.SSLError, AssertionError) as e:
             load.failures.append(f"{type(e).__name__}: {e}")
         else:
             load.handshakes += 1
-            load.served.append((time.monotonic(), fp))
+            load.served.append((started, fp))  # connections begun after the install must get it
 
 
 async def test_a_swap_under_load_fails_no_handshake_and_serves_the_new_certificate(server: Server) -> None:
@@ -234,9 +235,8 @@ def test_initial_load_fails_with_a_clear_reason(tmp_path: Path, setup: str, mess
         files.write_together(tmp_path, {"tls.crt": (_pair(ca).cert_pem(), 0o644),
                                          "tls.key": (_pair(ca).key_pem(), 0o600)})
     elif setup == "rsa-junk":
-        files.write_together(tmp_path, {"tls.crt": (_pair(ca).cert_pem(), 0o644),
-                                         "tls.key": (b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
-                                                     0o600)})
+        junk = b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
+        files.write_together(tmp_path, {"tls.crt": (_pair(ca).cert_pem(), 0o644), "tls.key": (junk, 0o600)})
     reloader = CertReloader(tmp_path / "tls.crt", tmp_path / "tls.key")
     with pytest.raises(CertLoadError, match=message) as info:
         reloader.load()
