@@ -7,13 +7,13 @@ defaulted object, with the API server's messages and field paths.
 
 Finding codes (``docs/CEL.md``):
 
-- ``RG0900`` deny: a rule evaluated to false. Message as the API server writes it after the path,
+- ``RG0300`` deny: a rule evaluated to false. Message as the API server writes it after the path,
   e.g. ``Invalid value: "object": <rule message>`` (reason FieldValueInvalid; ``Required value:``,
   ``Forbidden:``, ``Duplicate value:`` for the other reasons).
-- ``RG0901`` warn: a rule could not be compiled or evaluated by the engine (not the object's fault);
+- ``RG0301`` warn: a rule could not be compiled or evaluated by the engine (not the object's fault);
   counted in :data:`COUNTERS`.
-- ``RG0902`` deny: the object exceeds the evaluation budget (time or estimated cost); no further rules run.
-- ``RG0903`` deny: the rule failed at run time because of the object (``no such key``, index out of
+- ``RG0302`` deny: the object exceeds the evaluation budget (time or estimated cost); no further rules run.
+- ``RG0303`` deny: the rule failed at run time because of the object (``no such key``, index out of
   bounds, an unparsable duration, ...), which the API server also rejects.
 """
 
@@ -29,16 +29,29 @@ from validators.findings import Finding, PathPart, Severity
 
 Path = tuple[PathPart, ...]
 
-__all__ = ["COST_LIMIT", "COUNTERS", "CelValidator", "engine_name"]
+__all__ = ["COST_LIMIT", "COUNTERS", "RULE_INFOS", "CelValidator", "engine_name"]
 
 COST_LIMIT = 10_000_000  # the API server's RuntimeCELCostBudget, applied to our size estimate
 COUNTERS: dict[str, int] = {"compile_errors": 0, "eval_errors": 0, "budget_exceeded": 0, "rules_failed": 0}
 
-RULE_FAILED, ENGINE_ERROR, BUDGET_EXCEEDED, RULE_ERROR = "RG0900", "RG0901", "RG0902", "RG0903"
+RULE_FAILED, ENGINE_ERROR, BUDGET_EXCEEDED, RULE_ERROR = "RG0300", "RG0301", "RG0302", "RG0303"
 _OBJECT_ERRORS = ("no such key", "index out of bounds", "divide by zero", "modulus by zero",
                   "String to Duration", "String to Timestamp", "integer overflow", "out of range",
                   "invalid regular expression")
 _BUDGET = "validation failed due to running out of cost budget, no further validation rules will run"
+
+_SUMMARIES = (
+    (RULE_FAILED, Severity.DENY, "A CRD x-kubernetes-validations (CEL) rule is false (API server message)."),
+    (ENGINE_ERROR, Severity.WARN, "A CEL rule could not be compiled or evaluated offline; not checked."),
+    (BUDGET_EXCEEDED, Severity.DENY, "CEL evaluation ran out of its time/cost budget; no further rules ran."),
+    (RULE_ERROR, Severity.DENY, "A CEL rule failed at run time because of the object (e.g. no such key)."),
+)
+try:  # the rules table (validators.codes) is another module's; without it there is no table to join
+    from validators.codes import RuleInfo
+
+    RULE_INFOS: tuple[RuleInfo, ...] = tuple(RuleInfo(c, s, t) for c, s, t in _SUMMARIES)
+except ImportError:  # pragma: no cover
+    RULE_INFOS = ()
 
 _engine: celengines.Engine | None = None
 
@@ -140,8 +153,12 @@ class CelValidator:
 
     @staticmethod
     def _correlate(node: list[Any], old: Any, site: celprograms.Site) -> list[Any]:
-        """Old list items match new ones only in map lists (by key), as in the API server."""
-        if site.list_type != "map" or not site.map_keys or not isinstance(old, list):
+        """Old items match new ones in map lists (by key) and sets (by value), as in the API server."""
+        if not isinstance(old, list):
+            return [None] * len(node)
+        if site.list_type == "set":
+            return [item if item in old else None for item in node]
+        if site.list_type != "map" or not site.map_keys:
             return [None] * len(node)
 
         def key(item: Any) -> Any:
