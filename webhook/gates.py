@@ -16,9 +16,10 @@ import asyncio
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
 
+from haproxy_check import classify
 from haproxy_check.checks import CheckTimedOut
 from haproxy_check.results import Alert, CheckResult, HAProxyBinary, RenderError, RenderResult
 from validators.changes import Change, Operation
@@ -30,6 +31,7 @@ from webhook.verdicts import Decision, Verdict
 HAPROXY_REJECTED = "RG0800"
 RENDER_REFUSED = "RG0801"
 BASELINE_CACHE = 8
+T = TypeVar("T")
 
 
 class RuleChecks(Protocol):
@@ -69,6 +71,7 @@ class Gate:
         self.checker = checker
         self._clock = clock
         self._baselines: OrderedDict[str, asyncio.Future[CheckResult]] = OrderedDict()
+        self._baseline_renders: OrderedDict[str, asyncio.Future[RenderResult]] = OrderedDict()
 
     @property
     def binary(self) -> HAProxyBinary:
@@ -105,8 +108,10 @@ class Gate:
                            timings=timings)
         timings["check"] = self._clock() - mark
         if result.ok:
+            notes = await self._apply_note(state, render)
             timings["total"] = self._clock() - started
-            return Verdict(Decision.ALLOW, ref, findings=tuple(findings), haproxy=self.binary, timings=timings)
+            return Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
+                           timings=timings)
         return await self._judge_failure(change, state, findings, result, timings, started)
 
     async def _judge_failure(
@@ -162,24 +167,52 @@ class Gate:
         finding = Finding(RENDER_REFUSED, message, path, Severity.DENY)
         return Verdict(Decision.DENY, ref, findings=(*findings, finding), haproxy=self.binary, timings=timings)
 
+    async def _apply_note(self, state: State, render: RenderResult) -> tuple[str, ...]:
+        """Say whether the data plane needs a reload for this change (the classifier's verdict)."""
+        try:
+            before = await self._baseline_render(state)
+        except RenderError:
+            return ()
+        decision = classify.classify(
+            classify.Rendered(before.description, before.config),
+            classify.Rendered(render.description, render.config),
+            version=self.binary.version_tuple,
+        )
+        if decision.apply is classify.ApplyClass.RELOAD:
+            why = "; ".join(r.split(": ", 1)[-1] for r in decision.reasons[:3])
+            return (f"this change needs an HAProxy reload ({why})",)
+        if decision.apply is classify.ApplyClass.RUNTIME:
+            return ("this change applies through the HAProxy Runtime API without a reload",)
+        return ()
+
+    async def _baseline_render(self, state: State) -> RenderResult:
+        """The render of ``state`` itself (without the change), cached per state version."""
+        return await _cached(self._baseline_renders, state.version,
+                             lambda: asyncio.to_thread(self.renderer.render, state, subject=None))
+
     async def _baseline(self, state: State) -> CheckResult:
         """The check of ``state`` itself, shared by concurrent reviews and cached per version."""
-        key = state.version
-        future = self._baselines.get(key)
-        if future is None:
-            future = asyncio.ensure_future(self._check_state(state))
-            self._baselines[key] = future
-            while len(self._baselines) > BASELINE_CACHE:
-                self._baselines.popitem(last=False)
-        else:
-            self._baselines.move_to_end(key)
-        try:
-            return await asyncio.shield(future)
-        except BaseException:
-            if future.done() and self._baselines.get(key) is future:
-                del self._baselines[key]  # do not cache failures to decide
-            raise
 
-    async def _check_state(self, state: State) -> CheckResult:
-        render = await asyncio.to_thread(self.renderer.render, state, subject=None)
-        return await self.checker.check(render)
+        async def check() -> CheckResult:
+            return await self.checker.check(await self._baseline_render(state))
+
+        return await _cached(self._baselines, state.version, check)
+
+
+async def _cached(cache: OrderedDict[str, asyncio.Future[T]], key: str,
+                     make: Callable[[], Awaitable[T]]) -> T:
+    """One computation per key shared by concurrent callers; failures are not cached."""
+    future = cache.get(key)
+    if future is None:
+        future = asyncio.ensure_future(make())
+        cache[key] = future
+        while len(cache) > BASELINE_CACHE:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    try:
+        return await asyncio.shield(future)
+    except BaseException:
+        if future.done() and cache.get(key) is future:
+            del cache[key]
+        raise

@@ -1,0 +1,120 @@
+"""``routegate check`` / ``render`` / ``rules`` through the console entry point (in process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.webhook.conftest import CRDS, INPUTS, STATE_DIR
+from webhook.cli import main
+
+pytestmark = pytest.mark.haproxy
+
+
+def check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["check", "--state", str(STATE_DIR), *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_good_routes_exit_0(capsys: pytest.CaptureFixture[str], haproxy_path: str) -> None:
+    code, out, _ = check(capsys, "-f", str(INPUTS / "good.yaml"))
+    assert code == 0, out
+    assert out.splitlines()[0] == f"{INPUTS / 'good.yaml'}:1 HTTPRoute capture/shop: allowed"
+
+
+def test_a_denied_object_exits_1_and_names_file_line_and_field(capsys: pytest.CaptureFixture[str],
+                                                               haproxy_path: str) -> None:
+    code, out, _ = check(capsys, "-f", str(INPUTS))
+    assert code == 1
+    lines = [line for line in out.splitlines() if not line.startswith(" ")]
+    assert f"{INPUTS / 'bad-regex.yaml'}:2 HTTPRoute capture/broken: denied: spec.rules[1].matches[0].path.value:" \
+        in "\n".join(lines)
+    assert any(line.startswith(f"{INPUTS / 'good.yaml'}:1 HTTPRoute capture/shop: allowed") for line in lines)
+    assert any("sticky: denied: spec.rules[0].sessionPersistence.sessionName" in line for line in lines)
+
+
+def test_json_output_has_the_documented_shape(capsys: pytest.CaptureFixture[str], haproxy_path: str) -> None:
+    code, out, _ = check(capsys, "-f", str(INPUTS / "bad-regex.yaml"), "-f", str(INPUTS / "good.yaml"),
+                         "--output", "json")
+    assert code == 1
+    report = json.loads(out)
+    assert set(report["haproxy"]) >= {"path", "version"}
+    by_name = {r["name"]: r for r in report["results"]}
+    assert set(by_name) == {"broken", "shop"}
+    broken = by_name["broken"]
+    assert broken["allowed"] is False and broken["line"] == 2 and broken["kind"] == "HTTPRoute"
+    assert {"file", "line", "apiVersion", "kind", "namespace", "name", "allowed", "message", "warnings",
+            "findings"} <= set(broken)
+    assert any(f["path"] == "spec.rules[1].matches[0].path.value" and f["severity"] == "deny"
+               for f in broken["findings"])
+    assert by_name["shop"]["allowed"] is True
+
+
+def test_stdin_is_read_with_dash(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                 haproxy_path: str) -> None:
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO((INPUTS / "good.yaml").read_text()))
+    code, out, _ = check(capsys, "-f", "-")
+    assert code == 0 and out.startswith("<stdin>:1 HTTPRoute capture/shop: allowed")
+
+
+def test_unparseable_yaml_exits_2_naming_file_and_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: v1\nkind: Service\nmetadata:\n  name: [unclosed\n")
+    code, _, err = check(capsys, "-f", str(bad))
+    assert code == 2 and f"{bad}:" in err and "invalid YAML" in err
+
+
+def test_a_missing_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = check(capsys, "-f", str(tmp_path / "nope.yaml"))
+    assert code == 2 and "no such file" in err
+
+
+def test_no_haproxy_binary_exits_2_saying_how_to_get_one(capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROUTEGATE_HAPROXY", "/nonexistent/haproxy")
+    code, _, err = check(capsys, "-f", str(INPUTS / "good.yaml"))
+    assert code == 2 and "/nonexistent/haproxy" in err
+
+
+def test_crds_enable_schema_checks(capsys: pytest.CaptureFixture[str], tmp_path: Path, haproxy_path: str) -> None:
+    if CRDS is None or not CRDS.exists():
+        pytest.skip("Gateway API CRDs are not beside this checkout")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((INPUTS / "good.yaml").read_text().replace("type: Exact, value: /healthz",
+                                                              "type: Exactly, value: /healthz"))
+    code, out, _ = check(capsys, "-f", str(bad), "--crds", str(CRDS), "-o", "json")
+    result = json.loads(out)["results"][0]
+    assert code == 1
+    assert any(f["path"] == "spec.rules[1].matches[0].path.type" for f in result["findings"]), result
+
+
+def test_render_writes_the_config_the_gate_checks(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                  haproxy_path: str) -> None:
+    out_dir = tmp_path / "out"
+    code = main(["render", "--state", str(STATE_DIR), "-f", str(INPUTS / "good.yaml"), "--out", str(out_dir)])
+    assert code == 0
+    config = (out_dir / "haproxy.cfg").read_text()
+    assert "gw_h_capture_shop_web_8080" in config
+    assert json.loads((out_dir / "description.json").read_text())["backends"]
+    result = subprocess.run([haproxy_path, "-dr", "-c", "-f", "haproxy.cfg"], cwd=out_dir, capture_output=True,
+                            text=True, env={"PATH": os.environ.get("PATH", "")}, timeout=30)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_rules_lists_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rules"]) == 0
+    out = capsys.readouterr().out
+    assert "RG0800" in out or "RG01" in out
+
+
+def test_python_dash_m_webhook_is_the_cli() -> None:
+    result = subprocess.run([sys.executable, "-m", "webhook", "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "check" in result.stdout and "serve" in result.stdout
