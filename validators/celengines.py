@@ -122,8 +122,17 @@ class _RustProgram:
         try:
             context = cel.Context(variables=dict(bindings), functions=dict(self._functions))
             return self._program.execute(context)
+        except KeyError as e:
+            raise CelEvalError(f"no such key: {e.args[0] if e.args else ''}") from None
+        except ZeroDivisionError:
+            raise CelEvalError("divide by zero") from None
+        except TypeError as e:
+            raise CelEvalError(f"no such overload: {e}") from None
         except Exception as e:  # the Rust binding raises for every runtime error
-            raise CelEvalError(_normalise(str(e))) from None
+            text = str(e)
+            if "duration" in text and "Parsing Error" in text:
+                text = "String to Duration conversion failed"
+            raise CelEvalError(_normalise(text)) from None
 
 
 class RustEngine:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from validators import celchecks
+from validators import celchecks, celengines
 from validators.findings import Severity
 
 VERSION = "v1.6.1"
@@ -50,9 +50,17 @@ def crds(bundle: str) -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
+PREFERRED, FALLBACK = "cel-expr-python", "common-expression-language"
+
+
 @functools.cache
-def validator(bundle: str, kind: str, version: str = "v1") -> celchecks.CelValidator:
-    return celchecks.CelValidator.compile(crds(bundle)[(kind, version)], kind=kind)
+def engine(name: str) -> celengines.Engine:
+    return celengines.CppEngine() if name == PREFERRED else celengines.RustEngine()
+
+
+@functools.cache
+def validator(bundle: str, kind: str, version: str = "v1", engine_name: str = PREFERRED) -> celchecks.CelValidator:
+    return celchecks.CelValidator.compile(crds(bundle)[(kind, version)], kind=kind, engine=engine(engine_name))
 
 
 def defaulted(value: Any, schema: dict[str, Any]) -> Any:
@@ -83,6 +91,7 @@ def judge(
     *,
     old_spec: dict[str, Any] | None = None,
     version: str = "v1",
+    engine_name: str = PREFERRED,
 ) -> list[str]:
     schema = crds(bundle)[(kind, version)]
 
@@ -96,7 +105,7 @@ def judge(
         return defaulted(raw, schema)
 
     old = obj(old_spec) if old_spec is not None else None
-    findings = validator(bundle, kind, version).validate(obj(spec), old=old)
+    findings = validator(bundle, kind, version, engine_name).validate(obj(spec), old=old)
     assert all(f.severity is Severity.DENY for f in findings), [f.message for f in findings]
     return sorted(f"{f.field}: {f.message}" for f in findings)
 
@@ -621,13 +630,26 @@ def test_gateway_api_rules_match_the_api_server(
 
 
 @needs_bundles
+@pytest.mark.parametrize(
+    ("bundle", "kind", "spec", "expected"),
+    CASES,
+    ids=[f"{c[0][:3]}-{c[1]}-{i}-{'pass' if not c[3] else 'deny'}" for i, c in enumerate(CASES)],
+)
+def test_the_fallback_engine_gives_the_same_verdicts(
+    bundle: str, kind: str, spec: dict[str, Any], expected: list[str]
+) -> None:
+    assert judge(bundle, kind, spec, engine_name=FALLBACK) == sorted(expected)
+
+
+@needs_bundles
 @pytest.mark.parametrize("bundle", ["standard", "experimental"])
-def test_every_rule_of_the_bundle_compiles(bundle: str) -> None:
+@pytest.mark.parametrize("engine_name", [PREFERRED, FALLBACK])
+def test_every_rule_of_the_bundle_compiles(bundle: str, engine_name: str) -> None:
     total = 0
     for (kind, version), schema in crds(bundle).items():
-        compiled = celchecks.CelValidator.compile(schema, kind=kind)
+        compiled = celchecks.CelValidator.compile(schema, kind=kind, engine=engine(engine_name))
         assert compiled.compile_errors == (), f"{kind}/{version}"
-        assert compiled.engine == "cel-expr-python"
+        assert compiled.engine == engine_name
         total += compiled.rule_count
     raw = (BUNDLES / f"{bundle}-install.yaml").read_text() if BUNDLES else ""
     assert total == raw.count("rule: ") > 250
