@@ -1,0 +1,545 @@
+"""An in-process fake Kubernetes API server that speaks the HTTP protocol kubernetes-asyncio uses.
+
+No real API server is available in tests, and mocking the client would test nothing: this fake serves
+discovery, paged lists with a monotonic ``resourceVersion``, watches as chunked streams of JSON lines
+(with bookmarks), 410 Gone for compacted history, and CRDs that add their API to discovery when
+installed. Tests change objects with ``create``/``update``/``delete`` and inject failures with
+``compact``, ``drop_watches``, ``fail_next`` and ``bookmark``.
+
+Usage::
+
+    async with FakeKube() as kube:
+        path = kube.write_kubeconfig(tmp_path / "kubeconfig")
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}})
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import json
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+Obj = dict[str, Any]
+TOKEN = "fake-token"
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+BUILTINS = (
+    Resource("", "v1", "namespaces", "Namespace", False),
+    Resource("", "v1", "services", "Service", True),
+    Resource("", "v1", "secrets", "Secret", True),
+    Resource("", "v1", "configmaps", "ConfigMap", True),
+    Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True),
+    Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False),
+)
+CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+
+
+@dataclass
+class _Event:
+    rv: int
+    type: str
+    group: str
+    plural: str
+    obj: Obj
+
+
+@dataclass
+class _Watcher:
+    group: str
+    plural: str
+    namespace: str | None
+    name: str | None
+    queue: asyncio.Queue[_Event | str] = field(default_factory=asyncio.Queue)
+
+
+class FakeKube:
+    """The fake API server. All state lives in this object; the aiohttp app only reads and streams it."""
+
+    def __init__(self, *, page_limit_max: int = 500, token: str = TOKEN) -> None:
+        self.token = token
+        self.page_limit_max = page_limit_max
+        self.rv = 100
+        self.resources: dict[tuple[str, str, str], Resource] = {}
+        self.objects: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {}
+        self.history: list[_Event] = []
+        self.compacted_rv = 0
+        self.watchers: list[_Watcher] = []
+        self.failures: list[tuple[str, str, int]] = []  # (verb, plural, status) for the next requests
+        self.gone_as_http = False  # 410 on watch as an HTTP status instead of an ERROR event
+        self.requests: list[str] = []  # "VERB path?query" of every request, for assertions
+        self._continues: dict[str, tuple[int, list[Obj]]] = {}
+        for res in BUILTINS:
+            self._register(res)
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> FakeKube:
+        app = web.Application()
+        app.router.add_get("/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.1, handler_cancellation=True)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.drop_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def write_kubeconfig(self, path: Path) -> str:
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": self.token}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+        }
+        path.write_text(json.dumps(config))
+        return str(path)
+
+    # ---- test helpers: objects -----------------------------------------------------------------
+
+    def _register(self, res: Resource) -> None:
+        self.resources[(res.group, res.version, res.plural)] = res
+        self.objects.setdefault((res.group, res.plural), {})
+
+    def _resource_for(self, obj: Mapping[str, Any]) -> Resource:
+        api_version, kind = obj["apiVersion"], obj["kind"]
+        group, _, version = api_version.rpartition("/")
+        for res in self.resources.values():
+            if res.group == group and res.version == version and res.kind == kind:
+                return res
+        raise KeyError(f"no resource serves {api_version} {kind}")
+
+    def _emit(self, type_: str, res: Resource, obj: Obj) -> None:
+        event = _Event(self.rv, type_, res.group, res.plural, copy.deepcopy(obj))
+        self.history.append(event)
+        for w in self.watchers:
+            if (w.group, w.plural) == (res.group, res.plural):
+                w.queue.put_nowait(event)
+
+    def create(self, obj: Mapping[str, Any]) -> Obj:
+        res = self._resource_for(obj)
+        stored = copy.deepcopy(dict(obj))
+        meta = stored.setdefault("metadata", {})
+        if not res.namespaced:
+            meta.pop("namespace", None)
+        key = (meta.get("namespace", ""), meta["name"])
+        bucket = self.objects[(res.group, res.plural)]
+        if key in bucket:
+            raise KeyError(f"{res.kind} {key} exists")
+        self.rv += 1
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", "2026-11-29T14:00:00Z")
+        meta["resourceVersion"] = str(self.rv)
+        meta["generation"] = 1
+        if (res.group, res.plural) == CRD_KEY:
+            self._install_crd(stored)
+        bucket[key] = stored
+        self._emit("ADDED", res, stored)
+        return copy.deepcopy(stored)
+
+    def update(self, obj: Mapping[str, Any]) -> Obj:
+        res = self._resource_for(obj)
+        stored = copy.deepcopy(dict(obj))
+        meta = stored["metadata"]
+        key = (meta.get("namespace", "") if res.namespaced else "", meta["name"])
+        bucket = self.objects[(res.group, res.plural)]
+        old = bucket[key]
+        self.rv += 1
+        meta["uid"] = old["metadata"]["uid"]
+        meta["creationTimestamp"] = old["metadata"]["creationTimestamp"]
+        meta["resourceVersion"] = str(self.rv)
+        meta["generation"] = old["metadata"].get("generation", 1) + 1
+        if (res.group, res.plural) == CRD_KEY:
+            self._uninstall_crd(old, keep_objects=True)
+            self._install_crd(stored)
+        bucket[key] = stored
+        self._emit("MODIFIED", res, stored)
+        return copy.deepcopy(stored)
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str = "") -> None:
+        res = self._resource_for({"apiVersion": api_version, "kind": kind})
+        bucket = self.objects[(res.group, res.plural)]
+        old = bucket.pop((namespace if res.namespaced else "", name))
+        self.rv += 1
+        gone = copy.deepcopy(old)
+        gone["metadata"]["resourceVersion"] = str(self.rv)
+        if (res.group, res.plural) == CRD_KEY:
+            self._uninstall_crd(old, keep_objects=False)
+        self._emit("DELETED", res, gone)
+
+    def get(self, group: str, plural: str, namespace: str, name: str) -> Obj | None:
+        return self.objects.get((group, plural), {}).get((namespace, name))
+
+    # ---- CRDs ----------------------------------------------------------------------------------
+
+    def _install_crd(self, crd: Obj) -> None:
+        spec = crd["spec"]
+        names = spec["names"]
+        for version in spec["versions"]:
+            if version.get("served", True):
+                self._register(
+                    Resource(
+                        spec["group"],
+                        version["name"],
+                        names["plural"],
+                        names["kind"],
+                        spec.get("scope", "Namespaced") == "Namespaced",
+                    )
+                )
+        crd["status"] = {
+            "acceptedNames": names,
+            "conditions": [
+                {"type": "NamesAccepted", "status": "True"},
+                {"type": "Established", "status": "True"},
+            ],
+            "storedVersions": [v["name"] for v in spec["versions"] if v.get("storage")],
+        }
+
+    def _uninstall_crd(self, crd: Obj, *, keep_objects: bool) -> None:
+        spec = crd["spec"]
+        plural = spec["names"]["plural"]
+        for key in [k for k in self.resources if k[0] == spec["group"] and k[2] == plural]:
+            del self.resources[key]
+        if keep_objects:
+            return
+        res = Resource(spec["group"], "", plural, spec["names"]["kind"], True)
+        for obj in self.objects.pop((spec["group"], plural), {}).values():
+            self.rv += 1
+            self._emit("DELETED", res, obj)
+
+    # ---- test helpers: failures ----------------------------------------------------------------
+
+    def compact(self) -> None:
+        """Forget the event history: watches from an older resourceVersion now get 410 Gone."""
+        self.history.clear()
+        self.compacted_rv = self.rv
+
+    def drop_watches(self) -> None:
+        """Abort every open watch stream mid-way (the TCP connection closes without the last chunk)."""
+        for w in self.watchers:
+            w.queue.put_nowait("drop")
+
+    def end_watches(self) -> None:
+        """End every open watch stream cleanly, as the server does when timeoutSeconds expires."""
+        for w in self.watchers:
+            w.queue.put_nowait("end")
+
+    def expire_watches(self) -> None:
+        """Send an ERROR 410 event on every open watch (what etcd compaction does to a slow watcher)."""
+        for w in self.watchers:
+            w.queue.put_nowait("expire")
+
+    def bookmark(self) -> None:
+        for w in self.watchers:
+            w.queue.put_nowait("bookmark")
+
+    def fail_next(self, verb: str, status: int = 500, times: int = 1, plural: str = "") -> None:
+        """Answer the next ``times`` requests of ``verb`` ("list" or "watch") with an HTTP error.
+
+        With ``plural``, only requests for that resource fail.
+        """
+        self.failures.extend([(verb, plural, status)] * times)
+
+    def watch_count(self, plural: str | None = None) -> int:
+        return sum(1 for w in self.watchers if plural is None or w.plural == plural)
+
+    # ---- HTTP -----------------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.requests.append(f"GET {request.path_qs}")
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
+            return _status(401, "Unauthorized", "missing or wrong bearer token")
+        parts = [p for p in request.path.split("/") if p]
+        if parts == ["api"]:
+            return web.json_response({"kind": "APIVersions", "versions": ["v1"]})
+        if parts == ["apis"]:
+            return web.json_response(self._groups())
+        if parts[:1] == ["api"] and len(parts) == 2:
+            return self._resource_list("", parts[1])
+        if parts[:1] == ["apis"] and len(parts) == 3:
+            return self._resource_list(parts[1], parts[2])
+        group, version, rest = (
+            ("", parts[1], parts[2:]) if parts[:1] == ["api"] else (parts[1], parts[2], parts[3:])
+        )
+        namespace = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        if len(rest) != 1 or (group, version, rest[0]) not in self.resources:
+            return _status(
+                404, "NotFound", f"the server could not find the requested resource {request.path}"
+            )
+        res = self.resources[(group, version, rest[0])]
+        if request.query.get("watch") in ("true", "1"):
+            return await self._watch(request, res, namespace)
+        return self._list(request, res, namespace)
+
+    def _groups(self) -> Obj:
+        versions: dict[str, list[str]] = {}
+        for group, version, _ in sorted(self.resources):
+            if group and version not in versions.setdefault(group, []):
+                versions[group].append(version)
+        return {
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": [
+                {
+                    "name": g,
+                    "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
+                    "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]},
+                }
+                for g, vs in versions.items()
+            ],
+        }
+
+    def _resource_list(self, group: str, version: str) -> web.Response:
+        served = [r for (g, v, _), r in sorted(self.resources.items()) if (g, v) == (group, version)]
+        if not served:
+            return _status(404, "NotFound", "the server could not find the requested resource")
+        gv = f"{group}/{version}" if group else version
+        return web.json_response(
+            {
+                "kind": "APIResourceList",
+                "apiVersion": "v1",
+                "groupVersion": gv,
+                "resources": [
+                    {
+                        "name": r.plural,
+                        "singularName": r.kind.lower(),
+                        "namespaced": r.namespaced,
+                        "kind": r.kind,
+                        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+                    }
+                    for r in served
+                ],
+            }
+        )
+
+    def _take_failure(self, verb: str, plural: str) -> int | None:
+        for i, (v, p, status) in enumerate(self.failures):
+            if v == verb and p in ("", plural):
+                del self.failures[i]
+                return status
+        return None
+
+    def _matching(self, res: Resource, obj: Obj, namespace: str | None, name: str | None) -> bool:
+        meta = obj["metadata"]
+        return (namespace is None or meta.get("namespace") == namespace) and (
+            name is None or meta["name"] == name
+        )
+
+    def _served(self, res: Resource, obj: Obj, *, in_list: bool) -> Obj:
+        out = copy.deepcopy(obj)
+        if in_list and res.group in ("", "discovery.k8s.io", "apiextensions.k8s.io"):
+            # built-in list items carry no kind/apiVersion, as on a real apiserver
+            out.pop("kind", None)
+            out.pop("apiVersion", None)
+        else:
+            out["kind"], out["apiVersion"] = res.kind, res.api_version
+        return out
+
+    def _list(self, request: web.Request, res: Resource, namespace: str | None) -> web.Response:
+        status = self._take_failure("list", res.plural)
+        if status is not None:
+            return _status(status, "InternalError", "injected failure")
+        name = _name_selector(request.query.get("fieldSelector", ""))
+        limit = min(int(request.query.get("limit", "0") or 0) or 10**9, self.page_limit_max)
+        token = request.query.get("continue")
+        if token:
+            if token not in self._continues:
+                return _status(410, "Expired", "The provided continue parameter is too old")
+            rv, items = self._continues.pop(token)
+        else:
+            rv = self.rv
+            bucket = self.objects.get((res.group, res.plural), {})
+            items = [
+                self._served(res, o, in_list=True)
+                for _, o in sorted(bucket.items())
+                if self._matching(res, o, namespace, name)
+            ]
+        page, rest = items[:limit], items[limit:]
+        meta: Obj = {"resourceVersion": str(rv)}
+        if rest:
+            new_token = base64.b64encode(uuid.uuid4().bytes).decode()
+            self._continues[new_token] = (rv, rest)
+            meta["continue"] = new_token
+        return web.json_response(
+            {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": meta, "items": page}
+        )
+
+    async def _watch(self, request: web.Request, res: Resource, namespace: str | None) -> web.StreamResponse:
+        status = self._take_failure("watch", res.plural)
+        if status is not None:
+            return _status(status, "InternalError", "injected failure")
+        name = _name_selector(request.query.get("fieldSelector", ""))
+        since = int(request.query.get("resourceVersion", "0") or 0)
+        bookmarks = request.query.get("allowWatchBookmarks") == "true"
+        timeout = float(request.query.get("timeoutSeconds", "0") or 0) or None
+        if since and since < self.compacted_rv and self.gone_as_http:
+            return _status(410, "Expired", f"too old resource version: {since} ({self.compacted_rv})")
+        watcher = _Watcher(res.group, res.plural, namespace, name)
+        self.watchers.append(watcher)
+        resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        try:
+            if since and since < self.compacted_rv:
+                await _send(resp, _gone(since, self.compacted_rv))
+                return resp
+            sent = since
+            if not since:  # no resourceVersion: synthetic ADDED for everything, then live
+                for obj in sorted(
+                    self.objects.get((res.group, res.plural), {}).values(),
+                    key=lambda o: int(o["metadata"]["resourceVersion"]),
+                ):
+                    if self._matching(res, obj, namespace, name):
+                        await _send(resp, {"type": "ADDED", "object": self._served(res, obj, in_list=False)})
+                sent = self.rv
+            for event in list(self._replay(res, sent)):
+                if self._matching(res, event.obj, namespace, name):
+                    await _send(
+                        resp, {"type": event.type, "object": self._served(res, event.obj, in_list=False)}
+                    )
+                sent = max(sent, event.rv)
+            async with asyncio.timeout(timeout):
+                while True:
+                    item = await watcher.queue.get()
+                    if item == "drop":
+                        if request.transport is not None:
+                            request.transport.abort()
+                        return resp
+                    if item == "end":
+                        return resp
+                    if item == "expire":
+                        await _send(resp, _gone(sent, self.rv))
+                        return resp
+                    if item == "bookmark":
+                        if bookmarks:
+                            await _send(
+                                resp,
+                                {
+                                    "type": "BOOKMARK",
+                                    "object": {
+                                        "kind": res.kind,
+                                        "apiVersion": res.api_version,
+                                        "metadata": {"resourceVersion": str(self.rv)},
+                                    },
+                                },
+                            )
+                        continue
+                    assert isinstance(item, _Event)
+                    if item.rv > sent and self._matching(res, item.obj, namespace, name):
+                        await _send(
+                            resp, {"type": item.type, "object": self._served(res, item.obj, in_list=False)}
+                        )
+                        sent = item.rv
+        except (TimeoutError, ConnectionResetError):
+            return resp
+        finally:
+            self.watchers.remove(watcher)
+        return resp
+
+    def _replay(self, res: Resource, since: int) -> Iterator[_Event]:
+        for event in self.history:
+            if event.rv > since and (event.group, event.plural) == (res.group, res.plural):
+                yield event
+
+
+def _name_selector(selector: str) -> str | None:
+    for term in filter(None, selector.split(",")):
+        key, _, value = term.partition("=")
+        if key == "metadata.name":
+            return value.lstrip("=")
+    return None
+
+
+def _gone(since: int, now: int) -> Obj:
+    return {
+        "type": "ERROR",
+        "object": {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": f"too old resource version: {since} ({now})",
+            "reason": "Expired",
+            "code": 410,
+        },
+    }
+
+
+async def _send(resp: web.StreamResponse, event: Obj) -> None:
+    await resp.write(json.dumps(event).encode() + b"\n")
+
+
+def _status(code: int, reason: str, message: str) -> web.Response:
+    return web.json_response(
+        {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": code,
+        },
+        status=code,
+    )
+
+
+def crd(group: str, kind: str, plural: str, versions: tuple[str, ...], *, scope: str = "Namespaced") -> Obj:
+    """A minimal CustomResourceDefinition serving ``versions`` (the first is the storage version)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": scope,
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+            "versions": [
+                {
+                    "name": v,
+                    "served": True,
+                    "storage": i == 0,
+                    "schema": {
+                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                    },
+                }
+                for i, v in enumerate(versions)
+            ],
+        },
+    }

@@ -1,0 +1,201 @@
+"""A reflector keeps one Store equal to one API collection: list, then watch from the list's version.
+
+kubernetes-asyncio has no informer, so this is the small part of client-go's that the gate needs:
+
+1. List in pages (``limit``/``continue``), keep the list's ``resourceVersion``, replace the store at
+   once when the last page arrives.
+2. Watch from that version with bookmarks; apply ADDED/MODIFIED/DELETED, remember the version of
+   every event and bookmark. A clean end of the stream (server timeout) re-watches from it.
+3. 410 Gone (HTTP status or ERROR event, on watch or on a continue token) re-lists: the store is
+   replaced, so objects deleted in the gap disappear and nothing is applied twice.
+4. Any other failure (connection reset, 5xx, bad JSON) waits a jittered, capped backoff and resumes
+   the watch from the last version; the store keeps serving the last known state meanwhile.
+
+Objects are keyed by (namespace, name), so a replayed event overwrites instead of duplicating.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import structlog
+from kubernetes_asyncio import client
+
+from validators.objects import Obj
+from webhook.cluster import clients
+from webhook.cluster.stores import Key, Store, key_of
+
+log = structlog.get_logger(__name__)
+
+PAGE_SIZE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Collection:
+    """What to list and watch: an API path plus optional field selector, and how to store items."""
+
+    kind: str
+    api_version: str  # "v1", "gateway.networking.k8s.io/v1"
+    path: str  # "/apis/gateway.networking.k8s.io/v1/httproutes"
+    field_selector: str = ""
+    scope: Key | None = None  # with a field selector on one name: the only key this reflector owns
+
+    def owns(self, key: Key) -> bool:
+        return self.scope is None or key == self.scope
+
+
+Slimmer = Callable[[Mapping[str, Any], Collection], Obj | None]
+
+
+class Backoff:
+    """Full-jitter exponential backoff: a random delay in [cap/2, cap] of min(cap, base * 2**n)."""
+
+    def __init__(self, *, base: float, cap: float) -> None:
+        self.base, self.cap, self.failures = base, cap, 0
+
+    def reset(self) -> None:
+        self.failures = 0
+
+    def next(self) -> float:
+        ceiling = min(self.cap, self.base * 2 ** min(self.failures, 30))
+        self.failures += 1
+        return random.uniform(ceiling / 2, ceiling)  # noqa: S311 - jitter, not cryptography
+
+
+class Reflector:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        collection: Collection,
+        store: Store,
+        *,
+        slimmer: Slimmer,
+        backoff_cap: float = 30.0,
+        watch_timeout: tuple[int, int] = (300, 600),
+    ) -> None:
+        self.api = api
+        self.collection = collection
+        self.store = store
+        self._slim = slimmer
+        self._backoff = Backoff(base=min(0.2, backoff_cap), cap=backoff_cap)
+        self._watch_timeout = watch_timeout
+        self.resource_version: str | None = None
+        self.synced = False  # completed a first list
+        self.last_sync: float | None = None  # wall time of the last completed list
+        self.lists = 0
+        self.errors = 0
+        self.listed = asyncio.Event()  # set after every completed list
+
+    async def run(self) -> None:
+        """List and watch until cancelled. Never returns otherwise, never raises but CancelledError."""
+        while True:
+            try:
+                if self.resource_version is None:
+                    await self._list()
+                    self._backoff.reset()
+                await self._watch()
+            except clients.Gone as e:
+                log.info("resource version expired, re-listing", kind=self.collection.kind, reason=e.message)
+                self.resource_version = None
+                if self._backoff.failures:  # a second 410 in a row: do not hammer the server
+                    await asyncio.sleep(self._backoff.next())
+                else:
+                    self._backoff.failures = 1
+            except (
+                aiohttp.ClientError,
+                TimeoutError,
+                clients.ApiError,
+                ValueError,
+                KeyError,
+                TypeError,
+            ) as e:
+                self.errors += 1
+                delay = self._backoff.next()
+                log.warning(
+                    "watch failed, backing off",
+                    kind=self.collection.kind,
+                    error=str(e) or type(e).__name__,
+                    delay=round(delay, 3),
+                )
+                await asyncio.sleep(delay)
+            except Exception:  # a bug must not silently stop a kind from following the cluster
+                self.errors += 1
+                log.exception("reflector failed unexpectedly", kind=self.collection.kind)
+                await asyncio.sleep(self._backoff.next())
+
+    def _query(self, *extra: tuple[str, str]) -> list[tuple[str, str]]:
+        query = [("fieldSelector", self.collection.field_selector)] if self.collection.field_selector else []
+        return [*query, *extra]
+
+    async def _list(self) -> None:
+        items: dict[Key, Obj] = {}
+        token = ""
+        version = ""
+        while True:
+            extra = [("limit", str(PAGE_SIZE))] + ([("continue", token)] if token else [])
+            page = await clients.get_json(self.api, self.collection.path, self._query(*extra))
+            meta = page.get("metadata") or {}
+            version = version or str(meta.get("resourceVersion") or "")
+            for raw in page.get("items") or ():
+                obj = self._slim(raw, self.collection)
+                if obj is not None:
+                    items[key_of(obj)] = obj
+            token = str(meta.get("continue") or "")
+            if not token:
+                break
+        if not version:
+            raise clients.ApiError(0, f"list of {self.collection.path} carries no resourceVersion")
+        self.store.replace(items, None if self.collection.scope is None else self.collection.owns)
+        self.resource_version = version
+        self.synced = True
+        self.last_sync = time.time()
+        self.lists += 1
+        self.listed.set()
+
+    async def _watch(self) -> None:
+        timeout = random.randint(*self._watch_timeout)  # noqa: S311 - spreads reconnects, not security
+        query = self._query(
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", self.resource_version or ""),
+            ("timeoutSeconds", str(timeout)),
+        )
+        async for event in clients.stream_lines(
+            self.api, self.collection.path, query, read_timeout=timeout + 30
+        ):
+            self._apply(event)
+            self._backoff.reset()
+
+    def _apply(self, event: Mapping[str, Any]) -> None:
+        type_ = event.get("type")
+        raw = event.get("object")
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"watch event without an object: {json.dumps(event)[:200]}")
+        if type_ == "ERROR":
+            raise clients.error_for(
+                int(raw.get("code") or 0), str(raw.get("message") or raw.get("reason") or "")
+            )
+        version = raw.get("metadata", {}).get("resourceVersion")
+        if type_ in ("ADDED", "MODIFIED"):
+            obj = self._slim(raw, self.collection)
+            key = key_of(raw)
+            if self.collection.owns(key):
+                if obj is None:
+                    self.store.delete(key)  # modified out of what we keep (e.g. a CRD of another group)
+                else:
+                    self.store.put(key, obj)
+        elif type_ == "DELETED":
+            key = key_of(raw)
+            if self.collection.owns(key):
+                self.store.delete(key)
+        elif type_ != "BOOKMARK":
+            raise ValueError(f"unknown watch event type {type_!r}")
+        if version:
+            self.resource_version = str(version)

@@ -1,0 +1,277 @@
+"""ClusterState: the stores of every watched kind, the tasks that fill them, and cheap snapshots.
+
+``run()`` discovers what the cluster serves, watches CRDs (so kinds installed or upgraded later are
+picked up), keeps one reflector per served kind, and one per Secret/ConfigMap that a Gateway,
+ListenerSet or BackendTLSPolicy references. ``snapshot()`` is what a review reads: a frozen
+``validators.states.State`` whose ``version`` changes exactly when some stored object changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import structlog
+from kubernetes_asyncio import client
+
+from validators.objects import KINDS, KindInfo, Obj
+from webhook.cluster import clients, discovery, references, slimming
+from webhook.cluster.reflectors import Backoff, Collection, Reflector
+from webhook.cluster.stores import ClusterSnapshot, KindView, Store
+
+log = structlog.get_logger(__name__)
+
+CRD_KIND = discovery.CRD_INFO.kind
+REFERENCED_KINDS = references.WANTED_KINDS  # watched per referenced name, never as a whole
+
+
+def _slim(raw: Mapping[str, Any], collection: Collection) -> Obj | None:
+    return slimming.slim(raw, kind=collection.kind, api_version=collection.api_version)
+
+
+class ClusterState:
+    """Follows the cluster. Create it, run ``run()`` as a task, read ``snapshot()`` once ``ready``."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        kinds: Sequence[str] | None = None,
+        resync_backoff_cap: float = 30.0,
+        rediscovery_interval: float = 30.0,
+    ) -> None:
+        wanted = list(KINDS) if kinds is None else list(dict.fromkeys(kinds))
+        unknown = [k for k in wanted if k not in KINDS]
+        if unknown:
+            raise ValueError(f"unknown kinds {unknown}; known: {sorted(KINDS)}")
+        self.api = api
+        self._infos: dict[str, KindInfo] = {k: KINDS[k] for k in wanted}
+        self._stores = {k: Store(k, self._on_change) for k in wanted}
+        self._crds = Store(CRD_KIND, self._on_change)
+        self._crd_groups = frozenset(i.group for i in self._infos.values()) - discovery.BUILTIN_GROUPS
+        self._backoff_cap = resync_backoff_cap
+        self._rediscovery_interval = rediscovery_interval
+        self._version = 0
+        self._crd_version = 0
+        self._changed = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._snapshot: ClusterSnapshot | None = None
+        self._served: discovery.Served = {}
+        self._chosen: dict[str, str | None] = {}
+        self._reflectors: dict[str, Reflector] = {}  # kind -> reflector of the whole collection
+        self._referenced: dict[references.Target, Reflector] = {}
+        self._tasks: dict[object, asyncio.Task[None]] = {}
+        self._crd_reflector: Reflector | None = None
+        self._planned = False
+
+    # ---- what readers use ------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        """Increases by one on every change of any stored object (CRDs included)."""
+        return self._version
+
+    @property
+    def crd_version(self) -> int:
+        """Increases when a served CRD of a watched group changes: live schemas must be reloaded."""
+        return self._crd_version
+
+    @property
+    def changed(self) -> asyncio.Event:
+        """Set at the next change after it was fetched: ``await state.changed.wait()``."""
+        return self._changed
+
+    @property
+    def ready(self) -> bool:
+        """Discovery is done and every watched kind completed its first list."""
+        return self._planned and all(self._synced(kind) for kind in self._watched())
+
+    def snapshot(self) -> ClusterSnapshot:
+        """The current state as a read-only ``State``: O(number of kinds), no object is copied."""
+        if self._snapshot is None or self._snapshot.version != str(self._version):
+            views: dict[str, KindView] = {kind: store.view() for kind, store in self._stores.items()}
+            self._snapshot = ClusterSnapshot(views, self._version)
+        return self._snapshot
+
+    def crd_documents(self) -> list[Obj]:
+        """The served CRDs of the watched groups (spec with schemas), sorted by name; [] without access."""
+        return list(self._crds.view().sorted())
+
+    def status(self) -> dict[str, Any]:
+        kinds: dict[str, Any] = {}
+        for kind in self._infos:
+            reflectors = self._reflectors_of(kind)
+            last = max((r.last_sync for r in reflectors if r.last_sync is not None), default=None)
+            kinds[kind] = {
+                "served": kind in REFERENCED_KINDS or self._chosen.get(kind) is not None,
+                "version": "v1" if kind in REFERENCED_KINDS else self._chosen.get(kind),
+                "synced": self._synced(kind),
+                "count": len(self._stores[kind]),
+                "lastSync": None if last is None else datetime.fromtimestamp(last, UTC).isoformat(),
+                "watches": len(reflectors),
+                "relists": sum(r.lists for r in reflectors),
+                "errors": sum(r.errors for r in reflectors),
+            }
+        return {
+            "ready": self.ready,
+            "version": str(self._version),
+            "crds": "watch" if self._crd_reflector is not None else "discovery",
+            "kinds": kinds,
+        }
+
+    # ---- bookkeeping ---------------------------------------------------------------------------
+
+    def _on_change(self, kind: str) -> None:
+        self._version += 1
+        if kind == CRD_KIND:
+            self._crd_version += 1
+        event, self._changed = self._changed, asyncio.Event()
+        event.set()
+        if kind == CRD_KIND or kind in references.REFERRING_KINDS:
+            self._wake.set()
+
+    def _reflectors_of(self, kind: str) -> list[Reflector]:
+        if kind in REFERENCED_KINDS:
+            return [r for (k, _, _), r in self._referenced.items() if k == kind]
+        reflector = self._reflectors.get(kind)
+        return [] if reflector is None else [reflector]
+
+    def _watched(self) -> list[str]:
+        return [k for k in self._infos if k in REFERENCED_KINDS or self._chosen.get(k) is not None]
+
+    def _synced(self, kind: str) -> bool:
+        if kind in REFERENCED_KINDS:  # complete once the referrers are listed and each target too
+            referrers = [k for k in references.REFERRING_KINDS if k in self._reflectors]
+            return all(self._reflectors[k].synced for k in referrers) and all(
+                r.synced for r in self._reflectors_of(kind)
+            )
+        reflector = self._reflectors.get(kind)
+        return reflector is not None and reflector.synced
+
+    def _start(self, ident: object, reflector: Reflector) -> None:
+        self._tasks[ident] = asyncio.create_task(reflector.run(), name=f"reflect {reflector.collection.path}")
+
+    async def _stop(self, ident: object) -> None:
+        task = self._tasks.pop(ident, None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _reflector(self, collection: Collection, store: Store) -> Reflector:
+        slimmer = _slim if store is not self._crds else self._slim_crd
+        return Reflector(self.api, collection, store, slimmer=slimmer, backoff_cap=self._backoff_cap)
+
+    def _slim_crd(self, raw: Mapping[str, Any], collection: Collection) -> Obj | None:
+        group = (raw.get("spec") or {}).get("group")
+        return slimming.slim_crd(raw) if group in self._crd_groups else None
+
+    # ---- the supervisor ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Follow the cluster until cancelled; on cancellation every reflector task is stopped."""
+        try:
+            await self._discover_until_done()
+            if await self._crds_readable():
+                collection = Collection(
+                    CRD_KIND, "apiextensions.k8s.io/v1", discovery.path(discovery.CRD_INFO, "v1")
+                )
+                self._crd_reflector = self._reflector(collection, self._crds)
+                self._start(CRD_KIND, self._crd_reflector)
+                await self._crd_reflector.listed.wait()
+            while True:
+                await self._reconcile()
+                self._planned = True
+                self._wake.clear()
+                if self._crd_reflector is not None:
+                    await self._wake.wait()
+                    continue
+                try:
+                    async with asyncio.timeout(self._rediscovery_interval):
+                        await self._wake.wait()
+                except TimeoutError:
+                    await self._rediscover()
+        finally:
+            for ident in list(self._tasks):
+                await self._stop(ident)
+
+    async def _discover_until_done(self) -> None:
+        backoff = Backoff(base=min(0.2, self._backoff_cap), cap=self._backoff_cap)
+        while True:
+            if await self._rediscover():
+                return
+            await asyncio.sleep(backoff.next())
+
+    async def _rediscover(self) -> bool:
+        groups = {i.group for i in self._infos.values()}
+        try:
+            self._served = await discovery.discover(self.api, groups | {discovery.CRD_INFO.group})
+        except (clients.ApiError, aiohttp.ClientError, TimeoutError, ValueError) as e:
+            log.warning("API discovery failed", error=str(e) or type(e).__name__)
+            return False
+        return True
+
+    async def _crds_readable(self) -> bool:
+        if not self._crd_groups or "v1" not in self._served.get(
+            ("apiextensions.k8s.io", "customresourcedefinitions"), ()
+        ):
+            return False
+        try:
+            await clients.get_json(self.api, discovery.path(discovery.CRD_INFO, "v1"), [("limit", "1")])
+        except clients.ApiError as e:
+            log.warning("cannot read CRDs; following API discovery instead", status=e.status, error=e.message)
+            return False
+        return True
+
+    def _served_now(self) -> discovery.Served:
+        if self._crd_reflector is None:
+            return self._served
+        served = {gp: vs for gp, vs in self._served.items() if gp[0] in discovery.BUILTIN_GROUPS}
+        served.update(discovery.served_by_crds(self._crds.view().sorted()))
+        return served
+
+    async def _reconcile(self) -> None:
+        served = self._served_now()
+        for kind, info in self._infos.items():
+            if kind in REFERENCED_KINDS:
+                continue
+            version = discovery.choose(info, served)
+            if kind in self._chosen and version == self._chosen[kind]:
+                continue
+            await self._stop(kind)
+            self._reflectors.pop(kind, None)
+            self._chosen[kind] = version
+            if version is None:
+                self._stores[kind].clear()  # the CRD went away, and with it every object of the kind
+                continue
+            log.info("watching kind", kind=kind, version=version)
+            collection = Collection(kind, discovery.api_version(info, version), discovery.path(info, version))
+            self._reflectors[kind] = self._reflector(collection, self._stores[kind])
+            self._start(kind, self._reflectors[kind])
+        await self._reconcile_references()
+
+    async def _reconcile_references(self) -> None:
+        wanted_kinds = REFERENCED_KINDS & self._infos.keys()
+        snapshot = self.snapshot()
+        referrers = (obj for k in references.REFERRING_KINDS for obj in snapshot.list(k))
+        targets = {t for t in references.referenced(referrers) if t[0] in wanted_kinds}
+        for target in [t for t in self._referenced if t not in targets]:
+            await self._stop(target)
+            del self._referenced[target]
+            self._stores[target[0]].delete((target[1], target[2]))
+        for target in sorted(targets - self._referenced.keys()):
+            kind, namespace, name = target
+            info = self._infos[kind]
+            collection = Collection(
+                kind,
+                "v1",
+                discovery.path(info, "v1", namespace),
+                field_selector=f"metadata.name={name}",
+                scope=(namespace, name),
+            )
+            self._referenced[target] = self._reflector(collection, self._stores[kind])
+            self._start(target, self._referenced[target])

@@ -1,0 +1,138 @@
+"""Per-kind object stores with copy-on-write views, and the snapshot that implements ``State``.
+
+A review reads a snapshot while watch events keep arriving, and it may await ``haproxy -c`` for a
+while; the snapshot must not change under it, yet copying 10k routes per request is out. So a store
+hands out its current dict as a frozen ``KindView`` and copies the dict (pointers only, never the
+objects) the next time an event arrives after a view was taken. A burst of events between two
+reviews costs one copy; a review between no events costs nothing. Sorted lists are computed lazily
+once per view and shared by every snapshot that holds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from validators.objects import Obj
+
+Key = tuple[str, str]  # (namespace, name); namespace is "" for cluster-scoped kinds
+
+
+class KindView:
+    """One kind's objects at one point in time. Never mutated once handed out."""
+
+    __slots__ = ("_items", "_sorted")
+
+    def __init__(self, items: Mapping[Key, Obj]) -> None:
+        self._items = items
+        self._sorted: tuple[Obj, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: Key) -> Obj | None:
+        return self._items.get(key)
+
+    def sorted(self) -> tuple[Obj, ...]:
+        if self._sorted is None:
+            self._sorted = tuple(self._items[k] for k in sorted(self._items))
+        return self._sorted
+
+
+EMPTY_VIEW = KindView({})
+
+
+class Store:
+    """The live objects of one kind, written only by reflectors (one event loop, no locks needed)."""
+
+    def __init__(self, kind: str, on_change: Callable[[str], None] = lambda kind: None) -> None:
+        self.kind = kind
+        self._items: dict[Key, Obj] = {}
+        self._view: KindView | None = None  # the view currently sharing self._items
+        self._on_change = on_change
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def view(self) -> KindView:
+        if self._view is None:
+            self._view = KindView(self._items)
+        return self._view
+
+    def _writable(self) -> dict[Key, Obj]:
+        if self._view is not None:  # someone may still read the old dict: copy before writing
+            self._items = dict(self._items)
+            self._view = None
+        return self._items
+
+    def put(self, key: Key, obj: Obj) -> bool:
+        if self._items.get(key) == obj:
+            return False  # e.g. a status-only update: nothing rendering reads has changed
+        self._writable()[key] = obj
+        self._on_change(self.kind)
+        return True
+
+    def delete(self, key: Key) -> bool:
+        if key not in self._items:
+            return False
+        del self._writable()[key]
+        self._on_change(self.kind)
+        return True
+
+    def replace(self, items: Mapping[Key, Obj], scope: Callable[[Key], bool] | None = None) -> bool:
+        """Make the store hold exactly ``items`` (within ``scope``, when only part of it is re-listed).
+
+        Done in one step, so readers see either the old or the new list, never a mix or an empty
+        store; unchanged content keeps the version (and cached baselines) as they are.
+        """
+        if scope is None:
+            if items == self._items:
+                return False
+            self._items = dict(items)
+            self._view = None
+        else:
+            stale = [k for k in self._items if scope(k) and k not in items]
+            if not stale and all(self._items.get(k) == v for k, v in items.items()):
+                return False
+            target = self._writable()
+            for k in stale:
+                del target[k]
+            target.update(items)
+        self._on_change(self.kind)
+        return True
+
+    def clear(self) -> bool:
+        return self.replace({})
+
+
+class ClusterSnapshot:
+    """A read-only ``validators.states.State`` over the views of every store at one instant."""
+
+    __slots__ = ("_version", "_views")
+
+    def __init__(self, views: Mapping[str, KindView], version: int) -> None:
+        self._views = views
+        self._version = str(version)
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    def list(self, kind: str) -> Sequence[Obj]:
+        return self._views.get(kind, EMPTY_VIEW).sorted()
+
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
+        return self._views.get(kind, EMPTY_VIEW).get((namespace, name))
+
+    def kinds(self) -> Iterable[str]:
+        return iter(sorted(self._views))
+
+    def counts(self) -> Mapping[str, int]:
+        return {k: len(v) for k, v in sorted(self._views.items())}
+
+
+def key_of(obj: Mapping[str, Any]) -> Key:
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        return ("", "")
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
