@@ -1,0 +1,60 @@
+"""TCPRoute model: ``frontend gateway-tcp-port-<port>`` (mode tcp, default_backend, no ACLs) per
+claimed port and ``gtw_tcp_<ns>_<route>_<rule>`` backends (seed 004).
+
+Port ownership comes from ``validators.claims.tcp_claims`` (oldest route wins), the same function the
+RG0507 warning uses. A route attached to several TCP listeners gets one frontend per port, all
+sharing its one backend. TCP listeners on the HTTP/HTTPS ports never get here (dropped upstream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from haproxy_check import escaping, rulebackends
+from haproxy_check.backendtls import FileSink
+from haproxy_check.rulebackends import RuleBackend
+from validators import attachments, claims
+from validators.findings import Finding, Severity
+from validators.objects import Ref
+from validators.states import State
+
+
+@dataclass(frozen=True, slots=True)
+class TCPFrontend:
+    name: str
+    port: int
+    backend: str
+    route: Ref
+    parent_index: int
+
+
+@dataclass(slots=True)
+class TCPModel:
+    frontends: list[TCPFrontend] = field(default_factory=list)
+    backends: list[RuleBackend] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+
+def backend_name(route: Ref, rule_index: int) -> str:
+    return escaping.ident(f"gtw_tcp_{route.namespace}_{route.name}_{rule_index}", what="backend name")
+
+
+def build(state: State, files: FileSink, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
+          settings: Any = None) -> TCPModel:
+    model = TCPModel()
+    won, lost = claims.tcp_claims(state, http_ports=http_ports)
+    backends: dict[str, RuleBackend] = {}
+    for port, claim in sorted(won.items()):
+        name = backend_name(claim.route, claim.rule_index)
+        if name not in backends:
+            backends[name] = rulebackends.build(state, claim.obj, claim.rule_index, name, files, tls=True,
+                                                settings=settings)
+        model.frontends.append(TCPFrontend(f"gateway-tcp-port-{port}", port, name, claim.route,
+                                           claim.parent_index))
+    for c in lost:
+        model.findings.append(Finding("RG0507", f"{c.what} is claimed by the older {c.winner}, which wins",
+                                      c.path, Severity.WARN, subject=False, about=str(c.route)))
+    model.backends = [backends[n] for n in sorted(backends)]
+    return model

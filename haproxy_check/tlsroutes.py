@@ -1,0 +1,138 @@
+"""TLSRoute model: one SNI-routing tcp frontend per TLS port, one weighted backend per rule and mode.
+
+Passthrough frontends read the SNI from the ClientHello (``req.ssl_sni``); Terminate frontends
+decrypt with the listeners' certificates and read ``ssl_fc_sni``. Route hostnames (already
+intersected with listener hostnames by ``validators.attachments``) go into two maps per port: exact
+names (``tls-sni-<port>.map``) and wildcard suffixes (``tls-sni-wild-<port>.map``, ordered longest
+suffix first). A server name no route claims is rejected. When two routes claim one name on one port,
+the oldest route wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from haproxy_check import escaping, listenercerts, rulebackends
+from haproxy_check.backendtls import FileSink
+from haproxy_check.rulebackends import RuleBackend
+from validators import attachments
+from validators.findings import Finding, Severity
+from validators.objects import Ref, as_list, dig, ref_of
+from validators.states import State
+
+PASSTHROUGH, TERMINATE = "Passthrough", "Terminate"
+
+
+@dataclass(slots=True)
+class TLSFrontend:
+    name: str
+    port: int
+    mode: str  # Passthrough | Terminate
+    certs: list[str] = field(default_factory=list)
+    exact: list[tuple[str, str]] = field(default_factory=list)  # (sni, backend)
+    wild: list[tuple[str, str]] = field(default_factory=list)  # (".suffix", backend)
+    shared_https: bool = False  # passthrough on the HTTPS port: the rest goes to the HTTP engine
+
+    @property
+    def exact_map(self) -> str:
+        return f"tls-sni-{self.port}.map"
+
+    @property
+    def wild_map(self) -> str:
+        return f"tls-sni-wild-{self.port}.map"
+
+
+@dataclass(slots=True)
+class TLSModel:
+    frontends: list[TLSFrontend] = field(default_factory=list)
+    backends: list[RuleBackend] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+
+def backend_name(route: Ref, rule_index: int, mode: str) -> str:
+    tag = "tls" if mode == PASSTHROUGH else "tlst"
+    return escaping.ident(f"gtw_{tag}_{route.namespace}_{route.name}_{rule_index}", what="backend name")
+
+
+def frontend_name(port: int) -> str:
+    return f"gateway-tls-port-{port}"
+
+
+def _finding(code: str, message: str, about: Ref, path: tuple[str | int, ...]) -> Finding:
+    return Finding(code, message, path, Severity.WARN, subject=False, about=str(about))
+
+
+def passthrough_on(state: State, port: int) -> bool:
+    """Whether any Passthrough TLS listener uses ``port`` (the HTTP engine then yields the bind)."""
+    return any(x.protocol == "TLS" and x.tls_mode == PASSTHROUGH and x.port == port and not x.conflicted
+               for x in attachments.listeners(state))
+
+
+def build(state: State, files: FileSink, *, https_port: int = 443, https_shared: bool = False,
+          http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS, settings: Any = None) -> TLSModel:
+    """The TLS frontends/backends of the state. ``https_shared``: the HTTP engine binds its HTTPS
+    frontend on ``abns@routegate-https`` so passthrough may share the HTTPS port."""
+    model = TLSModel()
+    lsts = attachments.listeners(state, http_ports=http_ports)
+    fronts: dict[int, TLSFrontend] = {}
+    for lst in lsts:
+        if lst.protocol != "TLS" or lst.conflicted or lst.tls_mode not in (PASSTHROUGH, TERMINATE):
+            continue
+        if lst.port == https_port and (lst.tls_mode == TERMINATE or not https_shared):
+            why = ("a terminating TLS listener cannot use the HTTPS port; use a separate port"
+                   if lst.tls_mode == TERMINATE else
+                   "passthrough on the HTTPS port needs the HTTP engine to share the port")
+            model.findings.append(_finding("RG0517", f"TLS listener on port {lst.port} is not rendered: "
+                                           f"{why}", lst.source, (*lst.path, "port")))
+            continue
+        front = fronts.setdefault(lst.port, TLSFrontend(frontend_name(lst.port), lst.port, lst.tls_mode,
+                                                         shared_https=lst.port == https_port))
+        if lst.tls_mode == TERMINATE:
+            for k, cert in enumerate(lst.certificate_refs):
+                got = listenercerts.certificate(state, lst.source, cert, files)
+                if got.path and got.path not in front.certs:
+                    front.certs.append(got.path)
+                elif got.problem:
+                    model.findings.append(_finding("RG0509", got.problem, lst.source,
+                                                   (*lst.path, "tls", "certificateRefs", k)))
+    claimed: set[tuple[int, str]] = set()
+    built: set[str] = set()
+    for route in sorted(state.list("TLSRoute"), key=attachments.age_key):
+        attached, _ = attachments.attach(route, state, http_ports=http_ports, all_listeners=lsts)
+        ref = ref_of(route)
+        rules = as_list(dig(route, "spec", "rules"))
+        if not rules:
+            continue
+        for a in attached:
+            found = fronts.get(a.listener.port)
+            if found is None or (found.mode == TERMINATE and not found.certs):
+                continue
+            front = found
+            name = backend_name(ref, 0, front.mode)  # a TLSRoute rule has no matches: rule 0 serves
+            if name not in built:
+                built.add(name)
+                model.backends.append(rulebackends.build(state, route, 0, name, files,
+                                                         tls=front.mode == TERMINATE, settings=settings))
+            for host in a.hostnames:
+                if (front.port, host) in claimed:
+                    model.findings.append(_finding(
+                        "RG0518", f"server name {host} on port {front.port} is already claimed by an older "
+                        "TLSRoute", ref, ("spec", "hostnames")))
+                    continue
+                claimed.add((front.port, host))
+                if host.startswith("*."):
+                    front.wild.append((escaping.map_key(host[1:]), name))
+                else:
+                    front.exact.append((escaping.map_key(host), name))
+    for front in fronts.values():
+        front.wild.sort(key=lambda e: (-len(e[0]), e[0]))
+        front.exact.sort()
+        if front.mode == TERMINATE and not front.certs:
+            model.findings.append(Finding("RG0509", f"terminating TLS port {front.port} has no usable "
+                                          "certificate; it is not rendered", (), Severity.WARN,
+                                          subject=False))
+    model.frontends = [f for _, f in sorted(fronts.items()) if f.mode == PASSTHROUGH or f.certs]
+    model.backends.sort(key=lambda b: b.name)
+    return model
