@@ -128,8 +128,12 @@ def _guarded(stage: str, produce: Callable[[], Iterable[Finding]]) -> list[Findi
 
 
 def _without_shadowed(found: list[Finding]) -> list[Finding]:
-    """Drop an unsafe-value finding (RG0120) where a specific rule already denies the same field."""
-    specific = {f.path for f in found if f.severity is Severity.DENY and f.code != codes.UNSAFE_VALUE}
-    return [f for f in found if not (f.code == codes.UNSAFE_VALUE and f.path in specific)]
-
-
+    """Drop an unsafe-value finding (RG0120) where a specific rule reports the same field at least as
+    severely: one message per problem. A specific rule turned to warn does not hide a denial."""
+    rank = {Severity.WARN: 0, Severity.DENY: 1}
+    worst: dict[tuple[object, ...], int] = {}
+    for f in found:
+        if f.code != codes.UNSAFE_VALUE:
+            worst[f.path] = max(worst.get(f.path, -1), rank[f.severity])
+    return [f for f in found
+            if not (f.code == codes.UNSAFE_VALUE and worst.get(f.path, -1) >= rank[f.severity])]

@@ -120,7 +120,7 @@ def pattern(
     if compiled is None:
         yield ValidationError("pattern not checked", validator=PATTERN_UNCHECKED, validator_value=text)
     elif not compiled.search(instance):
-        yield ValidationError(f"should match {text!r}")
+        yield ValidationError(f"should match '{text}'")
 
 
 def required(

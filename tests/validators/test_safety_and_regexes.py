@@ -1,0 +1,60 @@
+"""The shared safety predicate (used by the renderer too) and the regex balance scanner."""
+
+from __future__ import annotations
+
+import pytest
+
+from validators.regexes import balance_problem
+from validators.safety import unsafe_reason
+
+
+@pytest.mark.parametrize(
+    ("value", "key", "needle"),
+    [
+        pytest.param("api.example.com", True, None, id="hostname key ok"),
+        pytest.param("max-age=1; includeSubDomains", False, None, id="value with spaces ok"),
+        pytest.param("caf\u00e9", True, None, id="non-ASCII letters ok"),
+        pytest.param("a b", True, "a space at index 1", id="space splits a key"),
+        pytest.param("a\u00a0b", True, "no-break space", id="unicode space splits a key"),
+        pytest.param("a\nb", False, "line feed (LF) at index 1", id="LF in value"),
+        pytest.param("a\rb", False, "carriage return", id="CR in value"),
+        pytest.param("a\x00", False, "NUL", id="NUL in value"),
+        pytest.param("a\tb", False, "a tab", id="tab in value"),
+        pytest.param("a\x1bb", False, "U+001B", id="escape in value"),
+        pytest.param("a\x85b", False, "U+0085", id="C1 next line"),
+        pytest.param("a\u2028b", False, "U+2028", id="line separator"),
+    ],
+)
+def test_unsafe_reason(value: str, key: bool, needle: str | None) -> None:
+    reason = unsafe_reason(value, key=key)
+    if needle is None:
+        assert reason is None
+    else:
+        assert reason is not None and needle in reason
+
+
+@pytest.mark.parametrize(
+    ("pattern", "needle"),
+    [
+        pytest.param(r"^/api/v[0-9]+/.*", None, id="seed example"),
+        pytest.param(r"/(a|b)+/(?:x)?", None, id="alternation inside a group"),
+        pytest.param(r"/\(\)\[", None, id="escaped metacharacters"),
+        pytest.param(r"/[]a]", None, id="leading ] is literal"),
+        pytest.param(r"/[^]a]", None, id="leading ] after ^ is literal"),
+        pytest.param(r"/[[:alpha:]]+", None, id="POSIX class"),
+        pytest.param(r"/[(|]", None, id="metacharacters inside a class"),
+        pytest.param(r"/\Q(|[\E", None, id="quoted literal text"),
+        pytest.param(r"/a)", "')' at index 2", id="early close"),
+        pytest.param(r"/(a", "'(' at index 1 is never closed", id="unclosed group"),
+        pytest.param(r"/[a", "'[' at index 1 is never closed", id="unclosed class"),
+        pytest.param(r"/[[:alpha:]", "'[' at index 1 is never closed", id="unclosed class after POSIX class"),
+        pytest.param(r"/a|/b", "top-level '|' at index 2", id="top-level alternation"),
+        pytest.param("/a\\", "lone '\\'", id="trailing backslash"),
+    ],
+)
+def test_balance_problem(pattern: str, needle: str | None) -> None:
+    problem = balance_problem(pattern)
+    if needle is None:
+        assert problem is None
+    else:
+        assert problem is not None and needle in problem
