@@ -303,7 +303,7 @@ class FakeKube:
                 404, "NotFound", f"the server could not find the requested resource {request.path}"
             )
         res = self.resources[(group, version, rest[0])]
-        if request.query.get("watch") in ("true", "1"):
+        if _truthy(request.query.get("watch")):
             return await self._watch(request, res, namespace)
         return self._list(request, res, namespace)
 
@@ -406,7 +406,7 @@ class FakeKube:
             return _status(status, "InternalError", "injected failure")
         name = _name_selector(request.query.get("fieldSelector", ""))
         since = int(request.query.get("resourceVersion", "0") or 0)
-        bookmarks = request.query.get("allowWatchBookmarks") == "true"
+        bookmarks = _truthy(request.query.get("allowWatchBookmarks"))
         timeout = float(request.query.get("timeoutSeconds", "0") or 0) or None
         if since and since < self.compacted_rv and self.gone_as_http:
             return _status(410, "Expired", f"too old resource version: {since} ({self.compacted_rv})")
@@ -476,6 +476,11 @@ class FakeKube:
         for event in self.history:
             if event.rv > since and (event.group, event.plural) == (res.group, res.plural):
                 yield event
+
+
+def _truthy(value: str | None) -> bool:
+    """Go's strconv.ParseBool, which the apiserver uses for query flags."""
+    return value in ("1", "t", "T", "true", "TRUE", "True")
 
 
 def _name_selector(selector: str) -> str | None:

@@ -1,0 +1,143 @@
+"""The fake speaks the protocol kubernetes-asyncio's own typed APIs and Watch expect, not just ours."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clusterkit import GW, crd, eventually, httproute, install_gateway_api, running
+from fakekube import FakeKube
+from kubernetes_asyncio import client, watch
+
+from webhook.cluster import ClusterConfigError, ClusterState, load_api_client
+from webhook.cluster.reflectors import PAGE_SIZE
+
+
+async def test_typed_api_and_library_watch_work_against_the_fake(kube: FakeKube, api: Any) -> None:
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "labels": {"x": "y"}}})
+    core = client.CoreV1Api(api)
+    listed = await core.list_namespace()
+    assert [n.metadata.name for n in listed.items] == ["a"]
+    assert int(listed.metadata.resource_version) > 0
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "b"}})
+    kube.delete("v1", "Namespace", "a")
+    seen: list[tuple[str, str]] = []
+    async with watch.Watch() as w:
+        stream = w.stream(
+            core.list_namespace,
+            resource_version=listed.metadata.resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=2,
+        )
+        async for event in stream:
+            seen.append((event["type"], event["object"].metadata.name))
+            if len(seen) == 2:
+                break
+    assert seen == [("ADDED", "b"), ("DELETED", "a")]
+
+
+async def test_discovery_shows_a_crd_once_installed(kube: FakeKube, api: Any) -> None:
+    apis = client.ApisApi(api)
+    groups = await apis.get_api_versions()
+    assert GW not in [g.name for g in groups.groups]
+    kube.create(crd(GW, "HTTPRoute", "httproutes", ("v1",)))
+    groups = await apis.get_api_versions()
+    assert GW in [g.name for g in groups.groups]
+    custom = client.CustomObjectsApi(api)
+    kube.create(httproute("r"))
+    listed = await custom.list_cluster_custom_object(GW, "v1", "httproutes")
+    assert [o["metadata"]["name"] for o in listed["items"]] == ["r"]
+
+
+async def test_a_wrong_token_is_refused(kube: FakeKube, tmp_path: Path) -> None:
+    kube.token = "other"
+    api = await load_api_client(kube.write_kubeconfig(tmp_path / "k"))
+    kube.token = "expected"
+    assert api is not None
+    try:
+        with pytest.raises(client.ApiException) as e:
+            await client.CoreV1Api(api).list_namespace()
+        assert e.value.status == 401
+    finally:
+        await api.close()
+
+
+async def test_lists_larger_than_a_page_are_followed_and_an_expired_continue_restarts(
+    kube: FakeKube, api: Any
+) -> None:
+    install_gateway_api(kube)
+    for i in range(PAGE_SIZE * 2 + 5):
+        kube.create(
+            {
+                "apiVersion": f"{GW}/v1",
+                "kind": "HTTPRoute",
+                "metadata": {"name": f"r{i:04d}", "namespace": "n"},
+                "spec": {},
+            }
+        )
+    original = kube._list
+
+    def forget_continues(*args: Any) -> Any:
+        if "continue" in args[0].query and not forgotten:
+            forgotten.append(True)
+            kube._continues.clear()
+        return original(*args)
+
+    forgotten: list[bool] = []
+    kube._list = forget_continues  # type: ignore[method-assign]
+    state = ClusterState(api, kinds=["HTTPRoute"], resync_backoff_cap=0.05)
+    async with running(state):
+        await eventually(lambda: state.ready)
+        assert len(state.snapshot().list("HTTPRoute")) == PAGE_SIZE * 2 + 5
+    pages = [r for r in kube.requests if "httproutes?" in r and "watch" not in r]
+    assert sum("continue=" in r for r in pages) >= 3  # one expired, then two more pages
+    assert forgotten
+
+
+async def test_without_crd_access_discovery_is_followed(kube: FakeKube, api: Any) -> None:
+    install_gateway_api(kube, tls=False)
+    kube.fail_next("list", 403, plural="customresourcedefinitions")
+    state = ClusterState(
+        api, kinds=["HTTPRoute", "TLSRoute"], resync_backoff_cap=0.05, rediscovery_interval=0.1
+    )
+    async with running(state):
+        await eventually(lambda: state.ready)
+        assert state.status()["crds"] == "discovery"
+        assert state.crd_documents() == []
+        kube.create(crd(GW, "TLSRoute", "tlsroutes", ("v1alpha2",)))
+        await eventually(lambda: state.status()["kinds"]["TLSRoute"]["version"] == "v1alpha2")
+
+
+async def test_cancellation_stops_every_task(kube: FakeKube, api: Any) -> None:
+    install_gateway_api(kube)
+    state = ClusterState(api, resync_backoff_cap=0.05)
+    before = asyncio.all_tasks()
+    task = asyncio.create_task(state.run())
+    await eventually(lambda: state.ready)
+
+    def reflectors() -> set[asyncio.Task[Any]]:  # the fake's own handler tasks share this loop
+        return {t for t in asyncio.all_tasks() - before if t.get_name().startswith("reflect ")}
+
+    assert len(reflectors()) > 5
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert reflectors() == set()
+    await eventually(lambda: kube.watch_count() == 0, what="the server saw every watch close")
+
+
+async def test_load_api_client_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    assert await load_api_client(None) is None
+    with pytest.raises(ClusterConfigError, match="does not exist"):
+        await load_api_client(str(tmp_path / "missing"))
+    (tmp_path / "bad").write_text("{not: [valid")
+    with pytest.raises(ClusterConfigError, match="cannot load"):
+        await load_api_client(str(tmp_path / "bad"))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    with pytest.raises(ClusterConfigError, match="cannot load"):  # no service account token in this sandbox
+        await load_api_client(None)
