@@ -31,7 +31,7 @@ Path = tuple[PathPart, ...]
 
 __all__ = ["COST_LIMIT", "COUNTERS", "RULE_INFOS", "CelValidator", "engine_name"]
 
-COST_LIMIT = 10_000_000  # the API server's RuntimeCELCostBudget, applied to our size estimate
+COST_LIMIT = 1_000_000  # the API server's per-expression PerCallLimit, applied to our size estimate
 COUNTERS: dict[str, int] = {"compile_errors": 0, "eval_errors": 0, "budget_exceeded": 0, "rules_failed": 0}
 
 RULE_FAILED, ENGINE_ERROR, BUDGET_EXCEEDED, RULE_ERROR = "RG0300", "RG0301", "RG0302", "RG0303"

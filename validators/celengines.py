@@ -16,6 +16,7 @@ from validators import celfunctions
 __all__ = ["CelCompileError", "CelEvalError", "Engine", "Program", "load"]
 
 VARIABLES = ("self", "oldSelf", "__old", "__hasOld")
+ITERATION_CAP = 10_000  # fixed in cel-expr-python 0.1.3 (not configurable from Python); measured
 
 
 class CelCompileError(Exception):
@@ -31,9 +32,12 @@ class Program(Protocol):
 
 
 class Engine(Protocol):
+    """``optional_old_self``: ``oldSelf`` is an optional (``optionalOldSelf: true`` rules), built from
+    the ``__old``/``__hasOld`` bindings."""
+
     name: str
 
-    def compile(self, expr: str) -> Program: ...
+    def compile(self, expr: str, *, optional_old_self: bool = False) -> Program: ...
 
 
 def _normalise(message: str) -> str:
@@ -50,21 +54,35 @@ def _normalise(message: str) -> str:
 
 
 class _CppProgram:
-    __slots__ = ("_expr",)
+    """A compiled C++ program; past the runtime's fixed iteration cap it re-runs on the spare engine."""
 
-    def __init__(self, expr: Any) -> None:
-        self._expr = expr
+    __slots__ = ("_expr", "_optional", "_source", "_spare", "_spare_program")
+
+    def __init__(self, expr: Any, source: str, optional: bool, spare: Callable[[], Engine | None]) -> None:
+        self._expr, self._source, self._optional, self._spare = expr, source, optional, spare
+        self._spare_program: Program | None = None
 
     def run(self, bindings: Mapping[str, Any]) -> Any:
         try:
             result = self._expr.eval(data=bindings)
             kind = result.type()
             value = result.value()
-        except Exception as e:  # the binding raises on values it cannot convert
+        except Exception as e:  # the binding raises on values it cannot convert, and on its iteration cap
+            if "Iteration budget exceeded" in str(e):
+                return self._run_spare(bindings)
             raise CelEvalError(f"cannot evaluate: {e}") from None
         if kind == _cel().Type.ERROR:
             raise CelEvalError(_normalise(str(value)))
         return value
+
+    def _run_spare(self, bindings: Mapping[str, Any]) -> Any:
+        if self._spare_program is None:
+            spare = self._spare()
+            if spare is None:
+                raise CelEvalError(f"more than the {ITERATION_CAP} comprehension iterations cel-expr-python "
+                                   "allows per evaluation")
+            self._spare_program = spare.compile(self._source, optional_old_self=self._optional)
+        return self._spare_program.run(bindings)
 
 
 def _cel() -> Any:
@@ -98,8 +116,24 @@ class CppEngine:
             ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings(),
             ext_math.ExtMath(), ext_encoders.ExtEncoders(), k8s])
         self._result_ok = (cel.Type.BOOL, cel.Type.DYN, cel.Type.STRING)
+        self._spare: Engine | None = None
+        self._spare_tried = False
 
-    def compile(self, expr: str) -> Program:
+    def spare(self) -> Engine | None:
+        """The fallback engine, for rules past the C++ runtime's iteration cap (our cost estimate
+        already bounds them to the API server's per-call limit)."""
+        if not self._spare_tried:
+            self._spare_tried = True
+            try:
+                self._spare = RustEngine()
+            except ImportError:
+                self._spare = None
+        return self._spare
+
+    def compile(self, expr: str, *, optional_old_self: bool = False) -> Program:
+        source = expr
+        if optional_old_self:  # a Python callable cannot return an optional; cel.bind can make one
+            expr = f"cel.bind(oldSelf, __hasOld ? optional.of(__old) : optional.none(), ({expr}))"
         try:
             compiled = self._env.compile(expr)
             result = compiled.return_type()
@@ -107,20 +141,25 @@ class CppEngine:
             raise CelCompileError(str(e).replace("\n", " ").strip()) from None
         if result not in self._result_ok:
             raise CelCompileError(f"expression evaluates to {result.name()}, not bool or string")
-        return _CppProgram(compiled)
+        return _CppProgram(compiled, source, optional_old_self, self.spare)
 
 
 class _RustProgram:
-    __slots__ = ("_functions", "_program")
+    __slots__ = ("_functions", "_optional", "_program")
 
-    def __init__(self, program: Any, functions: Mapping[str, Callable[..., Any]]) -> None:
-        self._program, self._functions = program, functions
+    def __init__(self, program: Any, functions: Mapping[str, Callable[..., Any]], optional: bool) -> None:
+        self._program, self._functions, self._optional = program, functions, optional
 
     def run(self, bindings: Mapping[str, Any]) -> Any:
         import cel
 
+        variables = dict(bindings)
+        if self._optional:
+            has_old = bool(variables.get("__hasOld"))
+            variables["oldSelf"] = (cel.OptionalValue.of(variables.get("__old")) if has_old
+                                    else cel.OptionalValue.none())
         try:
-            context = cel.Context(variables=dict(bindings), functions=dict(self._functions))
+            context = cel.Context(variables=variables, functions=dict(self._functions))
             return self._program.execute(context)
         except KeyError as e:
             raise CelEvalError(f"no such key: {e.args[0] if e.args else ''}") from None
@@ -155,14 +194,14 @@ class RustEngine:
         for name, fns in ours.items():
             self._functions[name] = _dispatch(fns, self._functions.get(name))
 
-    def compile(self, expr: str) -> Program:
+    def compile(self, expr: str, *, optional_old_self: bool = False) -> Program:
         import cel
 
         try:
             program = cel.compile(expr)
         except Exception as e:
             raise CelCompileError(str(e).replace("\n", " ").strip()) from None
-        return _RustProgram(program, self._functions)
+        return _RustProgram(program, self._functions, optional_old_self)
 
 
 def _dispatch(fns: list[celfunctions.Fn], fallback: Callable[..., Any] | None) -> Callable[..., Any]:

@@ -133,11 +133,8 @@ def _rule(raw: Any, engine: celengines.Engine) -> Rule | None:
         transition=bool(_OLD_SELF.search(celfunctions.strip_strings(text))),
         depth=nesting(text),
     )
-    source = celfunctions.rewrite_formats(text)
-    if optional:
-        source = f"cel.bind(oldSelf, __hasOld ? optional.of(__old) : optional.none(), ({source}))"
     try:
-        program = engine.compile(source)
+        program = engine.compile(celfunctions.rewrite_formats(text), optional_old_self=optional)
         message_program = (engine.compile(celfunctions.rewrite_formats(base.message_expression))
                            if base.message_expression else None)
     except celengines.CelCompileError as e:
