@@ -24,6 +24,7 @@ from validators.states import State
 class CertOutcome:
     path: str  # "" when skipped
     problem: str = ""
+    invalid: bool = False  # the Secret exists and is permitted but holds no usable PEM pair
 
 
 def _decode(value: object) -> bytes | None:
@@ -52,11 +53,12 @@ def certificate(state: State, owner: Ref, secret: Ref, files: FileSink) -> CertO
         return CertOutcome("", f"Secret {secret.namespace}/{secret.name} does not exist")
     crt, key = _decode(dig(obj, "data", "tls.crt")), _decode(dig(obj, "data", "tls.key"))
     if not crt or not key:
-        return CertOutcome("", f"Secret {secret.namespace}/{secret.name} lacks tls.crt or tls.key")
+        return CertOutcome("", f"Secret {secret.namespace}/{secret.name} lacks tls.crt or tls.key", True)
     try:
         x509.load_pem_x509_certificates(crt)
         serialization.load_pem_private_key(key, password=None)
     except (ValueError, TypeError) as exc:
-        return CertOutcome("", f"Secret {secret.namespace}/{secret.name} holds no usable PEM pair ({exc})")
+        return CertOutcome("", f"Secret {secret.namespace}/{secret.name} holds no usable PEM pair ({exc})",
+                           True)
     pem = crt.rstrip(b"\n") + b"\n" + key.rstrip(b"\n") + b"\n"
     return CertOutcome(files.add_file(cert_path(secret), pem, "cert"))

@@ -16,7 +16,7 @@ from haproxy_check import escaping, rulebackends
 from haproxy_check.backendtls import FileSink
 from haproxy_check.rulebackends import RuleBackend
 from validators import attachments, claims
-from validators.findings import Finding, Severity
+from validators.findings import Finding
 from validators.objects import Ref
 from validators.states import State
 
@@ -44,7 +44,7 @@ def backend_name(route: Ref, rule_index: int) -> str:
 def build(state: State, files: FileSink, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
           settings: Any = None) -> TCPModel:
     model = TCPModel()
-    won, lost = claims.tcp_claims(state, http_ports=http_ports)
+    won, _lost = claims.tcp_claims(state, http_ports=http_ports)  # losers: RG0507 in crossobjects
     backends: dict[str, RuleBackend] = {}
     for port, claim in sorted(won.items()):
         name = backend_name(claim.route, claim.rule_index)
@@ -53,8 +53,5 @@ def build(state: State, files: FileSink, *, http_ports: Sequence[int] = attachme
                                                 settings=settings)
         model.frontends.append(TCPFrontend(f"gateway-tcp-port-{port}", port, name, claim.route,
                                            claim.parent_index))
-    for c in lost:
-        model.findings.append(Finding("RG0507", f"{c.what} is claimed by the older {c.winner}, which wins",
-                                      c.path, Severity.WARN, subject=False, about=str(c.route)))
     model.backends = [backends[n] for n in sorted(backends)]
     return model

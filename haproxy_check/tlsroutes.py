@@ -94,8 +94,8 @@ def build(state: State, files: FileSink, *, https_port: int = 443, https_shared:
                 got = listenercerts.certificate(state, lst.source, cert, files)
                 if got.path and got.path not in front.certs:
                     front.certs.append(got.path)
-                elif got.problem:
-                    model.findings.append(_finding("RG0509", got.problem, lst.source,
+                elif got.invalid:  # missing / not permitted: RG0509 / RG0510 from validators.crossobjects
+                    model.findings.append(_finding("RG0520", got.problem, lst.source,
                                                    (*lst.path, "tls", "certificateRefs", k)))
     claimed: set[tuple[int, str]] = set()
     built: set[str] = set()
@@ -130,7 +130,7 @@ def build(state: State, files: FileSink, *, https_port: int = 443, https_shared:
         front.wild.sort(key=lambda e: (-len(e[0]), e[0]))
         front.exact.sort()
         if front.mode == TERMINATE and not front.certs:
-            model.findings.append(Finding("RG0509", f"terminating TLS port {front.port} has no usable "
+            model.findings.append(Finding("RG0521", f"terminating TLS port {front.port} has no usable "
                                           "certificate; it is not rendered", (), Severity.WARN,
                                           subject=False))
     model.frontends = [f for _, f in sorted(fronts.items()) if f.mode == PASSTHROUGH or f.certs]
