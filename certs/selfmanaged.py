@@ -18,7 +18,8 @@ import asyncio
 import base64
 import contextlib
 import hashlib
-from collections.abc import Callable
+import socket
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -280,6 +281,24 @@ class SelfManaged:
         self.ready.set()
         log.info("certificate_files_written", dir=str(self.out_dir),
                  fingerprint=generation.fingerprint(state.leaf.cert))
+
+
+SERVICEACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def options_from_env(env: Mapping[str, str]) -> dict[str, str]:
+    """namespace, secret_name, webhook_name, service, identity as the manifests set them (env vars from
+    the self-managed overlay; the pod name is the hostname when POD_NAME is absent)."""
+    namespace = env.get("POD_NAMESPACE", "")
+    if not namespace and SERVICEACCOUNT_NAMESPACE.is_file():
+        namespace = SERVICEACCOUNT_NAMESPACE.read_text().strip()
+    return {
+        "namespace": namespace or "routegate-system",
+        "secret_name": env.get("ROUTEGATE_CERT_SECRET", "routegate-webhook-tls"),
+        "webhook_name": env.get("ROUTEGATE_WEBHOOK_NAME", "routegate"),
+        "service": env.get("ROUTEGATE_SERVICE", "routegate"),
+        "identity": env.get("POD_NAME") or socket.gethostname(),
+    }
 
 
 async def run_self_managed(api: client.ApiClient, *, namespace: str, secret_name: str, webhook_name: str,
