@@ -1,0 +1,160 @@
+"""The one module through which every user-supplied value reaches haproxy.cfg or a map file.
+
+HAProxy reads haproxy.cfg word by word (quotes, backslashes, ``$VAR`` expansion inside double quotes,
+``#`` comments) and some words a second time as log-format strings (``%[...]`` runs sample
+expressions). A map line is ``<key><whitespace><value>`` with ``#`` lines as comments. So a value goes
+out in exactly one of these forms:
+
+* ``quote``: a single-quoted config word (no expansion at all; ``'`` itself is written ``'\\''``);
+* ``lf_quote``: the same for a word HAProxy later parses as log-format (``%`` doubled first);
+* ``map_key`` / ``map_value``: checked for whitespace and line breaks, never escaped;
+* ``url_value``: URL-encoded so any printable text fits one map value (decoded with ``url_dec``);
+* ``ident`` / ``header_name``: a bare word from a small safe alphabet (names, header names inside
+  sample-fetch arguments), refused otherwise.
+
+Anything that cannot be represented (control characters, whitespace in a key, ...) raises ``Unsafe``;
+the renderer turns it into a deny finding that names the field. The predicate is shared with the
+validators (``validators.safety.unsafe_reason``) so admission and rendering agree.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+
+from validators import safety
+
+
+class Unsafe(ValueError):  # noqa: N818 - reads as "raise Unsafe(...)"
+    """A value that cannot be written into the configuration safely."""
+
+
+_IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+# RFC 9110 token characters minus the ones HAProxy's argument parser or our map keys could read
+# specially (# $ % ' ` & and the separator |).
+_HEADER = re.compile(r"[A-Za-z0-9!*+.^_~-]+\Z")
+_HOST = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\Z")
+_METHOD = re.compile(r"[A-Z]{1,20}\Z")
+
+
+def check(value: str, *, key: bool, what: str = "value") -> str:
+    """Return ``value`` unchanged, or raise Unsafe when it cannot be represented."""
+    if not isinstance(value, str):
+        raise Unsafe(f"{what} must be a string")
+    reason = safety.unsafe_reason(value, key=key)
+    if reason is not None:
+        raise Unsafe(f"{what} cannot be rendered safely: {reason}")
+    return value
+
+
+def quote(value: str) -> str:
+    """A single-quoted config word: HAProxy does no escaping or expansion inside '...'."""
+    check(value, key=False)
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
+def lf_escape(value: str) -> str:
+    """Literal text for a log-format string: ``%`` doubled so it can never start ``%[...]``."""
+    check(value, key=False)
+    return value.replace("%", "%%")
+
+
+def lf_quote(value: str) -> str:
+    """A quoted config word that HAProxy parses again as log-format."""
+    return quote(lf_escape(value))
+
+
+def map_key(value: str) -> str:
+    """A map key: one word, no whitespace, and never a comment line."""
+    check(value, key=True, what="map key")
+    if not value:
+        raise Unsafe("map key must not be empty")
+    if value.startswith("#"):
+        raise Unsafe("map key must not start with '#' (HAProxy would read a comment)")
+    return value
+
+
+def map_value(value: str) -> str:
+    """A map value (the rest of the line): no line breaks; surrounding spaces would be lost."""
+    check(value, key=False, what="map value")
+    if value != value.strip():
+        raise Unsafe("map value must not start or end with whitespace")
+    return value
+
+
+def url_value(value: str) -> str:
+    """Any printable text as one map value: URL-encoded (decoded at request time with url_dec)."""
+    check(value, key=False)
+    return urllib.parse.quote(value, safe="")
+
+
+def ident(value: str, *, what: str = "name") -> str:
+    """A bare identifier used in section names, variable keys and map values."""
+    check(value, key=True, what=what)
+    if not _IDENT.match(value):
+        raise Unsafe(f"{what} {value!r} may only contain letters, digits, '.', '_' and '-'")
+    return value
+
+
+def header_name(value: str) -> str:
+    """A header name written bare into the config (inside sample-fetch arguments too)."""
+    check(value, key=True, what="header name")
+    if not _HEADER.match(value):
+        raise Unsafe(f"header name {value!r} may only contain letters, digits and !*+.^_~-")
+    return value
+
+
+def hostname(value: str) -> str:
+    """A lowercase DNS name, optionally with a leading ``*.`` wildcard label."""
+    check(value, key=True, what="hostname")
+    if not _HOST.match(value):
+        raise Unsafe(f"hostname {value!r} is not a lowercase DNS name (optionally starting with '*.')")
+    return value
+
+
+def method(value: str) -> str:
+    check(value, key=True, what="method")
+    if not _METHOD.match(value):
+        raise Unsafe(f"method {value!r} must be upper-case letters")
+    return value
+
+
+def path(value: str) -> str:
+    """A request path used as (part of) a map key."""
+    check(value, key=True, what="path")
+    if not value.startswith("/"):
+        raise Unsafe(f"path {value!r} must start with '/'")
+    return value
+
+
+def regex(value: str) -> str:
+    """A PCRE pattern for a map key or an ACL word: no whitespace, balanced groups and classes."""
+    check(value, key=True, what="regular expression")
+    depth, in_class, escaped = 0, False, False
+    for ch in value:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                raise Unsafe(f"regular expression {value!r} closes a group it never opened")
+    if escaped:
+        raise Unsafe(f"regular expression {value!r} ends with a lone backslash")
+    if in_class or depth:
+        raise Unsafe(f"regular expression {value!r} leaves a group or [ ] class open")
+    return value
+
+
+def value_regex(value: str) -> str:
+    """A regex matched against a header or query value: any printable text, balanced like regex()."""
+    check(value, key=False, what="regular expression")
+    regex(value.replace(" ", "\\x20"))
+    return value

@@ -1,0 +1,229 @@
+"""Backend() and RegisterMap(): the template helpers that emit configuration AND describe it (seed 000).
+
+Every backend section and every map file goes through a ``Recorder``. It writes the text and keeps the
+structured ``Description`` the reload-vs-runtime classifier reads: backend records with servers,
+named ``defaults haptic-be-<hash>`` profiles shared by identical settings, map entries with their
+order flag, and files (certificates). ``Backend()`` is strict: an unknown key fails the render with
+the key and the template location, as seed 000 requires.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from haproxy_check import escaping
+from haproxy_check.descriptions import BackendDesc, Description, FileDesc, MapDesc, ProfileDesc, ServerDesc
+from haproxy_check.sourcemaps import SourceMap
+
+BACKEND_KEYS = frozenset({"name", "mode", "balance", "hashType", "profile", "body", "servers", "defaultServer",
+                          "guid", "comments", "shape", "shapeReason"})
+SERVER_KEYS = frozenset({"name", "address", "port", "weight", "options"})
+MAP_OPTION_KEYS = frozenset({"ordered"})
+
+
+class TemplateError(Exception):
+    """A template used a helper wrongly; the message names the template and line."""
+
+
+def template_location() -> str:
+    """``file.cfg.j2:LINE`` of the innermost template frame on the stack (jinja2 maps line numbers)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        tmpl = frame.f_globals.get("__jinja_template__")
+        if tmpl is not None:
+            return f"{tmpl.name}:{tmpl.get_corresponding_lineno(frame.f_lineno)}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "<python>"
+
+
+def _fail(message: str) -> TemplateError:
+    return TemplateError(f"{message} (at {template_location()})")
+
+
+def _lines(value: Any, key: str) -> tuple[str, ...]:
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        value = value.split("\n")
+    if not isinstance(value, Sequence):
+        raise _fail(f"Backend() key {key!r} must be a list of lines")
+    out = []
+    for line in value:
+        if not isinstance(line, str):
+            raise _fail(f"Backend() key {key!r} must be a list of strings")
+        if line.strip():
+            out.append(line.strip())
+    return tuple(out)
+
+
+def _server(raw: Any) -> ServerDesc:
+    if isinstance(raw, ServerDesc):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise _fail("Backend() servers must be records {name, address, port, weight, options}")
+    unknown = sorted(set(raw) - SERVER_KEYS)
+    if unknown:
+        raise _fail(f"Backend() server record has unknown key {unknown[0]!r}")
+    port = raw.get("port")
+    weight = raw.get("weight", 1)
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise _fail(f"Backend() server port {port!r} is not a port number")
+    if not isinstance(weight, int) or isinstance(weight, bool) or not 0 <= weight <= 256:
+        raise _fail(f"Backend() server weight {weight!r} must be 0..256")
+    options = raw.get("options", ())
+    return ServerDesc(str(raw.get("name", "")), str(raw.get("address", "")), port, weight,
+                      tuple(str(o) for o in options))
+
+
+def _address(server: ServerDesc) -> str:
+    try:
+        ip = ipaddress.ip_address(server.address)
+    except ValueError:
+        escaping.ident(server.address, what="server address")  # a DNS name: a plain word
+        return f"{server.address}:{server.port}"
+    return f"[{ip}]:{server.port}" if ip.version == 6 else f"{ip}:{server.port}"
+
+
+def profile_name(lines: Sequence[str]) -> str:
+    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
+    return f"haptic-be-{digest}"
+
+
+class Recorder:
+    """The state behind the helpers for one render: backends, profiles, maps, files."""
+
+    def __init__(self, *, base_lines: Sequence[str], sources: SourceMap,
+                 haproxy_version: tuple[int, ...] = (2, 8)) -> None:
+        self._base = tuple(base_lines)
+        self._sources = sources
+        self._version = haproxy_version
+        self.backends: dict[str, BackendDesc] = {}
+        self.profiles: dict[str, ProfileDesc] = {}
+        self.maps: dict[str, tuple[bool, list[str]]] = {}
+        self.files: dict[str, tuple[Literal["cert", "ca", "other"], bytes]] = {}
+
+    # ------------------------------------------------------------ Backend()
+
+    def backend(self, spec: Mapping[str, Any]) -> str:
+        if not isinstance(spec, Mapping):
+            raise _fail("Backend() takes one mapping")
+        unknown = sorted(set(spec) - BACKEND_KEYS)
+        if unknown:
+            raise _fail(f"Backend() got unknown key {unknown[0]!r}; allowed: {', '.join(sorted(BACKEND_KEYS))}")
+        name = spec.get("name")
+        if not isinstance(name, str) or not name:
+            raise _fail("Backend() needs a name")
+        escaping.ident(name, what="backend name")
+        if name in self.backends:
+            raise _fail(f"Backend() called twice for {name!r}")
+        mode = str(spec.get("mode") or "http")
+        if mode not in ("http", "tcp"):
+            raise _fail(f"Backend() mode must be http or tcp, not {mode!r}")
+        balance = escaping.check(str(spec.get("balance") or "roundrobin"), key=False)
+        hash_type = escaping.check(str(spec.get("hashType") or ""), key=False)
+        default_server = escaping.check(str(spec.get("defaultServer") or ""), key=False)
+        guid = str(spec.get("guid") or "")
+        if guid:
+            escaping.ident(guid, what="guid")
+        body = _lines(spec.get("body"), "body")
+        comments = _lines(spec.get("comments"), "comments")
+        for line in (*body, *comments):
+            escaping.check(self._sources.strip_line(line)[0], key=False, what="backend line")
+        servers = tuple(_server(s) for s in (spec.get("servers") or ()))
+        profile_lines = (*self._base, f"mode {mode}", *_lines(spec.get("profile"), "profile"))
+        if default_server:
+            profile_lines = (*profile_lines, f"default-server {default_server}")
+        pname = profile_name(profile_lines)
+        self.profiles.setdefault(pname, ProfileDesc(pname, profile_lines))
+        shape = spec.get("shape") or "dynamic"
+        if shape not in ("dynamic", "structural"):
+            raise _fail(f"Backend() shape must be dynamic or structural, not {shape!r}")
+        reason = str(spec.get("shapeReason") or "")
+        if body:
+            shape, reason = "structural", reason or "non-empty body"
+        self.backends[name] = BackendDesc(
+            name=name, mode=mode, balance=balance, hash_type=hash_type, profile=pname, body=body,
+            servers=servers, default_server=default_server, guid=guid, comments=comments, shape=shape,
+            shape_reason=reason)
+        out = [f"backend {name} from {pname}"]
+        out += [f"    # {c}" for c in comments]
+        out.append(f"    mode {mode}")
+        out.append(f"    balance {balance}")
+        if hash_type:
+            out.append(f"    hash-type {hash_type}")
+        if guid and self._version >= (3, 0):
+            out.append(f"    guid {guid}")
+        out += [f"    {line}" for line in body]
+        for s in servers:
+            escaping.ident(s.name, what="server name")
+            opts = "".join(f" {escaping.check(o, key=True, what='server option')}" for o in s.options)
+            out.append(f"    server {s.name} {_address(s)} weight {s.weight}{opts}")
+        return "\n".join(out) + "\n"
+
+    # ------------------------------------------------------------ RegisterMap()
+
+    def register_map(self, name: str, entries: Sequence[str] = (), options: Mapping[str, Any] | None = None) -> str:
+        escaping.ident(name, what="map name")
+        opts = dict(options or {})
+        unknown = sorted(set(opts) - MAP_OPTION_KEYS)
+        if unknown:
+            raise _fail(f"RegisterMap() got unknown option {unknown[0]!r}")
+        ordered = bool(opts.get("ordered", True))
+        path = f"maps/{name}"
+        known = self.maps.get(path)
+        if known is not None and known[0] != ordered:
+            raise _fail(f"RegisterMap({name!r}) registered both ordered and unordered")
+        bucket = self.maps.setdefault(path, (ordered, []))[1]
+        for entry in entries:
+            if not isinstance(entry, str):
+                raise _fail(f"RegisterMap({name!r}) entries must be strings")
+            clean = self._sources.strip_line(entry)[0]
+            key, _, value = clean.partition(" ")
+            escaping.map_key(key)
+            if value:
+                escaping.map_value(value)
+            bucket.append(entry)
+        return path
+
+    def add_file(self, path: str, content: bytes, kind: Literal["cert", "ca", "other"] = "other") -> str:
+        for part in path.split("/"):
+            escaping.ident(part, what="file name")
+        self.files[path] = (kind, content)
+        return path
+
+    # ------------------------------------------------------------ output
+
+    def profile_sections(self) -> str:
+        out: list[str] = []
+        for name in sorted(self.profiles):
+            out.append(f"defaults {name}")
+            out += [f"    {line}" for line in self.profiles[name].lines]
+            out.append("")
+        return "\n".join(out)
+
+    def map_files(self) -> dict[str, str]:
+        """Map file texts: unordered maps sorted and de-duplicated, ordered ones as registered."""
+        out: dict[str, str] = {}
+        for path, (ordered, entries) in sorted(self.maps.items()):
+            if ordered:
+                seen: dict[str, None] = {}
+                for e in entries:
+                    seen.setdefault(e, None)
+                lines = list(seen)
+            else:
+                lines = sorted(set(entries), key=lambda e: self._sources.strip_line(e)[0])
+            out[path] = "".join(f"{line}\n" for line in lines)
+        return out
+
+    def description(self, map_texts: Mapping[str, str]) -> Description:
+        maps = tuple(MapDesc(path, self.maps[path][0], tuple(t.splitlines())) for path, t in sorted(map_texts.items()))
+        files = tuple(FileDesc(p, kind, hashlib.sha256(data).hexdigest())
+                      for p, (kind, data) in sorted(self.files.items()))
+        return Description(
+            backends=tuple(self.backends[n] for n in sorted(self.backends)),
+            profiles=tuple(self.profiles[n] for n in sorted(self.profiles)),
+            maps=maps, files=files)

@@ -1,0 +1,408 @@
+"""HTTPRoute/GRPCRoute filters and rule policies -> map entries, static per-rule lines and profile lines.
+
+Map-driven (a changed value is a map update): request/response header modifiers (gw-reqhdr.map,
+gw-reshdr.map, values URL-encoded), mirrors (gw-mirror.map), timeouts (gw-timeouts.map), external auth
+targets (gw-extauth.map). Static per-rule lines (structural, as seed 004 lists them): redirects,
+rewrites (HAProxy 2.8 has no variable offset for ``bytes``), CORS. Retry and session persistence go
+into the rule's own backend profile.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from haproxy_check import escaping
+from haproxy_check.httpmodels import FAIL, Cors, FrontendModel, HttpModel, Redirect, Rewrite, RuleModel
+from validators.findings import Finding, PathPart, Severity
+from validators.objects import Obj, Ref, as_list, dig, namespace_of, ref_of
+
+Mark = Callable[[Ref, Sequence[PathPart]], str]
+
+RETRY_CODE, RETRY_BACKOFF, REQUEST_TIMEOUT, EXTERNAL_AUTH, EXTENSION_REF = (
+    "RG0111", "RG0112", "RG0113", "RG0114", "RG0115")
+RETRYABLE = (401, 403, 404, 408, 425, 429, 500, 501, 502, 503, 504)
+AUTH_FORBIDDEN = frozenset(h.lower() for h in (
+    "Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "TE", "Trailer", "Upgrade",
+    "Proxy-Connection", "Allowed", "Status-Code", "Redirect-URL", "Error"))
+_DURATION = re.compile(r"^(?:(\d{1,5})(h|ms|m|s))+$")
+_DURATION_PART = re.compile(r"(\d{1,5})(h|ms|m|s)")
+_SESSION_NAME = re.compile(r"^[A-Za-z0-9!$&*+.^_~-]+$")
+_AUTH_HEADER = re.compile(r"^[A-Za-z0-9-]+$")
+MAX_TIMEOUT_MS = 2147483647
+
+
+class FilterError(Exception):
+    def __init__(self, message: str, path: tuple[PathPart, ...]) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def _g(path: tuple[PathPart, ...], fn: Callable[..., str], *args: Any, **kw: Any) -> str:
+    try:
+        return fn(*args, **kw)
+    except escaping.Unsafe as exc:
+        raise FilterError(str(exc), path) from None
+
+
+def duration_ms(text: Any) -> int | None:
+    if not isinstance(text, str) or not _DURATION.match(text):
+        return None
+    unit = {"h": 3600000, "m": 60000, "s": 1000, "ms": 1}
+    return sum(int(n) * unit[u] for n, u in _DURATION_PART.findall(text))
+
+
+def _warn(findings: list[Finding], ref: Ref, code: str, message: str, path: tuple[PathPart, ...]) -> None:
+    findings.append(Finding(code, message, path, Severity.WARN, subject=True, about=str(ref)))
+
+
+# ---------------------------------------------------------------- backend profile (retry, persistence)
+
+
+def backend_profile(rule: Any, i: int, *, grpc: bool, findings: list[Finding], ref: Ref,
+                    haproxy_version: tuple[int, ...] = (2, 8), cookie_key: str = "") -> tuple[str, ...]:
+    lines: list[str] = []
+    base: tuple[PathPart, ...] = ("spec", "rules", i)
+    if grpc:
+        lines.append("default-server proto h2")
+    retry = dig(rule, "retry")
+    if isinstance(retry, dict):
+        attempts = dig(retry, "attempts")
+        attempts = attempts if isinstance(attempts, int) and attempts >= 0 else 3
+        allowed = (*RETRYABLE, 421) if haproxy_version >= (3, 1) else RETRYABLE
+        codes: list[int] = []
+        for k, code in enumerate(as_list(dig(retry, "codes"))):
+            if isinstance(code, int) and code in allowed:
+                codes.append(code)
+            else:
+                _warn(findings, ref, RETRY_CODE,
+                      f"RetryCodeUnsupported: HAProxy cannot retry on status {code!r}; it is dropped",
+                      (*base, "retry", "codes", k))
+        if not as_list(dig(retry, "codes")):
+            codes = [500, 502, 503, 504]
+        backoff = duration_ms(dig(retry, "backoff"))
+        if backoff:
+            _warn(findings, ref, RETRY_BACKOFF, "RetryBackoffUnsupported: HAProxy retries without waiting; "
+                  "the backoff is not applied", (*base, "retry", "backoff"))
+        lines.append(f"retries {attempts}")
+        lines.append("retry-on conn-failure empty-response response-timeout"
+                     + "".join(f" {c}" for c in sorted(set(codes))))
+    sp = dig(rule, "sessionPersistence")
+    if isinstance(sp, dict):
+        lines.extend(_persistence(sp, (*base, "sessionPersistence"), cookie_key))
+    return tuple(lines)
+
+
+def _persistence(sp: Any, path: tuple[PathPart, ...], cookie_key: str) -> list[str]:
+    kind = dig(sp, "type", default="Cookie")
+    default = "X-Session" if kind == "Header" else "SESSION"
+    name = dig(sp, "cookie", "name") if kind == "Cookie" else dig(sp, "header", "name")
+    name_path = (*path, "cookie" if kind == "Cookie" else "header", "name")
+    if not name:
+        name, name_path = dig(sp, "sessionName"), (*path, "sessionName")
+    name = name or default
+    if not isinstance(name, str) or not _SESSION_NAME.match(name):
+        raise FilterError(f"session name {name!r} may only contain letters, digits and !$&*+.^_~-", name_path)
+    absolute = duration_ms(dig(sp, "absoluteTimeout"))
+    idle = duration_ms(dig(sp, "idleTimeout"))
+    cookie = name if kind == "Cookie" else "SESSION"
+    opts = ""
+    if idle:
+        opts += f" maxidle {max(idle // 1000, 1)}s"
+    if absolute:
+        opts += f" maxlife {max(absolute // 1000, 1)}s"
+    if kind == "Header":
+        opts += ' attr "Max-Age=0"'
+    elif absolute and dig(sp, "cookieConfig", "lifetimeType") == "Permanent":
+        opts += f' attr "Max-Age={max(absolute // 1000, 1)}"'
+    lines = [f"cookie {escaping.quote(cookie)} insert indirect nocache dynamic{opts}",
+             f"dynamic-cookie-key {escaping.quote(cookie_key or 'routegate')}"]
+    if kind == "Header":
+        hdr = _g(name_path, escaping.header_name, name)
+        lines.append(f'http-request add-header Cookie "{cookie}=%[req.hdr({hdr})]" if {{ req.hdr({hdr}) -m found }}')
+        lines.append(f"http-response set-header {hdr} %[res.cook({cookie})] if {{ res.cook({cookie}) -m found }}")
+    return lines
+
+
+# ---------------------------------------------------------------- filters
+
+
+def _header_mods(model: HttpModel, key: str, spec: Any, path: tuple[PathPart, ...], response: bool,
+                 backend_level: bool, mark: str) -> None:
+    mapname = "gw-reshdr.map" if response else "gw-reqhdr.map"
+    ops = (model.headers.response_be if backend_level else model.headers.response) if response else (
+        model.headers.request_be if backend_level else model.headers.request)
+    for op in ("set", "add"):
+        for k, item in enumerate(as_list(dig(spec, op))):
+            p = (*path, op, k)
+            lname = _g((*p, "name"), escaping.header_name, str(dig(item, "name", default=""))).lower()
+            value = _g((*p, "value"), escaping.url_value, str(dig(item, "value", default="")))
+            model.add(mapname, f"{key}|{op}|{lname} {value}{mark}")
+            ops.add((op, lname))
+    for k, item in enumerate(as_list(dig(spec, "remove"))):
+        lname = _g((*path, "remove", k), escaping.header_name, str(item)).lower()
+        model.add(mapname, f"{key}|remove|{lname} 1{mark}")
+        ops.add(("remove", lname))
+
+
+def _redirect(spec: Any, path: tuple[PathPart, ...], plens: set[int], backend: str, mark: str) -> list[Redirect]:
+    code = dig(spec, "statusCode", default=302)
+    if code not in (301, 302, 303, 307, 308):
+        raise FilterError(f"redirect statusCode {code!r} is not 301, 302, 303, 307 or 308", (*path, "statusCode"))
+    scheme = dig(spec, "scheme")
+    if scheme is not None and scheme not in ("http", "https"):
+        raise FilterError(f"redirect scheme {scheme!r} is not http or https", (*path, "scheme"))
+    host = dig(spec, "hostname")
+    if host is not None:
+        _g((*path, "hostname"), escaping.hostname, host)
+    port = dig(spec, "port")
+    if port is not None and (not isinstance(port, int) or not 0 < port < 65536):
+        raise FilterError(f"redirect port {port!r} is not a port number", (*path, "port"))
+    ptype = dig(spec, "path", "type")
+    out: list[Redirect] = []
+    if ptype == "ReplacePrefixMatch":
+        repl = _g((*path, "path", "replacePrefixMatch"), escaping.path, dig(spec, "path", "replacePrefixMatch", default="/"))
+        for plen in sorted(plens):
+            out.append(Redirect(code, scheme, host, port, "prefix", repl, plen, backend, mark))
+    else:
+        full = None
+        if ptype == "ReplaceFullPath":
+            full = _g((*path, "path", "replaceFullPath"), escaping.path, dig(spec, "path", "replaceFullPath", default="/"))
+        out.append(Redirect(code, scheme, host, port, "full" if full else "", full, None, backend, mark))
+    return out
+
+
+def prefix_path(repl: str, plen: int) -> str:
+    """Log-format path for ReplacePrefixMatch: replacement + the rest after the matched prefix."""
+    stripped = repl.rstrip("/")
+    if not stripped:
+        return f"/%[path,bytes({plen + 1})]"
+    return f"{escaping.lf_escape(stripped)}%[path,bytes({plen})]"
+
+
+def redirect_location(rd: Redirect, fe: FrontendModel, *, query: bool) -> str:
+    """The quoted log-format location of a redirect as seen through one frontend."""
+    scheme, host, port, mode, value, plen = rd.scheme, rd.host, rd.port, rd.mode, rd.value, rd.plen
+    fe_scheme = "https" if fe.protocol == "HTTPS" else "http"
+    out_scheme = scheme or fe_scheme
+    text = f"{out_scheme}://"
+    text += escaping.lf_escape(host) if host else "%[var(txn.gw_host)]"
+    default = 443 if out_scheme == "https" else 80
+    if port is not None:
+        text += "" if port == default else f":{port}"
+    elif scheme is None and fe.port is not None and fe.port != default:
+        text += f":{fe.port}"
+    if mode == "full" and value is not None:
+        text += escaping.lf_escape(value)
+    elif mode == "prefix" and value is not None and plen is not None:
+        text += prefix_path(value, plen)
+    else:
+        text += "%[path]"
+    if query:
+        text += "?%[query]"
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def _rewrite(spec: Any, path: tuple[PathPart, ...], plens: set[int], backend: str, mark: str) -> list[Rewrite]:
+    host = dig(spec, "hostname")
+    host_lf = escaping.lf_quote(_g((*path, "hostname"), escaping.hostname, host)) if host else ""
+    ptype = dig(spec, "path", "type")
+    if ptype == "ReplaceFullPath":
+        full = _g((*path, "path", "replaceFullPath"), escaping.path, dig(spec, "path", "replaceFullPath", default="/"))
+        return [Rewrite(host_lf, escaping.lf_quote(full), None, backend, mark)]
+    if ptype == "ReplacePrefixMatch":
+        if not plens:
+            raise FilterError("ReplacePrefixMatch needs a PathPrefix match", (*path, "path", "replacePrefixMatch"))
+        repl = _g((*path, "path", "replacePrefixMatch"), escaping.path,
+                  dig(spec, "path", "replacePrefixMatch", default="/"))
+        out = [Rewrite(host_lf if n == 0 else "", "'" + prefix_path(repl, plen).replace("'", "'\\''") + "'", plen,
+                       backend, mark) for n, plen in enumerate(sorted(plens))]
+        return out
+    return [Rewrite(host_lf, "", None, backend, mark)]
+
+
+def _token_list(items: Any, path: tuple[PathPart, ...]) -> str:
+    names = [_g((*path, k), escaping.header_name if n != "*" else escaping.map_value, str(n))
+             for k, n in enumerate(as_list(items)) for n in [str(n)]]
+    return escaping.lf_quote(", ".join(names)) if names else ""
+
+
+def _cors(spec: Any, path: tuple[PathPart, ...], mark: str) -> Cors:
+    exact: list[str] = []
+    regexes: list[str] = []
+    any_origin = False
+    for k, origin in enumerate(as_list(dig(spec, "allowOrigins"))):
+        o = _g((*path, "allowOrigins", k), escaping.map_key, str(origin))
+        if o == "*":
+            any_origin = True
+        elif "://*." in o or o.startswith("*."):
+            scheme, _, rest = o.rpartition("*.")
+            regexes.append(escaping.quote("^" + re.escape(scheme) + r"[^/]+\." + re.escape(rest) + "$"))
+        else:
+            exact.append(escaping.quote(o))
+    max_age = dig(spec, "maxAge")
+    return Cors(tuple(exact), tuple(regexes), any_origin,
+                _token_list(dig(spec, "allowMethods"), (*path, "allowMethods")),
+                _token_list(dig(spec, "allowHeaders"), (*path, "allowHeaders")),
+                _token_list(dig(spec, "exposeHeaders"), (*path, "exposeHeaders")),
+                dig(spec, "allowCredentials") is True, max_age if isinstance(max_age, int) else None, mark)
+
+
+def _mirror(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path: tuple[PathPart, ...], k: int,
+            mark: str, backend_for: Callable[[Any, tuple[PathPart, ...]], str]) -> None:
+    percent = dig(spec, "percent")
+    num, den = dig(spec, "fraction", "numerator"), dig(spec, "fraction", "denominator", default=100)
+    if isinstance(percent, int):
+        permyriad = percent * 100
+    elif isinstance(num, int) and isinstance(den, int) and den > 0:
+        permyriad = round(num * 10000 / den)
+    else:
+        permyriad = 10000
+    be = backend_for(dig(spec, "backendRef"), (*path, "backendRef"))
+    model.add("gw-mirror.map", f"{rm.rid}|{k} {min(permyriad, 10000)}|{be}{mark}")
+    model.mirrors = max(model.mirrors, k + 1)
+    model.uses.add("mirror")
+
+
+def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path: tuple[PathPart, ...],
+                   findings: list[Finding], mark: str, state_service: Callable[[str, str], Obj | None],
+                   grant: Callable[[str, str], bool], settings: Any) -> None:
+    ref = ref_of(route)
+    problem = ""
+    if dig(spec, "protocol") != "HTTP":
+        problem = f"protocol {dig(spec, 'protocol')!r} is not supported; use HTTP"
+    elif (dig(spec, "forwardBody", "maxSize") or 0) > 0:
+        problem = "forwardBody is not supported"
+    elif not as_list(dig(spec, "http", "allowedResponseHeaders")):
+        problem = "http.allowedResponseHeaders is empty; list the headers to copy"
+    elif not getattr(settings, "external_auth", True):
+        problem = "the external-auth plugin is disabled"
+    headers: list[str] = []
+    if not problem:
+        for k, h in enumerate(as_list(dig(spec, "http", "allowedResponseHeaders"))):
+            if not isinstance(h, str) or not _AUTH_HEADER.match(h):
+                problem = f"allowedResponseHeaders[{k}] {h!r} has characters other than letters, digits and -"
+            elif h.lower() in AUTH_FORBIDDEN:
+                problem = f"allowedResponseHeaders[{k}] {h!r} cannot be copied"
+            headers.append(h.lower())
+    svc_ns = dig(spec, "backendRef", "namespace") or namespace_of(route)
+    svc = dig(spec, "backendRef", "name")
+    port = dig(spec, "backendRef", "port")
+    service = state_service(str(svc_ns), str(svc)) if not problem else None
+    if not problem and not grant(str(svc_ns), str(svc)):
+        problem = f"no ReferenceGrant permits the reference to Service {svc_ns}/{svc} (RefNotPermitted)"
+    elif not problem and service is None:
+        problem = f"Service {svc_ns}/{svc} does not exist (BackendNotFound)"
+    if not problem and not isinstance(port, int):
+        problem = "backendRef.port is required"
+    model.uses.add("auth")
+    if problem:
+        _warn(findings, ref, EXTERNAL_AUTH, f"ExternalAuth cannot be enforced: {problem}; the rule answers 500",
+              path)
+        model.add("gw-extauth.map", f"{rm.rid} {FAIL}{mark}")
+        return
+    https = any(dig(p, "port") == port and dig(p, "appProtocol") == "https"
+                for p in as_list(dig(service, "spec", "ports")))
+    if not https and not getattr(settings, "external_auth_plaintext", True):
+        _warn(findings, ref, EXTERNAL_AUTH, "ExternalAuth cannot be enforced: plain-HTTP authorization Service "
+              "without allow_plaintext; the rule answers 500", path)
+        model.add("gw-extauth.map", f"{rm.rid} {FAIL}{mark}")
+        return
+    url = f"{'https' if https else 'http'}://{svc}.{svc_ns}.svc.cluster.local:{port}{dig(spec, 'http', 'path') or ''}"
+    model.add("gw-extauth.map", f"{rm.rid} {_g((*path, 'http', 'path'), escaping.url_value, url)}{mark}")
+    allowed = [_g((*path, "http", "allowedHeaders", k), escaping.header_name, str(h)).lower()
+               for k, h in enumerate(as_list(dig(spec, "http", "allowedHeaders")))]
+    model.add("gw-extauth-headers.map", f"{rm.rid} {escaping.url_value(','.join(['host', 'authorization', *allowed]))}{mark}")
+    model.auth_headers.update(headers)
+
+
+# ---------------------------------------------------------------- per rule / per backendRef
+
+
+class Resolver:
+    """What filters need from the route compiler: backends for mirror/auth targets and state lookups."""
+
+    def __init__(self, *, backend_for: Callable[[Any, tuple[PathPart, ...]], str],
+                 service: Callable[[str, str], Obj | None], grant: Callable[[str, str], bool],
+                 settings: Any) -> None:
+        self.backend_for, self.service, self.grant, self.settings = backend_for, service, grant, settings
+
+
+def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int, plens: set[int],
+                 findings: list[Finding], mark: Mark, res: Resolver) -> None:
+    ref = ref_of(route)
+    base: tuple[PathPart, ...] = ("spec", "rules", i)
+    mirrors = 0
+    for k, f in enumerate(as_list(dig(rule, "filters"))):
+        path = (*base, "filters", k)
+        ftype = dig(f, "type")
+        m = mark(ref, path)
+        rm.first_filter = rm.first_filter or str(ftype)
+        if ftype == "RequestHeaderModifier":
+            _header_mods(model, rm.rid, dig(f, "requestHeaderModifier"), (*path, "requestHeaderModifier"), False,
+                         False, m)
+        elif ftype == "ResponseHeaderModifier":
+            _header_mods(model, rm.rid, dig(f, "responseHeaderModifier"), (*path, "responseHeaderModifier"), True,
+                         False, m)
+        elif ftype == "RequestRedirect" and ref.kind == "HTTPRoute":
+            rm.redirects.extend(_redirect(dig(f, "requestRedirect"), (*path, "requestRedirect"), plens, "", m))
+            model.uses.add("redirect")
+        elif ftype == "URLRewrite" and ref.kind == "HTTPRoute":
+            rm.rewrites.extend(_rewrite(dig(f, "urlRewrite"), (*path, "urlRewrite"), plens, "", m))
+            model.uses.add("rewrite")
+        elif ftype == "RequestMirror":
+            _mirror(model, rm, route, dig(f, "requestMirror"), (*path, "requestMirror"), mirrors, m, res.backend_for)
+            mirrors += 1
+        elif ftype == "CORS" and ref.kind == "HTTPRoute":
+            rm.cors = _cors(dig(f, "cors"), (*path, "cors"), m)
+            model.uses.add("cors")
+        elif ftype == "ExternalAuth" and ref.kind == "HTTPRoute":
+            _external_auth(model, rm, route, dig(f, "externalAuth"), (*path, "externalAuth"), findings, m,
+                           res.service, res.grant, res.settings)
+        elif ftype == "ExtensionRef":
+            kind = dig(f, "extensionRef", "kind")
+            _warn(findings, ref, EXTENSION_REF, f"ExtensionRef kind {kind!r} is not supported here; the filter "
+                  "is ignored", (*path, "extensionRef"))
+        else:
+            _warn(findings, ref, EXTENSION_REF, f"filter type {ftype!r} is not supported on {ref.kind}; it is "
+                  "ignored", (*path, "type"))
+    timeouts = dig(rule, "timeouts")
+    if isinstance(timeouts, dict):
+        if "request" in timeouts:
+            _warn(findings, ref, REQUEST_TIMEOUT, "timeouts.request is ignored: HAProxy has no overall request "
+                  "deadline; only backendRequest is applied", (*base, "timeouts", "request"))
+        br = duration_ms(timeouts.get("backendRequest"))
+        if br is not None:
+            model.add("gw-timeouts.map", f"{rm.rid} {br or MAX_TIMEOUT_MS}{mark(ref, (*base, 'timeouts'))}")
+
+
+def backend_filters(model: HttpModel, rm: RuleModel, route: Obj, i: int, j: int, be: str, plens: set[int],
+                    findings: list[Finding], mark: Mark) -> None:
+    """backendRefs[j].filters: run after the rule's filters and win for the same header."""
+    ref = ref_of(route)
+    rule = dig(route, "spec", "rules", i)
+    key = f"{rm.rid}~{be}"
+    for k, f in enumerate(as_list(dig(rule, "backendRefs", j, "filters"))):
+        path: tuple[PathPart, ...] = ("spec", "rules", i, "backendRefs", j, "filters", k)
+        ftype = dig(f, "type")
+        m = mark(ref, path)
+        if ftype == "RequestHeaderModifier":
+            _header_mods(model, key, dig(f, "requestHeaderModifier"), (*path, "requestHeaderModifier"), False, True, m)
+        elif ftype == "ResponseHeaderModifier":
+            _header_mods(model, key, dig(f, "responseHeaderModifier"), (*path, "responseHeaderModifier"), True,
+                         True, m)
+        elif ftype == "RequestRedirect" and ref.kind == "HTTPRoute":
+            rm.redirects.extend(_redirect(dig(f, "requestRedirect"), (*path, "requestRedirect"), plens, be, m))
+            model.uses.add("redirect")
+        elif ftype == "URLRewrite" and ref.kind == "HTTPRoute":
+            rm.rewrites.extend(_rewrite(dig(f, "urlRewrite"), (*path, "urlRewrite"), plens, be, m))
+            model.uses.add("rewrite")
+        elif ftype == "ExternalAuth":
+            _warn(findings, ref, EXTERNAL_AUTH, "ExternalAuth on a backendRef cannot be enforced; move it to the "
+                  "rule's filters. The rule answers 500", path)
+            model.add("gw-extauth.map", f"{rm.rid} {FAIL}{m}")
+            model.uses.add("auth")
+        else:
+            _warn(findings, ref, EXTENSION_REF, f"filter type {ftype!r} is not supported on a backendRef; it is "
+                  "ignored", (*path, "type"))

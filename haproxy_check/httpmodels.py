@@ -1,0 +1,131 @@
+"""The compiled HTTP routing model the templates render: plain values, sorted, already escaped where
+they are user text (map entries, quoted words), so templates only lay out lines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from haproxy_check.descriptions import ServerDesc
+
+WEIGHTED, FAIL = "@weighted", "@500"
+SLOTS = 100
+
+
+@dataclass(slots=True)
+class BackendSpec:
+    name: str
+    mark: str  # source-map marker of the backendRef that produced it
+    servers: tuple[ServerDesc, ...]
+    grpc: bool = False
+    profile: tuple[str, ...] = ()
+    comments: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Redirect:
+    code: int
+    scheme: str | None
+    host: str | None
+    port: int | None
+    mode: str  # "full" | "prefix" | "" (keep the path)
+    value: str | None  # replaceFullPath / replacePrefixMatch
+    plen: int | None  # for ReplacePrefixMatch: the matched prefix length it applies to
+    backend: str = ""  # backendRef-level: only when this backend was chosen
+    mark: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Rewrite:
+    host: str = ""  # quoted log-format word or ""
+    path: str = ""  # quoted log-format word or ""
+    plen: int | None = None
+    backend: str = ""
+    mark: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Cors:
+    exact: tuple[str, ...]  # quoted origins
+    regexes: tuple[str, ...]  # quoted regexes
+    any_origin: bool
+    methods: str  # quoted log-format words or ""
+    headers: str
+    expose: str
+    credentials: bool
+    max_age: int | None
+    mark: str = ""
+
+
+@dataclass(slots=True)
+class RuleModel:
+    rid: str
+    route: str  # "ns/name"
+    kind: str
+    index: int
+    mark: str
+    target: str = FAIL  # backend name, WEIGHTED or FAIL
+    slots: tuple[str, ...] = ()
+    redirects: list[Redirect] = field(default_factory=list)
+    rewrites: list[Rewrite] = field(default_factory=list)
+    cors: Cors | None = None
+    first_filter: str = ""
+    frontends: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class Advanced:
+    """A guarded rule-selection line for a match with method/header/query matchers."""
+
+    value: str  # score|rid|plen|reason
+    score: int
+    vhosts: tuple[str, ...]
+    conditions: tuple[str, ...]  # ACL blocks, already escaped
+    comment: str
+    mark: str
+
+
+@dataclass(slots=True)
+class FrontendModel:
+    name: str
+    token: str  # the port token of map keys: "80", or "unattached"
+    protocol: str  # HTTP | HTTPS
+    bind: str  # the bind address: ":80", "abns@routegate-unattached"
+    port: int | None
+    mark: str = ""
+    certs: list[str] = field(default_factory=list)
+    advanced: list[tuple[object, Advanced]] = field(default_factory=list)
+    rules: list[RuleModel] = field(default_factory=list)
+    misdirected: bool = False  # several HTTPS listeners with distinct hostnames
+    any_host: bool = False
+
+
+@dataclass(slots=True)
+class HeaderOps:
+    """Distinct (op, lower-case name) pairs used by header modifier filters, per level."""
+
+    request: set[tuple[str, str]] = field(default_factory=set)
+    response: set[tuple[str, str]] = field(default_factory=set)
+    request_be: set[tuple[str, str]] = field(default_factory=set)
+    response_be: set[tuple[str, str]] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class HttpModel:
+    frontends: list[FrontendModel] = field(default_factory=list)
+    backends: dict[str, BackendSpec] = field(default_factory=dict)
+    maps: dict[str, list[tuple[object, str]]] = field(default_factory=dict)  # name -> (sort key, entry)
+    ordered: set[str] = field(default_factory=set)
+    headers: HeaderOps = field(default_factory=HeaderOps)
+    auth_headers: set[str] = field(default_factory=set)
+    uses: set[str] = field(default_factory=set)  # feature flags: redirect, rewrite, mirror, auth, cors, ...
+    mirrors: int = 0  # most mirrors on one rule
+    pending: dict[str, list[tuple[object, Advanced]]] = field(default_factory=dict)  # frontend -> lines
+
+    def add(self, name: str, entry: str, sort: object = "", *, ordered: bool = False) -> None:
+        self.maps.setdefault(name, []).append((sort, entry))
+        if ordered:
+            self.ordered.add(name)
+
+    def map_entries(self, name: str) -> list[str]:
+        return [e for _, e in sorted(self.maps.get(name, []), key=lambda p: p[0])]  # type: ignore[arg-type,return-value]

@@ -1,0 +1,330 @@
+"""HTTPRoute and GRPCRoute -> the HTTP routing model: host/path map entries, advanced matcher lines,
+one backend per (route, Service, port), weight slots, and the per-rule filters (``httpfilters``).
+
+Attachment and backend resolution come from ``validators.attachments`` / ``validators.references``
+(the same code the cross-object findings use). A route whose values cannot be rendered safely is left
+out of the config entirely and reported as a deny finding naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from haproxy_check import escaping, httpfilters, precedence
+from haproxy_check.endpoints import servers_for
+from haproxy_check.httpmodels import FAIL, SLOTS, WEIGHTED, Advanced, BackendSpec, FrontendModel, HttpModel, RuleModel
+from validators import references
+from validators.attachments import Attachment
+from validators.findings import Finding, PathPart, Severity
+from validators.objects import Obj, Ref, as_list, as_map, created_at, dig, name_of, namespace_of, ref_of
+from validators.states import State
+
+UNSAFE = "RG0120"
+REF_FINDING = "RG0402"
+
+Mark = Callable[[Ref, Sequence[PathPart]], str]
+
+
+class RouteError(Exception):
+    def __init__(self, message: str, path: tuple[PathPart, ...]) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def guard(path: tuple[PathPart, ...], fn: Callable[..., str], *args: Any, **kw: Any) -> str:
+    """Run an escaping function; an Unsafe value becomes a RouteError at ``path``."""
+    try:
+        return fn(*args, **kw)
+    except escaping.Unsafe as exc:
+        raise RouteError(str(exc), path) from None
+
+
+_PCRE_SPECIAL = set("\\.^$|?*+()[]{}/")
+
+
+def pcre_escape(text: str) -> str:
+    return "".join("\\" + c if c in _PCRE_SPECIAL else c for c in text)
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    state: State
+    mark: Mark
+    settings: Any
+
+
+def slots(weights: Sequence[tuple[str, int]]) -> tuple[str, ...]:
+    """Spread 100 slots over (target, weight) by largest remainder; weight 0 gets none."""
+    total = sum(w for _, w in weights)
+    if total <= 0:
+        return ()
+    exact = [(t, w * SLOTS / total) for t, w in weights]
+    counts = [int(x) for _, x in exact]
+    order = sorted(range(len(exact)), key=lambda i: (-(exact[i][1] - counts[i]), i))
+    for i in order[: SLOTS - sum(counts)]:
+        counts[i] += 1
+    out: list[str] = []
+    for (t, _), n in zip(weights, counts, strict=True):
+        out.extend([t] * n)
+    return tuple(out)
+
+
+def backend_name(route: Obj, ref: references.BackendRef, *, grpc: bool, rule_suffix: str) -> str:
+    svc = ref.name if ref.namespace == namespace_of(route) else f"{ref.name}.{ref.namespace}"
+    prefix = "gw_g" if grpc else "gw_h"
+    return f"{prefix}_{namespace_of(route)}_{name_of(route)}_{svc}_{ref.port}{rule_suffix}"
+
+
+def _path_of_match(route: Obj, rule_index: int, match_index: int, raw: Any, grpc: bool
+                   ) -> tuple[str, str, tuple[PathPart, ...]]:
+    """(type, value, field path) of a match's path; gRPC method matches become paths."""
+    base: tuple[PathPart, ...] = ("spec", "rules", rule_index, "matches", match_index)
+    if not grpc:
+        ptype = dig(raw, "path", "type", default=precedence.PREFIX)
+        value = dig(raw, "path", "value", default="/")
+        if not isinstance(value, str) or ptype not in (precedence.EXACT, precedence.PREFIX, precedence.REGEX):
+            raise RouteError(f"path type {ptype!r} is not Exact, PathPrefix or RegularExpression", (*base, "path"))
+        vpath = (*base, "path", "value")
+        if ptype == precedence.REGEX:
+            return ptype, guard(vpath, escaping.regex, value), vpath
+        return ptype, guard(vpath, escaping.path, value), vpath
+    mtype = dig(raw, "method", "type", default="Exact")
+    service = dig(raw, "method", "service", default="")
+    method = dig(raw, "method", "method", default="")
+    mpath = (*base, "method")
+    if mtype == "RegularExpression":
+        s = guard((*mpath, "service"), escaping.regex, service) if service else "[^/]+"
+        m = guard((*mpath, "method"), escaping.regex, method) if method else "[^/]+"
+        return precedence.REGEX, f"/(?:{s})/(?:{m})$", mpath
+    for part, value in (("service", service), ("method", method)):
+        if value and not escaping._IDENT.match(value.replace("/", "-")):
+            raise RouteError(f"gRPC {part} {value!r} may only contain letters, digits, '.', '_' and '-'",
+                             (*mpath, part))
+    if service and method:
+        return precedence.EXACT, f"/{service}/{method}", mpath
+    if service:
+        return precedence.PREFIX, f"/{service}", mpath
+    if method:
+        return precedence.REGEX, f"/[^/]+/{pcre_escape(method)}$", mpath
+    return precedence.PREFIX, "/", mpath
+
+
+def _conditions(raw: Any, base: tuple[PathPart, ...], grpc: bool) -> tuple[list[str], list[str], bool]:
+    """ACL blocks for method, headers and query params; and a readable description."""
+    conds: list[str] = []
+    reason: list[str] = []
+    method = dig(raw, "method") if not grpc else None
+    if isinstance(method, str) and method:
+        conds.append(f"{{ method {guard((*base, 'method'), escaping.method, method)} }}")
+        reason.append(f"method {method}")
+    for kind, fetch, field in (("headers", "req.hdr", "headers"), ("queryParams", "urlp", "queryParams")):
+        for k, item in enumerate(as_list(dig(raw, field))):
+            p = (*base, field, k)
+            name = guard((*p, "name"), escaping.header_name, str(dig(item, "name", default="")))
+            value = str(dig(item, "value", default=""))
+            if dig(item, "type", default="Exact") == "RegularExpression":
+                guard((*p, "value"), escaping.value_regex, value)
+                conds.append(f"{{ {fetch}({name}) -m reg -- {guard((*p, 'value'), escaping.quote, value)} }}")
+            else:
+                conds.append(f"{{ {fetch}({name}) -m str -- {guard((*p, 'value'), escaping.quote, value)} }}")
+            reason.append(f"{'header' if kind == 'headers' else 'query'} {name.lower()}")
+    return conds, reason, isinstance(method, str) and bool(method)
+
+
+def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Sequence[Attachment],
+                  fronts: dict[tuple[str, str], FrontendModel], findings: list[Finding]) -> None:
+    """Add one route to ``model``. Raises RouteError (nothing added) when a value is unsafe."""
+    ref = ref_of(route)
+    grpc = ref.kind == "GRPCRoute"
+    ns = guard(("metadata", "namespace"), escaping.ident, namespace_of(route), what="namespace")
+    name = guard(("metadata", "name"), escaping.ident, name_of(route), what="name")
+    # vhost keys per frontend
+    targets: dict[str, tuple[FrontendModel, list[str]]] = {}
+    for att in attachments:
+        fe = fronts.get((att.listener.protocol, str(att.listener.port)))
+        if fe is None:
+            continue
+        hosts = att.hostnames or ("*",)
+        keys = targets.setdefault(fe.name, (fe, []))[1]
+        for k, h in enumerate(hosts):
+            if h != "*":
+                guard(("spec", "hostnames", k), escaping.hostname, h)
+            vh = f"{h}:{fe.token}"
+            if vh not in keys:
+                keys.append(vh)
+    staged = HttpModel()
+    staged.headers = model.headers
+    rules_out: list[RuleModel] = []
+    res = httpfilters.Resolver(
+        backend_for=lambda raw, p: _side_backend(staged, model, ctx, route, raw, p, grpc),
+        service=lambda sns, sname: ctx.state.get("Service", sns, sname),
+        grant=lambda sns, sname: references.grant_allows(
+            ctx.state, from_kind=ref.kind, from_namespace=ref.namespace, to_kind="Service", to_namespace=sns,
+            to_name=sname),
+        settings=ctx.settings)
+    for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
+        rid = f"{ns}_{name}_{i}"
+        rm = RuleModel(rid, f"{ns}/{name}", ref.kind, i, ctx.mark(ref, ("spec", "rules", i)))
+        own = bool(dig(rule, "retry")) or bool(dig(rule, "sessionPersistence"))
+        suffix = f"_r{i}" if own else ""
+        try:
+            profile = httpfilters.backend_profile(
+                rule, i, grpc=grpc, findings=findings, ref=ref, haproxy_version=ctx.settings.haproxy_version,
+                cookie_key=ctx.settings.dynamic_cookie_key)
+        except httpfilters.FilterError as exc:
+            raise RouteError(str(exc), exc.path) from None
+        weights: list[tuple[str, int]] = []
+        chosen: list[tuple[int, str]] = []
+        for bref in references.rule_backend_refs(route, ctx.state, i):
+            servable = bref.resolved or bref.reason == references.BACKEND_NOT_FOUND and bref.kind == "Service"
+            if servable and bref.port is not None:
+                guard((*bref.path, "name"), escaping.ident, bref.name, what="Service name")
+                be = backend_name(route, bref, grpc=grpc, rule_suffix=suffix)
+                if be not in staged.backends and be not in model.backends:
+                    servers = servers_for(ctx.state, bref.service, bref.port) if bref.service else []
+                    staged.backends[be] = BackendSpec(
+                        be, ctx.mark(ref, bref.path), tuple(servers), grpc=grpc,
+                        profile=profile, comments=(f"{ref.kind} {ns}/{name} rule {i}",))
+                weights.append((be, bref.weight))
+                chosen.append((bref.ref_index, be))
+                if bref.reason == references.BACKEND_NOT_FOUND:
+                    findings.append(_ref_finding(ref, bref))
+            else:
+                weights.append((FAIL, bref.weight))
+                findings.append(_ref_finding(ref, bref))
+        live = [(t, w) for t, w in weights if w > 0]
+        if len({t for t, _ in live}) == 1:
+            rm.target = live[0][0]
+        elif live:
+            rm.target = WEIGHTED
+            rm.slots = slots(weights)
+            for n, target in enumerate(rm.slots):
+                staged.add("weighted-multi-backend.map", f"{n}:{rid} {target}", (rid, n), ordered=True)
+        staged.add("rule-backend.map", f"{rid} {rm.target}{rm.mark}")
+        plens = _matches(staged, ctx, route, rule, i, rm, targets, grpc)
+        try:
+            httpfilters.rule_filters(staged, rm, route, rule, i, plens, findings, ctx.mark, res)
+            for j, be in chosen:
+                httpfilters.backend_filters(staged, rm, route, i, j, be, plens, findings, ctx.mark)
+        except httpfilters.FilterError as exc:
+            raise RouteError(str(exc), exc.path) from None
+        rules_out.append(rm)
+    # commit: nothing from this route reaches the model unless all of it rendered
+    for k, entries in staged.maps.items():
+        model.maps.setdefault(k, []).extend(entries)
+    model.ordered |= staged.ordered
+    model.backends.update(staged.backends)
+    model.uses |= staged.uses
+    model.auth_headers |= staged.auth_headers
+    model.mirrors = max(model.mirrors, staged.mirrors)
+    for fe_name, (fe, vhosts) in sorted(targets.items()):
+        for vh in vhosts:
+            host, _, token = vh.rpartition(":")
+            if host == "*":
+                fe.any_host = True
+            elif host.startswith("*."):
+                model.add("host-wildcard.map", f"{host[1:]}:{token} {vh}", (-len(host), host, token), ordered=True)
+            else:
+                model.add("host.map", f"{vh} {vh}")
+        fe.advanced.extend(staged.pending.get(fe_name, []))
+        for rm in rules_out:
+            rm.frontends.add(fe_name)
+            fe.rules.append(rm)
+
+
+def _side_backend(staged: HttpModel, model: HttpModel, ctx: Context, route: Obj, raw: Any,
+                  path: tuple[PathPart, ...], grpc: bool) -> str:
+    """A backend for a filter's backendRef (mirror target); FAIL when it cannot be used."""
+    ref = ref_of(route)
+    sns = str(dig(raw, "namespace") or ref.namespace)
+    sname = guard((*path, "name"), escaping.ident, str(dig(raw, "name", default="")), what="Service name")
+    port = dig(raw, "port")
+    if not isinstance(port, int) or not references.grant_allows(
+            ctx.state, from_kind=ref.kind, from_namespace=ref.namespace, to_kind="Service", to_namespace=sns,
+            to_name=sname):
+        return FAIL
+    bref = references.BackendRef(path, 0, 0, "Service", sns, sname, port, 1, None, False, "")
+    be = backend_name(route, bref, grpc=grpc, rule_suffix="")
+    if be not in staged.backends and be not in model.backends:
+        service = ctx.state.get("Service", sns, sname)
+        servers = servers_for(ctx.state, service, port) if service else []
+        staged.backends[be] = BackendSpec(be, ctx.mark(ref, path), tuple(servers), grpc=grpc,
+                                          profile=("default-server proto h2",) if grpc else (),
+                                          comments=(f"{ref.kind} {ref.namespace}/{ref.name} mirror target",))
+    return be
+
+
+def _matches(staged: HttpModel, ctx: Context, route: Obj, rule: Any, i: int, rm: RuleModel,
+             targets: dict[str, tuple[FrontendModel, list[str]]], grpc: bool) -> set[int]:
+    ref = ref_of(route)
+    matches = as_list(dig(rule, "matches")) or [{}]
+    plens: set[int] = set()
+    for j, raw in enumerate(matches):
+        base: tuple[PathPart, ...] = ("spec", "rules", i, "matches", j)
+        ptype, value, vpath = _path_of_match(route, i, j, raw, grpc)
+        conds, reason, has_method = _conditions(raw, base, grpc)
+        score = precedence.score(ptype, value)
+        prefix = value.rstrip("/") if ptype == precedence.PREFIX else ""
+        plen = len(prefix) if ptype == precedence.PREFIX else 0
+        if ptype == precedence.PREFIX:
+            plens.add(plen)
+        key = precedence.key(path_score=score, method=has_method, headers=len(as_list(dig(raw, "headers"))),
+                             queries=len(as_list(dig(raw, "queryParams"))), created=created_at(route),
+                             namespace=ref.namespace, name=ref.name, rule_index=i, match_index=j)
+        mark = ctx.mark(ref, vpath)
+        why = "-".join(reason) if reason else "path"
+        value_field = f"{score}|{rm.rid}|{plen}|{why.replace(' ', ':')}"
+        for fe, vhosts in targets.values():
+            if conds:
+                cond = _path_condition(ptype, value, prefix)
+                adv = Advanced(value_field, score, tuple(vhosts), tuple(c for c in (cond, *conds) if c),
+                               f"{ref.kind} {ref.namespace}/{ref.name} rule {i} match {j} - {' '.join(reason)}",
+                               mark)
+                staged.pending.setdefault(fe.name, []).append((key, adv))
+                continue
+            for vh in vhosts:
+                if ptype == precedence.EXACT:
+                    staged.add("path-exact.map", f"{vh}{value} {value_field}{mark}", key)
+                elif ptype == precedence.PREFIX:
+                    if prefix:
+                        staged.add("path-prefix-exact.map", f"{vh}{prefix} {value_field}{mark}", key)
+                    staged.add("path-prefix.map", f"{vh}{prefix}/ {value_field}{mark}", key)
+                else:
+                    body = value[1:] if value.startswith("^") else value
+                    staged.add("path-regex.map", f"^{pcre_escape(vh)}(?:{body}) {value_field}{mark}", key,
+                               ordered=True)
+    return plens
+
+
+def _path_condition(ptype: str, value: str, prefix: str) -> str:
+    if ptype == precedence.EXACT:
+        return f"{{ var(txn.gw_path) -m str -- {escaping.quote(value)} }}"
+    if ptype == precedence.PREFIX:
+        if not prefix:
+            return ""
+        return f"{{ var(txn.gw_path) -m reg -- {escaping.quote('^' + pcre_escape(prefix) + '(/|$)')} }}"
+    body = value[1:] if value.startswith("^") else value
+    return f"{{ var(txn.gw_path) -m reg -- {escaping.quote('^(?:' + body + ')')} }}"
+
+
+def _ref_finding(ref: Ref, bref: references.BackendRef) -> Finding:
+    served = "it has no servers until the Service exists" if bref.reason == references.BACKEND_NOT_FOUND \
+        else "its share of the traffic is answered with 500"
+    return Finding(REF_FINDING, f"{bref.reason}: {bref.message}; {served}.", bref.path, Severity.WARN,
+                   subject=True, about=str(ref))
+
+
+def dedupe_path_maps(model: HttpModel) -> None:
+    """Keep only the best (precedence) entry per key in each path map: oldest route wins a tie."""
+    for name in ("path-exact.map", "path-prefix-exact.map", "path-prefix.map", "path-regex.map"):
+        best: dict[str, tuple[object, str]] = {}
+        for sort, entry in sorted(model.maps.get(name, []), key=lambda p: p[0]):  # type: ignore[arg-type,return-value]
+            best.setdefault(entry.split(" ", 1)[0], (sort, entry))
+        if name in model.maps:
+            model.maps[name] = list(best.values())
+
+
+def as_obj(value: Any) -> Obj:
+    return as_map(value)

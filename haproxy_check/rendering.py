@@ -1,0 +1,149 @@
+"""The render engine: cluster state -> haproxy.cfg + maps + certs, deterministic and traceable.
+
+``Renderer.render`` compiles the HTTP routing model (``httproutes``), then renders the ordered template
+snippets (``templates/NNN-*.cfg.j2``, user template dirs first so they can override or add) with
+jinja2 (StrictUndefined, no autoescape: every user value is escaped by ``escaping`` instead), inserts
+the named ``defaults`` profiles Backend() collected, strips the source-map markers and returns a
+``RenderResult``. Pure: no I/O except reading templates; safe to run in a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from haproxy_check import escaping, frontends, httpfilters, httproutes
+from haproxy_check.helpers import Recorder, TemplateError
+from haproxy_check.httpmodels import HttpModel
+from haproxy_check.results import RenderResult
+from haproxy_check.sourcemaps import SourceMap
+from validators import attachments
+from validators.findings import Finding, PathPart, Severity
+from validators.objects import Obj, Ref, dig, ref_of
+from validators.states import State
+
+BUILTIN = Path(__file__).parent / "templates"
+PROFILES = "\x1dPROFILES\x1d"
+NOT_ATTACHED = "RG0401"
+HTTP_KINDS = ("HTTPRoute", "GRPCRoute")
+MAPS = ("host.map", "host-wildcard.map", "path-exact.map", "path-regex.map", "path-prefix-exact.map",
+        "path-prefix.map", "rule-backend.map", "weighted-multi-backend.map", "gw-reqhdr.map", "gw-reshdr.map",
+        "gw-timeouts.map", "gw-mirror.map", "gw-extauth.map", "gw-extauth-headers.map", "https-listener.map",
+        "https-listener-wildcard.map")
+
+
+class RenderError(Exception):
+    """A template failed (a bug in a template, not a problem of the objects under review)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RenderSettings:
+    haproxy_version: tuple[int, ...] = (2, 8)
+    debug_headers: bool = False
+    dynamic_cookie_key: str = "routegate"
+    external_auth: bool = True  # the SPOA hub external-auth plugin is enabled
+    external_auth_plaintext: bool = True  # allow_plaintext = true
+    timeout_connect: str = "5s"
+    timeout_client: str = "30s"
+    timeout_server: str = "30s"
+    timeout_http_request: str = "10s"
+
+    def base_lines(self) -> tuple[str, ...]:
+        return (f"timeout connect {self.timeout_connect}", f"timeout client {self.timeout_client}",
+                f"timeout server {self.timeout_server}", f"timeout http-request {self.timeout_http_request}")
+
+
+class Renderer:
+    def __init__(self, *, settings: RenderSettings | None = None, template_dirs: Sequence[Path] = ()) -> None:
+        self.settings = settings or RenderSettings()
+        for value in self.settings.base_lines():
+            escaping.check(value, key=False)
+        escaping.check(self.settings.dynamic_cookie_key, key=False)
+        self._dirs = [Path(d) for d in template_dirs] + [BUILTIN]
+        self._env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader([str(d) for d in self._dirs]),
+            undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
+            trim_blocks=True, lstrip_blocks=True)
+        self._env.filters.update(
+            q=escaping.quote, lfq=escaping.lf_quote, lf=escaping.lf_escape, mapkey=escaping.map_key,
+            mapval=escaping.map_value, urlv=escaping.url_value, ident=escaping.ident, hostname=escaping.hostname,
+            header=escaping.header_name)
+        self.snippets = self._snippets("")
+
+    def _snippets(self, sub: str) -> list[str]:
+        names: set[str] = set()
+        for d in self._dirs:
+            base = d / sub if sub else d
+            if base.is_dir():
+                names.update(f"{sub}/{p.name}" if sub else p.name for p in base.glob("*.cfg.j2"))
+        return sorted(names)
+
+    def render(self, state: State, *, subject: Ref | None = None) -> RenderResult:
+        sources = SourceMap()
+        recorder = Recorder(base_lines=self.settings.base_lines(), sources=sources,
+                            haproxy_version=self.settings.haproxy_version)
+        findings: list[Finding] = []
+        model = HttpModel()
+        lsts = attachments.listeners(state)
+        fronts = frontends.build(state, lsts, recorder=recorder, model=model, mark=sources.mark, findings=findings)
+        ctx = httproutes.Context(state, sources.mark, self.settings)
+        for kind in HTTP_KINDS:
+            for route in state.list(kind):
+                self._route(route, state, lsts, fronts, model, ctx, subject, findings)
+        httproutes.dedupe_path_maps(model)
+        for fe in fronts.values():
+            fe.advanced.sort(key=lambda p: p[0])  # type: ignore[arg-type,return-value]
+            fe.rules.sort(key=lambda r: r.rid)
+        context: dict[str, Any] = {
+            "Backend": recorder.backend, "RegisterMap": recorder.register_map, "AddFile": recorder.add_file,
+            "origin": sources.mark, "resources": state.list, "get": state.get, "dig": dig, "state": state,
+            "settings": self.settings, "http": model, "frontends": sorted(fronts.values(), key=lambda f: f.name),
+            "listeners": lsts, "subject": subject, "MAPS": MAPS, "PROFILES": PROFILES,
+            "attach": lambda route: attachments.attach(route, state, all_listeners=lsts),
+            "redirect_location": httpfilters.redirect_location, "snippets": self._snippets, "findings": findings,
+        }
+        parts: list[str] = []
+        for name in self.snippets:
+            try:
+                parts.append(self._env.get_template(name).render(context))
+            except (TemplateError, jinja2.TemplateError) as exc:
+                raise RenderError(f"template {name}: {exc}") from exc
+            except escaping.Unsafe as exc:
+                raise RenderError(f"template {name} wrote an unescaped value: {exc}") from exc
+        cfg = "".join(parts).replace(PROFILES, recorder.profile_sections())
+        files: dict[str, bytes] = {"haproxy.cfg": sources.resolve("haproxy.cfg", cfg).encode()}
+        map_texts = {path: sources.resolve(path, text) for path, text in recorder.map_files().items()}
+        files.update((p, t.encode()) for p, t in map_texts.items())
+        files.update((p, data) for p, (_, data) in recorder.files.items())
+        return RenderResult(files=dict(sorted(files.items())), origins=dict(sources.lines),
+                            description=recorder.description(map_texts),
+                            findings=tuple(sorted(set(findings), key=lambda f: (f.about, f.field, f.code, f.message))))
+
+    def _route(self, route: Obj, state: State, lsts: Sequence[attachments.Listener],
+               fronts: dict[tuple[str, str], Any], model: HttpModel, ctx: httproutes.Context, subject: Ref | None,
+               findings: list[Finding]) -> None:
+        ref = ref_of(route)
+        atts, _ = attachments.attach(route, state, all_listeners=lsts)
+        atts = [a for a in atts if a.listener.protocol in ("HTTP", "HTTPS")]
+        if not atts:
+            if ref != subject:
+                return
+            fronts.setdefault(("HTTP", "0"), frontends.synthetic(ctx.mark))
+            atts = [attachments.Attachment(ref, 0, frontends.synthetic_listener(),
+                                           tuple(attachments.route_hostnames(route)))]
+            findings.append(Finding(NOT_ATTACHED, f"{ref.kind} attaches to no known Gateway listener; it was checked "
+                                    "behind a synthetic HTTP listener", ("spec", "parentRefs"), Severity.WARN,
+                                    subject=True, about=str(ref)))
+        try:
+            httproutes.compile_route(model, ctx, route, atts, fronts, findings)
+        except httproutes.RouteError as exc:
+            findings.append(_unsafe(ref, str(exc), exc.path, subject))
+
+
+def _unsafe(ref: Ref, message: str, path: tuple[PathPart, ...], subject: Ref | None) -> Finding:
+    return Finding(httproutes.UNSAFE, f"{message}; the route is not rendered", path, Severity.DENY,
+                   subject=ref == subject, about=str(ref))
