@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from clusterkit import (
@@ -331,3 +332,19 @@ async def test_only_referenced_secrets_and_configmaps_are_watched(kube: FakeKube
         )
         assert state.status()["kinds"]["Secret"]["watches"] == 1
         await eventually(lambda: kube.watch_count("secrets") == 1, what="the old secret's watch was stopped")
+
+
+async def test_changed_fires_on_the_next_change_and_the_version_counts_it(kube: FakeKube, api: Any) -> None:
+    install_gateway_api(kube)
+    state = ClusterState(api, kinds=["HTTPRoute"], **FAST)
+    async with running(state):
+        await eventually(lambda: state.ready)
+        before = state.version
+        changed = state.changed
+        assert not changed.is_set()
+        kube.create(httproute("r1"))
+        async with asyncio.timeout(5):
+            await changed.wait()
+        assert state.version == before + 1
+        assert state.snapshot().version == str(state.version)
+        assert not state.changed.is_set()  # a fresh event for the next waiter
