@@ -105,14 +105,14 @@ class Checks:
             from validators import crossobjects  # optional: another engineer's module
         except ImportError:
             return
+        subject = change.old if change.operation is Operation.DELETE else defaulted or change.obj
+        if not isinstance(subject, Mapping):
+            return
         if change.operation is Operation.DELETE:
-            subject = change.old
             proposed: State = Overlay(state, change)
         else:
-            subject = defaulted if defaulted is not None else change.obj
             proposed = Overlay(state, Change(change.operation, subject, change.old, change.dry_run))
-        if isinstance(subject, Mapping):
-            yield from crossobjects.findings(subject, proposed, http_ports=self.http_ports)
+        yield from crossobjects.findings(subject, proposed, http_ports=self.http_ports)
 
 
 def _internal(stage: str, error: Exception) -> Finding:
