@@ -11,9 +11,16 @@ from certs import bootstrap, generation
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add `certs` (with `generate`) to the routegate CLI's subcommands."""
-    certs = subparsers.add_parser("certs", help="webhook serving certificates")
-    sub = certs.add_subparsers(dest="certs_command", required=True, metavar="COMMAND")
+    """Add `certs generate` to the routegate CLI.
+
+    Given the top-level subcommands, adds `certs` and under it `generate`; given the subcommands of an
+    existing `certs` parser (its prog ends in "certs"), adds only `generate` there.
+    """
+    if str(getattr(subparsers, "_prog_prefix", "")).split()[-1:] == ["certs"]:
+        sub = subparsers
+    else:
+        certs = subparsers.add_parser("certs", help="webhook serving certificates")
+        sub = certs.add_subparsers(dest="certs_command", required=True, metavar="COMMAND")
     gen = sub.add_parser(
         "generate",
         help="write ca.crt, tls.crt, tls.key (0600) for a Service",
@@ -26,7 +33,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     gen.add_argument("--dns-name", action="append", default=[], metavar="NAME", help="extra DNS SAN")
     gen.add_argument("--ip", action="append", default=[], metavar="ADDR", help="extra IP SAN")
     gen.add_argument("--force", action="store_true", help="overwrite an existing tls.key in --out")
-    certs.set_defaults(certs_run=run)
 
 
 def run(args: argparse.Namespace) -> int:

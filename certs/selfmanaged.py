@@ -303,7 +303,10 @@ def options_from_env(env: Mapping[str, str]) -> dict[str, str]:
 
 async def run_self_managed(api: client.ApiClient, *, namespace: str, secret_name: str, webhook_name: str,
                            service: str, out_dir: Path, identity: str,
-                           now: Callable[[], datetime] = _utcnow) -> None:
-    """Run self-managed certificates forever (see SelfManaged for more knobs)."""
+                           now: Callable[[], datetime] = _utcnow,
+                           serving: Callable[[], str] | None = None) -> None:
+    """Run self-managed certificates forever (see SelfManaged for more knobs). `serving` returns the
+    fingerprint of the leaf the server really serves (`lambda: reloader.fingerprint`); without it the
+    replica reports the leaf it last wrote to `out_dir`."""
     await SelfManaged(api, namespace=namespace, secret_name=secret_name, webhook_name=webhook_name,
-                      service=service, out_dir=out_dir, identity=identity, now=now).run()
+                      service=service, out_dir=out_dir, identity=identity, now=now, serving=serving).run()

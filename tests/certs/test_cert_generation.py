@@ -225,3 +225,17 @@ def test_default_cert_dir_follows_xdg_cache_home(monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert bootstrap.default_cert_dir() == tmp_path / "home" / ".cache" / "routegate" / "certs"
+
+
+def test_routegate_certs_generate_through_the_real_cli(tmp_path: Path, capsys: Capture) -> None:
+    from webhook import cli
+
+    out = tmp_path / "real"
+    assert cli.main(["certs", "generate", "--service", "routegate", "--namespace", "routegate-system",
+                     "--out", str(out)]) == 0
+    leaf = generation.load_certs((out / "tls.crt").read_bytes())[0]
+    assert generation.covers(leaf, generation.service_dns_names("routegate", "routegate-system"))
+    assert _mode(out / "tls.key") == 0o600
+    assert cli.main(["certs", "generate", "--service", "x_y", "--namespace", "n", "--out", str(out),
+                     "--force"]) == 2
+    assert "service 'x_y'" in capsys.readouterr().err

@@ -116,7 +116,7 @@ def test_rbac_has_no_wildcards_and_no_broad_secret_access(docs: tuple[Doc, ...])
                 if role["kind"] == "ClusterRole":
                     assert rule["verbs"] == ["get"], "cluster-wide secrets: get only"
                 elif set(rule["verbs"]) - {"create"}:
-                    assert rule.get("resourceNames") == ["routegate-webhook-tls"]
+                    assert rule.get("resourceNames") in (["routegate-webhook-tls"], ["routegate-tls"])
             if "validatingwebhookconfigurations" in rule["resources"]:
                 assert rule["resourceNames"] == ["routegate"] and set(rule["verbs"]) <= {"get", "patch"}
             if "leases" in rule["resources"]:
@@ -219,9 +219,15 @@ def test_self_managed_overlay_writes_certs_itself_with_narrow_rights() -> None:
     assert not [d for d in docs if d["apiVersion"].startswith("cert-manager.io")]
     c = _container(docs)
     assert c["args"][-2:] == ["--cert-mode", "self"]
+    flags = dict(zip(c["args"][1::2], c["args"][2::2], strict=True))
+    service = vwc["webhooks"][0]["clientConfig"]["service"]
+    assert (flags["--webhook-name"], flags["--service"], flags["--namespace"]) == (
+        vwc["metadata"]["name"], service["name"], service["namespace"])
     env = {e["name"]: e for e in c["env"]}
     assert env["ROUTEGATE_WEBHOOK_NAME"]["value"] == vwc["metadata"]["name"]
-    assert env["ROUTEGATE_SERVICE"]["value"] == vwc["webhooks"][0]["clientConfig"]["service"]["name"]
+    assert env["ROUTEGATE_SERVICE"]["value"] == service["name"]
+    # `routegate serve` keeps the pair in `<--service>-tls`; RBAC must name exactly that Secret
+    assert env["ROUTEGATE_CERT_SECRET"]["value"] == f"{service['name']}-tls"
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     pod = _one(docs, "Deployment", "routegate")["spec"]["template"]["spec"]
     certs_volume = next(v for v in pod["volumes"] if v["name"] == "certs")
