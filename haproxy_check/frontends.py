@@ -9,8 +9,9 @@ check when several HTTPS listeners with distinct hostnames share the port.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from haproxy_check import escaping, listenercerts, tlscerts
+from haproxy_check import escaping, l4contexts, listenercerts, tlscerts, tlsroutes
 from haproxy_check.helpers import Recorder
 from haproxy_check.httpmodels import FrontendModel, HttpModel
 from validators.attachments import Listener
@@ -32,7 +33,7 @@ def synthetic_listener() -> Listener:
 
 
 def build(state: State, listeners: Sequence[Listener], *, recorder: Recorder, model: HttpModel, mark: Mark,
-          findings: list[Finding]) -> dict[tuple[str, str], FrontendModel]:
+          findings: list[Finding], settings: Any = None) -> dict[tuple[str, str], FrontendModel]:
     """Frontends keyed (protocol, port token); the synthetic one keyed ("HTTP", "0")."""
     by_port: dict[int, list[Listener]] = {}
     for lst in listeners:
@@ -51,6 +52,9 @@ def build(state: State, listeners: Sequence[Listener], *, recorder: Recorder, mo
                 continue
             if protocol == "HTTPS":
                 _certs(state, fe, lst, recorder, findings)
+        if protocol == "HTTPS" and getattr(settings, "share_https_with_passthrough", False) \
+                and tlsroutes.passthrough_on(state, port):
+            fe.bind = l4contexts.HTTPS_SHARE_SOCKET.format(port=port) + " accept-proxy"
         if protocol == "HTTPS":
             _misdirected(fe, [x for x in group if x.protocol == "HTTPS"], model)
             if not fe.certs:

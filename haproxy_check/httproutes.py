@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from haproxy_check import escaping, httpfilters, precedence
+from haproxy_check import backendtls, escaping, httpfilters, precedence
 from haproxy_check.endpoints import servers_for
 from haproxy_check.httpmodels import FAIL, SLOTS, WEIGHTED, Advanced, BackendSpec, FrontendModel, HttpModel, RuleModel
 from validators import references
@@ -23,6 +23,7 @@ from validators.states import State
 
 UNSAFE = "RG0120"
 REF_FINDING = "RG0402"
+BACKEND_TLS = "RG0515"
 
 Mark = Callable[[Ref, Sequence[PathPart]], str]
 
@@ -53,6 +54,7 @@ class Context:
     state: State
     mark: Mark
     settings: Any
+    files: backendtls.FileSink
 
 
 def slots(weights: Sequence[tuple[str, int]]) -> tuple[str, ...]:
@@ -183,7 +185,14 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
                 guard((*bref.path, "name"), escaping.ident, bref.name, what="Service name")
                 be = backend_name(route, bref, grpc=grpc, rule_suffix=suffix)
                 if be not in staged.backends and be not in model.backends:
-                    servers = servers_for(ctx.state, bref.service, bref.port) if bref.service else []
+                    servers = []
+                    if bref.service:
+                        tls = backendtls.server_tls(ctx.state, bref.service, bref.port, ctx.files, settings=ctx.settings)
+                        if tls.blocked:
+                            findings.append(Finding(BACKEND_TLS, f"{tls.blocked}; the backend gets no servers",
+                                                    bref.path, Severity.WARN, subject=True, about=str(ref)))
+                        else:
+                            servers = servers_for(ctx.state, bref.service, bref.port, options=tls.options)
                     staged.backends[be] = BackendSpec(
                         be, ctx.mark(ref, bref.path), tuple(servers), grpc=grpc,
                         profile=profile, comments=(f"{ref.kind} {ns}/{name} rule {i}",))

@@ -16,7 +16,7 @@ from typing import Any
 
 import jinja2
 
-from haproxy_check import escaping, frontends, httpfilters, httproutes
+from haproxy_check import escaping, frontends, httpfilters, httproutes, l4contexts
 from haproxy_check.helpers import Recorder, TemplateError
 from haproxy_check.httpmodels import HttpModel
 from haproxy_check.results import RenderResult
@@ -51,6 +51,8 @@ class RenderSettings:
     timeout_client: str = "30s"
     timeout_server: str = "30s"
     timeout_http_request: str = "10s"
+    share_https_with_passthrough: bool = False  # engineer B's TCP frontend owns the HTTPS port
+    system_ca_file: str = ""
 
     def base_lines(self) -> tuple[str, ...]:
         return (f"timeout connect {self.timeout_connect}", f"timeout client {self.timeout_client}",
@@ -89,8 +91,9 @@ class Renderer:
         findings: list[Finding] = []
         model = HttpModel()
         lsts = attachments.listeners(state)
-        fronts = frontends.build(state, lsts, recorder=recorder, model=model, mark=sources.mark, findings=findings)
-        ctx = httproutes.Context(state, sources.mark, self.settings)
+        fronts = frontends.build(state, lsts, recorder=recorder, model=model, mark=sources.mark, findings=findings,
+                                 settings=self.settings)
+        ctx = httproutes.Context(state, sources.mark, self.settings, recorder)
         for kind in HTTP_KINDS:
             for route in state.list(kind):
                 self._route(route, state, lsts, fronts, model, ctx, subject, findings)
@@ -106,6 +109,7 @@ class Renderer:
             "attach": lambda route: attachments.attach(route, state, all_listeners=lsts),
             "redirect_location": httpfilters.redirect_location, "snippets": self._snippets, "findings": findings,
         }
+        context.update(l4contexts.template_globals(state, self.settings, recorder, findings))
         parts: list[str] = []
         for name in self.snippets:
             try:
