@@ -10,11 +10,11 @@ the oldest route wins.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from haproxy_check import escaping, listenercerts, rulebackends
+from haproxy_check import escaping, listenercerts, rulebackends, tlscerts
 from haproxy_check.backendtls import FileSink
 from haproxy_check.rulebackends import RuleBackend
 from validators import attachments
@@ -31,9 +31,18 @@ class TLSFrontend:
     port: int
     mode: str  # Passthrough | Terminate
     certs: list[str] = field(default_factory=list)
-    exact: list[tuple[str, str]] = field(default_factory=list)  # (sni, backend)
-    wild: list[tuple[str, str]] = field(default_factory=list)  # (".suffix", backend)
+    exact: list[tuple[str, str, Ref]] = field(default_factory=list)  # (sni, backend, route)
+    wild: list[tuple[str, str, Ref]] = field(default_factory=list)  # (".suffix", backend, route)
     shared_https: bool = False  # passthrough on the HTTPS port: the rest goes to the HTTP engine
+
+    def entries(self, wild: bool, mark: Callable[[Ref, tuple[str, ...]], str]) -> list[str]:
+        """Map lines ``<sni> <backend>`` carrying the route's source-map marker."""
+        rows = self.wild if wild else self.exact
+        return [f"{k} {be}{mark(ref, ('spec', 'hostnames'))}" for k, be, ref in rows]
+
+    @property
+    def share_backend(self) -> str:
+        return f"routegate_https_{self.port}"
 
     @property
     def exact_map(self) -> str:
@@ -70,25 +79,36 @@ def passthrough_on(state: State, port: int) -> bool:
                for x in attachments.listeners(state))
 
 
-def build(state: State, files: FileSink, *, https_port: int = 443, https_shared: bool = False,
+def http_engine_ports(lsts: Sequence[attachments.Listener]) -> dict[int, str]:
+    """Ports the HTTP engine binds (HTTP/HTTPS listeners) -> "HTTPS" when any listener there is HTTPS."""
+    out: dict[int, str] = {}
+    for x in lsts:
+        if x.protocol in ("HTTP", "HTTPS"):
+            out[x.port] = "HTTPS" if x.protocol == "HTTPS" or out.get(x.port) == "HTTPS" else "HTTP"
+    return out
+
+
+def build(state: State, files: FileSink, *, https_shared: bool = False,
           http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS, settings: Any = None) -> TLSModel:
     """The TLS frontends/backends of the state. ``https_shared``: the HTTP engine binds its HTTPS
-    frontend on ``abns@routegate-https`` so passthrough may share the HTTPS port."""
+    frontends on ``abns@routegate-https-<port>`` when passthrough listeners share the port."""
     model = TLSModel()
     lsts = attachments.listeners(state, http_ports=http_ports)
+    engine = http_engine_ports(lsts)
     fronts: dict[int, TLSFrontend] = {}
     for lst in lsts:
         if lst.protocol != "TLS" or lst.conflicted or lst.tls_mode not in (PASSTHROUGH, TERMINATE):
             continue
-        if lst.port == https_port and (lst.tls_mode == TERMINATE or not https_shared):
-            why = ("a terminating TLS listener cannot use the HTTPS port; use a separate port"
-                   if lst.tls_mode == TERMINATE else
-                   "passthrough on the HTTPS port needs the HTTP engine to share the port")
+        if lst.port in engine and not (lst.tls_mode == PASSTHROUGH and engine[lst.port] == "HTTPS"
+                                       and https_shared):
+            why = ("only Passthrough TLS listeners may share an HTTPS port; use a separate port"
+                   if lst.tls_mode == TERMINATE or engine[lst.port] == "HTTP" else
+                   "the HTTP engine does not share its HTTPS port with passthrough")
             model.findings.append(_finding("RG0517", f"TLS listener on port {lst.port} is not rendered: "
                                            f"{why}", lst.source, (*lst.path, "port")))
             continue
         front = fronts.setdefault(lst.port, TLSFrontend(frontend_name(lst.port), lst.port, lst.tls_mode,
-                                                         shared_https=lst.port == https_port))
+                                                         shared_https=lst.port in engine))
         if lst.tls_mode == TERMINATE:
             for k, cert in enumerate(lst.certificate_refs):
                 got = listenercerts.certificate(state, lst.source, cert, files)
@@ -107,7 +127,7 @@ def build(state: State, files: FileSink, *, https_port: int = 443, https_shared:
             continue
         for a in attached:
             found = fronts.get(a.listener.port)
-            if found is None or (found.mode == TERMINATE and not found.certs):
+            if found is None:
                 continue
             front = found
             name = backend_name(ref, 0, front.mode)  # a TLSRoute rule has no matches: rule 0 serves
@@ -123,16 +143,18 @@ def build(state: State, files: FileSink, *, https_port: int = 443, https_shared:
                     continue
                 claimed.add((front.port, host))
                 if host.startswith("*."):
-                    front.wild.append((escaping.map_key(host[1:]), name))
+                    front.wild.append((escaping.map_key(host[1:]), name, ref))
                 else:
-                    front.exact.append((escaping.map_key(host), name))
+                    front.exact.append((escaping.map_key(host), name, ref))
     for front in fronts.values():
         front.wild.sort(key=lambda e: (-len(e[0]), e[0]))
         front.exact.sort()
         if front.mode == TERMINATE and not front.certs:
+            # The check must still run: a placeholder certificate, as the HTTPS frontends do.
+            front.certs.append(files.add_file(tlscerts.PLACEHOLDER_PATH, tlscerts.placeholder_pem(), "cert"))
             model.findings.append(Finding("RG0521", f"terminating TLS port {front.port} has no usable "
-                                          "certificate; it is not rendered", (), Severity.WARN,
-                                          subject=False))
-    model.frontends = [f for _, f in sorted(fronts.items()) if f.mode == PASSTHROUGH or f.certs]
+                                          "certificate; a placeholder is used for the check", (),
+                                          Severity.WARN, subject=False))
+    model.frontends = [f for _, f in sorted(fronts.items())]
     model.backends.sort(key=lambda b: b.name)
     return model

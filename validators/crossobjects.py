@@ -31,11 +31,11 @@ CODES: Mapping[str, str] = {
     "RG0515": "a BackendTLSPolicy has no usable CA: its backends are blocked",
     "RG0516": "a backendRef port is not a port of the Service",
     # render-time findings (haproxy_check: tlsroutes, crdroutes), listed here for `routegate rules`
-    "RG0517": "a TLS listener on the HTTPS port is not rendered (Terminate, or passthrough without sharing)",
+    "RG0517": "a TLS listener on a port the HTTP engine binds is not rendered (only shared passthrough)",
     "RG0518": "a TLSRoute server name on a port is already claimed by an older TLSRoute",
     "RG0519": "a custom Route (routegate.io) cannot be rendered safely and is skipped",
     "RG0520": "a listener certificate Secret holds no usable PEM certificate/key pair",
-    "RG0521": "a terminating TLS port has no usable certificate and is not rendered",
+    "RG0521": "a terminating TLS port has no usable certificate; a placeholder is used for the check",
 }
 
 _REF_CODES = {references.BACKEND_NOT_FOUND: "RG0501", references.REF_NOT_PERMITTED: "RG0502",

@@ -1,0 +1,60 @@
+"""Template globals for the TLSRoute, TCPRoute and custom Route CRD snippets.
+
+The engine (``rendering.Renderer``) merges ``template_globals(...)`` into the context of every
+snippet, so the ``*-tlsroutes``/``*-tcproutes``/``*-routes-crd`` templates (and user templates) see
+compiled, escaped models and only lay out lines. Models are built once per render and lazily (a
+state without TLSRoutes costs nothing).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from haproxy_check import backendtls, crdroutes, tcproutes, tlsroutes
+from haproxy_check.backendtls import FileSink, ServerTLS
+from haproxy_check.crdroutes import CrdModel
+from haproxy_check.tcproutes import TCPModel
+from haproxy_check.tlsroutes import TLSModel
+from validators.findings import Finding
+from validators.objects import Obj
+from validators.states import State
+
+HTTPS_SHARE_SOCKET = "abns@routegate-https-{port}"
+
+
+class Models:
+    """Lazily built L4/CRD models of one render; their findings go to the render's findings list."""
+
+    def __init__(self, state: State, settings: Any, files: FileSink, findings: list[Finding]) -> None:
+        self._state, self._settings, self._files, self._findings = state, settings, files, findings
+
+    @functools.cached_property
+    def tls(self) -> TLSModel:
+        model = tlsroutes.build(self._state, self._files, https_shared=bool(
+            getattr(self._settings, "share_https_with_passthrough", False)), settings=self._settings)
+        self._findings.extend(model.findings)
+        return model
+
+    @functools.cached_property
+    def tcp(self) -> TCPModel:
+        model = tcproutes.build(self._state, self._files, settings=self._settings)
+        self._findings.extend(model.findings)
+        return model
+
+    @functools.cached_property
+    def crd(self) -> CrdModel:
+        model = crdroutes.build(self._state)
+        self._findings.extend(model.findings)
+        return model
+
+    def backend_tls(self, service: Obj, port: int) -> ServerTLS:
+        return backendtls.server_tls(self._state, service, port, self._files, settings=self._settings)
+
+
+def template_globals(state: State, settings: Any, files: FileSink, findings: list[Finding]) -> dict[str, Any]:
+    """``l4`` (the lazy models) and ``backend_tls(service, port)`` for templates."""
+    models = Models(state, settings, files, findings)
+    backend_tls: Callable[[Obj, int], ServerTLS] = models.backend_tls
+    return {"l4": models, "backend_tls": backend_tls, "https_share_socket": HTTPS_SHARE_SOCKET}
