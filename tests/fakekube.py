@@ -19,6 +19,7 @@ import asyncio
 import base64
 import copy
 import json
+import ssl
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -77,8 +78,10 @@ class _Watcher:
 class FakeKube:
     """The fake API server. All state lives in this object; the aiohttp app only reads and streams it."""
 
-    def __init__(self, *, page_limit_max: int = 500, token: str = TOKEN) -> None:
+    def __init__(self, *, page_limit_max: int = 500, token: str = TOKEN, tls: bool = False) -> None:
         self.token = token
+        self.tls = tls
+        self.ca_pem = b""
         self.page_limit_max = page_limit_max
         self.rv = 100
         self.resources: dict[tuple[str, str, str], Resource] = {}
@@ -102,12 +105,15 @@ class FakeKube:
         app.router.add_get("/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, shutdown_timeout=0.1, handler_cancellation=True)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        context = None
+        if self.tls:
+            context, self.ca_pem = _server_tls()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=context)
         await site.start()
         server = site._server
         assert server is not None
         port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{port}"
         return self
 
     async def __aexit__(
@@ -122,7 +128,19 @@ class FakeKube:
             "apiVersion": "v1",
             "kind": "Config",
             "current-context": "fake",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "clusters": [
+                {
+                    "name": "fake",
+                    "cluster": {
+                        "server": self.url,
+                        **(
+                            {"certificate-authority-data": base64.b64encode(self.ca_pem).decode()}
+                            if self.tls
+                            else {}
+                        ),
+                    },
+                }
+            ],
             "users": [{"name": "fake", "user": {"token": self.token}}],
             "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
         }
@@ -476,6 +494,46 @@ class FakeKube:
         for event in self.history:
             if event.rv > since and (event.group, event.plural) == (res.group, res.plural):
                 yield event
+
+
+def _server_tls() -> tuple[ssl.SSLContext, bytes]:
+    """A throwaway self-signed certificate for 127.0.0.1, and its PEM (the kubeconfig's CA)."""
+    import datetime
+    import ipaddress
+    import tempfile
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake-kube-apiserver")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "tls.crt").write_bytes(cert_pem)
+        Path(tmp, "tls.key").write_bytes(key_pem)
+        context.load_cert_chain(Path(tmp, "tls.crt"), Path(tmp, "tls.key"))
+    return context, cert_pem
 
 
 def _truthy(value: str | None) -> bool:

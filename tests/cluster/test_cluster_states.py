@@ -160,6 +160,24 @@ async def test_a_dropped_stream_resumes_from_the_last_version_without_relisting(
         assert "resourceVersion=" in watches[-1] and "resourceVersion=&" not in watches[-1]
 
 
+async def test_bookmarks_move_the_resume_point_past_other_kinds_changes(kube: FakeKube, api: Any) -> None:
+    install_gateway_api(kube)
+    state = ClusterState(api, kinds=["HTTPRoute"], **FAST)
+    async with running(state):
+        await eventually(lambda: state.ready and kube.watch_count("httproutes") == 1)
+        kube.create(service("unrelated"))  # moves the cluster's resourceVersion, not our kind
+        kube.bookmark()
+        bookmarked = kube.rv
+        await eventually(lambda: state.status()["kinds"]["HTTPRoute"]["resourceVersion"] == str(bookmarked))
+        kube.compact()  # history before the bookmark is gone: only the bookmark avoids a re-list
+        await asyncio.sleep(0.05)
+        kube.drop_watches()
+        await eventually(lambda: sum("httproutes?" in r and "watch=true" in r for r in kube.requests) == 2)
+        await eventually(lambda: kube.watch_count("httproutes") == 1)
+        assert f"resourceVersion={bookmarked}" in [r for r in kube.requests if "watch=true" in r][-1]
+        assert state.status()["kinds"]["HTTPRoute"]["relists"] == 1
+
+
 async def test_a_clean_end_of_stream_rewatches(kube: FakeKube, api: Any) -> None:
     install_gateway_api(kube)
     state = ClusterState(api, kinds=["HTTPRoute"], **FAST)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from clusterkit import GW, crd, eventually, httproute, install_gateway_api, running
 from fakekube import FakeKube
@@ -141,3 +143,29 @@ async def test_load_api_client_sources(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
     with pytest.raises(ClusterConfigError, match="cannot load"):  # no service account token in this sandbox
         await load_api_client(None)
+
+
+async def test_the_client_verifies_the_servers_certificate_over_https(tmp_path: Path) -> None:
+    async with FakeKube(tls=True) as kube:
+        assert kube.url.startswith("https://")
+        install_gateway_api(kube)
+        kube.create(httproute("r"))
+        api = await load_api_client(kube.write_kubeconfig(tmp_path / "kubeconfig"))
+        assert api is not None
+        try:
+            state = ClusterState(api, kinds=["HTTPRoute"], resync_backoff_cap=0.05)
+            async with running(state):
+                await eventually(lambda: state.ready)
+                assert state.snapshot().get("HTTPRoute", "default", "r") is not None
+        finally:
+            await api.close()
+        config = json.loads((tmp_path / "kubeconfig").read_text())
+        del config["clusters"][0]["cluster"]["certificate-authority-data"]
+        (tmp_path / "untrusted").write_text(json.dumps(config))
+        untrusted = await load_api_client(str(tmp_path / "untrusted"))
+        assert untrusted is not None
+        try:
+            with pytest.raises(aiohttp.ClientSSLError):
+                await client.CoreV1Api(untrusted).list_namespace()
+        finally:
+            await untrusted.close()

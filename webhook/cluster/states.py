@@ -113,6 +113,9 @@ class ClusterState:
                 "count": len(self._stores[kind]),
                 "lastSync": None if last is None else datetime.fromtimestamp(last, UTC).isoformat(),
                 "watches": len(reflectors),
+                "resourceVersion": reflectors[0].resource_version
+                if kind not in REFERENCED_KINDS and reflectors
+                else None,
                 "relists": sum(r.lists for r in reflectors),
                 "errors": sum(r.errors for r in reflectors),
             }
