@@ -87,8 +87,7 @@ class _Run:
     deadline: float
     budget: float
     findings: list[Finding] = field(default_factory=list)
-    memo: dict[int, tuple[Any, int]] = field(default_factory=dict)
-    keep: list[Any] = field(default_factory=list)  # keeps memoised nodes alive so ids stay unique
+    memo: celprograms.Memo = field(default_factory=dict)  # the object and old object outlive the run
     stopped: bool = False
     evaluated: int = 0
 
@@ -96,9 +95,10 @@ class _Run:
 class CelValidator:
     """The compiled rules of one CRD version; cache one per schema (compiling is the slow part)."""
 
-    def __init__(self, root: celprograms.Site, *, kind: str, engine: str) -> None:
+    def __init__(self, root: celprograms.Site, *, kind: str, engine: celengines.Engine | None) -> None:
         self.kind = kind
-        self.engine = engine
+        self.engine = engine.name if engine is not None else "none"
+        self._engine = engine
         self._root = root
         rules = [r for site in root.walk() for r in site.rules]
         self.rule_count = len(rules)
@@ -114,7 +114,7 @@ class CelValidator:
             COUNTERS["compile_errors"] += 1
             return _Unavailable(kind=kind, why=str(e))
         root = celprograms.compile_schema(schema, chosen)
-        validator = cls(root, kind=kind, engine=chosen.name)
+        validator = cls(root, kind=kind, engine=chosen)
         COUNTERS["compile_errors"] += len(validator.compile_errors)
         return validator
 
@@ -167,25 +167,19 @@ class CelValidator:
         by_key = {key(o): o for o in old if isinstance(o, Mapping)}
         return [by_key.get(key(item)) for item in node]
 
-    def _convert(self, node: Any, site: celprograms.Site, path: Path, run: _Run) -> tuple[Any, int]:
-        cached = run.memo.get(id(node))
-        if cached is None:
-            cached = celprograms.to_cel(node, site, root=not path)
-            run.memo[id(node)] = cached
-            run.keep.append(node)
-        return cached
-
     # --- evaluating the rules of one node --------------------------------------------------------
 
     def _evaluate(self, node: Any, old: Any, site: celprograms.Site, path: Path, run: _Run) -> None:
         try:
-            value, size = self._convert(node, site, path, run)
-            old_value = celprograms.to_cel(old, site, root=not path)[0] if old is not None else None
+            memo = run.memo
+            value, size = celprograms.to_cel(node, site, root=not path, memo=memo)
+            old_value = None if old is None else celprograms.to_cel(old, site, root=not path, memo=memo)[0]
         except celprograms.ConversionError as e:
             run.findings.append(self._engine_error(path, f"cannot hand this value to CEL: {e}"))
             return
         unchanged = old is not None and old == node  # ratcheting: unchanged values keep passing
         width = len(value) if isinstance(value, list | dict) else 1
+        bound: celengines.Bound | None = None
         for rule in site.rules:
             if time.perf_counter() > run.deadline:
                 why = f"evaluation took longer than {run.budget:g}s after {run.evaluated} rules"
@@ -203,15 +197,23 @@ class CelValidator:
             if cost > COST_LIMIT:
                 self._stop(run, path, f"estimated cost {cost} of rule {rule.display!r} exceeds {COST_LIMIT}")
                 return
+            if bound is None and self._engine is not None:
+                try:
+                    bound = self._engine.bind({"self": value, "oldSelf": old_value, "__old": old_value,
+                                               "__hasOld": old is not None})
+                except celengines.CelEvalError as e:
+                    run.findings.append(self._engine_error(path, str(e)))
+                    return
+            if bound is None:
+                return
             run.evaluated += 1
-            bindings = {"self": value, "oldSelf": old_value, "__old": old_value, "__hasOld": old is not None}
-            run.findings.extend(self._judge(rule, bindings, site.type, path))
+            run.findings.extend(self._judge(rule, bound, site.type, path))
 
-    def _judge(self, rule: celprograms.Rule, bindings: Mapping[str, Any], type_name: str,
+    def _judge(self, rule: celprograms.Rule, bound: celengines.Bound, type_name: str,
                path: Path) -> Iterator[Finding]:
         assert rule.program is not None
         try:
-            result = rule.program.run(bindings)
+            result = rule.program.run(bound)
         except celengines.CelEvalError as e:
             text = str(e)
             if any(marker in text for marker in _OBJECT_ERRORS):
@@ -229,15 +231,15 @@ class CelValidator:
             yield self._engine_error(path, why)
             return
         COUNTERS["rules_failed"] += 1
-        yield Finding(RULE_FAILED, _body(rule.reason, type_name, self._message(rule, bindings)),
+        yield Finding(RULE_FAILED, _body(rule.reason, type_name, self._message(rule, bound)),
                       (*path, *rule.field_path))
 
     @staticmethod
-    def _message(rule: celprograms.Rule, bindings: Mapping[str, Any]) -> str:
+    def _message(rule: celprograms.Rule, bound: celengines.Bound) -> str:
         """messageExpression's result when it gives one clean line, else message, else the default."""
         if rule.message_program is not None:
             try:
-                text = rule.message_program.run(bindings)
+                text = rule.message_program.run(bound)
             except celengines.CelEvalError:
                 COUNTERS["eval_errors"] += 1
                 text = None
@@ -260,7 +262,7 @@ class _Unavailable(CelValidator):
     """No engine importable: every validation says so once, as a warning (never a silent pass)."""
 
     def __init__(self, *, kind: str, why: str) -> None:
-        super().__init__(celprograms.Site(), kind=kind, engine="none")
+        super().__init__(celprograms.Site(), kind=kind, engine=None)
         self._why = why
 
     def validate(self, obj: Mapping[str, Any], *, old: Mapping[str, Any] | None = None,

@@ -1,22 +1,24 @@
-"""CEL engines behind one small interface: compile a rule once, run it many times.
+"""CEL engines behind one small interface: compile a rule once, bind a node once, run rules on it.
 
 ``cel-expr-python`` (the official C++ runtime; RE2 regexes, Go-style durations) is preferred;
 ``common-expression-language`` (the Rust interpreter) is the fallback when the first is missing.
-Both report evaluation errors as :class:`CelEvalError` and compile errors as :class:`CelCompileError`;
-nothing else escapes :meth:`Program.run`.
+Values are bound once per schema node (:meth:`Engine.bind`) because converting the node to CEL
+costs as much as running a rule, and one node carries up to ~15 rules. Evaluation errors surface as
+:class:`CelEvalError`, compile errors as :class:`CelCompileError`; nothing else escapes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from validators import celfunctions
 
-__all__ = ["CelCompileError", "CelEvalError", "Engine", "Program", "load"]
+__all__ = ["Bound", "CelCompileError", "CelEvalError", "CppEngine", "Engine", "Program", "RustEngine", "load"]
 
 VARIABLES = ("self", "oldSelf", "__old", "__hasOld")
-ITERATION_CAP = 10_000  # fixed in cel-expr-python 0.1.3 (not configurable from Python); measured
+ITERATION_CAP = 10_000  # fixed in cel-expr-python 0.1.3, not configurable from Python (measured)
 
 
 class CelCompileError(Exception):
@@ -24,11 +26,19 @@ class CelCompileError(Exception):
 
 
 class CelEvalError(Exception):
-    """The rule failed at run time; ``str()`` is the engine's message, normalised to cel-go's words."""
+    """The rule failed at run time; ``str()`` is the engine's message in cel-go's words where known."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """The variables of one node, plus the engine's converted form of them (built once)."""
+
+    values: Mapping[str, Any]
+    native: Any
 
 
 class Program(Protocol):
-    def run(self, bindings: Mapping[str, Any]) -> Any: ...
+    def run(self, bound: Bound) -> Any: ...
 
 
 class Engine(Protocol):
@@ -38,6 +48,8 @@ class Engine(Protocol):
     name: str
 
     def compile(self, expr: str, *, optional_old_self: bool = False) -> Program: ...
+
+    def bind(self, values: Mapping[str, Any]) -> Bound: ...
 
 
 def _normalise(message: str) -> str:
@@ -53,42 +65,43 @@ def _normalise(message: str) -> str:
     return text
 
 
+# --- cel-expr-python ---------------------------------------------------------------------------------
+
+
 class _CppProgram:
     """A compiled C++ program; past the runtime's fixed iteration cap it re-runs on the spare engine."""
 
-    __slots__ = ("_expr", "_optional", "_source", "_spare", "_spare_program")
+    __slots__ = ("_error", "_expr", "_optional", "_source", "_spare", "_spare_engine", "_spare_program")
 
-    def __init__(self, expr: Any, source: str, optional: bool, spare: Callable[[], Engine | None]) -> None:
-        self._expr, self._source, self._optional, self._spare = expr, source, optional, spare
+    def __init__(self, expr: Any, source: str, optional: bool, spare: Callable[[], Engine | None],
+                 error: Any) -> None:
+        self._expr, self._source, self._optional = expr, source, optional
+        self._spare, self._error = spare, error
         self._spare_program: Program | None = None
+        self._spare_engine: Engine | None = None
 
-    def run(self, bindings: Mapping[str, Any]) -> Any:
+    def run(self, bound: Bound) -> Any:
         try:
-            result = self._expr.eval(data=bindings)
+            result = self._expr.eval(bound.native)
             kind = result.type()
             value = result.value()
         except Exception as e:  # the binding raises on values it cannot convert, and on its iteration cap
             if "Iteration budget exceeded" in str(e):
-                return self._run_spare(bindings)
+                return self._run_spare(bound)
             raise CelEvalError(f"cannot evaluate: {e}") from None
-        if kind == _cel().Type.ERROR:
+        if kind == self._error:
             raise CelEvalError(_normalise(str(value)))
         return value
 
-    def _run_spare(self, bindings: Mapping[str, Any]) -> Any:
-        if self._spare_program is None:
+    def _run_spare(self, bound: Bound) -> Any:
+        if self._spare_program is None or self._spare_engine is None:
             spare = self._spare()
             if spare is None:
                 raise CelEvalError(f"more than the {ITERATION_CAP} comprehension iterations cel-expr-python "
                                    "allows per evaluation")
             self._spare_program = spare.compile(self._source, optional_old_self=self._optional)
-        return self._spare_program.run(bindings)
-
-
-def _cel() -> Any:
-    from cel_expr_python import cel
-
-    return cel
+            self._spare_engine = spare
+        return self._spare_program.run(self._spare_engine.bind(bound.values))
 
 
 class CppEngine:
@@ -97,7 +110,7 @@ class CppEngine:
     name = "cel-expr-python"
 
     def __init__(self) -> None:
-        cel = _cel()
+        from cel_expr_python import cel
         from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_optional, ext_strings
 
         types: Mapping[str, Any] = {
@@ -116,12 +129,13 @@ class CppEngine:
             ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings(),
             ext_math.ExtMath(), ext_encoders.ExtEncoders(), k8s])
         self._result_ok = (cel.Type.BOOL, cel.Type.DYN, cel.Type.STRING)
+        self._error_type = cel.Type.ERROR
         self._spare: Engine | None = None
         self._spare_tried = False
 
     def spare(self) -> Engine | None:
-        """The fallback engine, for rules past the C++ runtime's iteration cap (our cost estimate
-        already bounds them to the API server's per-call limit)."""
+        """The fallback engine, for rules past the C++ runtime's iteration cap (the cost estimate in
+        ``celchecks`` already bounds them to the API server's per-call limit)."""
         if not self._spare_tried:
             self._spare_tried = True
             try:
@@ -141,7 +155,16 @@ class CppEngine:
             raise CelCompileError(str(e).replace("\n", " ").strip()) from None
         if result not in self._result_ok:
             raise CelCompileError(f"expression evaluates to {result.name()}, not bool or string")
-        return _CppProgram(compiled, source, optional_old_self, self.spare)
+        return _CppProgram(compiled, source, optional_old_self, self.spare, self._error_type)
+
+    def bind(self, values: Mapping[str, Any]) -> Bound:
+        try:
+            return Bound(values, self._env.Activation(dict(values)))
+        except Exception as e:
+            raise CelEvalError(f"cannot convert the value for CEL: {e}") from None
+
+
+# --- common-expression-language -----------------------------------------------------------------------
 
 
 class _RustProgram:
@@ -150,16 +173,17 @@ class _RustProgram:
     def __init__(self, program: Any, functions: Mapping[str, Callable[..., Any]], optional: bool) -> None:
         self._program, self._functions, self._optional = program, functions, optional
 
-    def run(self, bindings: Mapping[str, Any]) -> Any:
+    def run(self, bound: Bound) -> Any:
         import cel
 
-        variables = dict(bindings)
-        if self._optional:
-            has_old = bool(variables.get("__hasOld"))
-            variables["oldSelf"] = (cel.OptionalValue.of(variables.get("__old")) if has_old
-                                    else cel.OptionalValue.none())
+        context = bound.native
         try:
-            context = cel.Context(variables=variables, functions=dict(self._functions))
+            if self._optional:
+                variables = dict(bound.values)
+                has_old = bool(variables.get("__hasOld"))
+                variables["oldSelf"] = (cel.OptionalValue.of(variables.get("__old")) if has_old
+                                        else cel.OptionalValue.none())
+                context = cel.Context(variables=variables, functions=dict(self._functions))
             return self._program.execute(context)
         except KeyError as e:
             raise CelEvalError(f"no such key: {e.args[0] if e.args else ''}") from None
@@ -175,11 +199,8 @@ class _RustProgram:
 
 
 class RustEngine:
-    """common-expression-language: untyped, functions bound by name (member calls pass the receiver first).
-
-    Names with a dot (``sets.contains``) cannot be registered there; rules using them fail to evaluate
-    and are reported as RG0901 warnings.
-    """
+    """common-expression-language: untyped; functions bound by name, member calls pass the receiver
+    first. Its own ``cel.stdlib`` supplies the strings/lists/sets/math libraries."""
 
     name = "common-expression-language"
 
@@ -202,6 +223,14 @@ class RustEngine:
         except Exception as e:
             raise CelCompileError(str(e).replace("\n", " ").strip()) from None
         return _RustProgram(program, self._functions, optional_old_self)
+
+    def bind(self, values: Mapping[str, Any]) -> Bound:
+        import cel
+
+        try:
+            return Bound(values, cel.Context(variables=dict(values), functions=dict(self._functions)))
+        except Exception as e:
+            raise CelEvalError(f"cannot convert the value for CEL: {e}") from None
 
 
 def _dispatch(fns: list[celfunctions.Fn], fallback: Callable[..., Any] | None) -> Callable[..., Any]:

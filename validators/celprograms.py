@@ -9,6 +9,7 @@ escaped (``namespace`` -> ``__namespace__``), root ``metadata`` cut to ``name``/
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -17,7 +18,7 @@ from typing import Any
 from validators import celengines, celfunctions
 from validators.findings import PathPart
 
-__all__ = ["ConversionError", "Rule", "Site", "compile_schema", "to_cel"]
+__all__ = ["ConversionError", "Memo", "Rule", "Site", "compile_schema", "to_cel"]
 
 MAX_DEPTH = 64  # deeper values are refused (a structural schema this deep does not exist)
 
@@ -36,6 +37,7 @@ class ConversionError(ValueError):
     """A value that cannot be handed to CEL (non-string map key, too deep, not JSON)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def escape(name: str) -> str | None:
     """The CEL name of a property, or None when the API server makes it inaccessible."""
     if name in _RESERVED:
@@ -171,33 +173,48 @@ def compile_schema(schema: Any, engine: celengines.Engine, *, depth: int = 0) ->
     return site
 
 
-def to_cel(value: Any, site: Site | None, *, root: bool = False, depth: int = 0) -> tuple[Any, int]:
-    """``value`` as the API server shows it to CEL, and its node count (for the cost estimate)."""
+Memo = dict[tuple[int, int, bool], tuple[Any, int]]
+
+
+def to_cel(value: Any, site: Site | None, *, root: bool = False, depth: int = 0,
+           memo: Memo | None = None) -> tuple[Any, int]:
+    """``value`` as the API server shows it to CEL, and its node count (for the cost estimate).
+
+    ``memo`` (keyed by node identity) lets the walk convert each subtree once although every rule-
+    bearing node on the way down binds its own subtree; the caller keeps the nodes alive meanwhile.
+    """
     if depth > MAX_DEPTH:
         raise ConversionError(f"value nested deeper than {MAX_DEPTH} levels")
-    if value is None or isinstance(value, bool | str):
+    if value is None or isinstance(value, bool | str | int | float):
         return value, 1
-    if isinstance(value, int | float):
-        return value, 1
+    key = (id(value), id(site), root)
+    if memo is not None and key in memo:
+        return memo[key]
     if isinstance(value, list | tuple):
         out, total = [], 1
         for item in value:
-            conv, size = to_cel(item, site.items if site else None, depth=depth + 1)
+            conv, size = to_cel(item, site.items if site else None, depth=depth + 1, memo=memo)
             out.append(conv)
             total += size
-        return out, total
-    if isinstance(value, Mapping):
-        return _map(value, site, root=root, depth=depth)
-    raise ConversionError(f"{type(value).__name__} is not a JSON value")
+        result: tuple[Any, int] = (out, total)
+    elif isinstance(value, Mapping):
+        result = _map(value, site, root=root, depth=depth, memo=memo)
+    else:
+        raise ConversionError(f"{type(value).__name__} is not a JSON value")
+    if memo is not None:
+        memo[key] = result
+    return result
 
 
-def _map(value: Mapping[Any, Any], site: Site | None, *, root: bool, depth: int) -> tuple[Any, int]:
+def _map(value: Mapping[Any, Any], site: Site | None, *, root: bool, depth: int,
+         memo: Memo | None) -> tuple[Any, int]:
     out: dict[str, Any] = {}
     total = 1
     structural = site is not None and bool(site.properties)
     for key, item in value.items():
         if not isinstance(key, str):
             raise ConversionError(f"map key {key!r} is not a string")
+        child_memo = memo
         if structural and site is not None and key in site.properties:
             name = escape(key)
             if name is None:
@@ -205,13 +222,14 @@ def _map(value: Mapping[Any, Any], site: Site | None, *, root: bool, depth: int)
             child: Site | None = site.properties[key]
             if root and key == "metadata" and isinstance(item, Mapping):
                 item = {k: v for k, v in item.items() if k in ("name", "generateName")}
+                child_memo = None  # a fresh dict: its identity means nothing after this call
         elif site is not None and site.additional is not None:
             name, child = key, site.additional
         elif structural and site is not None and not site.preserve_unknown:
             continue  # the API server prunes unknown fields before CEL sees the object
         else:
             name, child = key, None
-        conv, size = to_cel(item, child, depth=depth + 1)
+        conv, size = to_cel(item, child, depth=depth + 1, memo=child_memo)
         out[name] = conv
         total += size
     return out, total
