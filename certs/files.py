@@ -20,9 +20,11 @@ DIR_MODE = 0o700
 
 
 def private_dir(path: Path) -> Path:
-    """Create `path` (and parents) so that only the owner can enter the last component."""
-    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-    path.chmod(DIR_MODE)
+    """Create `path` (and parents) so that only the owner can enter it. An existing directory is left
+    as it is: `--out .` must not change the mode of the user's cwd, and a pod's emptyDir is not ours."""
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        path.chmod(DIR_MODE)
     return path
 
 

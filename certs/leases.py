@@ -97,8 +97,8 @@ class Leases:
             mine = old.get("holderIdentity") == identity
             if not mine and old.get("holderIdentity") and not expired(old, now):
                 return False
-            if mine:
-                spec["acquireTime"] = old.get("acquireTime") or spec["acquireTime"]
+            if mine:  # re-format: the client's isoformat() drops ".000000", which MicroTime rejects
+                spec["acquireTime"] = micro_time(parse_time(old.get("acquireTime")) or now)
                 spec["leaseTransitions"] = old.get("leaseTransitions") or 0
             else:
                 spec["leaseTransitions"] = (old.get("leaseTransitions") or 0) + 1
@@ -119,10 +119,16 @@ class Leases:
         lease = await self.read(name)
         if lease is None or (lease.get("spec") or {}).get("holderIdentity") != identity:
             return
-        lease["spec"]["renewTime"] = micro_time(datetime.fromtimestamp(0, UTC))
-        lease["spec"]["holderIdentity"] = ""
+        spec = lease["spec"]
+        released = {
+            "metadata": {"name": name, "namespace": self.namespace,
+                         "resourceVersion": (lease.get("metadata") or {}).get("resourceVersion")},
+            "spec": {"holderIdentity": "", "leaseDurationSeconds": spec.get("leaseDurationSeconds") or 1,
+                     "renewTime": micro_time(datetime.fromtimestamp(0, UTC)),
+                     "leaseTransitions": spec.get("leaseTransitions") or 0},
+        }
         try:
-            await self.coord.replace_namespaced_lease(name, self.namespace, body(lease))
+            await self.coord.replace_namespaced_lease(name, self.namespace, body(released))
         except ApiException as e:
             if e.status != 409:
                 raise

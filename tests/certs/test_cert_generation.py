@@ -239,3 +239,9 @@ def test_routegate_certs_generate_through_the_real_cli(tmp_path: Path, capsys: C
     assert cli.main(["certs", "generate", "--service", "x_y", "--namespace", "n", "--out", str(out),
                      "--force"]) == 2
     assert "service 'x_y'" in capsys.readouterr().err
+
+
+def test_an_existing_out_dir_keeps_its_mode(tmp_path: Path) -> None:
+    tmp_path.chmod(0o755)
+    assert _cli("certs", "generate", "--service", "s", "--namespace", "n", "--out", str(tmp_path)) == 0
+    assert _mode(tmp_path) == 0o755 and _mode(tmp_path / "tls.key") == 0o600

@@ -6,7 +6,10 @@ sync files). kubernetes-asyncio makes real HTTP calls to the fake.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
+import re
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -258,3 +261,28 @@ async def test_no_leaf_from_the_new_ca_while_the_webhook_does_not_trust_it(clust
     await a.step()
     assert a.last_plan is not None and a.last_plan.action == "renew-leaf"
     assert generation.signed_by(_served(a), _ca(c))
+
+
+MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+async def test_a_stopping_leader_releases_the_lease_so_another_takes_over_at_once(cluster: Cluster) -> None:
+    c = cluster
+    a, b = c.replica("routegate-a"), c.replica("routegate-b")
+    a.interval = 0.01
+    task = asyncio.create_task(a.run())
+    async with asyncio.timeout(10):
+        await a.wait_ready()
+    assert a.is_leader
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    lease = c.fake.get("leases", NS, f"{SECRET}-leader")
+    assert lease is not None and lease["spec"]["holderIdentity"] == ""
+    await b.step()
+    assert b.is_leader
+    for (resource, _, _), obj in c.fake.objects.items():
+        if resource == "leases":  # what a real apiserver's MicroTime parser accepts
+            for key in ("renewTime", "acquireTime"):
+                if key in obj["spec"]:
+                    assert MICRO_TIME.match(obj["spec"][key]), obj["spec"][key]
