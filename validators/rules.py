@@ -16,7 +16,7 @@ from validators.objects import Obj
 
 Rule = Callable[[Obj, Context], Iterator[Finding]]
 
-__all__ = ["COMMON", "RULES", "Rule", "RuleInfo", "table"]
+__all__ = ["COMMON", "RULES", "Rule", "RuleInfo", "markdown", "table"]
 
 COMMON: tuple[Rule, ...] = (names.object_names, sweeps.renderable)
 
@@ -73,3 +73,13 @@ def table() -> list[RuleInfo]:
     except ImportError:
         pass
     return sorted({i.code: i for i in infos}.values(), key=lambda i: i.code)
+
+
+def markdown() -> str:
+    """The table as Markdown rows (docs/RULES.md and the README use it verbatim)."""
+    rows = ["| code | default | summary |", "|---|---|---|"]
+    for info in table():
+        name = f" (`{info.name}`)" if info.name else ""
+        summary = info.summary.replace("|", "\\|")
+        rows.append(f"| `{info.code}` | {info.default_severity} | {summary}{name} |")
+    return "\n".join(rows)
