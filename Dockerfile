@@ -1,0 +1,35 @@
+# routegate: the admission webhook on top of the official HAProxy 3.x image, so `haproxy -c` checks
+# configs with the same major version as a 3.x data plane. Not built in CI here (no container engine
+# on the build machine): see docs/DEPLOY.md.
+#
+#   docker build -t ghcr.io/routegate/routegate:0.1.0 .
+FROM haproxy:3.2-bookworm
+
+USER root
+# Debian bookworm's python3 is 3.11, routegate's minimum.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --system --gid 10001 routegate \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home \
+      --shell /usr/sbin/nologin routegate
+
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY webhook ./webhook
+COPY validators ./validators
+COPY haproxy_check ./haproxy_check
+COPY certs ./certs
+# No [haproxy] extra: the image's own haproxy 3.x is used (ROUTEGATE_HAPROXY below).
+RUN python3 -m venv /opt/routegate \
+ && /opt/routegate/bin/pip install --no-cache-dir --no-compile . \
+ && rm -rf /src
+
+ENV PATH=/opt/routegate/bin:$PATH \
+    ROUTEGATE_HAPROXY=/usr/local/sbin/haproxy \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+WORKDIR /
+USER 10001:10001
+EXPOSE 8443 9090
+ENTRYPOINT ["routegate", "serve"]
