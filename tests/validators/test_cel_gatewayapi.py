@@ -97,7 +97,7 @@ def judge(
 
     def obj(s: dict[str, Any]) -> dict[str, Any]:
         raw = {
-            "apiVersion": f"gateway.networking.k8s.io/{version}",
+            "apiVersion": f"gateway.networking.x-k8s.io/{version}" if kind.startswith("X") else f"gateway.networking.k8s.io/{version}",
             "kind": kind,
             "metadata": {"name": "x", "namespace": "default"},
             "spec": copy.deepcopy(s),
@@ -111,6 +111,7 @@ def judge(
 
 
 GW = {"name": "gw"}
+VERSIONS = {"XBackendTrafficPolicy": "v1alpha1"}
 
 
 def route(*rules: dict[str, Any], **spec: Any) -> dict[str, Any]:
@@ -614,6 +615,24 @@ CASES = [
             "or more references to the same parent"
         ],
     ),
+    # Gateway infrastructure annotations: rules over map keys
+    ("standard", "Gateway", {"gatewayClassName": "c", "listeners": [{"name": "h", "port": 80, "protocol": "HTTP"}],
+                             "infrastructure": {"annotations": {"example.com/ok": "v"}}}, []),
+    ("standard", "Gateway", {"gatewayClassName": "c", "listeners": [{"name": "h", "port": 80, "protocol": "HTTP"}],
+                             "infrastructure": {"annotations": {"-bad": "v"}}},
+     ['spec.infrastructure.annotations: Invalid value: "object": Annotation keys must be in the form of an optional DNS subdomain prefix followed by a required name segment of up to 63 characters.']),
+    # Gateway addresses: IPAddress values unique
+    ("standard", "Gateway", {"gatewayClassName": "c", "listeners": [{"name": "h", "port": 80, "protocol": "HTTP"}],
+                             "addresses": [{"value": "10.0.0.1"}, {"value": "10.0.0.2"}]}, []),
+    ("standard", "Gateway", {"gatewayClassName": "c", "listeners": [{"name": "h", "port": 80, "protocol": "HTTP"}],
+                             "addresses": [{"value": "10.0.0.1"}, {"type": "IPAddress", "value": "10.0.0.1"}]},
+     ['spec.addresses: Invalid value: "array": IPAddress values must be unique']),
+    # experimental XBackendTrafficPolicy: duration bounds on a string node
+    ("experimental", "XBackendTrafficPolicy", {"targetRefs": [{"group": "", "kind": "Service", "name": "s"}],
+                                               "retryConstraint": {"budget": {"interval": "10s"}}}, []),
+    ("experimental", "XBackendTrafficPolicy", {"targetRefs": [{"group": "", "kind": "Service", "name": "s"}],
+                                               "retryConstraint": {"budget": {"interval": "2h"}}},
+     ['spec.retryConstraint.budget.interval: Invalid value: "string": interval cannot be greater than one hour or less than one second']),
 ]
 
 
@@ -626,7 +645,7 @@ CASES = [
 def test_gateway_api_rules_match_the_api_server(
     bundle: str, kind: str, spec: dict[str, Any], expected: list[str]
 ) -> None:
-    assert judge(bundle, kind, spec) == sorted(expected)
+    assert judge(bundle, kind, spec, version=VERSIONS.get(kind, "v1")) == sorted(expected)
 
 
 @needs_bundles
@@ -638,7 +657,7 @@ def test_gateway_api_rules_match_the_api_server(
 def test_the_fallback_engine_gives_the_same_verdicts(
     bundle: str, kind: str, spec: dict[str, Any], expected: list[str]
 ) -> None:
-    assert judge(bundle, kind, spec, engine_name=FALLBACK) == sorted(expected)
+    assert judge(bundle, kind, spec, version=VERSIONS.get(kind, "v1"), engine_name=FALLBACK) == sorted(expected)
 
 
 @needs_bundles
