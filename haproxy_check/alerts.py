@@ -26,6 +26,7 @@ _LINE = re.compile(r"^\[(?P<level>ALERT|WARNING|NOTICE)\]\s*(?:\(\d+\)\s*)?:\s*(
 _CONFIG_PREFIX = re.compile(r"^config\s*:\s*")
 _LOCATED = re.compile(r"^[Pp]arsing\s*\[(?P<file>[^\]:]+):(?P<line>\d+)\]\s*:?\s*(?P<msg>.*)$")
 _IN_FILE = re.compile(r"\[(?P<file>[^\]:\s]+):(?P<line>\d+)\]")
+_AT_LINE_OF_FILE = re.compile(r"at line (?P<line>\d+) of file '(?P<file>[^']+)'")
 _PROXY = re.compile(r"(?:[Pp]roxy|backend|frontend|[Bb]ackend|[Ff]rontend)\s+'(?P<name>[^']+)'")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SUMMARY = (
@@ -72,12 +73,16 @@ def parse(
             proxy = _PROXY.search(message)
             if proxy and proxy["name"] in sections:
                 file, line = "haproxy.cfg", sections[proxy["name"]]
+        origin = _trace(origins, file, line)
+        in_map = _AT_LINE_OF_FILE.search(message)
+        if in_map:  # a map entry HAProxy rejected: the entry's object is more precise than the rule line's
+            origin = _trace(origins, _relative(in_map["file"], scratch), int(in_map["line"])) or origin
         alert = Alert(
             message=clean(message, scratch=scratch),
             file=file,
             line=line,
             level=match["level"],
-            origin=_trace(origins, file, line),
+            origin=origin,
             context=_context(config_lines, line) if file == "haproxy.cfg" else (),
         )
         (alerts if match["level"] == "ALERT" else warnings).append(alert)

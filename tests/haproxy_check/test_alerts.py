@@ -84,3 +84,16 @@ def test_warnings_are_kept_apart_and_notices_dropped() -> None:
 def test_lines_that_are_not_haproxy_log_lines_are_ignored() -> None:
     out = "Configuration file is valid\nsome file content that must never be echoed\n"
     assert alerts.parse(out, config=CONFIG) == ([], [])
+
+
+def test_a_rejected_map_entry_is_traced_to_the_object_behind_the_entry() -> None:
+    out = ("[ALERT]    (7) : config : parsing [haproxy.cfg:9] : error detected in frontend 'f' while parsing "
+           "'http-request set-var(txn.c)' rule : invalid args in converter 'map_reg' : regex '^(?:/a{2,1})' is "
+           "invalid (error=numbers out of order in {} quantifier, erroffset=9) at line 2 of file "
+           "'/tmp/routegate-x1/maps/path-regex.map'.\n")
+    entry = Origin(Ref("HTTPRoute", "default", "broken"), ("spec", "rules", 1, "matches", 0, "path", "value"))
+    origins = {**ORIGINS, ("maps/path-regex.map", 2): entry}
+    found, _ = alerts.parse(out, config=CONFIG, origins=origins, scratch="/tmp/routegate-x1")
+    assert found[0].origin == entry
+    assert (found[0].file, found[0].line) == ("haproxy.cfg", 9)
+    assert "of file 'maps/path-regex.map'" in found[0].message
