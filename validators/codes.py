@@ -1,8 +1,9 @@
 """Stable rule codes, their default severity and one line each: the table behind ``routegate rules``.
 
 Codes never change meaning once released. RG00xx are schema and object-shape checks, RG01xx the
-HAProxy admission rules of seed 004, RG02xx cross-object findings, RG03xx CEL (reserved for
-``validators.celchecks``).
+HAProxy admission rules of seed 004, RG03xx CEL (their table lives in ``validators.celchecks``),
+RG04xx findings of the render step (``haproxy_check``; listed here so that enforcement and the table
+know them), RG05xx cross-object findings (``validators.crossobjects``).
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ TCP_PORT_TAKEN = "RG0118"
 TLS_MODE_CONFLICT = "RG0119"
 UNSAFE_VALUE = "RG0120"
 
+RENDER_UNATTACHED = "RG0401"
+RENDER_BACKEND_UNSERVED = "RG0402"
+RENDER_PLACEHOLDER_CERT = "RG0405"
+RENDER_PROTOCOL_CLASH = "RG0406"
+
 INFOS: tuple[RuleInfo, ...] = (
     RuleInfo(NO_SCHEMA, WARN, "No CRD schema is known for the kind/version; schema checks skipped."),
     RuleInfo(SCHEMA_INVALID, DENY,
@@ -92,4 +98,9 @@ INFOS: tuple[RuleInfo, ...] = (
              "Passthrough and Terminate TLS listeners on one port: no route attaches."),
     RuleInfo(UNSAFE_VALUE, DENY,
              "A value the renderer cannot write safely (control characters, whitespace in a key)."),
+    RuleInfo(RENDER_UNATTACHED, WARN,
+             "Render: the route attaches to no listener (checked behind a synthetic listener)."),
+    RuleInfo(RENDER_BACKEND_UNSERVED, WARN, "Render: a backendRef is not served (no such Service)."),
+    RuleInfo(RENDER_PLACEHOLDER_CERT, WARN, "Render: a listener uses a placeholder certificate."),
+    RuleInfo(RENDER_PROTOCOL_CLASH, WARN, "Render: listener protocols clash on a port."),
 )

@@ -173,3 +173,12 @@ def backend_filters(obj: Obj, ctx: Context) -> Iterator[Finding]:
             )
 
 
+
+
+def route_crd_headers(obj: Obj, ctx: Context) -> Iterator[Finding]:
+    """Rule 4 for the custom Route CRD (seed 000): ``spec.requestHeaders[].name`` are tokens.
+
+    Values need no rule: the renderer URL-encodes them into the map (queryEscape).
+    """
+    for k, header in enumerate(as_list(as_map(obj.get("spec")).get("requestHeaders"))):
+        yield from _header_name(as_map(header).get("name"), ("spec", "requestHeaders", k, "name"))

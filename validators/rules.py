@@ -45,7 +45,7 @@ RULES: Mapping[str, Sequence[Rule]] = {
     "ListenerSet": (*COMMON, listeners.tcp_ports, listeners.tls_modes),
     "BackendTLSPolicy": (*COMMON, backendtls.subject_alt_names, backendtls.trust),
     "ReferenceGrant": COMMON,
-    "Route": COMMON,
+    "Route": (*COMMON, filters.route_crd_headers),
 }
 
 

@@ -21,7 +21,7 @@ from validators.texts import quote
 #: A string under one of these field names is a key (a word HAProxy splits on whitespace).
 KEY_FIELDS = frozenset({
     "name", "namespace", "sectionName", "kind", "group", "hostname", "service", "method", "sessionName",
-    "type", "protocol", "scheme",
+    "type", "protocol", "scheme", "address",
 })
 #: Items of lists with these names are keys.
 KEY_LISTS = frozenset({

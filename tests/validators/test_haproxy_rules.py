@@ -60,6 +60,14 @@ def listener(name: str, protocol: str, port: int, mode: str | None = None) -> di
     return out
 
 
+def crd_route(header: str, address: str = "10.0.0.1") -> dict[str, Any]:
+    spec = {
+        "backend": {"address": address, "port": 8080},
+        "requestHeaders": [{"name": header, "value": "a b;%"}],
+    }
+    return obj("Route", spec, group="routegate.io", version="v1alpha1")
+
+
 CASES = [
     # rule 1: session persistence names
     pytest.param(
@@ -448,6 +456,20 @@ CASES = [
         codes.TLS_MODE_CONFLICT,
         [(W, "spec.listeners[0].tls.mode"), (W, "spec.listeners[1].tls.mode")],
         id="11 Passthrough and defaulted Terminate on one port warn",
+    ),
+    # rule 4 for the custom Route CRD of seed 000
+    pytest.param(crd_route("X-Trace"), codes.HEADER_NAME, [], id="4 Route CRD token header ok"),
+    pytest.param(
+        crd_route("X Trace"),
+        codes.HEADER_NAME,
+        [(D, "spec.requestHeaders[0].name")],
+        id="4 Route CRD header name denied",
+    ),
+    pytest.param(
+        crd_route("X-Trace", address="10.0.0.1 backup"),
+        codes.UNSAFE_VALUE,
+        [(D, "spec.backend.address")],
+        id="12 whitespace in a Route CRD server address denied",
     ),
     # rule 12: values the renderer cannot represent
     pytest.param(
