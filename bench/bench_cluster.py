@@ -27,18 +27,17 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from fakekube import FakeKube, crd  # noqa: E402
-
+from tests.conftest import SHARED  # noqa: E402
+from tests.fakekube import FakeKube, crd  # noqa: E402
 from webhook.cluster import ClusterState, load_api_client  # noqa: E402
 from webhook.cluster.reflectors import PAGE_SIZE, Collection  # noqa: E402
 from webhook.cluster.slimming import slim  # noqa: E402
 from webhook.cluster.stores import Store, key_of  # noqa: E402
 
 GW = "gateway.networking.k8s.io"
-FIXTURE = Path("/work/shared/fixtures/admission-reviews/03-httproute-create.json")
+FIXTURE = (SHARED or Path("/work/shared")) / "fixtures" / "admission-reviews" / "03-httproute-create.json"
 
 
 def routes(n: int) -> list[dict[str, Any]]:

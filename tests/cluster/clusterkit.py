@@ -6,18 +6,14 @@ import asyncio
 import contextlib
 import copy
 import json
-import sys
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fakekube import FakeKube, crd
-
+from tests.conftest import need_shared
+from tests.fakekube import FakeKube, crd
 from webhook.cluster import ClusterState
 
 GW = "gateway.networking.k8s.io"
-FIXTURES = Path("/work/shared/fixtures/admission-reviews")
 
 
 def install_gateway_api(kube: FakeKube, *, tls: bool = True) -> None:
@@ -37,7 +33,7 @@ def httproute(
     name: str, namespace: str = "default", *, host: str = "a.example.com", version: str = "v1"
 ) -> dict[str, Any]:
     """A realistic HTTPRoute as the apiserver returns it (the captured one, renamed)."""
-    review = json.loads((FIXTURES / "03-httproute-create.json").read_text())
+    review = json.loads(need_shared("fixtures", "admission-reviews", "03-httproute-create.json").read_text())
     obj = copy.deepcopy(review["request"]["object"])
     obj["apiVersion"] = f"{GW}/{version}"
     obj["metadata"].update(name=name, namespace=namespace)

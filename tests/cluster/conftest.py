@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterkit import FakeKube
 
+from tests.cluster.clusterkit import FakeKube
 from webhook.cluster import load_api_client
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from clusterkit import (
+from tests.cluster.clusterkit import (
     GW,
     eventually,
     gateway,
@@ -15,8 +15,7 @@ from clusterkit import (
     secret,
     service,
 )
-from fakekube import FakeKube, crd
-
+from tests.fakekube import FakeKube, crd
 from webhook.cluster import ClusterState
 
 FAST = {"resync_backoff_cap": 0.05}

@@ -10,10 +10,10 @@ from typing import Any
 
 import aiohttp
 import pytest
-from clusterkit import GW, crd, eventually, httproute, install_gateway_api, running
-from fakekube import FakeKube
 from kubernetes_asyncio import client, watch
 
+from tests.cluster.clusterkit import GW, crd, eventually, httproute, install_gateway_api, running
+from tests.fakekube import FakeKube
 from webhook.cluster import ClusterConfigError, ClusterState, load_api_client
 from webhook.cluster.reflectors import PAGE_SIZE
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from clusterkit import eventually, httproute, install_gateway_api, running, service
-from fakekube import FakeKube
 
+from tests.cluster.clusterkit import eventually, httproute, install_gateway_api, running, service
+from tests.fakekube import FakeKube
 from validators.changes import Change, Operation
 from validators.states import Overlay
 from webhook.cluster import ClusterState

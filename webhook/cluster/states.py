@@ -1,5 +1,8 @@
 """ClusterState: the stores of every watched kind, the tasks that fill them, and cheap snapshots.
 
+Snapshots may be read from worker threads (rendering runs off the event loop): their views are never
+written after being handed out, and all writes happen on the loop that runs ``run()``.
+
 ``run()`` discovers what the cluster serves, watches CRDs (so kinds installed or upgraded later are
 picked up), keeps one reflector per served kind, and one per Secret/ConfigMap that a Gateway,
 ListenerSet or BackendTLSPolicy references. ``snapshot()`` is what a review reads: a frozen
@@ -187,9 +190,9 @@ class ClusterState:
                 self._start(CRD_KIND, self._crd_reflector)
                 await self._crd_reflector.listed.wait()
             while True:
+                self._wake.clear()  # before reconciling: a change during it wakes the next round
                 await self._reconcile()
                 self._planned = True
-                self._wake.clear()
                 if self._crd_reflector is not None:
                     await self._wake.wait()
                     continue
