@@ -51,6 +51,10 @@ class SchemaSet:
 
 
 def _versions(doc: Any) -> Iterator[tuple[SchemaKey, Mapping[str, Any]]]:
+    if isinstance(doc, Mapping) and doc.get("kind") in ("List", "CustomResourceDefinitionList"):
+        for item in as_list(doc.get("items")):  # `kubectl get crd -o yaml` output
+            yield from _versions(item)
+        return
     if not isinstance(doc, Mapping) or doc.get("kind") != "CustomResourceDefinition":
         return
     spec = as_map(doc.get("spec"))

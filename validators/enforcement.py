@@ -92,8 +92,11 @@ def _rules(value: Any, known: Collection[str]) -> dict[str, Action]:
         if not isinstance(code, str) or code not in known:
             raise ValueError(f"enforcement config: rules.{code}: unknown rule code; "
                              "`routegate rules` lists the codes")
+        if action is False:  # YAML 1.1 reads a bare `off` as false
+            out[code] = Action.OFF
+            continue
         try:
-            out[code] = Action(str(action).lower()) if isinstance(action, str) else Action(action)
+            out[code] = Action(action.lower() if isinstance(action, str) else action)
         except ValueError:
             raise ValueError(f"enforcement config: rules.{code}: {action!r} is not one of deny, warn, off"
                              ) from None

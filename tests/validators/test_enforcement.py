@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 from validatorbuilders import backend, route, run
 
 from validators import codes, rules
@@ -92,3 +93,19 @@ def test_config_errors_name_the_key(cfg: Any, needle: str) -> None:
 def test_empty_config_is_the_default() -> None:
     assert Enforcement.from_mapping(None) == Enforcement()
     assert Enforcement.from_mapping({}) == Enforcement()
+
+
+def test_the_documented_yaml_parses_including_a_bare_off() -> None:
+    text = """
+rules:
+  RG0113: off
+  RG0101: Warn
+exemptNamespaces: [kube-system]
+strict: true
+"""
+    cfg = Enforcement.from_mapping(yaml.safe_load(text))
+    assert cfg.rules == {codes.REQUEST_TIMEOUT: Action.OFF, codes.SESSION_NAME: Action.WARN}
+    assert cfg.exempt_namespaces == frozenset({"kube-system"})
+    assert cfg.strict is True
+    with pytest.raises(ValueError, match=r"rules\.RG0101: True is not one of deny, warn, off"):
+        Enforcement.from_mapping(yaml.safe_load("rules: {RG0101: on}"))

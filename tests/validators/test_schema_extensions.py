@@ -338,3 +338,8 @@ def test_validators_are_compiled_once_per_schema() -> None:
     first = schemas.compiled(SCHEMA, kind="Widget")
     assert schemas.compiled(SCHEMA, kind="Widget") is first
     assert schemas.compiled(copy.deepcopy(SCHEMA), kind="Widget") is not first
+
+
+def test_a_kubectl_list_of_crds_is_indexed_too() -> None:
+    listed = SchemaSet.from_documents([{"apiVersion": "v1", "kind": "List", "items": [CRD]}])
+    assert listed.get("example.com", "v1", "Widget") is SCHEMA
