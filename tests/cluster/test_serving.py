@@ -1,0 +1,93 @@
+"""End to end: the webhook app judging reviews against a ClusterState that follows the fake cluster.
+
+This is ``routegate serve --kubeconfig`` minus the process: the same ``servers.make_app`` and Gate,
+with the state coming from watches through the real kubernetes-asyncio client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from tests.cluster.clusterkit import GW, eventually, install_gateway_api, running
+from tests.fakekube import FakeKube
+from tests.webhook.conftest import INPUTS, STATE_DIR, binary, gate, load_objects, schemas  # noqa: F401
+from webhook import servers
+from webhook.cluster import ClusterState
+from webhook.gates import Gate
+
+pytestmark = pytest.mark.haproxy
+
+
+def review(obj: dict[str, Any], operation: str = "CREATE", uid: str = "u1") -> dict[str, Any]:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": GW, "version": "v1", "kind": obj["kind"]},
+            "operation": operation,
+            "namespace": obj["metadata"]["namespace"],
+            "name": obj["metadata"]["name"],
+            "object": obj,
+            "oldObject": None,
+        },
+    }
+
+
+def route(name: str) -> dict[str, Any]:
+    return next(o for o in load_objects(INPUTS) if o["metadata"]["name"] == name)  # type: ignore[index,return-value]
+
+
+@pytest.fixture
+async def webhook(
+    kube: FakeKube, api: Any, gate: Gate
+) -> AsyncIterator[tuple[TestClient[Any, Any], ClusterState]]:  # noqa: F811
+    install_gateway_api(kube)
+    for obj in load_objects(STATE_DIR):
+        kube.create(obj)
+    state = ClusterState(api, resync_backoff_cap=0.05)
+    async with TestClient(TestServer(servers.make_app(gate, state))) as client:
+        yield client, state
+
+
+async def post(client: TestClient[Any, Any], body: dict[str, Any]) -> dict[str, Any]:
+    resp = await client.post("/validate", json=body)
+    assert resp.status == 200
+    out: dict[str, Any] = (await resp.json())["response"]
+    return out
+
+
+async def test_reviews_follow_the_cluster_state(
+    kube: FakeKube, webhook: tuple[TestClient[Any, Any], ClusterState]
+) -> None:
+    client, state = webhook
+    # before the first sync: never judged against an empty state
+    early = await post(client, review(route("shop")))
+    assert early["allowed"] is False and "still syncing" in early["status"]["message"]
+    assert (await client.get("/readyz")).status == 503
+
+    kube.create(route("broken"))  # an object the webhook never saw is already in the cluster
+    async with running(state):
+        await eventually(lambda: state.ready, within=10)
+        ready = await client.get("/readyz")
+        assert ready.status == 200, await ready.text()
+
+        # the cluster is already broken by someone else: an unrelated change is admitted with a warning
+        out = await post(client, review(route("shop")))
+        assert out["allowed"] is True, out
+        assert any("already fails" in w for w in out.get("warnings", [])), out
+
+        # the broken route goes away in the cluster; the next review sees a healthy baseline
+        kube.delete(f"{GW}/v1", "HTTPRoute", "broken", "capture")
+        await eventually(lambda: state.snapshot().get("HTTPRoute", "capture", "broken") is None)
+        out = await post(client, review(route("shop"), uid="u2"))
+        assert out["allowed"] is True and not any("already fails" in w for w in out.get("warnings", [])), out
+
+        # and the same broken route, proposed now, is denied naming its field
+        out = await post(client, review(route("broken"), uid="u3"))
+        assert out["allowed"] is False
+        assert out["status"]["message"].startswith("HTTPRoute capture/broken: spec.rules[1]"), out
