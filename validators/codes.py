@@ -3,7 +3,9 @@
 Codes never change meaning once released. RG00xx are schema and object-shape checks, RG01xx the
 HAProxy admission rules of seed 004, RG03xx CEL (their table lives in ``validators.celchecks``),
 RG04xx findings of the render step (``haproxy_check``; listed here so that enforcement and the table
-know them), RG05xx cross-object findings (``validators.crossobjects``).
+know them), RG05xx cross-object findings (``validators.crossobjects``), RG08xx verdicts of the gate itself
+(``webhook.gates``: haproxy -c rejected the config, the renderer refused a value), which no
+enforcement setting can change.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ class RuleInfo:
     default_severity: Severity
     summary: str
     name: str = ""  # the event reason HAPTIC uses, when there is one
+    configurable: bool = True  # False: a verdict of the gate itself, not a rule enforcement can change
 
 
 DENY, WARN = Severity.DENY, Severity.WARN
@@ -55,6 +58,9 @@ RENDER_UNATTACHED = "RG0401"
 RENDER_BACKEND_UNSERVED = "RG0402"
 RENDER_PLACEHOLDER_CERT = "RG0405"
 RENDER_PROTOCOL_CLASH = "RG0406"
+
+HAPROXY_REJECTED = "RG0800"
+RENDER_REFUSED = "RG0801"
 
 INFOS: tuple[RuleInfo, ...] = (
     RuleInfo(NO_SCHEMA, WARN, "No CRD schema is known for the kind/version; schema checks skipped."),
@@ -103,4 +109,8 @@ INFOS: tuple[RuleInfo, ...] = (
     RuleInfo(RENDER_BACKEND_UNSERVED, WARN, "Render: a backendRef is not served (no such Service)."),
     RuleInfo(RENDER_PLACEHOLDER_CERT, WARN, "Render: a listener uses a placeholder certificate."),
     RuleInfo(RENDER_PROTOCOL_CLASH, WARN, "Render: listener protocols clash on a port."),
+    RuleInfo(HAPROXY_REJECTED, DENY, "haproxy -c rejects the rendered configuration (new alerts only).",
+             configurable=False),
+    RuleInfo(RENDER_REFUSED, DENY, "The renderer refused to emit a value it cannot represent safely.",
+             configurable=False),
 )

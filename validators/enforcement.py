@@ -50,12 +50,14 @@ class Enforcement:
         for key in cfg:
             if key not in KEYS:
                 raise ValueError(f"enforcement config: unknown key {key!r}; allowed: {', '.join(KEYS)}")
+        fixed: Collection[str] = ()
         if known is None:
             from validators import rules  # the table imports every rule module; only needed here
 
-            known = {info.code for info in rules.table()}
+            known = {info.code for info in rules.table() if info.configurable}
+            fixed = {info.code for info in rules.table() if not info.configurable}
         return cls(
-            rules=_rules(cfg.get("rules"), known),
+            rules=_rules(cfg.get("rules"), known, fixed),
             exempt_namespaces=_namespaces(cfg.get("exemptNamespaces")),
             strict=_strict(cfg.get("strict", False)),
         )
@@ -81,7 +83,7 @@ class Enforcement:
         return out
 
 
-def _rules(value: Any, known: Collection[str]) -> dict[str, Action]:
+def _rules(value: Any, known: Collection[str], fixed: Collection[str] = ()) -> dict[str, Action]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -89,6 +91,9 @@ def _rules(value: Any, known: Collection[str]) -> dict[str, Action]:
                          f"got {type(value).__name__}")
     out: dict[str, Action] = {}
     for code, action in value.items():
+        if code in fixed:
+            raise ValueError(f"enforcement config: rules.{code}: a verdict of the gate itself, "
+                             "not configurable")
         if not isinstance(code, str) or code not in known:
             raise ValueError(f"enforcement config: rules.{code}: unknown rule code; "
                              "`routegate rules` lists the codes")

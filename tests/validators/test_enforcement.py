@@ -61,8 +61,9 @@ def test_strict_makes_unknown_fields_deny_unless_configured_otherwise() -> None:
 def test_every_code_of_the_table_is_configurable_including_cel_and_cross_object() -> None:
     table = rules.table()
     assert len({i.code for i in table}) == len(table)
-    cfg = Enforcement.from_mapping({"rules": {i.code: "off" for i in table}})
-    assert set(cfg.rules) == {i.code for i in table}
+    configurable = {i.code for i in table if i.configurable}
+    cfg = Enforcement.from_mapping({"rules": {code: "off" for code in configurable}})
+    assert set(cfg.rules) == configurable
     assert summary(enforcement=cfg) == []
 
 
@@ -72,6 +73,8 @@ def test_every_code_of_the_table_is_configurable_including_cel_and_cross_object(
         pytest.param({"rule": {}}, "unknown key 'rule'", id="typo in a top-level key"),
         pytest.param({"rules": ["RG0101"]}, "'rules' must map rule codes", id="rules not a mapping"),
         pytest.param({"rules": {"RG9999": "warn"}}, "rules.RG9999: unknown rule code", id="unknown code"),
+        pytest.param({"rules": {"RG0800": "warn"}}, "rules.RG0800: a verdict of the gate", id="gate verdict"),
+    pytest.param({"rules": {"RG0800": "warn"}}, "rules.RG0800: a verdict of the gate", id="gate verdict"),
         pytest.param(
             {"rules": {"RG0101": "block"}},
             "rules.RG0101: 'block' is not one of deny, warn, off",
