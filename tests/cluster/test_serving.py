@@ -42,10 +42,11 @@ def route(name: str) -> dict[str, Any]:
     return next(o for o in load_objects(INPUTS) if o["metadata"]["name"] == name)  # type: ignore[index,return-value]
 
 
+Served = tuple[TestClient[Any, Any], ClusterState]
+
+
 @pytest.fixture
-async def webhook(
-    kube: FakeKube, api: Any, gate: Gate
-) -> AsyncIterator[tuple[TestClient[Any, Any], ClusterState]]:  # noqa: F811
+async def webhook(kube: FakeKube, api: Any, gate: Gate) -> AsyncIterator[Served]:  # noqa: F811 - the fixture
     install_gateway_api(kube)
     for obj in load_objects(STATE_DIR):
         kube.create(obj)
@@ -61,9 +62,7 @@ async def post(client: TestClient[Any, Any], body: dict[str, Any]) -> dict[str, 
     return out
 
 
-async def test_reviews_follow_the_cluster_state(
-    kube: FakeKube, webhook: tuple[TestClient[Any, Any], ClusterState]
-) -> None:
+async def test_reviews_follow_the_cluster_state(kube: FakeKube, webhook: Served) -> None:
     client, state = webhook
     # before the first sync: never judged against an empty state
     early = await post(client, review(route("shop")))
