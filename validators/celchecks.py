@@ -87,7 +87,7 @@ class _Run:
     deadline: float
     budget: float
     findings: list[Finding] = field(default_factory=list)
-    memo: celprograms.Memo = field(default_factory=dict)  # the object and old object outlive the run
+    memo: celprograms.Memo = field(default_factory=celprograms.Memo)  # obj and old outlive the run
     stopped: bool = False
     evaluated: int = 0
 
@@ -123,6 +123,7 @@ class CelValidator:
         """Findings for ``obj`` (defaulted already); ``old`` on UPDATE enables transition rules."""
         start = time.perf_counter()
         run = _Run(deadline=start + budget_seconds, budget=budget_seconds)
+        run.memo.deadline = run.deadline
         try:
             self._walk(obj, old, self._root, (), run)
         except RecursionError:
@@ -174,6 +175,9 @@ class CelValidator:
             memo = run.memo
             value, size = celprograms.to_cel(node, site, root=not path, memo=memo)
             old_value = None if old is None else celprograms.to_cel(old, site, root=not path, memo=memo)[0]
+        except celprograms.OutOfTime as e:
+            self._stop(run, path, str(e))
+            return
         except celprograms.ConversionError as e:
             run.findings.append(self._engine_error(path, f"cannot hand this value to CEL: {e}"))
             return

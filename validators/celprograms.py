@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from validators import celengines, celfunctions
 from validators.findings import PathPart
 
-__all__ = ["ConversionError", "Memo", "Rule", "Site", "compile_schema", "to_cel"]
+__all__ = ["ConversionError", "Memo", "OutOfTime", "Rule", "Site", "compile_schema", "to_cel"]
 
 MAX_DEPTH = 64  # deeper values are refused (a structural schema this deep does not exist)
 
@@ -173,23 +174,41 @@ def compile_schema(schema: Any, engine: celengines.Engine, *, depth: int = 0) ->
     return site
 
 
-Memo = dict[tuple[int, int, bool], tuple[Any, int]]
+class OutOfTime(ConversionError):
+    """Converting the object took longer than the evaluation budget allows."""
+
+
+@dataclass(slots=True)
+class Memo:
+    """Conversions of one evaluation, keyed by node identity, and the deadline they must meet.
+
+    Every rule-bearing node on the way down binds its own subtree; the memo converts each subtree
+    once (the caller keeps the nodes alive meanwhile), and the deadline stops a huge object early.
+    """
+
+    deadline: float = float("inf")
+    done: dict[tuple[int, int, bool], tuple[Any, int]] = field(default_factory=dict)
+    nodes: int = 0
+
+    def tick(self) -> None:
+        self.nodes += 1
+        if not self.nodes % 1024 and time.perf_counter() > self.deadline:
+            raise OutOfTime(f"converting the object for CEL took too long ({self.nodes} nodes so far)")
 
 
 def to_cel(value: Any, site: Site | None, *, root: bool = False, depth: int = 0,
            memo: Memo | None = None) -> tuple[Any, int]:
-    """``value`` as the API server shows it to CEL, and its node count (for the cost estimate).
-
-    ``memo`` (keyed by node identity) lets the walk convert each subtree once although every rule-
-    bearing node on the way down binds its own subtree; the caller keeps the nodes alive meanwhile.
-    """
+    """``value`` as the API server shows it to CEL, and its node count (for the cost estimate)."""
     if depth > MAX_DEPTH:
         raise ConversionError(f"value nested deeper than {MAX_DEPTH} levels")
     if value is None or isinstance(value, bool | str | int | float):
         return value, 1
     key = (id(value), id(site), root)
-    if memo is not None and key in memo:
-        return memo[key]
+    if memo is not None:
+        hit = memo.done.get(key)
+        if hit is not None:
+            return hit
+        memo.tick()
     if isinstance(value, list | tuple):
         out, total = [], 1
         for item in value:
@@ -202,7 +221,7 @@ def to_cel(value: Any, site: Site | None, *, root: bool = False, depth: int = 0,
     else:
         raise ConversionError(f"{type(value).__name__} is not a JSON value")
     if memo is not None:
-        memo[key] = result
+        memo.done[key] = result
     return result
 
 
@@ -222,7 +241,7 @@ def _map(value: Mapping[Any, Any], site: Site | None, *, root: bool, depth: int,
             child: Site | None = site.properties[key]
             if root and key == "metadata" and isinstance(item, Mapping):
                 item = {k: v for k, v in item.items() if k in ("name", "generateName")}
-                child_memo = None  # a fresh dict: its identity means nothing after this call
+                child_memo = None if memo is None else Memo(memo.deadline)  # fresh dict: its id is no key
         elif site is not None and site.additional is not None:
             name, child = key, site.additional
         elif structural and site is not None and not site.preserve_unknown:

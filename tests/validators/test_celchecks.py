@@ -185,6 +185,17 @@ def test_the_time_budget_stops_evaluation_and_denies() -> None:
     assert check(schema, {"xs": [{"n": i} for i in range(2000)]}) == []
 
 
+def test_a_huge_object_is_stopped_while_it_is_being_converted() -> None:
+    schema = obj_schema(xs={"type": "array", "items": obj_schema(n=INT), "x-kubernetes-validations": [
+        {"rule": "self.size() >= 0"}]})
+    huge = {"xs": [{"n": i, "m": {"k": [i]}} for i in range(200_000)]}
+    start = time.perf_counter()
+    findings = check(schema, huge, budget=0.05)
+    assert time.perf_counter() - start < 0.5
+    assert [(f.code, f.severity, f.field) for f in findings] == [("RG0302", Severity.DENY, "xs")]
+    assert "converting the object for CEL took too long" in findings[0].message
+
+
 def test_values_cel_cannot_take_are_warnings_not_crashes() -> None:
     schema = obj_schema({"rule": "true"}, v={"x-kubernetes-preserve-unknown-fields": True})
     deep: Any = "leaf"
