@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from typing import Any
+
+import yaml
 
 from tests.cluster.clusterkit import (
     GW,
@@ -15,7 +18,9 @@ from tests.cluster.clusterkit import (
     secret,
     service,
 )
+from tests.conftest import need_shared
 from tests.fakekube import FakeKube, crd
+from validators.crds import SchemaSet
 from webhook.cluster import ClusterState
 
 FAST = {"resync_backoff_cap": 0.05}
@@ -365,3 +370,35 @@ async def test_changed_fires_on_the_next_change_and_the_version_counts_it(kube: 
         assert state.version == before + 1
         assert state.snapshot().version == str(state.version)
         assert not state.changed.is_set()  # a fresh event for the next waiter
+
+
+async def test_live_crd_schemas_follow_the_served_crds(kube: FakeKube, api: Any) -> None:
+    path = need_shared("gateway-api", "v1.6.1", "experimental-install.yaml")
+    installed = [
+        d for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] == "CustomResourceDefinition"
+    ]
+    for doc in installed:
+        kube.create(doc)
+    state = ClusterState(api, **FAST)
+    async with running(state):
+        await eventually(lambda: state.ready)
+        kinds = state.status()["kinds"]
+        assert {
+            k: kinds[k]["version"] for k in ("HTTPRoute", "ReferenceGrant", "TLSRoute", "ListenerSet")
+        } == {"HTTPRoute": "v1", "ReferenceGrant": "v1", "TLSRoute": "v1", "ListenerSet": "v1"}
+        live = SchemaSet.from_documents(state.crd_documents())
+        from_files = SchemaSet.from_documents(installed)
+        assert sorted(live) == sorted(k for k in from_files if k[0] == GW) and len(live) > 10
+        assert all(live.get(*k) == from_files.get(*k) for k in live)
+
+        # a CRD upgrade (here: a tighter hostname limit) is served without a restart
+        before = state.crd_version
+        stored = kube.get("apiextensions.k8s.io", "customresourcedefinitions", "", f"httproutes.{GW}")
+        assert stored is not None
+        upgraded = copy.deepcopy(stored)
+        schema = upgraded["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        schema["properties"]["spec"]["properties"]["hostnames"]["maxItems"] = 3
+        kube.update(upgraded)
+        await eventually(lambda: state.crd_version > before)
+        spec = SchemaSet.from_documents(state.crd_documents()).get(GW, "v1", "HTTPRoute")
+        assert spec is not None and spec["properties"]["spec"]["properties"]["hostnames"]["maxItems"] == 3
