@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from validators import celchecks, celengines
 from validators.findings import Severity
@@ -767,3 +769,59 @@ def test_one_httproute_evaluates_well_under_a_millisecond_budget() -> None:
         assert check.validate(obj) == []
         samples.append(time.perf_counter() - start)
     assert statistics.median(samples) < 0.05
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [prefix]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out += _paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            out += _paths(item, (*prefix, i))
+    return out
+
+
+def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    head, *rest = path
+    copied = copy.copy(value)
+    copied[head] = _replaced(value[head], tuple(rest), new)
+    return copied
+
+
+SEEDS = {
+    "HTTPRoute": route(rule(filters=[{"type": "CORS", "cors": {"allowOrigins": ["*"]}}], backendRefs=[SVC],
+                            timeouts={"request": "1s", "backendRequest": "1s"}),
+                       rule(("Exact", "/x"), filters=[{"type": "URLRewrite", "urlRewrite": {
+                           "path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/y"}}}])),
+    "Gateway": {"gatewayClassName": "c", "addresses": [{"value": "10.0.0.1"}],
+                "infrastructure": {"annotations": {"a": "b"}},
+                "listeners": [{"name": "h", "port": 443, "protocol": "HTTPS", "hostname": "a.example",
+                               "tls": {"certificateRefs": [{"name": "c"}]}}]},
+    "BackendTLSPolicy": {"targetRefs": [{"group": "", "kind": "Service", "name": "s"}],
+                         "validation": {"hostname": "h", "subjectAltNames": [{"type": "URI", "uri": "spiffe://a"}]}},
+}
+fuzz_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["type", "value", "name", "matches", "path", "tls", "mode", "hostname", "port", "x"]),
+        inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@needs_bundles
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), kind=st.sampled_from(sorted(SEEDS)), engine_name=st.sampled_from([PREFERRED, FALLBACK]))
+def test_arbitrary_values_anywhere_in_real_objects_never_make_the_evaluator_raise(
+    data: st.DataObject, kind: str, engine_name: str
+) -> None:
+    schema = crds("experimental")[(kind, "v1")]
+    seed = defaulted({"kind": kind, "metadata": {"name": "x"}, "spec": copy.deepcopy(SEEDS[kind])}, schema)
+    path = data.draw(st.sampled_from(_paths(seed["spec"])))
+    obj = {**seed, "spec": _replaced(seed["spec"], path, data.draw(fuzz_values))}
+    old = data.draw(st.sampled_from([None, seed]))
+    findings = validator("experimental", kind, "v1", engine_name).validate(obj, old=old)
+    assert all(f.code.startswith("RG030") for f in findings)
