@@ -102,7 +102,7 @@ def load_state(path: str | None) -> tuple[MemoryState, list[Obj]]:
     if not path:
         return MemoryState(), []
     try:
-        objects = [with_namespace(located.obj) for located in inputs.load([path])]
+        objects: list[Obj] = [with_namespace(located.obj) for located in inputs.load([path])]
     except inputs.InputError as exc:
         raise SetupError(f"--state: {exc}") from None
     return MemoryState(objects, version=f"files:{len(objects)}"), objects

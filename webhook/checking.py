@@ -7,12 +7,14 @@ input object is judged as the admission subject against the state holding all th
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from haproxy_check import binaries, scratches
+from haproxy_check.results import HAProxyBinary
 from validators.changes import Change, Operation
 from validators.objects import Obj, Ref, ref_of
 from validators.states import MemoryState
@@ -76,7 +78,7 @@ def _print_text(item: inputs.Located, verdict: Verdict) -> None:
         print(f"    warning: {warning}")
 
 
-def _json_report(binary: binaries.HAProxyBinary, results: list[tuple[inputs.Located, Verdict]]) -> Any:
+def _json_report(binary: HAProxyBinary, results: list[tuple[inputs.Located, Verdict]]) -> Any:
     return {
         "haproxy": {"path": binary.path, "version": binary.version},
         "results": [
@@ -107,14 +109,18 @@ async def render(args: argparse.Namespace) -> int:
     state = MemoryState([o for _, o in sorted(_combine(base_objects, located).items())], version="render")
     result = gate.renderer.render(state, subject=None)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, content in sorted(result.files.items()):
-        target = out.joinpath(*scratches.safe_relative(name).parts)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content)
-    (out / "description.json").write_text(json.dumps(result.description.as_dict(), indent=2) + "\n")
+    files = {**result.files, "description.json": (json.dumps(result.description.as_dict(), indent=2) + "\n").encode()}
+    await asyncio.to_thread(_write_out, out, files)
     for finding in result.findings:
         print(f"warning: {finding.about + ': ' if finding.about else ''}"
               f"{finding.field + ': ' if finding.field else ''}{finding.message}", file=sys.stderr)
-    print(f"wrote {len(result.files)} files to {out}")
+    print(f"wrote {len(files)} files to {out}")
     return EXIT_OK
+
+
+def _write_out(out: Path, files: dict[str, bytes]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for name, content in sorted(files.items()):
+        target = out.joinpath(*scratches.safe_relative(name).parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)

@@ -15,7 +15,7 @@ from typing import Any
 
 from haproxy_check import binaries
 from webhook import inputs
-from webhook.assembly import GateSettings, SetupError
+from webhook.assembly import SetupError
 
 EXIT_OK, EXIT_DENIED, EXIT_USAGE = 0, 1, 2
 

@@ -77,31 +77,34 @@ def parse(body: bytes) -> Review:
     if not isinstance(uid, str) or not uid:
         raise BadReview("request.uid is missing or not a non-empty string")
     operation = req.get("operation")
-    if operation not in Operation.__members__:
+    if not isinstance(operation, str) or operation not in Operation.__members__:
         raise BadReview(f"request.operation must be one of CREATE, UPDATE, DELETE, CONNECT; got {operation!r}")
     gvk = req.get("kind")
     if not isinstance(gvk, dict) or not isinstance(gvk.get("kind"), str):
         raise BadReview("request.kind must be an object with a string 'kind'")
-    obj = _object(req, "object")
-    old = _object(req, "oldObject")
+    raw_obj = _object(req, "object")
+    raw_old = _object(req, "oldObject")
     op = Operation(operation)
-    if op in (Operation.CREATE, Operation.UPDATE, Operation.CONNECT) and obj is None:
+    if op in (Operation.CREATE, Operation.UPDATE, Operation.CONNECT) and raw_obj is None:
         raise BadReview(f"request.object is required for {op}")
-    if op is Operation.DELETE and old is None and obj is None:
+    if op is Operation.DELETE and raw_old is None and raw_obj is None:
         raise BadReview("request.oldObject is required for DELETE")
-    namespace = req.get("namespace") if isinstance(req.get("namespace"), str) else ""
-    name = req.get("name") if isinstance(req.get("name"), str) else ""
+    namespace = _text(req.get("namespace"))
+    name = _text(req.get("name"))
     group = gvk.get("group") or ""
     api_version = f"{group}/{gvk.get('version')}" if group else str(gvk.get("version") or "v1")
-    obj = _complete(obj, kind=gvk["kind"], api_version=api_version, namespace=namespace, name=name)
-    old = _complete(old, kind=gvk["kind"], api_version=api_version, namespace=namespace, name=name)
+    obj = _complete(raw_obj, kind=gvk["kind"], api_version=api_version, namespace=namespace, name=name)
+    old = _complete(raw_old, kind=gvk["kind"], api_version=api_version, namespace=namespace, name=name)
     if op is Operation.DELETE and old is None:
         old, obj = obj, None
     dry_run = req.get("dryRun") is True
     user = req.get("userInfo", {}).get("username", "") if isinstance(req.get("userInfo"), dict) else ""
     change = Change(op, obj if op is not Operation.DELETE else None, old, dry_run=dry_run)
-    return Review(uid=uid, change=change, kind=gvk["kind"], namespace=str(namespace), name=str(name),
-                  user=str(user))
+    return Review(uid=uid, change=change, kind=gvk["kind"], namespace=namespace, name=name, user=str(user))
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _object(req: Mapping[str, Any], key: str) -> dict[str, Any] | None:

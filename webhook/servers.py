@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import structlog
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from webhook import metrics, reviews
 from webhook.gates import Gate
@@ -132,5 +132,5 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def serve_metrics(request: web.Request) -> web.Response:
-    payload = generate_latest(metrics.REGISTRY)
+    payload = generate_latest(REGISTRY)
     return web.Response(body=payload, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import signal
+import socket
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
@@ -61,8 +62,6 @@ async def _certificates(args: argparse.Namespace, api: Any, tasks: list[Awaitabl
             if api is None:
                 raise SetupError("--cert-mode self needs a cluster (--kubeconfig or in-cluster config)")
             from certs import selfmanaged
-
-            import socket
 
             tasks.append(selfmanaged.run_self_managed(
                 api, namespace=args.namespace, secret_name=f"{args.service}-tls",

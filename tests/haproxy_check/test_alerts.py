@@ -27,11 +27,13 @@ ORIGINS = {("haproxy.cfg", 9): Origin(ROUTE, ("spec", "rules", 0, "matches", 0, 
 
 OUT_28 = """[NOTICE]   (9708) : haproxy version is 2.8.25-5cf5d0683
 [NOTICE]   (9708) : path to executable is /usr/lib/haproxy
-[ALERT]    (9708) : config : parsing [/tmp/routegate-x1/haproxy.cfg:9] : error detected while parsing an 'http-request deny' condition : regex '^(a' is invalid (error=missing ), erroffset=3).
+[ALERT]    (9708) : config : parsing [/tmp/routegate-x1/haproxy.cfg:9] : error detected while parsing an \
+'http-request deny' condition : regex '^(a' is invalid (error=missing ), erroffset=3).
 [ALERT]    (9708) : config : Error(s) found in configuration file : /tmp/routegate-x1/haproxy.cfg
 """
 OUT_32 = """[NOTICE]   (9893) : haproxy version is 3.2.26-1
-[ALERT]    (9893) : config : parsing [haproxy.cfg:9] : error detected while parsing an 'http-request deny' condition : regex '^(a' is invalid (error=missing closing parenthesis, erroffset=3).
+[ALERT]    (9893) : config : parsing [haproxy.cfg:9] : error detected while parsing an 'http-request deny' \
+condition : regex '^(a' is invalid (error=missing closing parenthesis, erroffset=3).
 [ALERT]    (9893) : config : Error(s) found in configuration file : haproxy.cfg
 """
 OUT_32_POSTPARSE = """[ALERT]    (9895) : Proxy 'f': unable to find required use_backend: 'nope'.
