@@ -1,0 +1,212 @@
+"""Issue 3: filters, rule policies, GRPCRoute, HTTPS listeners; every fixture passes the real haproxy -c."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import re
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from haproxy_check.results import RenderResult
+from tests.render.conftest import DATA, Check, assert_valid, fixture, lines, map_lines, render
+
+FILTERS = fixture("filters.yaml")
+
+
+@pytest.fixture(scope="module")
+def filters() -> RenderResult:
+    return render(FILTERS, debug_headers=True, dynamic_cookie_key="k3y")
+
+
+def test_filters_fixture_passes_haproxy(filters: RenderResult, haproxy_check: Check) -> None:
+    assert_valid(haproxy_check(filters))
+
+
+def test_header_modifiers_are_map_entries_read_by_one_line_per_name(filters: RenderResult) -> None:
+    assert map_lines(filters, "gw-reqhdr.map") == [
+        "shop_web_0|add|x-deployment canary",
+        "shop_web_0|remove|authorization 1",
+        "shop_web_0|set|x-api-version v2%3B%20100%25%20%7Bx%7D",
+        "shop_web_0~gw_h_shop_web_web_80|set|x-api-version v3",
+    ]
+    assert map_lines(filters, "gw-reshdr.map") == [
+        "shop_web_0|remove|server 1",
+        "shop_web_0|set|strict-transport-security max-age%3D31536000%3B%20includeSubDomains",
+    ]
+    cfg = lines(filters)
+    rule = [i for i, line in enumerate(cfg) if line.startswith("http-request set-header x-api-version")]
+    assert len(rule) == 2  # rule level, then backendRef level (runs after, wins)
+    assert "var(txn.gw_rule_id)" in cfg[rule[0]] and "var(txn.gw_bk)" in cfg[rule[1]]
+    assert any(line.startswith("http-request del-header authorization if {") for line in cfg)
+    assert any(line.startswith("http-response del-header server if {") for line in cfg)
+
+
+def test_redirects(filters: RenderResult) -> None:
+    cfg = lines(filters)
+    moved = [line for line in cfg if "shop_web_2 }" in line and "redirect" in line]
+    assert moved[1].startswith("http-request redirect location 'https://www.example.com%[path]' code 302")
+    assert ":443" not in moved[0] + moved[1] and "?%[query]" in moved[0]
+    prefix = [line for line in cfg if "shop_web_1 }" in line and "redirect" in line]
+    assert prefix[1].startswith("http-request redirect location 'https://%[var(txn.gw_host)]/new%[path,bytes(4)]' "
+                                "code 301")
+    full = [line for line in cfg if "shop_web_3 }" in line and "redirect" in line]
+    # listener port 8080 is not the default for http: kept; % in the path doubled (log-format)
+    assert full[1].startswith("http-request redirect location 'http://%[var(txn.gw_host)]:8080/there%%20100%%' code 302")
+
+
+def test_url_rewrite(filters: RenderResult) -> None:
+    cfg = lines(filters)
+    assert "http-request set-header Host 'internal.example.svc' if { var(txn.gw_rule_id) -m str shop_web_0 }" in cfg
+    assert ("http-request set-path '/v2%[path,bytes(4)]' if { var(txn.gw_rule_id) -m str shop_web_0 } "
+            "{ var(txn.gw_plen) -m str 4 }") in cfg
+
+
+def test_mirror_percent_and_fraction(filters: RenderResult) -> None:
+    assert map_lines(filters, "gw-mirror.map") == ["shop_web_4|0 2500|gw_h_shop_web_web_80",
+                                                   "shop_web_4|1 3333|gw_h_shop_web_web_80"]
+    assert sum("set-var(txn.gw_mirror_" in line and "_be)" in line for line in lines(filters)) == 2
+
+
+def test_cors(filters: RenderResult) -> None:
+    cfg = lines(filters)
+    assert any("{ req.hdr(origin) -m str -- 'https://app.example.com' }" in line for line in cfg)
+    (regex_line,) = [line for line in cfg if "req.hdr(origin) -m reg" in line]
+    pattern = re.search(r"-m reg -- '([^']+)'", regex_line)
+    assert pattern and re.match(pattern.group(1), "https://shop.example.net")
+    assert not re.match(pattern.group(1), "https://example.net") and not re.match(pattern.group(1), "https://x.evil.com")
+    (preflight,) = [line for line in cfg if line.startswith("http-request return status 204")]
+    for part in ("hdr Access-Control-Allow-Methods 'GET, POST'", "hdr Access-Control-Allow-Headers 'X-Custom'",
+                 "hdr Access-Control-Max-Age 600", "hdr Access-Control-Allow-Credentials true", "{ method OPTIONS }"):
+        assert part in preflight
+    assert any(line.startswith("http-response set-header Access-Control-Expose-Headers 'X-Trace'") for line in cfg)
+
+
+def test_external_auth_wiring_and_500_cases(filters: RenderResult) -> None:
+    assert map_lines(filters, "gw-extauth.map") == [
+        "shop_web_5 http%3A%2F%2Fauth.shop.svc.cluster.local%3A8080%2Fverify", "shop_web_6 @500"]
+    cfg = lines(filters)
+    assert "http-request return status 500 if { var(txn.gw_auth) -m str @500 }" in cfg
+    assert "http-request del-header x-auth-user if { var(txn.gw_auth) -m found }" in cfg
+    codes = {(f.code, f.field) for f in filters.findings}
+    assert ("RG0114", "spec.rules[6].filters[0].externalAuth") in codes
+    assert ("RG0115", "spec.rules[5].filters[1].extensionRef") in codes
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    ({"forwardBody": {"maxSize": 10}}, "forwardBody"),
+    ({"http": {"allowedResponseHeaders": []}}, "allowedResponseHeaders is empty"),
+    ({"http": {"allowedResponseHeaders": ["X_Bad"]}}, "characters other than"),
+    ({"http": {"allowedResponseHeaders": ["Content-Length"]}}, "cannot be copied"),
+    ({"backendRef": {"name": "nothere", "port": 80}}, "does not exist"),
+    ({"backendRef": {"name": "auth", "namespace": "other", "port": 80}}, "RefNotPermitted"),
+])
+def test_external_auth_settings_that_cannot_be_enforced_answer_500(change: dict[str, object], reason: str) -> None:
+    objs = fixture("filters.yaml")
+    spec = objs[-1]["spec"]["rules"][5]["filters"][0]["externalAuth"]
+    spec.update(change)
+    result = render(objs)
+    assert "shop_web_5 @500" in map_lines(result, "gw-extauth.map")
+    assert any(f.code == "RG0114" and reason in f.message for f in result.findings)
+
+
+def test_timeouts(filters: RenderResult) -> None:
+    assert map_lines(filters, "gw-timeouts.map") == ["shop_web_0 2000", "shop_web_9 2147483647"]
+    assert any(f.code == "RG0113" and f.field == "spec.rules[0].timeouts.request" for f in filters.findings)
+    profiles = {p.name: p.lines for p in filters.description.profiles}
+    assert all(any(line.startswith("http-request set-timeout server") for line in ls) for ls in profiles.values())
+
+
+def test_retry_and_session_persistence_get_their_own_backends(filters: RenderResult) -> None:
+    backends = {b.name: b for b in filters.description.backends}
+    assert {"gw_h_shop_web_web_80", "gw_h_shop_web_web_80_r7", "gw_h_shop_web_web_80_r8"} <= set(backends)
+    profiles = {p.name: p.lines for p in filters.description.profiles}
+    r7 = profiles[backends["gw_h_shop_web_web_80_r7"].profile]
+    assert "retries 2" in r7 and "retry-on conn-failure empty-response response-timeout 502 503" in r7
+    assert ("cookie 'SHOPSESSION' insert indirect nocache dynamic maxidle 600s maxlife 3600s "
+            "attr \"Max-Age=3600\"") in r7
+    assert "dynamic-cookie-key 'k3y'" in r7
+    r8 = profiles[backends["gw_h_shop_web_web_80_r8"].profile]
+    assert any("req.hdr(X-Shop-Session)" in line for line in r8)
+    assert {(f.code, f.field) for f in filters.findings} >= {
+        ("RG0111", "spec.rules[7].retry.codes[2]"), ("RG0111", "spec.rules[7].retry.codes[3]"),
+        ("RG0112", "spec.rules[7].retry.backoff")}
+
+
+def test_retry_code_421_is_kept_on_haproxy_3_1() -> None:
+    result = render(FILTERS, haproxy_version=(3, 2))
+    profiles = {p.name: p.lines for p in result.description.profiles}
+    r7 = profiles[next(b.profile for b in result.description.backends if b.name.endswith("_r7"))]
+    assert "retry-on conn-failure empty-response response-timeout 421 502 503" in r7
+
+
+def test_invalid_session_name_is_refused() -> None:
+    objs = fixture("filters.yaml")
+    objs[-1]["spec"]["rules"][7]["sessionPersistence"]["sessionName"] = "bad name;"
+    result = render(objs)
+    (deny,) = [f for f in result.findings if f.severity == "deny"]
+    assert deny.field == "spec.rules[7].sessionPersistence.sessionName"
+
+
+def test_debug_headers_only_when_enabled(filters: RenderResult) -> None:
+    assert any(line.startswith("http-response set-header X-Gateway-Matched-Route") for line in lines(filters))
+    assert "X-Gateway-Matched-Route" not in render(FILTERS).config
+
+
+def _secret(name: str, namespace: str, host: str) -> dict[str, object]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+            .sign(key, hashes.SHA256()))
+    crt = cert.public_bytes(serialization.Encoding.PEM)
+    pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
+            "type": "kubernetes.io/tls",
+            "data": {"tls.crt": base64.b64encode(crt).decode(), "tls.key": base64.b64encode(pem_key).decode()}}
+
+
+def test_https_listeners_certificates_placeholder_and_421(haproxy_check: Check) -> None:
+    objs = [*fixture("grpc-https.yaml"), _secret("api-cert", "infra", "api.example.com")]
+    result = render(objs)
+    assert_valid(haproxy_check(result))
+    assert result.files["certs/infra_api-cert.pem"].startswith(b"-----BEGIN CERTIFICATE-----")
+    assert b"PRIVATE KEY" in result.files["certs/routegate-placeholder.pem"]
+    bind = next(line for line in lines(result) if line.startswith("bind :443"))
+    assert bind == ("bind :443 ssl crt certs/infra_api-cert.pem crt certs/routegate-placeholder.pem "
+                    "alpn h2,http/1.1")
+    (warn,) = [f for f in result.findings if f.code == "RG0405"]
+    assert warn.field == "spec.listeners[1].tls.certificateRefs[0]" and warn.about == "Gateway infra/secure"
+    assert map_lines(result, "https-listener.map") == ["api.example.com:443 infra_secure_api"]
+    assert map_lines(result, "https-listener-wildcard.map") == [".apps.example.com:443 infra_secure_wild"]
+    assert any(line.startswith("http-request return status 421 if") for line in lines(result))
+    assert {f.path for f in result.description.files} == {"certs/infra_api-cert.pem",
+                                                          "certs/routegate-placeholder.pem"}
+
+
+def test_grpc_backends_speak_h2_and_methods_become_paths() -> None:
+    result = render(fixture("grpc-https.yaml"))
+    (grpc,) = [b for b in result.description.backends if b.name.startswith("gw_g_")]
+    assert grpc.name == "gw_g_grpc_users_users_9090"
+    profile = next(p for p in result.description.profiles if p.name == grpc.profile)
+    assert "default-server proto h2" in profile.lines
+    adv = next(line for line in lines(result) if "grpc_users_1|" in line)
+    assert r"{ var(txn.gw_path) -m reg -- '^(?:/(?:com\.example\.UserService)/(?:[^/]+)$)' }" in adv
+    assert "{ req.hdr(x-tenant) -m str -- 'blue' }" in adv
+    assert map_lines(result, "gw-reqhdr.map") == ["grpc_users_1|set|x-api-version grpc"]
+
+
+def test_all_fixtures_render_together_and_pass_haproxy(haproxy_check: Check) -> None:
+    names = sorted(path.name for path in DATA.glob("*.yaml"))
+    result = render([o for name in names for o in fixture(name)], debug_headers=True)
+    assert_valid(haproxy_check(result))
+    assert not [f for f in result.findings if f.severity == "deny"]
+    alone = {b.name for name in names for b in render(fixture(name)).description.backends}
+    assert {b.name for b in result.description.backends} == alone and len(alone) >= 8
