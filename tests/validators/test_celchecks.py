@@ -1,4 +1,3 @@
-# ruff: noqa: E501 - CEL rules and expected messages are kept on one line each, as written in CRDs
 """The CEL adapter on hand-written schemas: reasons, fieldPath, messageExpression, transitions,
 escaping, the Kubernetes libraries, compile errors, the budget, and arbitrary input."""
 
