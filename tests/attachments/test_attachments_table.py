@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from gwbuilders import gateway, listener, listener_set, namespace, parent, route
+from tests.attachments.gwbuilders import gateway, listener, listener_set, namespace, parent, route
 
 from validators import attachments
 from validators.objects import Obj, Ref

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from gwbuilders import endpoint_slice, grant, parent, route, service
+from tests.attachments.gwbuilders import endpoint_slice, grant, parent, route, service
 
 from haproxy_check import endpoints
 from validators import references
