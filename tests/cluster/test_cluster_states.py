@@ -112,9 +112,7 @@ async def test_410_on_watch_relists_without_losing_or_duplicating(kube: FakeKube
         kube.create(httproute("r9"))
         kube.update(httproute("r1", host="new.example.com"))
         kube.compact()
-        await eventually(
-            lambda: state.status()["kinds"]["HTTPRoute"]["relists"] > lists_before, what="re-list"
-        )
+        await eventually(lambda: state.status()["kinds"]["HTTPRoute"]["relists"] > lists_before, what="re-list")
         names = [o["metadata"]["name"] for o in state.snapshot().list("HTTPRoute")]
         assert names == ["r1", "r2", "r3", "r4", "r9"]
         assert state.snapshot().get("HTTPRoute", "default", "r1")["spec"]["hostnames"] == [  # type: ignore[index]
@@ -142,9 +140,7 @@ async def test_410_as_http_status_and_as_error_event_both_relist(kube: FakeKube,
         assert [o["metadata"]["name"] for o in state.snapshot().list("HTTPRoute")] == ["r1", "r2"]
 
 
-async def test_a_dropped_stream_resumes_from_the_last_version_without_relisting(
-    kube: FakeKube, api: Any
-) -> None:
+async def test_a_dropped_stream_resumes_from_the_last_version_without_relisting(kube: FakeKube, api: Any) -> None:
     install_gateway_api(kube)
     kube.create(httproute("r1"))
     state = ClusterState(api, kinds=["HTTPRoute"], **FAST)
@@ -154,9 +150,7 @@ async def test_a_dropped_stream_resumes_from_the_last_version_without_relisting(
         kube.fail_next("watch", 503, times=2, plural="httproutes")  # and the server is briefly unavailable
         kube.create(httproute("r2"))
         kube.delete(f"{GW}/v1", "HTTPRoute", "r1", "default")
-        await eventually(
-            lambda: [o["metadata"]["name"] for o in state.snapshot().list("HTTPRoute")] == ["r2"]
-        )
+        await eventually(lambda: [o["metadata"]["name"] for o in state.snapshot().list("HTTPRoute")] == ["r2"])
         status = state.status()["kinds"]["HTTPRoute"]
         assert status["relists"] == 1  # resumed from the last resourceVersion: history replayed, no re-list
         assert status["errors"] >= 3
@@ -199,9 +193,7 @@ async def test_a_crd_installed_after_start_is_picked_up(kube: FakeKube, api: Any
     async with running(state):
         await eventually(lambda: state.ready)
         assert state.status()["kinds"]["TLSRoute"] == {**state.status()["kinds"]["TLSRoute"], "served": False}
-        assert "tlsroutes.gateway.networking.k8s.io" not in [
-            c["metadata"]["name"] for c in state.crd_documents()
-        ]
+        assert "tlsroutes.gateway.networking.k8s.io" not in [c["metadata"]["name"] for c in state.crd_documents()]
         crd_version = state.crd_version
         kube.create(crd(GW, "TLSRoute", "tlsroutes", ("v1alpha2", "v1alpha3")))
         tls = {
@@ -214,9 +206,7 @@ async def test_a_crd_installed_after_start_is_picked_up(kube: FakeKube, api: Any
             },
         }
         kube.create(tls)
-        await eventually(
-            lambda: state.snapshot().get("TLSRoute", "default", "t") is not None, what="TLSRoute"
-        )
+        await eventually(lambda: state.snapshot().get("TLSRoute", "default", "t") is not None, what="TLSRoute")
         status = state.status()["kinds"]["TLSRoute"]
         assert status["served"] and status["version"] == "v1alpha3"  # first candidate that is served
         assert state.snapshot().get("TLSRoute", "default", "t")["apiVersion"] == f"{GW}/v1alpha3"  # type: ignore[index]
@@ -253,9 +243,7 @@ async def test_a_crd_upgrade_moves_the_watch_to_the_preferred_version(kube: Fake
         )  # type: ignore[index]
         await eventually(lambda: state.status()["kinds"]["TLSRoute"]["version"] == "v1" and state.ready)
         assert state.snapshot().get("TLSRoute", "n", "t")["apiVersion"] == f"{GW}/v1"  # type: ignore[index]
-        kube.delete(
-            "apiextensions.k8s.io/v1", "CustomResourceDefinition", "tlsroutes.gateway.networking.k8s.io"
-        )
+        kube.delete("apiextensions.k8s.io/v1", "CustomResourceDefinition", "tlsroutes.gateway.networking.k8s.io")
         await eventually(lambda: not state.status()["kinds"]["TLSRoute"]["served"])
         assert state.snapshot().list("TLSRoute") == ()
 
@@ -349,9 +337,7 @@ async def test_only_referenced_secrets_and_configmaps_are_watched(kube: FakeKube
                 },
             }
         )
-        await eventually(
-            lambda: [o["metadata"]["name"] for o in state.snapshot().list("Secret")] == ["other-ns"]
-        )
+        await eventually(lambda: [o["metadata"]["name"] for o in state.snapshot().list("Secret")] == ["other-ns"])
         assert state.status()["kinds"]["Secret"]["watches"] == 1
         await eventually(lambda: kube.watch_count("secrets") == 1, what="the old secret's watch was stopped")
 
@@ -375,7 +361,9 @@ async def test_changed_fires_on_the_next_change_and_the_version_counts_it(kube: 
 async def test_live_crd_schemas_follow_the_served_crds(kube: FakeKube, api: Any) -> None:
     path = need_shared("gateway-api", "v1.6.1", "experimental-install.yaml")
     installed = [
-        d for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] == "CustomResourceDefinition"
+        d
+        for d in yaml.load_all(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        if d and d["kind"] == "CustomResourceDefinition"
     ]
     for doc in installed:
         kube.create(doc)
@@ -383,9 +371,12 @@ async def test_live_crd_schemas_follow_the_served_crds(kube: FakeKube, api: Any)
     async with running(state):
         await eventually(lambda: state.ready)
         kinds = state.status()["kinds"]
-        assert {
-            k: kinds[k]["version"] for k in ("HTTPRoute", "ReferenceGrant", "TLSRoute", "ListenerSet")
-        } == {"HTTPRoute": "v1", "ReferenceGrant": "v1", "TLSRoute": "v1", "ListenerSet": "v1"}
+        assert {k: kinds[k]["version"] for k in ("HTTPRoute", "ReferenceGrant", "TLSRoute", "ListenerSet")} == {
+            "HTTPRoute": "v1",
+            "ReferenceGrant": "v1",
+            "TLSRoute": "v1",
+            "ListenerSet": "v1",
+        }
         live = SchemaSet.from_documents(state.crd_documents())
         from_files = SchemaSet.from_documents(installed)
         assert sorted(live) == sorted(k for k in from_files if k[0] == GW) and len(live) > 10

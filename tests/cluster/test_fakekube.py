@@ -67,9 +67,7 @@ async def test_a_wrong_token_is_refused(kube: FakeKube, tmp_path: Path) -> None:
         await api.close()
 
 
-async def test_lists_larger_than_a_page_are_followed_and_an_expired_continue_restarts(
-    kube: FakeKube, api: Any
-) -> None:
+async def test_lists_larger_than_a_page_are_followed_and_an_expired_continue_restarts(kube: FakeKube, api: Any) -> None:
     install_gateway_api(kube)
     for i in range(PAGE_SIZE * 2 + 5):
         kube.create(
@@ -102,9 +100,7 @@ async def test_lists_larger_than_a_page_are_followed_and_an_expired_continue_res
 async def test_without_crd_access_discovery_is_followed(kube: FakeKube, api: Any) -> None:
     install_gateway_api(kube, tls=False)
     kube.fail_next("list", 403, plural="customresourcedefinitions")
-    state = ClusterState(
-        api, kinds=["HTTPRoute", "TLSRoute"], resync_backoff_cap=0.05, rediscovery_interval=0.1
-    )
+    state = ClusterState(api, kinds=["HTTPRoute", "TLSRoute"], resync_backoff_cap=0.05, rediscovery_interval=0.1)
     async with running(state):
         await eventually(lambda: state.ready)
         assert state.status()["crds"] == "discovery"

@@ -38,9 +38,7 @@ def route(name: str, host: str) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("operation", "name", "listed", "host_of_a"),
     [
-        pytest.param(
-            Operation.CREATE, "b", ["a", "b", "c"], "a.example.com", id="create adds the subject in order"
-        ),
+        pytest.param(Operation.CREATE, "b", ["a", "b", "c"], "a.example.com", id="create adds the subject in order"),
         pytest.param(Operation.UPDATE, "a", ["a", "c"], "new.example.com", id="update replaces the subject"),
         pytest.param(Operation.DELETE, "a", ["c"], None, id="delete removes the subject"),
     ],

@@ -114,9 +114,7 @@ GATEWAY_SPEC = {
     ],
     "tls": {
         "frontend": {
-            "default": {
-                "validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "client-ca"}]}
-            }
+            "default": {"validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "client-ca"}]}}
         },
         "backend": {"clientCertificateRef": {"name": "client-cert"}},
     },
