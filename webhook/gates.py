@@ -16,12 +16,14 @@ import asyncio
 import re
 import time
 from collections import OrderedDict
+from dataclasses import replace
 from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
 from haproxy_check import classify
 from haproxy_check.checks import CheckTimedOut
 from haproxy_check.results import Alert, CheckResult, HAProxyBinary, RenderError, RenderResult
+from validators import checks
 from validators.changes import Change, Operation
 from validators.findings import Finding, Severity, denies, format_path
 from validators.objects import REVIEWED_KINDS, Ref
@@ -35,7 +37,7 @@ T = TypeVar("T")
 
 
 class RuleChecks(Protocol):
-    def check(self, change: Change, state: State) -> list[Finding]: ...
+    def run(self, change: Change, state: State) -> checks.Result: ...
 
 
 class Renders(Protocol):
@@ -87,11 +89,15 @@ class Gate:
         findings: list[Finding] = []
         if change.operation is not Operation.DELETE:
             # Deleting an object never needs its own fields to be valid; only the render matters.
-            findings = await asyncio.to_thread(self.rules.check, change, state)
+            validated = await asyncio.to_thread(self.rules.run, change, state)
+            findings = list(validated.findings)
             timings["validate"] = self._clock() - started
             if denies(findings):
                 return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary,
                                timings=timings)
+            if validated.defaulted is not None:
+                # Render what the API server will store: the object with its schema defaults applied.
+                change = replace(change, obj=validated.defaulted)
         proposed = Overlay(state, change)
         mark = self._clock()
         try:
