@@ -117,7 +117,7 @@ class SelfManaged:
             while True:
                 try:
                     await self.step()
-                except (ApiException, OSError) as e:
+                except Exception as e:  # apiserver down, timeouts, a bad object: retry, never exit
                     log.warning("self_managed_step_failed", error=type(e).__name__,
                                 status=getattr(e, "status", None), reason=str(getattr(e, "reason", e))[:200])
                 await asyncio.sleep(self.interval)

@@ -286,3 +286,19 @@ async def test_a_stopping_leader_releases_the_lease_so_another_takes_over_at_onc
             for key in ("renewTime", "acquireTime"):
                 if key in obj["spec"]:
                     assert MICRO_TIME.match(obj["spec"][key]), obj["spec"][key]
+
+
+async def test_the_loop_survives_an_unreachable_apiserver(tmp_path: Path) -> None:
+    api = client.ApiClient(configuration=client.Configuration(host="http://127.0.0.1:9"))  # nothing listens
+    try:
+        replica = SelfManaged(api, namespace=NS, secret_name=SECRET, webhook_name=WEBHOOK, service=SERVICE,
+                              out_dir=tmp_path, identity="a", interval=0.01)
+        task = asyncio.create_task(replica.run())
+        await asyncio.sleep(0.2)
+        assert not task.done(), task
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        assert not replica.ready.is_set()
+    finally:
+        await api.close()
