@@ -83,7 +83,7 @@ INFOS: tuple[RuleInfo, ...] = (
              "BackendTLSPolicy without caCertificateRefs or wellKnownCACertificates: System."),
     RuleInfo(REGEX_UNBALANCED, DENY,
              "A RegularExpression whose groups/classes do not close, or with a top-level '|'."),
-    RuleInfo(HEADER_NAME, DENY, "Header modifier name has characters other than a token's."),
+    RuleInfo(HEADER_NAME, DENY, "Header name (modifier, match, query parameter) is not a token."),
     RuleInfo(HEADER_VALUE, DENY, "Header modifier value contains a control character."),
     RuleInfo(PREFIX_REWRITE, DENY,
              "ReplacePrefixMatch without a PathPrefix match (prefix length undefined)."),

@@ -182,3 +182,13 @@ def route_crd_headers(obj: Obj, ctx: Context) -> Iterator[Finding]:
     """
     for k, header in enumerate(as_list(as_map(obj.get("spec")).get("requestHeaders"))):
         yield from _header_name(as_map(header).get("name"), ("spec", "requestHeaders", k, "name"))
+
+
+def match_names(obj: Obj, ctx: Context) -> Iterator[Finding]:
+    """Header and query parameter names of matches become bare words (``req.hdr(<name>)``,
+    ``urlp(<name>)``) in ACLs, so they are tokens too (the schema allows ``#%'|`` and backtick)."""
+    for rule_path, rule in rules_of(obj):
+        for m, match in enumerate(as_list(rule.get("matches"))):
+            for field in ("headers", "queryParams"):
+                for k, entry in enumerate(as_list(as_map(match).get(field))):
+                    yield from _header_name(as_map(entry).get("name"), (*rule_path, "matches", m, field, k, "name"))

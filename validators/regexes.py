@@ -3,8 +3,11 @@
 HAPTIC wraps a RegularExpression path as ``^(?:<pattern>)`` style map entries and header/query values
 into ACL conditions. A pattern whose ``(`` or ``[`` never closes, whose ``)`` closes a group the
 template opened, or whose top-level ``|`` starts an unanchored alternative, changes what the
-surrounding configuration means, so it is denied. The scan is escape-aware (``\\(``, ``\\Q...\\E``,
-``[]a]``, ``[[:alpha:]]``) and does not compile the pattern: HAProxy's own check does that.
+surrounding configuration means, so it is denied. The scan is escape-aware (``\\(``, ``[]a]``,
+``[[:alpha:]]``) and does not compile the pattern: HAProxy's own check does that. ``\\Q...\\E`` is not
+treated as quoting, as the renderer's own scan does not either (``\\Q(\\E`` is denied by both).
+A top-level ``|`` only matters where the pattern is anchored by the route: path values. Header and
+query values are searched unanchored, so ``Mobile|Android`` is fine there.
 """
 
 from __future__ import annotations
@@ -20,8 +23,11 @@ from validators.texts import quote
 from validators.traversals import rules_of
 
 
-def balance_problem(pattern: str) -> str | None:
-    """Why ``pattern`` is not self-contained, or None. Indexes are 0-based into the pattern."""
+def balance_problem(pattern: str, *, anchored: bool = True) -> str | None:
+    """Why ``pattern`` is not self-contained, or None. Indexes are 0-based into the pattern.
+
+    ``anchored``: the pattern sits inside the route's anchoring, so a top-level ``|`` is refused too.
+    """
     groups: list[int] = []
     class_start: int | None = None
     i, n = 0, len(pattern)
@@ -30,10 +36,6 @@ def balance_problem(pattern: str) -> str | None:
         if ch == "\\":
             if i + 1 >= n:
                 return f"it ends with a lone '\\' at index {i}"
-            if pattern[i + 1] == "Q":  # \Q...\E quotes everything up to \E (or the end)
-                end = pattern.find("\\E", i + 2)
-                i = n if end < 0 else end + 2
-                continue
             i += 2
             continue
         if class_start is not None:
@@ -60,7 +62,7 @@ def balance_problem(pattern: str) -> str | None:
             if not groups:
                 return f"')' at index {i} closes a group that was never opened"
             groups.pop()
-        elif ch == "|" and not groups:
+        elif ch == "|" and not groups and anchored:
             return (f"top-level '|' at index {i} would escape the route's anchoring; "
                     "wrap the alternatives in a group: (a|b)")
         i += 1
@@ -97,7 +99,7 @@ def _typed(entry: Mapping[str, Any], at: tuple[PathPart, ...], fields: tuple[str
 def balanced(obj: Obj, ctx: Context) -> Iterator[Finding]:
     """Rule 3: every group and class closes within the pattern; no top-level alternation."""
     for path, pattern in regex_values(obj):
-        problem = balance_problem(pattern)
+        problem = balance_problem(pattern, anchored=path[-2:] == ("path", "value"))
         if problem:
             yield Finding(
                 codes.REGEX_UNBALANCED,

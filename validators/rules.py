@@ -22,6 +22,7 @@ COMMON: tuple[Rule, ...] = (names.object_names, sweeps.renderable)
 
 _ROUTE_FILTERS: tuple[Rule, ...] = (
     filters.header_modifiers,
+    filters.match_names,
     filters.extension_refs,
     filters.backend_filters,
     regexes.balanced,

@@ -8,6 +8,7 @@ header names, match path values, mapping keys) are also checked for whitespace.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -28,6 +29,10 @@ KEY_LISTS = frozenset({
     "hostnames", "remove", "allowedHeaders", "allowedResponseHeaders", "allowHeaders", "exposeHeaders",
     "allowMethods", "codes",
 })
+#: Names under these fields become parts of HAProxy identifiers (backend names, map values).
+REF_FIELDS = frozenset({"backendRefs", "backendRef", "parentRefs", "targetRefs", "certificateRefs",
+                        "caCertificateRefs"})
+IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 #: Subtrees that never reach the HAProxy configuration (free text copied to other Kubernetes objects).
 SKIPPED = frozenset({("spec", "infrastructure")})
 MAX_DEPTH = 64
@@ -62,11 +67,20 @@ def strings(value: Any, path: tuple[PathPart, ...]) -> Iterator[tuple[tuple[Path
             stack.extend(((*at, i), item) for i, item in reversed(list(enumerate(cur))))
 
 
+def _reason(path: tuple[PathPart, ...], text: str, key: bool) -> str | None:
+    reason = unsafe_reason(text, key=key)
+    refers = path[-1] in ("name", "namespace") and any(p in REF_FIELDS for p in path)
+    if reason is None and refers and not IDENT.match(text):
+        reason = ("a referenced name may only contain letters, digits, '.', '_' and '-' and starts with a "
+                      "letter or digit (it becomes part of HAProxy identifiers)")
+    return reason
+
+
 def renderable(obj: Obj, ctx: Context) -> Iterator[Finding]:
-    """Deny strings with control characters anywhere, and whitespace in keys."""
+    """Deny strings with control characters anywhere, whitespace in keys, odd referenced names."""
     seen: set[tuple[PathPart, ...]] = set()
     for path, text, key in strings(obj.get("spec"), ("spec",)):
-        reason = unsafe_reason(text, key=key)
+        reason = _reason(path, text, key)
         if reason and path not in seen:
             seen.add(path)
             yield Finding(

@@ -209,7 +209,7 @@ CASES = [
     ),
     pytest.param(
         route(
-            {"matches": [{"method": {"type": "RegularExpression", "service": "com\\.ex|x"}}]},
+            {"matches": [{"method": {"type": "RegularExpression", "service": "com\\.ex)x"}}]},
             kind="GRPCRoute",
         ),
         codes.REGEX_UNBALANCED,
@@ -457,6 +457,24 @@ CASES = [
         [(W, "spec.listeners[0].tls.mode"), (W, "spec.listeners[1].tls.mode")],
         id="11 Passthrough and defaulted Terminate on one port warn",
     ),
+    pytest.param(
+        route({"matches": [{**prefix(), "headers": [{"name": "X#1", "value": "v"}]}]}),
+        codes.HEADER_NAME,
+        [(D, f"{R0}.matches[0].headers[0].name")],
+        id="4 header match names are tokens too",
+    ),
+    pytest.param(
+        route({"matches": [{**prefix(), "queryParams": [{"name": "q|x", "value": "v"}]}]}),
+        codes.HEADER_NAME,
+        [(D, f"{R0}.matches[0].queryParams[0].name")],
+        id="4 query parameter names are tokens too",
+    ),
+    pytest.param(
+        route({"matches": [{**prefix(), "headers": [{"name": "User-Agent", "value": "v"}]}]}),
+        codes.HEADER_NAME,
+        [],
+        id="4 token match name ok",
+    ),
     # rule 4 for the custom Route CRD of seed 000
     pytest.param(crd_route("X-Trace"), codes.HEADER_NAME, [], id="4 Route CRD token header ok"),
     pytest.param(
@@ -472,6 +490,30 @@ CASES = [
         id="12 whitespace in a Route CRD server address denied",
     ),
     # rule 12: values the renderer cannot represent
+    pytest.param(
+        route({"backendRefs": [backend("web:8080")]}),
+        codes.UNSAFE_VALUE,
+        [(D, f"{R0}.backendRefs[0].name")],
+        id="12 referenced name outside the identifier alphabet denied",
+    ),
+    pytest.param(
+        route({"backendRefs": [backend("web-1.v2_x")]}), codes.UNSAFE_VALUE, [], id="12 identifier name ok"
+    ),
+    pytest.param(
+        route(
+            {
+                "matches": [
+                    {
+                        **prefix(),
+                        "headers": [{"type": "RegularExpression", "name": "UA", "value": "Mobile|Android"}],
+                    }
+                ]
+            }
+        ),
+        codes.REGEX_UNBALANCED,
+        [],
+        id="3 alternation in a header regex is fine (searched unanchored)",
+    ),
     pytest.param(
         route({"matches": [prefix("/api")]}, hostnames=["api.example.com"]),
         codes.UNSAFE_VALUE,

@@ -43,7 +43,9 @@ def test_unsafe_reason(value: str, key: bool, needle: str | None) -> None:
         pytest.param(r"/[^]a]", None, id="leading ] after ^ is literal"),
         pytest.param(r"/[[:alpha:]]+", None, id="POSIX class"),
         pytest.param(r"/[(|]", None, id="metacharacters inside a class"),
-        pytest.param(r"/\Q(|[\E", None, id="quoted literal text"),
+        pytest.param(
+            r"/\Q(\E", "'(' at index 3 is never closed", id="Q..E is not quoting (as in the renderer)"
+        ),
         pytest.param(r"/a)", "')' at index 2", id="early close"),
         pytest.param(r"/(a", "'(' at index 1 is never closed", id="unclosed group"),
         pytest.param(r"/[a", "'[' at index 1 is never closed", id="unclosed class"),
@@ -58,3 +60,8 @@ def test_balance_problem(pattern: str, needle: str | None) -> None:
         assert problem is None
     else:
         assert problem is not None and needle in problem
+
+
+def test_alternation_is_only_refused_where_the_pattern_is_anchored() -> None:
+    assert balance_problem("Mobile|Android", anchored=False) is None
+    assert balance_problem("(Mobile|Android", anchored=False) == "'(' at index 0 is never closed"
