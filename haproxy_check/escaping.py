@@ -25,7 +25,7 @@ import urllib.parse
 from validators import safety
 
 
-class Unsafe(ValueError):  # noqa: N818 - reads as "raise Unsafe(...)"
+class Unsafe(ValueError):
     """A value that cannot be written into the configuration safely."""
 
 

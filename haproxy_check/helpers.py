@@ -139,9 +139,10 @@ class Recorder:
             profile_lines = (*profile_lines, f"default-server {default_server}")
         pname = profile_name(profile_lines)
         self.profiles.setdefault(pname, ProfileDesc(pname, profile_lines))
-        shape = spec.get("shape") or "dynamic"
-        if shape not in ("dynamic", "structural"):
-            raise _fail(f"Backend() shape must be dynamic or structural, not {shape!r}")
+        raw_shape = spec.get("shape") or "dynamic"
+        if raw_shape not in ("dynamic", "structural"):
+            raise _fail(f"Backend() shape must be dynamic or structural, not {raw_shape!r}")
+        shape: Literal["dynamic", "structural"] = "structural" if raw_shape == "structural" else "dynamic"
         reason = str(spec.get("shapeReason") or "")
         if body:
             shape, reason = "structural", reason or "non-empty body"

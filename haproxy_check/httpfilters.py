@@ -162,13 +162,15 @@ def _redirect(spec: Any, path: tuple[PathPart, ...], plens: set[int], backend: s
     ptype = dig(spec, "path", "type")
     out: list[Redirect] = []
     if ptype == "ReplacePrefixMatch":
-        repl = _g((*path, "path", "replacePrefixMatch"), escaping.path, dig(spec, "path", "replacePrefixMatch", default="/"))
+        repl = _g((*path, "path", "replacePrefixMatch"), escaping.path,
+                  dig(spec, "path", "replacePrefixMatch", default="/"))
         for plen in sorted(plens):
             out.append(Redirect(code, scheme, host, port, "prefix", repl, plen, backend, mark))
     else:
         full = None
         if ptype == "ReplaceFullPath":
-            full = _g((*path, "path", "replaceFullPath"), escaping.path, dig(spec, "path", "replaceFullPath", default="/"))
+            full = _g((*path, "path", "replaceFullPath"), escaping.path,
+                      dig(spec, "path", "replaceFullPath", default="/"))
         out.append(Redirect(code, scheme, host, port, "full" if full else "", full, None, backend, mark))
     return out
 
@@ -313,7 +315,8 @@ def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path:
     model.add("gw-extauth.map", f"{rm.rid} {_g((*path, 'http', 'path'), escaping.url_value, url)}{mark}")
     allowed = [_g((*path, "http", "allowedHeaders", k), escaping.header_name, str(h)).lower()
                for k, h in enumerate(as_list(dig(spec, "http", "allowedHeaders")))]
-    model.add("gw-extauth-headers.map", f"{rm.rid} {escaping.url_value(','.join(['host', 'authorization', *allowed]))}{mark}")
+    forwarded = escaping.url_value(",".join(["host", "authorization", *allowed]))
+    model.add("gw-extauth-headers.map", f"{rm.rid} {forwarded}{mark}")
     model.auth_headers.update(headers)
 
 

@@ -180,14 +180,15 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
         weights: list[tuple[str, int]] = []
         chosen: list[tuple[int, str]] = []
         for bref in references.rule_backend_refs(route, ctx.state, i):
-            servable = bref.resolved or bref.reason == references.BACKEND_NOT_FOUND and bref.kind == "Service"
+            servable = bref.resolved or (bref.reason == references.BACKEND_NOT_FOUND and bref.kind == "Service")
             if servable and bref.port is not None:
                 guard((*bref.path, "name"), escaping.ident, bref.name, what="Service name")
                 be = backend_name(route, bref, grpc=grpc, rule_suffix=suffix)
                 if be not in staged.backends and be not in model.backends:
                     servers = []
                     if bref.service:
-                        tls = backendtls.server_tls(ctx.state, bref.service, bref.port, ctx.files, settings=ctx.settings)
+                        tls = backendtls.server_tls(ctx.state, bref.service, bref.port, ctx.files,
+                                                    settings=ctx.settings)
                         if tls.blocked:
                             findings.append(Finding(BACKEND_TLS, f"{tls.blocked}; the backend gets no servers",
                                                     bref.path, Severity.WARN, subject=True, about=str(ref)))
@@ -221,8 +222,8 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
             raise RouteError(str(exc), exc.path) from None
         rules_out.append(rm)
     # commit: nothing from this route reaches the model unless all of it rendered
-    for k, entries in staged.maps.items():
-        model.maps.setdefault(k, []).extend(entries)
+    for mapname, entries in staged.maps.items():
+        model.maps.setdefault(mapname, []).extend(entries)
     model.ordered |= staged.ordered
     model.backends.update(staged.backends)
     model.uses |= staged.uses

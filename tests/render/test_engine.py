@@ -28,7 +28,8 @@ def test_empty_state_renders_a_base_config_haproxy_accepts(haproxy_check: Check)
 
 
 def test_backend_rejects_an_unknown_key_naming_it_and_the_template_line(tmp_path: Path) -> None:
-    r = user_renderer(tmp_path, '{{ Backend({"name": "x", "mode": "http"}) }}\n{{ Backend({"name": "y", "bogus": 1}) }}\n')
+    r = user_renderer(tmp_path, '{{ Backend({"name": "x", "mode": "http"}) }}\n'
+                                '{{ Backend({"name": "y", "bogus": 1}) }}\n')
     with pytest.raises(RenderError, match=r"unknown key 'bogus'.*650-user\.cfg\.j2:2"):
         r.render(MemoryState())
 
@@ -80,7 +81,8 @@ def test_description_is_plain_json_with_every_backend_and_map() -> None:
     assert {m["path"] for m in data["maps"]} >= {"maps/host.map", "maps/path-prefix.map",
                                                  "maps/weighted-multi-backend.map"}
     servers = data["backends"][1]["servers"]
-    assert [(s["name"], s["address"], s["port"]) for s in servers] == [("s1", "10.0.0.1", 8080), ("s2", "10.0.0.2", 8080)]
+    got = [(s["name"], s["address"], s["port"]) for s in servers]
+    assert got == [("s1", "10.0.0.1", 8080), ("s2", "10.0.0.2", 8080)]
 
 
 def test_source_map_traces_config_and_map_lines_to_fields() -> None:

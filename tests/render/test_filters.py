@@ -56,7 +56,8 @@ def test_redirects(filters: RenderResult) -> None:
                                 "code 301")
     full = [line for line in cfg if "shop_web_3 }" in line and "redirect" in line]
     # listener port 8080 is not the default for http: kept; % in the path doubled (log-format)
-    assert full[1].startswith("http-request redirect location 'http://%[var(txn.gw_host)]:8080/there%%20100%%' code 302")
+    assert full[1].startswith(
+        "http-request redirect location 'http://%[var(txn.gw_host)]:8080/there%%20100%%' code 302")
 
 
 def test_url_rewrite(filters: RenderResult) -> None:

@@ -21,7 +21,8 @@ def route(name: str = "r", *, rules: list[Any] | None = None, created: str = "20
           **spec: Any) -> Obj:
     return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
             "metadata": {"name": name, "namespace": "ns", "creationTimestamp": created},
-            "spec": {"parentRefs": [{"name": "edge"}], "rules": rules or [{"backendRefs": [{"name": "svc", "port": 80}]}],
+            "spec": {"parentRefs": [{"name": "edge"}],
+                     "rules": rules or [{"backendRefs": [{"name": "svc", "port": 80}]}],
                      **spec}}
 
 
