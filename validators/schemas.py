@@ -9,6 +9,7 @@ the field path (the finding carries it).
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -53,20 +54,25 @@ class Compiled:
 
 
 _cache: OrderedDict[int, Compiled] = OrderedDict()
+_cache_lock = threading.Lock()  # the Gate runs checks in worker threads (asyncio.to_thread)
 
 
 def compiled(schema: Mapping[str, Any], *, kind: str) -> Compiled:
-    """The cached compiled form of ``schema`` (identity-keyed, LRU of :data:`CACHE_SIZE`)."""
-    hit = _cache.get(id(schema))
-    if hit is not None and hit.schema is schema:
-        _cache.move_to_end(id(schema))
-        return hit
-    entry = Compiled(schema, KubeValidator(dict(schema)))
-    entry.cel, entry.cel_error = _compile_cel(schema, kind)
-    _cache[id(schema)] = entry
-    while len(_cache) > CACHE_SIZE:
-        _cache.popitem(last=False)
-    return entry
+    """The cached compiled form of ``schema`` (identity-keyed, LRU of :data:`CACHE_SIZE`).
+
+    The entry keeps the schema alive, so its ``id`` cannot be reused by another schema while cached.
+    """
+    with _cache_lock:
+        hit = _cache.get(id(schema))
+        if hit is not None and hit.schema is schema:
+            _cache.move_to_end(id(schema))
+            return hit
+        entry = Compiled(schema, KubeValidator(dict(schema)))
+        entry.cel, entry.cel_error = _compile_cel(schema, kind)
+        _cache[id(schema)] = entry
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+        return entry
 
 
 def _compile_cel(schema: Mapping[str, Any], kind: str) -> tuple[CelRules | None, str]:

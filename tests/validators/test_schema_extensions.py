@@ -343,3 +343,15 @@ def test_validators_are_compiled_once_per_schema() -> None:
 def test_a_kubectl_list_of_crds_is_indexed_too() -> None:
     listed = SchemaSet.from_documents([{"apiVersion": "v1", "kind": "List", "items": [CRD]}])
     assert listed.get("example.com", "v1", "Widget") is SCHEMA
+
+
+def test_concurrent_checks_share_one_compiled_validator() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    fresh = copy.deepcopy(SCHEMA)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        entries = list(pool.map(lambda _: schemas.compiled(fresh, kind="Widget"), range(32)))
+    assert all(e is entries[0] for e in entries)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        outcomes = list(pool.map(lambda i: schemas.check(widget(limit=i + 1), fresh, kind="Widget"), range(64)))
+    assert all(o.findings == () for o in outcomes)
