@@ -9,16 +9,17 @@ state without TLSRoutes costs nothing).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from haproxy_check import backendtls, crdroutes, tcproutes, tlsroutes
 from haproxy_check.backendtls import FileSink, ServerTLS
 from haproxy_check.crdroutes import CrdModel
+from haproxy_check.helpers import TemplateError, template_location
 from haproxy_check.tcproutes import TCPModel
 from haproxy_check.tlsroutes import TLSModel
 from validators.findings import Finding
-from validators.objects import Obj
+from validators.objects import KINDS, Obj
 from validators.states import State
 
 HTTPS_SHARE_SOCKET = "abns@routegate-https-{port}"
@@ -53,8 +54,28 @@ class Models:
         return backendtls.server_tls(self._state, service, port, self._files, settings=self._settings)
 
 
+_BY_PLURAL = {info.plural: kind for kind, info in KINDS.items()}
+
+
+def resources_of(state: State) -> Callable[[str], Sequence[Obj]]:
+    """``resources("httproutes")`` (plural, as HAPTIC templates say) or ``resources("HTTPRoute")``.
+
+    An unknown name fails the render with the template and line instead of silently listing nothing.
+    """
+
+    def resources(name: str) -> Sequence[Obj]:
+        kind = name if name in KINDS else _BY_PLURAL.get(str(name).lower())
+        if kind is None:
+            raise TemplateError(f"resources({name!r}): unknown kind; use one of "
+                                f"{', '.join(sorted(_BY_PLURAL))} (at {template_location()})")
+        return state.list(kind)
+
+    return resources
+
+
 def template_globals(state: State, settings: Any, files: FileSink, findings: list[Finding]) -> dict[str, Any]:
-    """``l4`` (the lazy models) and ``backend_tls(service, port)`` for templates."""
+    """``l4`` (the lazy models), ``backend_tls(service, port)`` and ``resources(plural or Kind)``."""
     models = Models(state, settings, files, findings)
     backend_tls: Callable[[Obj, int], ServerTLS] = models.backend_tls
-    return {"l4": models, "backend_tls": backend_tls, "https_share_socket": HTTPS_SHARE_SOCKET}
+    return {"l4": models, "backend_tls": backend_tls, "https_share_socket": HTTPS_SHARE_SOCKET,
+            "resources": resources_of(state)}
