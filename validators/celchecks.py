@@ -35,9 +35,8 @@ COST_LIMIT = 1_000_000  # the API server's per-expression PerCallLimit, applied 
 COUNTERS: dict[str, int] = {"compile_errors": 0, "eval_errors": 0, "budget_exceeded": 0, "rules_failed": 0}
 
 RULE_FAILED, ENGINE_ERROR, BUDGET_EXCEEDED, RULE_ERROR = "RG0300", "RG0301", "RG0302", "RG0303"
-_OBJECT_ERRORS = ("no such key", "index out of bounds", "divide by zero", "modulus by zero",
-                  "String to Duration", "String to Timestamp", "integer overflow", "out of range",
-                  "invalid regular expression")
+_OBJECT_ERRORS = ("no such key", "out of range", "division by zero", "modulus by zero", "conversion failed",
+                  "cannot convert string", "integer overflow", "invalid regular expression")
 _BUDGET = "validation failed due to running out of cost budget, no further validation rules will run"
 
 _SUMMARIES = (

@@ -9,6 +9,7 @@ costs as much as running a rule, and one node carries up to ~15 rules. Evaluatio
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -52,6 +53,10 @@ class Engine(Protocol):
     def bind(self, values: Mapping[str, Any]) -> Bound: ...
 
 
+_CPP_INDEX = re.compile(r"Index error: index=(-?\d+) size=(\d+)")
+_RUST_CONVERSION = re.compile(r"Function '(int|uint|double|duration|timestamp)' error")
+
+
 def _normalise(message: str) -> str:
     """Say what cel-go (the API server) says for the common runtime errors."""
     status, sep, rest = message.partition(": ")
@@ -60,8 +65,16 @@ def _normalise(message: str) -> str:
         return "no such key: " + text.split(":", 1)[1].strip().strip('"')
     if text.startswith("No matching overloads found"):
         return "no such overload: " + text.split(":", 1)[1].strip()
-    if "index out of bounds" in text.lower() or text.startswith("Index"):
-        return "index out of bounds: " + text
+    if (index := _CPP_INDEX.search(text)) is not None:
+        return f"index '{index.group(1)}' out of range in list size '{index.group(2)}'"
+    if text.startswith("index out of bounds: "):  # the Rust engine does not say the size
+        return f"index '{text.rsplit(' ', 1)[1]}' out of range"
+    if text in ("divide by zero", "division by zero in CEL expression"):
+        return "division by zero"
+    if text.startswith("Arithmetic overflow"):
+        return "integer overflow"
+    if (conversion := _RUST_CONVERSION.match(text)) is not None:
+        return f"String to {conversion.group(1).capitalize()} conversion failed"
     return text
 
 
@@ -188,14 +201,11 @@ class _RustProgram:
         except KeyError as e:
             raise CelEvalError(f"no such key: {e.args[0] if e.args else ''}") from None
         except ZeroDivisionError:
-            raise CelEvalError("divide by zero") from None
+            raise CelEvalError("division by zero") from None
         except TypeError as e:
             raise CelEvalError(f"no such overload: {e}") from None
         except Exception as e:  # the Rust binding raises for every runtime error
-            text = str(e)
-            if "duration" in text and "Parsing Error" in text:
-                text = "String to Duration conversion failed"
-            raise CelEvalError(_normalise(text)) from None
+            raise CelEvalError(_normalise(str(e))) from None
 
 
 class RustEngine:

@@ -143,6 +143,23 @@ def test_the_kubernetes_cel_libraries(expr: str, expected: bool | str) -> None:
     assert codes == {True: [], False: ["RG0300"], "error": ["RG0301"]}[expected]
 
 
+@pytest.mark.parametrize("engine", list(ENGINES))
+@pytest.mark.parametrize(("rule", "code", "words"), [
+    pytest.param("self.missing == 1", "RG0303", "no such key: missing evaluating rule: m", id="unset field read"),
+    pytest.param("self.l[3] == 1", "RG0303", "index '3' out of range", id="index out of range"),
+    pytest.param("duration(self.s) > duration('1s')", "RG0303", "String to Duration conversion failed",
+                 id="unparsable duration"),
+    pytest.param("self.n / 0 == 1", "RG0303", "division by zero", id="division by zero"),
+    pytest.param("self.l[0] + 'a' == 'b'", "RG0301", "no such overload", id="type mismatch is the schema's to report"),
+])
+def test_runtime_errors_deny_when_the_object_causes_them(engine: str, rule: str, code: str, words: str) -> None:
+    schema = obj_schema({"rule": rule, "message": "m"}, l={"type": "array"}, s=STR, n=INT, missing=INT)
+    [finding] = check(schema, {"l": [1], "s": "soon", "n": 4}, engine=engine)
+    assert finding.code == code
+    assert words in finding.message
+    assert finding.message.startswith('Invalid value: "object": ') == (code == "RG0303")
+
+
 def test_a_rule_that_does_not_compile_is_a_counted_warning_at_every_node_it_guards() -> None:
     before = celchecks.COUNTERS["compile_errors"]
     schema = obj_schema(items={"type": "array", "items": obj_schema({"rule": "self.a ==", "message": "m"})})
