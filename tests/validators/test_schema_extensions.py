@@ -355,3 +355,39 @@ def test_concurrent_checks_share_one_compiled_validator() -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
         outcomes = list(pool.map(lambda i: schemas.check(widget(limit=i + 1), fresh, kind="Widget"), range(64)))
     assert all(o.findings == () for o in outcomes)
+
+
+CEL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {
+            "type": "object",
+            "properties": {
+                "limit": {
+                    "type": "integer",
+                    "x-kubernetes-validations": [{"rule": "self >= oldSelf", "message": "limit may only grow"}],
+                },
+                "mode": {"type": "string", "default": "Exact"},
+            },
+            "x-kubernetes-validations": [{"rule": "self.mode == 'Exact'", "message": "mode must be Exact"}],
+        },
+    },
+}
+
+
+def test_cel_rules_run_after_defaulting_and_see_the_old_object_on_update() -> None:
+    pytest.importorskip("validators.celchecks", reason="the CEL adapter is another module")
+    crd = copy.deepcopy(CRD)
+    crd["spec"]["versions"] = [{"name": "v1", "served": True, "schema": {"openAPIV3Schema": CEL_SCHEMA}}]
+    cel_set = SchemaSet.from_documents([crd])
+    assert [f.code for f in run(widget(), schemas=cel_set)] == []  # mode defaulted to Exact first
+    from validators.changes import Operation
+
+    old, new = widget(limit=10), widget(limit=5)
+    found = run(new, schemas=cel_set, operation=Operation.UPDATE, old=old)
+    assert [(f.code, f.field) for f in found] == [("RG0300", "spec.limit")]
+    assert "limit may only grow" in found[0].message
+    assert run(new, schemas=cel_set, operation=Operation.CREATE) == []
