@@ -7,6 +7,7 @@ import copy
 from typing import Any
 
 import yaml
+from aiohttp import web
 
 from tests.cluster.clusterkit import (
     GW,
@@ -393,3 +394,36 @@ async def test_live_crd_schemas_follow_the_served_crds(kube: FakeKube, api: Any)
         await eventually(lambda: state.crd_version > before)
         spec = SchemaSet.from_documents(state.crd_documents()).get(GW, "v1", "HTTPRoute")
         assert spec is not None and spec["properties"]["spec"]["properties"]["hostnames"]["maxItems"] == 3
+
+
+async def test_a_kind_that_cannot_be_listed_keeps_the_state_unready_and_says_why(kube: FakeKube, api: Any) -> None:
+    install_gateway_api(kube)
+    kube.fail_next("list", 403, times=10_000, plural="endpointslices")  # e.g. RBAC forgot EndpointSlices
+    state = ClusterState(api, **FAST)
+    async with running(state):
+        await eventually(lambda: state.status()["kinds"]["EndpointSlice"]["errors"] >= 2)
+        status = state.status()
+        assert not state.ready and status["ready"] is False
+        assert "403" in status["kinds"]["EndpointSlice"]["lastError"]
+        assert status["kinds"]["HTTPRoute"]["synced"] and not status["kinds"]["EndpointSlice"]["synced"]
+        kube.failures.clear()  # the role is fixed
+        await eventually(lambda: state.ready)
+        assert state.status()["kinds"]["EndpointSlice"]["lastError"] is None
+
+
+async def test_a_stream_that_ends_at_once_does_not_spin(kube: FakeKube, api: Any) -> None:
+    install_gateway_api(kube)
+    state = ClusterState(api, kinds=["HTTPRoute"], resync_backoff_cap=0.2)
+    async with running(state):
+        await eventually(lambda: state.ready and kube.watch_count("httproutes") == 1)
+        original = kube._watch
+
+        async def ends_at_once(request: Any, res: Any, namespace: Any) -> Any:
+            return web.Response(status=200, text="")  # an empty 200 stream
+
+        kube._watch = ends_at_once  # type: ignore[method-assign]
+        kube.end_watches()
+        await asyncio.sleep(1.0)
+        watches = sum("httproutes?" in r and "watch=true" in r for r in kube.requests)
+        assert watches < 20, watches  # backed off (cap 0.2 s), not hundreds of reconnects a second
+        kube._watch = original  # type: ignore[method-assign]

@@ -91,6 +91,8 @@ class Reflector:
         self.last_sync: float | None = None  # wall time of the last completed list
         self.lists = 0
         self.errors = 0
+        self.events = 0
+        self.last_error: str | None = None
         self.listed = asyncio.Event()  # set after every completed list
 
     async def run(self) -> None:
@@ -100,7 +102,10 @@ class Reflector:
                 if self.resource_version is None:
                     await self._list()
                     self._backoff.reset()
+                started, events = time.monotonic(), self.events
                 await self._watch()
+                if self.events == events and time.monotonic() - started < 1.0:
+                    await asyncio.sleep(self._backoff.next())  # a stream that ends at once: do not spin
             except clients.Gone as e:
                 log.info("resource version expired, re-listing", kind=self.collection.kind, reason=e.message)
                 self.resource_version = None
@@ -117,6 +122,7 @@ class Reflector:
                 TypeError,
             ) as e:
                 self.errors += 1
+                self.last_error = str(e) or type(e).__name__
                 delay = self._backoff.next()
                 log.warning(
                     "watch failed, backing off",
@@ -125,8 +131,9 @@ class Reflector:
                     delay=round(delay, 3),
                 )
                 await asyncio.sleep(delay)
-            except Exception:  # a bug must not silently stop a kind from following the cluster
+            except Exception as e:  # a bug must not silently stop a kind from following the cluster
                 self.errors += 1
+                self.last_error = repr(e)
                 log.exception("reflector failed unexpectedly", kind=self.collection.kind)
                 await asyncio.sleep(self._backoff.next())
 
@@ -157,6 +164,7 @@ class Reflector:
         self.synced = True
         self.last_sync = time.time()
         self.lists += 1
+        self.last_error = None
         self.listed.set()
 
     async def _watch(self) -> None:
@@ -171,6 +179,7 @@ class Reflector:
             self.api, self.collection.path, query, read_timeout=timeout + 30
         ):
             self._apply(event)
+            self.events += 1
             self._backoff.reset()
 
     def _apply(self, event: Mapping[str, Any]) -> None:

@@ -121,6 +121,7 @@ class ClusterState:
                 else None,
                 "relists": sum(r.lists for r in reflectors),
                 "errors": sum(r.errors for r in reflectors),
+                "lastError": next((r.last_error for r in reflectors if r.last_error), None),
             }
         return {
             "ready": self.ready,
