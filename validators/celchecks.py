@@ -127,6 +127,8 @@ class CelValidator:
             self._walk(obj, old, self._root, (), run)
         except RecursionError:
             run.findings.append(self._engine_error((), "the object is nested too deeply to evaluate"))
+        except Exception as e:  # the contract is findings, never an exception; say what went wrong
+            run.findings.append(self._engine_error((), f"internal error {type(e).__name__}: {e}; rules not checked"))
         return run.findings
 
     # --- walking the object alongside the schema -------------------------------------------------
