@@ -106,3 +106,59 @@ def run(
 def hits(o: Obj, code: str, **kw: Any) -> list[tuple[str, str]]:
     """(severity, field) of every finding with ``code``, in output order."""
     return [(str(f.severity), f.field) for f in run(o, **kw) if f.code == code]
+
+
+# Object builders for the rule tables
+
+R0 = "spec.rules[0]"
+
+
+def sp(**persistence: Any) -> dict[str, Any]:
+    return {"backendRefs": [backend()], "sessionPersistence": persistence}
+
+
+def hdr(kind: str = "RequestHeaderModifier", **ops: Any) -> dict[str, Any]:
+    field = kind[0].lower() + kind[1:]
+    return {"type": kind, field: ops}
+
+
+def rewrite(kind: str = "URLRewrite") -> dict[str, Any]:
+    field = "urlRewrite" if kind == "URLRewrite" else "requestRedirect"
+    return {"type": kind, field: {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}}}
+
+
+def auth(**settings: Any) -> dict[str, Any]:
+    body = {
+        "protocol": "HTTP",
+        "backendRef": {"name": "auth", "port": 8080},
+        "http": {"allowedResponseHeaders": ["X-Auth-User"]},
+    }
+    body.update(settings)
+    return {"type": "ExternalAuth", "externalAuth": body}
+
+
+def btls(**validation: Any) -> dict[str, Any]:
+    spec = {
+        "targetRefs": [{"group": "", "kind": "Service", "name": "svc"}],
+        "validation": {"hostname": "api.example.com", "wellKnownCACertificates": "System", **validation},
+    }
+    return obj("BackendTLSPolicy", spec)
+
+
+def gateway(*listeners: dict[str, Any]) -> dict[str, Any]:
+    return obj("Gateway", {"gatewayClassName": "haptic", "listeners": list(listeners)})
+
+
+def listener(name: str, protocol: str, port: int, mode: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name, "protocol": protocol, "port": port}
+    if mode is not None:
+        out["tls"] = {"mode": mode}
+    return out
+
+
+def crd_route(header: str, address: str = "10.0.0.1") -> dict[str, Any]:
+    spec = {
+        "backend": {"address": address, "port": 8080},
+        "requestHeaders": [{"name": header, "value": "a b;%"}],
+    }
+    return obj("Route", spec, group="routegate.io", version="v1alpha1")
