@@ -133,11 +133,7 @@ class FakeKube:
                     "name": "fake",
                     "cluster": {
                         "server": self.url,
-                        **(
-                            {"certificate-authority-data": base64.b64encode(self.ca_pem).decode()}
-                            if self.tls
-                            else {}
-                        ),
+                        **({"certificate-authority-data": base64.b64encode(self.ca_pem).decode()} if self.tls else {}),
                     },
                 }
             ],
@@ -207,6 +203,14 @@ class FakeKube:
         bucket[key] = stored
         self._emit("MODIFIED", res, stored)
         return copy.deepcopy(stored)
+
+    def apply(self, obj: Mapping[str, Any]) -> Obj:
+        """Create or update, like ``kubectl apply`` without the three-way merge."""
+        res = self._resource_for(obj)
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace", "") if res.namespaced else "", meta.get("name", ""))
+        exists = key in self.objects[(res.group, res.plural)]
+        return self.update(obj) if exists else self.create(obj)
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str = "") -> None:
         res = self._resource_for({"apiVersion": api_version, "kind": kind})
@@ -310,16 +314,12 @@ class FakeKube:
             return self._resource_list("", parts[1])
         if parts[:1] == ["apis"] and len(parts) == 3:
             return self._resource_list(parts[1], parts[2])
-        group, version, rest = (
-            ("", parts[1], parts[2:]) if parts[:1] == ["api"] else (parts[1], parts[2], parts[3:])
-        )
+        group, version, rest = ("", parts[1], parts[2:]) if parts[:1] == ["api"] else (parts[1], parts[2], parts[3:])
         namespace = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             namespace, rest = rest[1], rest[2:]
         if len(rest) != 1 or (group, version, rest[0]) not in self.resources:
-            return _status(
-                404, "NotFound", f"the server could not find the requested resource {request.path}"
-            )
+            return _status(404, "NotFound", f"the server could not find the requested resource {request.path}")
         res = self.resources[(group, version, rest[0])]
         if _truthy(request.query.get("watch")):
             return await self._watch(request, res, namespace)
@@ -375,9 +375,7 @@ class FakeKube:
 
     def _matching(self, res: Resource, obj: Obj, namespace: str | None, name: str | None) -> bool:
         meta = obj["metadata"]
-        return (namespace is None or meta.get("namespace") == namespace) and (
-            name is None or meta["name"] == name
-        )
+        return (namespace is None or meta.get("namespace") == namespace) and (name is None or meta["name"] == name)
 
     def _served(self, res: Resource, obj: Obj, *, in_list: bool) -> Obj:
         out = copy.deepcopy(obj)
@@ -448,9 +446,7 @@ class FakeKube:
                 sent = self.rv
             for event in list(self._replay(res, sent)):
                 if self._matching(res, event.obj, namespace, name):
-                    await _send(
-                        resp, {"type": event.type, "object": self._served(res, event.obj, in_list=False)}
-                    )
+                    await _send(resp, {"type": event.type, "object": self._served(res, event.obj, in_list=False)})
                 sent = max(sent, event.rv)
             async with asyncio.timeout(timeout):
                 while True:
@@ -480,9 +476,7 @@ class FakeKube:
                         continue
                     assert isinstance(item, _Event)
                     if item.rv > sent and self._matching(res, item.obj, namespace, name):
-                        await _send(
-                            resp, {"type": item.type, "object": self._served(res, item.obj, in_list=False)}
-                        )
+                        await _send(resp, {"type": item.type, "object": self._served(res, item.obj, in_list=False)})
                         sent = item.rv
         except (TimeoutError, ConnectionResetError):
             return resp
@@ -518,9 +512,7 @@ def _server_tls() -> tuple[ssl.SSLContext, bytes]:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=1))
         .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
@@ -598,9 +590,7 @@ def crd(group: str, kind: str, plural: str, versions: tuple[str, ...], *, scope:
                     "name": v,
                     "served": True,
                     "storage": i == 0,
-                    "schema": {
-                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                    },
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
                 }
                 for i, v in enumerate(versions)
             ],

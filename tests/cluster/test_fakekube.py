@@ -165,3 +165,11 @@ async def test_the_client_verifies_the_servers_certificate_over_https(tmp_path: 
                 await client.CoreV1Api(untrusted).list_namespace()
         finally:
             await untrusted.close()
+
+
+async def test_apply_creates_then_updates(kube: FakeKube) -> None:
+    created = kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}})
+    updated = kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "labels": {"x": "y"}}})
+    assert int(updated["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
+    assert updated["metadata"]["uid"] == created["metadata"]["uid"]
+    assert (kube.get("", "namespaces", "", "a") or {})["metadata"]["labels"] == {"x": "y"}
