@@ -617,6 +617,12 @@ CASES = [
             "or more references to the same parent"
         ],
     ),
+    # parentRefs' "namespace" is a CEL keyword: the rule reads it as __namespace__
+    ("standard", "GRPCRoute", {"parentRefs": [{**GW, "namespace": "a"}, {**GW, "namespace": "b"}],
+                               "rules": [{"backendRefs": [SVC]}]}, []),
+    ("standard", "GRPCRoute", {"parentRefs": [{**GW, "namespace": "a"}, {**GW, "namespace": "a"}],
+                               "rules": [{"backendRefs": [SVC]}]},
+     ['spec.parentRefs: Invalid value: "array": sectionName must be unique when parentRefs includes 2 or more references to the same parent']),
     # Gateway infrastructure annotations: rules over map keys
     ("standard", "Gateway", {"gatewayClassName": "c", "listeners": [{"name": "h", "port": 80, "protocol": "HTTP"}],
                              "infrastructure": {"annotations": {"example.com/ok": "v"}}}, []),
