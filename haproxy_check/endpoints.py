@@ -8,7 +8,9 @@ EndpointSlice (FQDN endpoints, garbage) never reaches haproxy.cfg.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,17 +47,37 @@ def _ip(text: Any) -> str | None:
         return None
 
 
+_INDEX: weakref.WeakKeyDictionary[Any, tuple[str, dict[tuple[str, str], list[Obj]]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def slices_of(state: State, namespace: str, service: str) -> list[Obj]:
+    """EndpointSlices of one Service, from a per-state index (one pass over all slices per state version,
+    not one per backend: a render of N backends stays linear)."""
+    try:
+        cached = _INDEX.get(state)
+    except TypeError:  # a State that cannot be weakly referenced: no index
+        cached = None
+    if cached is None or cached[0] != state.version:
+        index: dict[tuple[str, str], list[Obj]] = {}
+        for eps in state.list("EndpointSlice"):
+            owner = dig(eps, "metadata", "labels", SERVICE_NAME_LABEL)
+            if isinstance(owner, str):
+                index.setdefault((namespace_of(eps), owner), []).append(eps)
+        cached = (state.version, index)
+        with contextlib.suppress(TypeError):
+            _INDEX[state] = cached
+    return cached[1].get((namespace, service), [])
+
+
 def endpoint_addresses(state: State, service: Obj, port: int) -> list[tuple[str, int]]:
     """Sorted unique (address, target port) of ready endpoints serving the Service port."""
     sp = service_port(service, port)
     if sp is None:
         return []
     port_name = dig(sp, "name", default="")
-    ns, svc = namespace_of(service), name_of(service)
     found: set[tuple[str, int]] = set()
-    for eps in state.list("EndpointSlice"):
-        if namespace_of(eps) != ns or dig(eps, "metadata", "labels", SERVICE_NAME_LABEL) != svc:
-            continue
+    for eps in slices_of(state, namespace_of(service), name_of(service)):
         target = next((_int(dig(p, "port")) for p in as_list(dig(eps, "ports"))
                        if dig(p, "name", default="") == port_name), None)
         if target is None or not 0 < target < 65536:

@@ -97,11 +97,25 @@ def _match_keys(route: Obj, rule: Any) -> list[tuple[int, tuple[Any, ...], str]]
     return out
 
 
+def _may_overlap(a: Obj, b: Obj) -> bool:
+    """Cheap pre-filter: two routes can share a host only if one is hostless, uses a wildcard, or they
+    name a common host (listener hostnames only narrow further)."""
+    ha, hb = set(attachments.route_hostnames(a)), set(attachments.route_hostnames(b))
+    if not ha or not hb or any(h.startswith("*") for h in ha | hb):
+        return True
+    return bool(ha & hb)
+
+
 def match_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
-                 ) -> list[LostClaim]:
-    """Matches (host + path + matchers on one listener port) already claimed by an older route."""
+                 only: Obj | None = None) -> list[LostClaim]:
+    """Matches (host + path + matchers on one listener port) already claimed by an older route.
+
+    ``only``: consider just the routes that may overlap this one (what a review of it needs).
+    """
     lsts = attachments.listeners(state, http_ports=http_ports)
     routes = [*state.list("HTTPRoute"), *state.list("GRPCRoute")]
+    if only is not None:
+        routes = [r for r in routes if _may_overlap(r, only)]
     owners: dict[tuple[Any, ...], Ref] = {}
     lost: list[LostClaim] = []
     for route in sorted(routes, key=attachments.age_key):

@@ -82,7 +82,7 @@ def _claim_findings(obj: Obj, state: State, http_ports: Sequence[int]) -> Iterat
         _, lost = claims.tcp_claims(state, http_ports=http_ports)
         code = "RG0507"
     elif kind_of(obj) in ("HTTPRoute", "GRPCRoute"):
-        lost = claims.match_claims(state, http_ports=http_ports)
+        lost = claims.match_claims(state, http_ports=http_ports, only=obj)
         code = "RG0508"
     else:
         return
