@@ -101,3 +101,29 @@ class Overlay:
         if Ref(kind, namespace, name) == self._ref:
             return self._replacement()
         return self._base.get(kind, namespace, name)
+
+
+class Without:
+    """A view of ``base`` with some objects hidden: used to check a change apart from objects that
+    already break the configuration (HAProxy stops at the first bad entry of a map, so a broken
+    neighbour can hide a new error of the same kind)."""
+
+    def __init__(self, base: State, hidden: frozenset[Ref]) -> None:
+        self._base = base
+        self._hidden = hidden
+        self._kinds = {ref.kind for ref in hidden}
+
+    @property
+    def version(self) -> str:
+        return f"{self._base.version}-" + ",".join(sorted(map(str, self._hidden)))
+
+    def list(self, kind: str) -> Sequence[Obj]:
+        items = self._base.list(kind)
+        if kind not in self._kinds:
+            return items
+        return [o for o in items if ref_of(o) not in self._hidden]
+
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
+        if Ref(kind, namespace, name) in self._hidden:
+            return None
+        return self._base.get(kind, namespace, name)

@@ -16,8 +16,8 @@ import asyncio
 import re
 import time
 from collections import OrderedDict
-from dataclasses import replace
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Protocol, TypeVar
 
 from haproxy_check import classify
@@ -27,7 +27,7 @@ from validators import checks
 from validators.changes import Change, Operation
 from validators.findings import Finding, Severity, denies, format_path
 from validators.objects import REVIEWED_KINDS, Ref
-from validators.states import Overlay, State
+from validators.states import Overlay, State, Without
 from webhook.verdicts import Decision, Verdict
 
 HAPROXY_REJECTED = "RG0800"
@@ -87,11 +87,14 @@ class Gate:
         timings: dict[str, float] = {}
         started = self._clock()
         findings: list[Finding] = []
-        if change.operation is not Operation.DELETE:
-            # Deleting an object never needs its own fields to be valid; only the render matters.
-            validated = await asyncio.to_thread(self.rules.run, change, state)
-            findings = list(validated.findings)
-            timings["validate"] = self._clock() - started
+        validated = await asyncio.to_thread(self.rules.run, change, state)
+        findings = list(validated.findings)
+        timings["validate"] = self._clock() - started
+        if change.operation is Operation.DELETE:
+            # Deleting an object never needs its own fields to be valid: its findings (the impact on
+            # objects that referenced it) are warnings at most; only the render can deny a delete.
+            findings = [f.with_severity(Severity.WARN) for f in findings]
+        else:
             if denies(findings):
                 return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary,
                                timings=timings)
@@ -133,6 +136,8 @@ class Gate:
         timings["baseline"] = self._clock() - mark
         known = {_alert_key(a) for a in baseline.alerts} if baseline is not None and not baseline.ok else set()
         new = [a for a in result.alerts if _alert_key(a) not in known]
+        if not new and baseline is not None:
+            new = await self._isolated(change, state, baseline)
         timings["total"] = self._clock() - started
         if not new:
             first = result.alerts[0]
@@ -144,6 +149,23 @@ class Gate:
         denial = [self._alert_finding(ref, alert) for alert in new]
         return Verdict(Decision.DENY, ref, findings=tuple(findings + denial), alerts=tuple(new),
                        haproxy=self.binary, timings=timings)
+
+    async def _isolated(self, change: Change, state: State, baseline: CheckResult) -> list[Alert]:
+        """Alerts of the change checked apart from the objects the baseline blames.
+
+        HAProxy reports one error per map file or section, so an object that already breaks the
+        configuration can hide a new error of the same kind; hide the culprits and check again.
+        """
+        culprits = frozenset(a.origin.ref for a in baseline.alerts if a.origin and a.origin.ref != change.ref)
+        if not culprits:
+            return []
+        try:
+            render = await asyncio.to_thread(self.renderer.render, Overlay(Without(state, culprits), change),
+                                             subject=change.ref)
+            result = await self.checker.check(render)
+        except (RenderError, CheckTimedOut):
+            return []
+        return [] if result.ok else list(result.alerts)
 
     def _alert_finding(self, ref: Ref, alert: Alert) -> Finding:
         version = self.binary.version

@@ -52,30 +52,38 @@ def _in_cluster() -> bool:
 
 
 async def _certificates(args: argparse.Namespace, api: Any, tasks: list[Awaitable[Any]]) -> Any:
+    """The serving pair: given files, a self-signed pair made once, or (self mode) the Secret's pair."""
     from certs import bootstrap, reloading
 
-    if args.tls_cert or args.tls_key:
-        if not (args.tls_cert and args.tls_key):
-            raise SetupError("--tls-cert and --tls-key go together")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise SetupError("--tls-cert and --tls-key go together")
+    cert_dir = Path(args.cert_dir) if args.cert_dir else bootstrap.default_cert_dir()
+    if args.tls_cert:
         cert, key = Path(args.tls_cert), Path(args.tls_key)
-        if args.cert_mode == "self":
-            if api is None:
-                raise SetupError("--cert-mode self needs a cluster (--kubeconfig or in-cluster config)")
-            from certs import selfmanaged
-
-            tasks.append(selfmanaged.run_self_managed(
-                api, namespace=args.namespace, secret_name=f"{args.service}-tls",
-                webhook_name=args.webhook_name, service=args.service, out_dir=cert.parent,
-                identity=socket.gethostname(),
-            ))
+    elif args.cert_mode == "self":
+        cert, key = cert_dir / "tls.crt", cert_dir / "tls.key"
     else:
-        cert_dir = Path(args.cert_dir) if args.cert_dir else bootstrap.default_cert_dir()
         paths = bootstrap.ensure_self_signed(cert_dir, dns_names=args.dns_name)
         cert, key = paths.cert, paths.key
         print(f"routegate: serving certificate signed by the CA in {paths.ca}", file=sys.stderr, flush=True)
     reloader = reloading.CertReloader(cert, key)
-    if args.cert_mode != "self" or cert.exists():
-        reloader.load()
+    if args.cert_mode == "self":
+        if api is None:
+            raise SetupError("--cert-mode self needs a cluster (--kubeconfig or in-cluster config)")
+        from certs import selfmanaged
+
+        manager = selfmanaged.SelfManaged(
+            api, namespace=args.namespace, secret_name=f"{args.service}-tls", webhook_name=args.webhook_name,
+            service=args.service, out_dir=cert.parent, identity=socket.gethostname(),
+            serving=lambda: reloader.fingerprint,
+        )
+        running = asyncio.ensure_future(manager.run())
+        tasks.append(running)
+        if not (cert.exists() and key.exists()):
+            # The first pair comes from the Secret the leader keeps; wait for it before serving.
+            async with asyncio.timeout(120):
+                await manager.wait_ready()
+    reloader.load()
     tasks.append(reloader.run())
     return reloader
 

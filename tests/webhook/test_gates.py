@@ -1,0 +1,140 @@
+"""The Gate's own rules: baseline, admission subject, reload notes, caching and 'cannot decide'."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from haproxy_check.checks import Checker
+from haproxy_check.results import HAProxyBinary, RenderResult
+from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
+from validators.changes import Change, Operation
+from validators.objects import Ref
+from validators.states import MemoryState, State
+from webhook.gates import Gate
+from webhook.verdicts import Decision
+
+pytestmark = pytest.mark.haproxy
+
+
+def named(name: str) -> dict[str, Any]:
+    return copy.deepcopy(next(o for o in load_objects(INPUTS) if o["metadata"]["name"] == name))  # type: ignore[index]
+
+
+def state_with(*extra: dict[str, Any], version: str = "v1") -> MemoryState:
+    return MemoryState([*load_objects(STATE_DIR), *extra], version=version)
+
+
+def header_route(name: str, header: str, value: str) -> dict[str, Any]:
+    route = named("shop")
+    route["metadata"]["name"] = name
+    route["spec"]["hostnames"] = [f"{name}.example.com"]
+    route["spec"]["rules"] = [{"backendRefs": [{"name": "web", "port": 8080}], "filters": [
+        {"type": "RequestHeaderModifier", "requestHeaderModifier": {"set": [{"name": header, "value": value}]}}]}]
+    return route
+
+
+class CountingRenderer:
+    """The real renderer, counting how often the gate asks for a render of the state alone."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.baselines = 0
+
+    def render(self, state: State, *, subject: Ref | None = None) -> RenderResult:
+        if subject is None:
+            self.baselines += 1
+        result: RenderResult = self.inner.render(state, subject=subject)
+        return result
+
+
+async def test_a_route_already_broken_by_others_does_not_block_an_unrelated_change(gate: Gate) -> None:
+    state = state_with(named("broken"))
+    verdict = await gate.review(Change(Operation.CREATE, named("shop")), state=state)
+    assert verdict.decision is Decision.ALLOW, verdict.message
+    assert any("already fails haproxy -c because of other objects" in n and "capture/broken" in n
+               for n in verdict.notes), verdict.notes
+
+
+async def test_the_change_that_breaks_the_config_is_denied(gate: Gate) -> None:
+    verdict = await gate.review(Change(Operation.CREATE, named("broken")), state=state_with())
+    assert verdict.decision is Decision.DENY
+    assert [f.field for f in verdict.denials] == ["spec.rules[1].matches[0].path.value"]
+    assert verdict.alerts and verdict.alerts[0].context
+
+
+async def test_breaking_a_second_thing_in_a_broken_config_is_denied(gate: Gate) -> None:
+    other = named("broken")
+    other["metadata"]["name"] = "broken-too"
+    other["spec"]["hostnames"] = ["other.example.com"]
+    other["spec"]["rules"][1]["matches"][0]["path"]["value"] = "/b{9,3}"
+    verdict = await gate.review(Change(Operation.CREATE, other), state=state_with(named("broken")))
+    assert verdict.decision is Decision.DENY
+    assert "b{9,3}" in verdict.message and "a{2,1}" not in verdict.message
+
+
+async def test_deleting_the_object_that_breaks_the_config_is_allowed(gate: Gate) -> None:
+    broken = named("broken")
+    verdict = await gate.review(Change(Operation.DELETE, None, broken), state=state_with(broken))
+    assert verdict.decision is Decision.ALLOW, verdict.message
+
+
+async def test_findings_about_other_objects_never_deny_the_subject(gate: Gate) -> None:
+    sticky = named("sticky")  # breaks a deny rule, but it is not the subject here
+    verdict = await gate.review(Change(Operation.CREATE, named("shop")), state=state_with(sticky))
+    assert verdict.decision is Decision.ALLOW
+    assert not any("sessionName" in w for w in verdict.warnings)
+
+
+async def test_the_baseline_is_checked_once_for_a_burst_of_reviews(gate: Gate) -> None:
+    counting = CountingRenderer(gate.renderer)
+    burst_gate = Gate(rules=gate.rules, renderer=counting, checker=gate.checker)
+    state = state_with(named("broken"), version="burst")
+    routes = []
+    for i in range(5):
+        route = named("shop")
+        route["metadata"]["name"] = f"shop-{i}"
+        route["spec"]["hostnames"] = [f"shop-{i}.example.com"]
+        routes.append(route)
+    verdicts = await asyncio.gather(*(burst_gate.review(Change(Operation.CREATE, r), state=state) for r in routes))
+    assert all(v.decision is Decision.ALLOW for v in verdicts)
+    assert counting.baselines == 1
+
+
+async def test_a_new_header_name_needs_a_reload_but_a_new_value_does_not(gate: Gate) -> None:
+    first = header_route("hdr", "X-Team", "blue")
+    verdict = await gate.review(Change(Operation.CREATE, first), state=state_with())
+    assert any("needs an HAProxy reload" in n for n in verdict.notes), verdict.notes
+    changed = header_route("hdr", "X-Team", "green")
+    verdict = await gate.review(Change(Operation.UPDATE, changed, first), state=state_with(first, version="v2"))
+    assert verdict.decision is Decision.ALLOW
+    assert any("without a reload" in n for n in verdict.notes), verdict.notes
+
+
+async def test_a_check_that_hangs_is_an_error_not_a_deny(gate: Gate, tmp_path: Path) -> None:
+    fake = tmp_path / "haproxy"
+    fake.write_text("#!/bin/sh\nsleep 30\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    hanging = Checker(HAProxyBinary(str(fake), "2.8.0"), timeout=0.3)
+    slow_gate = Gate(rules=gate.rules, renderer=gate.renderer, checker=hanging)
+    verdict = await slow_gate.review(Change(Operation.CREATE, named("shop")), state=state_with())
+    assert verdict.decision is Decision.ERROR
+    assert "did not finish within 0.3s" in verdict.message and not verdict.allowed
+
+
+async def test_an_unattached_route_is_still_checked_and_warned_about(gate: Gate) -> None:
+    lonely = named("broken")
+    lonely["spec"]["parentRefs"] = [{"name": "nowhere"}]
+    verdict = await gate.review(Change(Operation.CREATE, lonely), state=state_with())
+    assert verdict.decision is Decision.DENY, "a data-plane error must surface even without a Gateway"
+    ok = named("shop")
+    ok["spec"]["parentRefs"] = [{"name": "nowhere"}]
+    verdict = await gate.review(Change(Operation.CREATE, ok), state=state_with())
+    assert verdict.decision is Decision.ALLOW
+    assert any("nowhere" in w or "not attached" in w.lower() or "NoMatchingParent" in w for w in verdict.warnings), \
+        verdict.warnings
