@@ -22,6 +22,8 @@ from validators.objects import Obj, as_list, as_map
 from validators.texts import quote
 from validators.traversals import rules_of
 
+_CLOSE = "; groups (...) and classes [...] must close within the pattern"
+
 
 def balance_problem(pattern: str, *, anchored: bool = True) -> str | None:
     """Why ``pattern`` is not self-contained, or None. Indexes are 0-based into the pattern.
@@ -60,16 +62,16 @@ def balance_problem(pattern: str, *, anchored: bool = True) -> str | None:
             groups.append(i)
         elif ch == ")":
             if not groups:
-                return f"')' at index {i} closes a group that was never opened"
+                return f"')' at index {i} closes a group that was never opened{_CLOSE}"
             groups.pop()
         elif ch == "|" and not groups and anchored:
             return (f"top-level '|' at index {i} would escape the route's anchoring; "
                     "wrap the alternatives in a group: (a|b)")
         i += 1
     if class_start is not None:
-        return f"'[' at index {class_start} is never closed"
+        return f"'[' at index {class_start} is never closed{_CLOSE}"
     if groups:
-        return f"'(' at index {groups[-1]} is never closed"
+        return f"'(' at index {groups[-1]} is never closed{_CLOSE}"
     return None
 
 
@@ -103,7 +105,6 @@ def balanced(obj: Obj, ctx: Context) -> Iterator[Finding]:
         if problem:
             yield Finding(
                 codes.REGEX_UNBALANCED,
-                f"Invalid value: {quote(pattern)}: {problem}; groups (...) and classes [...] must close "
-                "within the pattern",
+                f"Invalid value: {quote(pattern)}: {problem}",
                 path,
             )

@@ -64,4 +64,4 @@ def test_balance_problem(pattern: str, needle: str | None) -> None:
 
 def test_alternation_is_only_refused_where_the_pattern_is_anchored() -> None:
     assert balance_problem("Mobile|Android", anchored=False) is None
-    assert balance_problem("(Mobile|Android", anchored=False) == "'(' at index 0 is never closed"
+    assert (balance_problem("(Mobile|Android", anchored=False) or "").startswith("'(' at index 0 is never closed")
