@@ -13,14 +13,30 @@ from hypothesis import strategies as st
 from validators import celchecks, celengines
 from validators.findings import Finding, Severity
 
-ENGINES = {"cel-expr-python": celengines.CppEngine(), "common-expression-language": celengines.RustEngine()}
+
+def _installed() -> dict[str, celengines.Engine]:
+    out: dict[str, celengines.Engine] = {}
+    for make in (celengines.CppEngine, celengines.RustEngine):
+        try:
+            engine = make()
+        except ImportError:
+            continue
+        out[engine.name] = engine
+    return out
+
+
+ENGINES = _installed()
+if not ENGINES:
+    pytest.skip("no CEL engine installed (extra `cel`)", allow_module_level=True)
+PREFERRED = next(iter(ENGINES))
+HAS_FALLBACK = "common-expression-language" in ENGINES and len(ENGINES) > 1
 
 
 def obj_schema(*rules: dict[str, Any], **properties: Any) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "x-kubernetes-validations": list(rules)}
 
 
-def check(schema: dict[str, Any], obj: Any, *, old: Any = None, engine: str = "cel-expr-python",
+def check(schema: dict[str, Any], obj: Any, *, old: Any = None, engine: str = PREFERRED,
           budget: float = 0.5) -> list[Finding]:
     validator = celchecks.CelValidator.compile(schema, kind="Thing", engine=ENGINES[engine])
     return validator.validate(obj, old=old, budget_seconds=budget)
@@ -188,9 +204,12 @@ def test_the_estimated_cost_stops_a_quadratic_rule_on_a_huge_list_before_running
     assert check(schema, {"xs": list(range(90))}) == []
     assert [f.code for f in check(schema, {"xs": [1, 1]})] == ["RG0300"]
     # within the API server's limit but past cel-expr-python's fixed 10000-iteration cap: the rule
-    # re-runs on the fallback engine, so the verdict still comes
-    assert check(schema, {"xs": list(range(300))}) == []
-    assert [f.code for f in check(schema, {"xs": [*range(300), 7]})] == ["RG0300"]
+    # re-runs on the fallback engine, so the verdict still comes (without it: a warning, never a pass)
+    if HAS_FALLBACK or PREFERRED != "cel-expr-python":
+        assert check(schema, {"xs": list(range(300))}) == []
+        assert [f.code for f in check(schema, {"xs": [*range(300), 7]})] == ["RG0300"]
+    else:
+        assert [f.code for f in check(schema, {"xs": list(range(300))})] == ["RG0301"]
 
 
 def test_the_time_budget_stops_evaluation_and_denies() -> None:
@@ -222,7 +241,7 @@ def test_values_cel_cannot_take_are_warnings_not_crashes() -> None:
 
 
 def test_the_engine_is_named_and_counters_are_plain_ints() -> None:
-    assert celchecks.engine_name() == "cel-expr-python"
+    assert celchecks.engine_name() == PREFERRED
     assert all(isinstance(v, int) for v in celchecks.COUNTERS.values())
     assert {i.code for i in celchecks.RULE_INFOS} == {"RG0300", "RG0301", "RG0302", "RG0303"}
 
