@@ -59,17 +59,22 @@ def load_config(path: str | None, *, strict: bool) -> Enforcement:
         raise SetupError(f"--config {path}: {exc}") from None
 
 
-def load_schemas(paths: Sequence[str]) -> SchemaSet | None:
+def load_crd_documents(paths: Sequence[str]) -> list[Obj]:
     if not paths:
-        return None
+        return []
     try:
-        docs = [located.obj for located in inputs.load(list(paths))
-                if located.obj.get("kind") == "CustomResourceDefinition"]
+        docs: list[Obj] = [located.obj for located in inputs.load(list(paths))
+                           if located.obj.get("kind") == "CustomResourceDefinition"]
     except inputs.InputError as exc:
         raise SetupError(f"--crds: {exc}") from None
     if not docs:
         raise SetupError(f"--crds {' '.join(paths)}: no CustomResourceDefinition found")
-    return SchemaSet.from_documents(docs)
+    return docs
+
+
+def load_schemas(paths: Sequence[str]) -> SchemaSet | None:
+    docs = load_crd_documents(paths)
+    return SchemaSet.from_documents(docs) if docs else None
 
 
 def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: SchemaSet | None = None) -> Gate:

@@ -11,18 +11,24 @@ import socket
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import structlog
 from aiohttp import web
 
 from haproxy_check import binaries
-from webhook import logs, metrics, servers
-from webhook.assembly import SetupError, build_gate, load_state
+from validators.checks import Checks
+from webhook import liveschemas, logs, metrics, servers
+from webhook.assembly import SetupError, build_gate, load_crd_documents, load_state
 from webhook.checking import settings_from
 from webhook.sources import StateSource, StaticSource
 
 log = structlog.get_logger("routegate")
+
+
+@runtime_checkable
+class ClusterSource(StateSource, liveschemas.CrdSource, Protocol):
+    """A state source that also serves CRDs (the watching ClusterState)."""
 
 
 def split_listen(value: str, flag: str) -> tuple[str, int]:
@@ -99,6 +105,8 @@ async def serve(args: argparse.Namespace) -> int:
     source, api = await _state_source(args, tasks)
     reloader = await _certificates(args, api, tasks)
     gate = build_gate(binary, settings_from(args))
+    if isinstance(source, ClusterSource) and isinstance(gate.rules, Checks):
+        tasks.append(liveschemas.follow(source, gate.rules, files=load_crd_documents(args.crds)))
     app = servers.make_app(gate, source, certs=reloader, review_timeout=args.review_timeout)
     runner = web.AppRunner(app, access_log=None)
     metrics_runner = web.AppRunner(servers.make_metrics_app(), access_log=None)
