@@ -37,10 +37,16 @@ _HOST = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[
 _METHOD = re.compile(r"[A-Z]{1,20}\Z")
 
 
+_PLAIN_KEY = re.compile(r"[\x21-\x7e]*\Z")
+_PLAIN_VALUE = re.compile(r"[\x20-\x7e]*\Z")
+
+
 def check(value: str, *, key: bool, what: str = "value") -> str:
     """Return ``value`` unchanged, or raise Unsafe when it cannot be represented."""
     if not isinstance(value, str):
         raise Unsafe(f"{what} must be a string")
+    if (_PLAIN_KEY if key else _PLAIN_VALUE).match(value):
+        return value  # printable ASCII (no whitespace for keys): the common case, no per-character scan
     reason = safety.unsafe_reason(value, key=key)
     if reason is not None:
         raise Unsafe(f"{what} cannot be rendered safely: {reason}")
