@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from haproxy_check import escaping
 from haproxy_check.descriptions import ServerDesc
 from validators.findings import Finding, Severity
-from validators.objects import Obj, Ref, as_list, dig, ref_of
+from validators.objects import Obj, Ref, as_list, dig, group_of, ref_of
 from validators.states import State
 
 REQHDR_MAP = "route-reqhdr.map"
@@ -81,7 +81,7 @@ def build(state: State) -> CrdModel:
     spellings: dict[str, str] = {}
     exact: dict[str, str] = {}
     for route in state.list("Route"):
-        if dig(route, "apiVersion", default="").split("/")[0] != "routegate.io":
+        if group_of(route) != "routegate.io":
             continue
         try:
             crd, keys, names = _one(route)

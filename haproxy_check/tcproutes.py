@@ -16,7 +16,7 @@ from haproxy_check import escaping, rulebackends
 from haproxy_check.backendtls import FileSink
 from haproxy_check.rulebackends import RuleBackend
 from validators import attachments, claims
-from validators.findings import Finding
+from validators.findings import Finding, Severity
 from validators.objects import Ref
 from validators.states import State
 
@@ -47,7 +47,12 @@ def build(state: State, files: FileSink, *, http_ports: Sequence[int] = attachme
     won, _lost = claims.tcp_claims(state, http_ports=http_ports)  # losers: RG0507 in crossobjects
     backends: dict[str, RuleBackend] = {}
     for port, claim in sorted(won.items()):
-        name = backend_name(claim.route, claim.rule_index)
+        try:
+            name = backend_name(claim.route, claim.rule_index)
+        except escaping.Unsafe as exc:  # a name the schema check denies; never a render crash
+            model.findings.append(Finding("RG0519", f"TCPRoute is not rendered: {exc}", ("metadata", "name"),
+                                          Severity.WARN, subject=False, about=str(claim.route)))
+            continue
         if name not in backends:
             backends[name] = rulebackends.build(state, claim.obj, claim.rule_index, name, files, tls=True,
                                                 settings=settings)

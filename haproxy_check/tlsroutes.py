@@ -120,32 +120,11 @@ def build(state: State, files: FileSink, *, https_shared: bool = False,
     claimed: set[tuple[int, str]] = set()
     built: set[str] = set()
     for route in sorted(state.list("TLSRoute"), key=attachments.age_key):
-        attached, _ = attachments.attach(route, state, http_ports=http_ports, all_listeners=lsts)
-        ref = ref_of(route)
-        rules = as_list(dig(route, "spec", "rules"))
-        if not rules:
-            continue
-        for a in attached:
-            found = fronts.get(a.listener.port)
-            if found is None:
-                continue
-            front = found
-            name = backend_name(ref, 0, front.mode)  # a TLSRoute rule has no matches: rule 0 serves
-            if name not in built:
-                built.add(name)
-                model.backends.append(rulebackends.build(state, route, 0, name, files,
-                                                         tls=front.mode == TERMINATE, settings=settings))
-            for host in a.hostnames:
-                if (front.port, host) in claimed:
-                    model.findings.append(_finding(
-                        "RG0518", f"server name {host} on port {front.port} is already claimed by an older "
-                        "TLSRoute", ref, ("spec", "hostnames")))
-                    continue
-                claimed.add((front.port, host))
-                if host.startswith("*."):
-                    front.wild.append((escaping.map_key(host[1:]), name, ref))
-                else:
-                    front.exact.append((escaping.map_key(host), name, ref))
+        try:
+            _route(state, route, lsts, fronts, claimed, built, model, files, http_ports, settings)
+        except escaping.Unsafe as exc:  # names/hostnames the schema check denies; never a render crash
+            model.findings.append(_finding("RG0519", f"TLSRoute is not rendered: {exc}", ref_of(route),
+                                           ("spec",)))
     for front in fronts.values():
         front.wild.sort(key=lambda e: (-len(e[0]), e[0]))
         front.exact.sort()
@@ -158,3 +137,33 @@ def build(state: State, files: FileSink, *, https_shared: bool = False,
     model.frontends = [f for _, f in sorted(fronts.items())]
     model.backends.sort(key=lambda b: b.name)
     return model
+
+
+def _route(state: State, route: Any, lsts: Sequence[attachments.Listener], fronts: dict[int, TLSFrontend],
+           claimed: set[tuple[int, str]], built: set[str], model: TLSModel, files: FileSink,
+           http_ports: Sequence[int], settings: Any) -> None:
+    """One TLSRoute: its rule backend per mode and its server names on every attached port."""
+    attached, _ = attachments.attach(route, state, http_ports=http_ports, all_listeners=lsts)
+    ref = ref_of(route)
+    if not as_list(dig(route, "spec", "rules")):
+        return
+    for a in attached:
+        front = fronts.get(a.listener.port)
+        if front is None:
+            continue
+        name = backend_name(ref, 0, front.mode)  # a TLSRoute rule has no matches: rule 0 serves
+        if name not in built:
+            built.add(name)
+            model.backends.append(rulebackends.build(state, route, 0, name, files,
+                                                     tls=front.mode == TERMINATE, settings=settings))
+        for host in a.hostnames:
+            if (front.port, host) in claimed:
+                model.findings.append(_finding(
+                    "RG0518", f"server name {host} on port {front.port} is already claimed by an older "
+                    "TLSRoute", ref, ("spec", "hostnames")))
+                continue
+            claimed.add((front.port, host))
+            if host.startswith("*."):
+                front.wild.append((escaping.map_key(host[1:]), name, ref))
+            else:
+                front.exact.append((escaping.map_key(host), name, ref))

@@ -33,7 +33,7 @@ CODES: Mapping[str, str] = {
     # render-time findings (haproxy_check: tlsroutes, crdroutes), listed here for `routegate rules`
     "RG0517": "a TLS listener on a port the HTTP engine binds is not rendered (only shared passthrough)",
     "RG0518": "a TLSRoute server name on a port is already claimed by an older TLSRoute",
-    "RG0519": "a custom Route (routegate.io) cannot be rendered safely and is skipped",
+    "RG0519": "a custom Route (or a TLSRoute/TCPRoute name) cannot be rendered safely and is skipped",
     "RG0520": "a listener certificate Secret holds no usable PEM certificate/key pair",
     "RG0521": "a terminating TLS port has no usable certificate; a placeholder is used for the check",
 }
