@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from tests.attachments.gwbuilders import gateway, listener, listener_set, namespace, parent, route
 
+from tests.attachments.gwbuilders import gateway, listener, listener_set, namespace, parent, route
 from validators import attachments
 from validators.objects import Obj, Ref
 from validators.states import MemoryState

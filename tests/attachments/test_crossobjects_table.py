@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 
 import pytest
-from tests.attachments.gwbuilders import gateway, grant, listener, listener_set, parent, route, service
 
+from tests.attachments.gwbuilders import gateway, grant, listener, listener_set, parent, route, service
 from validators import claims, crossobjects
 from validators.findings import Severity
 from validators.objects import Obj

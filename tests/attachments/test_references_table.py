@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.attachments.gwbuilders import endpoint_slice, grant, parent, route, service
 
 from haproxy_check import endpoints
+from tests.attachments.gwbuilders import endpoint_slice, grant, parent, route, service
 from validators import references
 from validators.objects import Obj
 from validators.states import MemoryState

@@ -36,7 +36,8 @@ def test_routes_render_as_seed_000_and_pass_haproxy(haproxy_check: Check) -> Non
         "shop_catchall|set|x-tenant other%26x%3Dy%23frag",
         "shop_legacy|set|x-plain simple",
         "shop_legacy|set|x-tenant acme%20corp%3B%20100%25"]
-    # one static rule per header name (spelling of the first Route by namespace/name), reading the map and decoding at request time
+    # one static rule per header name (spelling of the first Route by namespace/name), reading the map
+    # and decoding at request time
     assert [x for x in cfg if x.startswith("http-request set-header")] == [
         "http-request set-header X-Plain %[var(txn.backend_name),concat(|set|x-plain),map_str(maps/route-reqhdr.map),"
         "url_dec] if { var(txn.backend_name),concat(|set|x-plain),map_str(maps/route-reqhdr.map) -m found }",
@@ -73,7 +74,7 @@ def free_port() -> int:
 
 
 class Echo(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server API
+    def do_GET(self) -> None:
         body = "\n".join(f"{k}: {v}" for k, v in self.headers.items()).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -106,7 +107,7 @@ def test_header_values_arrive_decoded_through_real_haproxy(haproxy_path: str, ec
         while True:
             try:
                 req = urllib.request.Request(f"http://127.0.0.1:{port}/api/x", headers={"Host": "legacy.example.com"})
-                with urllib.request.urlopen(req, timeout=2) as resp:  # noqa: S310 - local test server
+                with urllib.request.urlopen(req, timeout=2) as resp:
                     got = resp.read().decode()
                 break
             except OSError:
@@ -117,7 +118,7 @@ def test_header_values_arrive_decoded_through_real_haproxy(haproxy_path: str, ec
         assert "x-plain: simple" in got.splitlines()
         miss = urllib.request.Request(f"http://127.0.0.1:{port}/apix", headers={"Host": "legacy.example.com"})
         with pytest.raises(urllib.error.HTTPError) as err:  # /apix is not under /api (segment boundary)
-            urllib.request.urlopen(miss, timeout=5)  # noqa: S310 - local test server
+            urllib.request.urlopen(miss, timeout=5)
         assert err.value.code == 404
     finally:
         proc.kill()

@@ -56,7 +56,8 @@ def test_listener_without_section_name_gets_a_frontend_per_port_sharing_one_back
     objs = [o for o in fixture("tcp.yaml") if o["kind"] != "TCPRoute"]
     objs.append({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "TCPRoute",
                  "metadata": {"name": "all", "namespace": "default"},
-                 "spec": {"parentRefs": [{"name": "tcp-edge"}], "rules": [{"backendRefs": [{"name": "pg", "port": 5432}]}]}})
+                 "spec": {"parentRefs": [{"name": "tcp-edge"}],
+                          "rules": [{"backendRefs": [{"name": "pg", "port": 5432}]}]}})
     result = render(objs)
     assert_valid(haproxy_check(result))
     cfg = lines(result)
@@ -69,7 +70,7 @@ def test_listener_without_section_name_gets_a_frontend_per_port_sharing_one_back
 
 
 def test_service_that_does_not_exist_yet_gives_a_backend_haproxy_accepts(haproxy_check: Check) -> None:
-    objs = [o for o in fixture("tcp.yaml") if not (o["kind"] in ("Service", "EndpointSlice"))]
+    objs = [o for o in fixture("tcp.yaml") if o["kind"] not in ("Service", "EndpointSlice")]
     result = render(objs)
     assert_valid(haproxy_check(result))
     pg = section(lines(result), "backend gtw_tcp_default_pg-old_0")

@@ -19,7 +19,8 @@ USER_TCP = """\
 {% set be = "user_" ~ (dig(r, "metadata", "namespace") | ident) ~ "_" ~ (dig(r, "metadata", "name") | ident) %}
 {{ Backend({"name": be, "mode": "tcp", "servers": [{"name": "one", "address": "192.0.2.10", "port": 5432}]}) }}
 {% endfor %}
-{% set _ = RegisterMap("user-routes.map", resources("TCPRoute") | map(attribute="metadata.name") | map("mapkey") | list, {"ordered": False}) %}
+{% set names = resources("TCPRoute") | map(attribute="metadata.name") | map("mapkey") | list %}
+{% set _ = RegisterMap("user-routes.map", names, {"ordered": False}) %}
 """
 
 
