@@ -91,3 +91,15 @@ def test_terminating_tlsroute_backends_get_the_policy(haproxy_check: Check) -> N
     assert_valid(haproxy_check(result))
     be = section(lines(result), "backend gtw_tlst_default_term_0")
     assert [x for x in be if x.startswith("server")] == [f"server s1 10.9.0.1:8443 weight 1 {CM_TLS}"]
+
+
+def test_grpcroute_backends_get_the_policy(haproxy_check: Check) -> None:
+    objs = [*objects(), {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GRPCRoute",
+                         "metadata": {"name": "g", "namespace": "default"},
+                         "spec": {"parentRefs": [{"name": "edge", "sectionName": "http"}],
+                                  "hostnames": ["grpc.example.com"],
+                                  "rules": [{"backendRefs": [{"name": "secure-cm", "port": 443}]}]}}]
+    result = render(objs, system_ca_file=SYSTEM_BUNDLE)
+    assert_valid(haproxy_check(result))
+    be = section(lines(result), "backend gw_g_default_g_secure-cm_443")
+    assert [x for x in be if x.startswith("server")] == [f"server s1 10.9.0.1:8443 weight 1 {CM_TLS}"]
