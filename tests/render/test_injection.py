@@ -149,7 +149,8 @@ def test_arbitrary_values_never_change_the_config_structure(field: str, value: s
         assert "ns_r_" not in result.files["maps/rule-backend.map"].decode()
         return
     assert skeleton(result) == skeleton(BENIGN), f"{field}={value!r} changed the config structure"
-    assert map_shape(result) == map_shape(BENIGN)
+    # same number of map lines in total (a wildcard hostname moves its entry to host-wildcard.map)
+    assert sum(map_shape(result).values()) == sum(map_shape(BENIGN).values())
     proc = haproxy_check(result)
     if proc.returncode != 0:  # only a regex PCRE refuses may fail the check, never a keyword
         assert field in ("regex path", "header regex"), proc.stderr
