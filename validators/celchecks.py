@@ -7,9 +7,10 @@ defaulted object, with the API server's messages and field paths.
 
 Finding codes (``docs/CEL.md``):
 
-- ``RG0300`` deny: a rule evaluated to false. Message as the API server writes it after the path,
-  e.g. ``Invalid value: "object": <rule message>`` (reason FieldValueInvalid; ``Required value:``,
-  ``Forbidden:``, ``Duplicate value:`` for the other reasons).
+- ``RG0300`` deny: a rule evaluated to false. Message as the API server (>= 1.35) writes it after the
+  path: ``Invalid value: <rule message>`` on object/array nodes, ``Invalid value: "v": <message>`` on
+  scalar nodes (reason FieldValueInvalid; ``Required value:``, ``Forbidden:``, ``Duplicate value``
+  for the other reasons).
 - ``RG0301`` warn: a rule could not be compiled or evaluated by the engine (not the object's fault);
   counted in :data:`COUNTERS`.
 - ``RG0302`` deny: the object exceeds the evaluation budget (time or estimated cost); no further rules run.
@@ -24,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from validators import celengines, celprograms
+from validators import celengines, celprograms, texts
 from validators.findings import Finding, PathPart, Severity
 
 Path = tuple[PathPart, ...]
@@ -37,7 +38,7 @@ COUNTERS: dict[str, int] = {"compile_errors": 0, "eval_errors": 0, "budget_excee
 RULE_FAILED, ENGINE_ERROR, BUDGET_EXCEEDED, RULE_ERROR = "RG0300", "RG0301", "RG0302", "RG0303"
 _OBJECT_ERRORS = ("no such key", "out of range", "division by zero", "modulus by zero", "conversion failed",
                   "cannot convert string", "integer overflow", "invalid regular expression")
-_BUDGET = "validation failed due to running out of cost budget, no further validation rules will run"
+_BUDGET = "validation failed due to running out of cost budget, no further validation rules will be run"
 
 _SUMMARIES = (
     (RULE_FAILED, Severity.DENY, "A CRD x-kubernetes-validations (CEL) rule is false (API server message)."),
@@ -70,14 +71,25 @@ def engine_name() -> str:
         return "none"
 
 
-def _body(reason: str, type_name: str, detail: str) -> str:
-    """What ``field.Error`` prints after the path (apimachinery ``ErrorBody``)."""
+def _failed(reason: str, node: Any, type_name: str, detail: str) -> str:
+    """A failed rule as ``field.Error`` prints it after the path (apimachinery ``ErrorBody``).
+
+    Since Kubernetes 1.35 (kubernetes#132798, #133832) the bad value of an object or array node is
+    omitted and a scalar node shows its value, where older servers printed the schema type
+    (``Invalid value: "object": ...``).
+    """
     if reason == "FieldValueRequired":
         return f"Required value: {detail}"
     if reason == "FieldValueForbidden":
         return f"Forbidden: {detail}"
-    if reason == "FieldValueDuplicate":
-        return f'Duplicate value: "{type_name}"'
+    head = "Duplicate value" if reason == "FieldValueDuplicate" else "Invalid value"
+    if type_name not in ("object", "array"):
+        head += f": {texts.quote(node)}"
+    return head if reason == "FieldValueDuplicate" else f"{head}: {detail}"  # Duplicate carries no detail
+
+
+def _errored(type_name: str, detail: str) -> str:
+    """Errors other than a false rule still print the schema type as the value."""
     return f'Invalid value: "{type_name}": {detail}'
 
 
@@ -177,7 +189,7 @@ class CelValidator:
             value, size = celprograms.to_cel(node, site, root=not path, memo=memo)
             old_value = None if old is None else celprograms.to_cel(old, site, root=not path, memo=memo)[0]
         except celprograms.OutOfTime as e:
-            self._stop(run, path, str(e))
+            self._stop(run, path, site.type, str(e))
             return
         except celprograms.ConversionError as e:
             run.findings.append(self._engine_error(path, f"cannot hand this value to CEL: {e}"))
@@ -188,7 +200,7 @@ class CelValidator:
         for rule in site.rules:
             if time.perf_counter() > run.deadline:
                 why = f"evaluation took longer than {run.budget:g}s after {run.evaluated} rules"
-                self._stop(run, path, why)
+                self._stop(run, path, site.type, why)
                 return
             if rule.transition and old is None and not rule.optional_old_self:
                 continue
@@ -200,7 +212,8 @@ class CelValidator:
                 continue
             cost = size * max(1, width) ** max(0, rule.depth - 1) if rule.depth else size
             if cost > COST_LIMIT:
-                self._stop(run, path, f"estimated cost {cost} of rule {rule.display!r} exceeds {COST_LIMIT}")
+                why = f"estimated cost {cost} of rule {rule.display!r} exceeds {COST_LIMIT}"
+                self._stop(run, path, site.type, why)
                 return
             if bound is None and self._engine is not None:
                 try:
@@ -223,8 +236,7 @@ class CelValidator:
             text = str(e)
             if any(marker in text for marker in _OBJECT_ERRORS):
                 COUNTERS["rules_failed"] += 1
-                yield Finding(RULE_ERROR, _body("FieldValueInvalid", type_name,
-                                                f"{text} evaluating rule: {rule.display}"), path)
+                yield Finding(RULE_ERROR, _errored(type_name, f"{text} evaluating rule: {rule.display}"), path)
             else:
                 why = f"rule could not be evaluated ({text}); not checked: {rule.rule}"
                 yield self._engine_error(path, why)
@@ -236,7 +248,7 @@ class CelValidator:
             yield self._engine_error(path, why)
             return
         COUNTERS["rules_failed"] += 1
-        yield Finding(RULE_FAILED, _body(rule.reason, type_name, self._message(rule, bound)),
+        yield Finding(RULE_FAILED, _failed(rule.reason, bound.values["self"], type_name, self._message(rule, bound)),
                       (*path, *rule.field_path))
 
     @staticmethod
@@ -257,10 +269,10 @@ class CelValidator:
         return Finding(ENGINE_ERROR, f"CEL ({self.engine}): {detail}", path, Severity.WARN)
 
     @staticmethod
-    def _stop(run: _Run, path: Path, why: str) -> None:
+    def _stop(run: _Run, path: Path, type_name: str, why: str) -> None:
         COUNTERS["budget_exceeded"] += 1
         run.stopped = True
-        run.findings.append(Finding(BUDGET_EXCEEDED, f'Invalid value: "object": {_BUDGET} ({why})', path))
+        run.findings.append(Finding(BUDGET_EXCEEDED, _errored(type_name, f"{_BUDGET} ({why})"), path))
 
 
 class _Unavailable(CelValidator):

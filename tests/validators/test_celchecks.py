@@ -65,17 +65,35 @@ SPEC = obj_schema(
                  id="reason Forbidden and fieldPath .a"),
     pytest.param({"a": "ok"}, ["RG0300 deny spec.b: Required value: b is needed"],
                  id="reason Required and fieldPath ['b']"),
-    pytest.param({"a": "toolong", "b": 1}, ['RG0300 deny spec: Invalid value: "object": a is 7 long'],
+    pytest.param({"a": "toolong", "b": 1}, ['RG0300 deny spec: Invalid value: a is 7 long'],
                  id="messageExpression gives the message"),
-    pytest.param({"a": "dup", "b": 1}, ['RG0300 deny spec: Duplicate value: "object"'],
+    pytest.param({"a": "dup", "b": 1}, ['RG0300 deny spec: Duplicate value'],
                  id="reason Duplicate prints no detail, as field.Duplicate does"),
-    pytest.param({"a": "x", "b": 1}, ['RG0300 deny spec: Invalid value: "object": failed rule: self.a != \'x\''],
+    pytest.param({"a": "x", "b": 1}, ["RG0300 deny spec: Invalid value: failed rule: self.a != 'x'"],
                  id="no message gives the default"),
-    pytest.param({"a": "y", "b": 1}, ['RG0300 deny spec: Invalid value: "object": fallback message'],
+    pytest.param({"a": "y", "b": 1}, ['RG0300 deny spec: Invalid value: fallback message'],
                  id="a failing messageExpression falls back to message"),
 ])
 def test_failing_rules_read_like_the_api_server(engine: str, spec: dict[str, Any], expected: list[str]) -> None:
     assert texts(check(obj_schema(spec=SPEC), {"spec": spec}, engine=engine)) == expected
+
+
+@pytest.mark.parametrize(("node", "value", "expected"), [
+    pytest.param(STR, 'a "b"', 'v: Invalid value: "a \\"b\\"": no', id="a string node shows its quoted value"),
+    pytest.param(INT, 7, "v: Invalid value: 7: no", id="an integer node shows its value"),
+    pytest.param({"type": "boolean"}, False, "v: Invalid value: false: no", id="a boolean node shows its value"),
+    pytest.param({"type": "array", "items": INT}, [1], "v: Invalid value: no", id="an array node omits its value"),
+])
+def test_a_failed_rule_shows_scalar_values_and_omits_complex_ones(node: dict[str, Any], value: Any,
+                                                                    expected: str) -> None:
+    schema = obj_schema(v={**node, "x-kubernetes-validations": [{"rule": "false", "message": "no"}]})
+    assert [f"{f.field}: {f.message}" for f in check(schema, {"v": value})] == [expected]
+
+
+def test_duplicate_reason_on_a_scalar_shows_the_value_only() -> None:
+    schema = obj_schema(v={**STR, "x-kubernetes-validations": [
+        {"rule": "false", "message": "dropped", "reason": "FieldValueDuplicate"}]})
+    assert [f.message for f in check(schema, {"v": "x"})] == ['Duplicate value: "x"']
 
 
 @pytest.mark.parametrize("engine", list(ENGINES))
@@ -86,10 +104,10 @@ def test_transition_rules_need_an_old_value_unless_old_self_is_optional(engine: 
     assert check(schema, {"n": 1}, engine=engine) == []
     assert check(schema, {"n": 2}, old={"n": 1}, engine=engine) == []
     assert texts(check(schema, {"n": 1}, old={"n": 2}, engine=engine)) == [
-        'RG0300 deny n: Invalid value: "integer": may only grow']
+        'RG0300 deny n: Invalid value: 1: may only grow']
     assert check(schema, {"n": 13}, old={"n": 12}, engine=engine) == []
     assert texts(check(schema, {"n": 13}, engine=engine)) == [
-        'RG0300 deny n: Invalid value: "integer": 13 only on update']
+        'RG0300 deny n: Invalid value: 13: 13 only on update']
 
 
 def test_property_names_are_escaped_and_unknown_fields_pruned_before_cel_sees_them() -> None:
@@ -106,7 +124,7 @@ def test_property_names_are_escaped_and_unknown_fields_pruned_before_cel_sees_th
             "metadata": {"name": "x", "labels": {"a": "b"}}}
     assert check(schema, good) == []
     assert [f.message for f in check(schema, {**good, "free": {"z": "v"}})] == [
-        'Invalid value: "object": map keys stay as they are']
+        'Invalid value: map keys stay as they are']
 
 
 EXTENSIONS = [
