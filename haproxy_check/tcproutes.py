@@ -45,8 +45,18 @@ def build(state: State, files: FileSink, *, http_ports: Sequence[int] = attachme
           settings: Any = None) -> TCPModel:
     model = TCPModel()
     won, _lost = claims.tcp_claims(state, http_ports=http_ports)  # losers: RG0507 in crossobjects
+    lsts = attachments.listeners(state, http_ports=http_ports)
+    taken = {x.port: x for x in lsts if x.protocol in ("HTTP", "HTTPS", "TLS") and not x.conflicted}
     backends: dict[str, RuleBackend] = {}
     for port, claim in sorted(won.items()):
+        other = taken.get(port)
+        if other is not None:  # one bind per port: the HTTP engine / TLS frontend keeps it
+            for lst in claim.listeners:
+                model.findings.append(Finding(
+                    "RG0522", f"TCP listener on port {port} is not rendered: {other.source} listener "
+                    f"{other.name!r} uses the port for {other.protocol}", (*lst.path, "port"), Severity.WARN,
+                    subject=False, about=str(lst.source)))
+            continue
         try:
             name = backend_name(claim.route, claim.rule_index)
         except escaping.Unsafe as exc:  # a name the schema check denies; never a render crash

@@ -36,6 +36,7 @@ CODES: Mapping[str, str] = {
     "RG0519": "a custom Route (or a TLSRoute/TCPRoute name) cannot be rendered safely and is skipped",
     "RG0520": "a listener certificate Secret holds no usable PEM certificate/key pair",
     "RG0521": "a terminating TLS port has no usable certificate; a placeholder is used for the check",
+    "RG0522": "a TCP listener shares its port with an HTTP/HTTPS/TLS listener and is not rendered",
 }
 
 _REF_CODES = {references.BACKEND_NOT_FOUND: "RG0501", references.REF_NOT_PERMITTED: "RG0502",

@@ -76,3 +76,14 @@ def test_service_that_does_not_exist_yet_gives_a_backend_haproxy_accepts(haproxy
     pg = section(lines(result), "backend gtw_tcp_default_pg-old_0")
     assert not any(x.startswith("server") for x in pg)
     assert "tcp-request content reject" in pg
+
+
+def test_tcp_listener_on_a_port_another_protocol_binds_is_not_rendered(haproxy_check: Check) -> None:
+    objs = fixture("tcp.yaml")
+    gw = next(o for o in objs if o["kind"] == "Gateway")
+    gw["spec"]["listeners"].append({"name": "web", "protocol": "HTTP", "port": 6379})
+    result = render(objs)
+    assert_valid(haproxy_check(result))
+    assert not any(x.startswith("frontend gateway-tcp-port-6379") for x in lines(result))
+    assert [(f.code, f.field, f.about) for f in result.findings if f.code == "RG0522"] == [
+        ("RG0522", "spec.listeners[1].port", "Gateway default/tcp-edge")]
