@@ -25,6 +25,7 @@ from haproxy_check.checks import CheckTimedOut
 from haproxy_check.results import Alert, CheckResult, HAProxyBinary, RenderError, RenderResult
 from validators import checks
 from validators.changes import Change, Operation
+from validators.enforcement import Enforcement
 from validators.findings import Finding, Severity, denies, format_path
 from validators.objects import REVIEWED_KINDS, Ref
 from validators.states import Overlay, State, Without
@@ -37,6 +38,8 @@ T = TypeVar("T")
 
 
 class RuleChecks(Protocol):
+    enforcement: Enforcement
+
     def run(self, change: Change, state: State) -> checks.Result: ...
 
 
@@ -108,7 +111,11 @@ class Gate:
         except RenderError as exc:
             return self._refused(change, exc, findings, timings)
         timings["render"] = self._clock() - mark
-        findings += [f for f in render.findings if f.about in ("", str(ref))]
+        # Render-time findings about the subject follow the same enforcement settings as the rules.
+        findings += self.rules.enforcement.apply([f for f in render.findings if f.about in ("", str(ref))],
+                                                 namespace=ref.namespace)
+        if denies(findings):
+            return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary, timings=timings)
         mark = self._clock()
         try:
             result = await self.checker.check(render)

@@ -40,9 +40,12 @@ def split_listen(value: str, flag: str) -> tuple[str, int]:
 
 async def _state_source(args: argparse.Namespace, tasks: list[Awaitable[Any]]) -> tuple[StateSource, Any]:
     if args.kubeconfig or _in_cluster():
-        from webhook.cluster import ClusterState, load_api_client
+        from webhook.cluster import ClusterConfigError, ClusterState, load_api_client
 
-        api = await load_api_client(args.kubeconfig)
+        try:
+            api = await load_api_client(args.kubeconfig)
+        except ClusterConfigError as exc:
+            raise SetupError(f"--kubeconfig: {exc}") from None
         if api is not None:
             cluster = ClusterState(api)
             tasks.append(cluster.run())

@@ -7,10 +7,10 @@ import contextlib
 import copy
 from typing import Any
 
-import pytest
 import yaml
 
 from tests.cluster.clusterkit import eventually, running
+from tests.cluster.conftest import api, kube  # noqa: F401 - fixtures shared with the cluster tests
 from tests.conftest import need_shared
 from tests.fakekube import FakeKube
 from validators.changes import Change, Operation
@@ -18,8 +18,6 @@ from validators.checks import Checks
 from validators.states import MemoryState
 from webhook import liveschemas
 from webhook.cluster import ClusterState
-
-pytest_plugins = ["tests.cluster.conftest"]
 
 
 def httproute_crd() -> dict[str, Any]:
@@ -46,7 +44,9 @@ def schema_denies(checks: Checks, obj: dict[str, Any]) -> list[str]:
             if f.severity == "deny" and f.field.endswith("method")]
 
 
-async def test_served_crds_replace_files_and_an_upgrade_applies_without_restart(kube: FakeKube, api: Any) -> None:
+async def test_served_crds_replace_files_and_an_upgrade_applies_without_restart(
+    kube: FakeKube, api: Any  # noqa: F811 - the fixtures
+) -> None:
     crd = httproute_crd()
     kube.create(crd)
     state = ClusterState(api, resync_backoff_cap=0.05)
