@@ -145,34 +145,35 @@ class CelValidator:
 
     # --- walking the object alongside the schema -------------------------------------------------
 
-    def _walk(self, node: Any, old: Any, site: celprograms.Site, path: Path, run: _Run) -> None:
+    def _walk(self, node: Any, old: Any, site: celprograms.Site, path: Path, run: _Run,
+              parent_equal: bool = False) -> None:
+        """``old`` is the correlated old node (None: none); ``parent_equal`` tells whether the nearest
+        correlated ancestor is unchanged, which ratchets nodes that have no old node of their own."""
         if node is None or not site.live or run.stopped or len(path) > celprograms.MAX_DEPTH:
             return
+        equal = (parent_equal or old == node) if old is not None else parent_equal
         if site.rules:
-            self._evaluate(node, old, site, path, run)
+            self._evaluate(node, old, site, path, run, ratchet=equal)
         if isinstance(node, Mapping):
             old_map = old if isinstance(old, Mapping) else {}
             for name, child in site.properties.items():
                 if child.live and name in node:
-                    self._walk(node[name], old_map.get(name), child, (*path, name), run)
+                    self._walk(node[name], old_map.get(name), child, (*path, name), run, equal)
             extra = site.additional
             if extra is not None and extra.live and not site.properties:
                 for key, value in node.items():
                     if isinstance(key, str):
-                        self._walk(value, old_map.get(key), extra, (*path, key), run)
+                        self._walk(value, old_map.get(key), extra, (*path, key), run, equal)
         elif isinstance(node, list) and site.items is not None and site.items.live:
             olds = self._correlate(node, old, site)
             for i, item in enumerate(node):
-                self._walk(item, olds[i], site.items, (*path, i), run)
+                self._walk(item, olds[i], site.items, (*path, i), run, equal)
 
     @staticmethod
     def _correlate(node: list[Any], old: Any, site: celprograms.Site) -> list[Any]:
-        """Old items match new ones in map lists (by key) and sets (by value), as in the API server."""
-        if not isinstance(old, list):
-            return [None] * len(node)
-        if site.list_type == "set":
-            return [item if item in old else None for item in node]
-        if site.list_type != "map" or not site.map_keys:
+        """Old items match new ones only in map lists, by their keys (``CorrelatedObject.Index``);
+        items of atomic and set lists have no old item and ratchet with the list as a whole."""
+        if site.list_type != "map" or not site.map_keys or not isinstance(old, list):
             return [None] * len(node)
 
         def key(item: Any) -> Any:
@@ -183,7 +184,8 @@ class CelValidator:
 
     # --- evaluating the rules of one node --------------------------------------------------------
 
-    def _evaluate(self, node: Any, old: Any, site: celprograms.Site, path: Path, run: _Run) -> None:
+    def _evaluate(self, node: Any, old: Any, site: celprograms.Site, path: Path, run: _Run, *,
+                  ratchet: bool) -> None:
         try:
             memo = run.memo
             value, size = celprograms.to_cel(node, site, root=not path, memo=memo)
@@ -194,7 +196,6 @@ class CelValidator:
         except celprograms.ConversionError as e:
             run.findings.append(self._engine_error(path, f"cannot hand this value to CEL: {e}"))
             return
-        unchanged = old is not None and old == node  # ratcheting: unchanged values keep passing
         width = len(value) if isinstance(value, list | dict) else 1
         bound: celengines.Bound | None = None
         for rule in site.rules:
@@ -204,7 +205,7 @@ class CelValidator:
                 return
             if rule.transition and old is None and not rule.optional_old_self:
                 continue
-            if unchanged and not rule.transition:
+            if ratchet and not rule.transition:  # unchanged values keep passing (the API server warns)
                 continue
             if rule.program is None:
                 why = f"rule does not compile ({rule.error}); not checked: {rule.rule}"

@@ -752,9 +752,11 @@ def test_unchanged_invalid_values_are_ratcheted_on_update_where_the_api_server_c
         {"gatewayClassName": "c", "listeners": [bad]},
         old_spec={"gatewayClassName": "c", "listeners": [good]},
     ) == [message]
-    # HTTPRoute rules are an atomic list: items are not correlated, so nothing below them is ratcheted
-    path = route(rule(("Exact", "foo"), backendRefs=[SVC]))
-    assert len(judge("standard", "HTTPRoute", path, old_spec=path)) == 1
+    # HTTPRoute rules are an atomic list: its items ratchet with the list as a whole
+    bad_rule = rule(("Exact", "foo"), backendRefs=[SVC])
+    assert judge("standard", "HTTPRoute", route(bad_rule), old_spec=route(bad_rule)) == []
+    assert len(judge("standard", "HTTPRoute", route(bad_rule, rule(backendRefs=[SVC])),
+                     old_spec=route(bad_rule))) == 1
 
 
 @needs_bundles
