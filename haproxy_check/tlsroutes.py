@@ -34,6 +34,7 @@ class TLSFrontend:
     exact: list[tuple[str, str, Ref]] = field(default_factory=list)  # (sni, backend, route)
     wild: list[tuple[str, str, Ref]] = field(default_factory=list)  # (".suffix", backend, route)
     shared_https: bool = False  # passthrough on the HTTPS port: the rest goes to the HTTP engine
+    owners: list[tuple[Ref, tuple[str | int, ...]]] = field(default_factory=list)  # listeners (source, path)
 
     def entries(self, wild: bool, mark: Callable[[Ref, tuple[str, ...]], str]) -> list[str]:
         """Map lines ``<sni> <backend>`` carrying the route's source-map marker."""
@@ -109,6 +110,7 @@ def build(state: State, files: FileSink, *, https_shared: bool = False,
             continue
         front = fronts.setdefault(lst.port, TLSFrontend(frontend_name(lst.port), lst.port, lst.tls_mode,
                                                          shared_https=lst.port in engine))
+        front.owners.append((lst.source, lst.path))
         if lst.tls_mode == TERMINATE:
             for k, cert in enumerate(lst.certificate_refs):
                 got = listenercerts.certificate(state, lst.source, cert, files)
@@ -131,9 +133,10 @@ def build(state: State, files: FileSink, *, https_shared: bool = False,
         if front.mode == TERMINATE and not front.certs:
             # The check must still run: a placeholder certificate, as the HTTPS frontends do.
             front.certs.append(files.add_file(tlscerts.PLACEHOLDER_PATH, tlscerts.placeholder_pem(), "cert"))
-            model.findings.append(Finding("RG0521", f"terminating TLS port {front.port} has no usable "
-                                          "certificate; a placeholder is used for the check", (),
-                                          Severity.WARN, subject=False))
+            for source, path in front.owners:
+                model.findings.append(_finding("RG0521", f"terminating TLS port {front.port} has no usable "
+                                               "certificate; a placeholder is used for the check", source,
+                                               (*path, "tls", "certificateRefs")))
     model.frontends = [f for _, f in sorted(fronts.items())]
     model.backends.sort(key=lambda b: b.name)
     return model

@@ -101,3 +101,11 @@ def test_passthrough_on_the_https_port_needs_the_engine_to_share_it(haproxy_chec
     assert "server https abns@routegate-https-443 send-proxy-v2" in cfg
     assert any(x.startswith("bind abns@routegate-https-443 accept-proxy ssl") for x in cfg)
     assert map_lines(shared, "tls-sni-443.map") == ["db.example.com gtw_tls_default_pt_0"]
+
+
+def test_terminating_port_without_certificate_uses_a_placeholder_and_says_so(haproxy_check: Check) -> None:
+    result = render(fixture("tls.yaml"))  # no edge-cert Secret
+    assert_valid(haproxy_check(result))
+    assert "bind :7443 ssl crt certs/routegate-placeholder.pem" in lines(result)
+    assert [(f.code, f.field, f.about) for f in result.findings if f.code == "RG0521"] == [
+        ("RG0521", "spec.listeners[1].tls.certificateRefs", "Gateway default/tls-edge")]
