@@ -40,3 +40,21 @@ def haproxy_path() -> str:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI must have a haproxy binary: {exc}")
         pytest.skip(str(exc))
+
+
+def extra_binaries() -> list[str]:
+    """Other haproxy binaries every render check also runs against: ``.haproxy3/haproxy`` (what
+    ``.ci/run`` fetches: production data planes run 3.x) and ``$ROUTEGATE_HAPROXY_EXTRA`` (colon-separated)."""
+    found = [str(REPO / ".haproxy3" / "haproxy")] if (REPO / ".haproxy3" / "haproxy").is_file() else []
+    found += [p for p in os.environ.get("ROUTEGATE_HAPROXY_EXTRA", "").split(":") if p]
+    return [p for p in found if os.access(p, os.X_OK)]
+
+
+@pytest.fixture(scope="session")
+def haproxy_paths(haproxy_path: str) -> list[str]:
+    """The default binary first, then every extra one (deduplicated)."""
+    paths = [haproxy_path]
+    for extra in extra_binaries():
+        if os.path.realpath(extra) not in {os.path.realpath(p) for p in paths}:
+            paths.append(extra)
+    return paths
