@@ -136,3 +136,12 @@ def test_same_match_claimed_by_older_route() -> None:
                     "host a.com PathPrefix /api is already claimed by the older HTTPRoute default/old, "
                     "which wins")]
     assert [f.code for f in crossobjects.findings(other, state)] == []
+
+
+def test_same_match_on_the_same_port_of_another_gateway_still_collides() -> None:
+    rule = {"matches": [{"path": {"value": "/api"}}], "backendRefs": [{"name": "svc", "port": 80}]}
+    other_gw = gateway("gw2", listener("http", 80, frm="All"))
+    old = route("HTTPRoute", "old", parent("gw"), hosts=["a.com"], rules=[rule], ts="2026-01-01T00:00:00Z")
+    new = route("HTTPRoute", "new", parent("gw2"), hosts=["a.com"], rules=[rule], ts="2026-03-01T00:00:00Z")
+    state = MemoryState([GW, other_gw, service("svc"), old, new])
+    assert [f.code for f in crossobjects.findings(new, state)] == ["RG0508"]
