@@ -3,8 +3,8 @@
 Map-driven (a changed value is a map update): request/response header modifiers (gw-reqhdr.map,
 gw-reshdr.map, values URL-encoded), mirrors (gw-mirror.map), timeouts (gw-timeouts.map), external auth
 targets (gw-extauth.map). Static per-rule lines (structural, as seed 004 lists them): redirects,
-rewrites (HAProxy 2.8 has no variable offset for ``bytes``), CORS. Retry and session persistence go
-into the rule's own backend profile.
+rewrites (HAProxy 2.8 has no variable offset for ``bytes``), CORS. Retry and session persistence are in
+``rulepolicies``.
 """
 
 from __future__ import annotations
@@ -20,15 +20,12 @@ from validators.objects import Obj, Ref, as_list, dig, namespace_of, ref_of
 
 Mark = Callable[[Ref, Sequence[PathPart]], str]
 
-RETRY_CODE, RETRY_BACKOFF, REQUEST_TIMEOUT, EXTERNAL_AUTH, EXTENSION_REF = (
-    "RG0111", "RG0112", "RG0113", "RG0114", "RG0115")
-RETRYABLE = (401, 403, 404, 408, 425, 429, 500, 501, 502, 503, 504)
+REQUEST_TIMEOUT, EXTERNAL_AUTH, EXTENSION_REF = "RG0113", "RG0114", "RG0115"
 AUTH_FORBIDDEN = frozenset(h.lower() for h in (
     "Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "TE", "Trailer", "Upgrade",
     "Proxy-Connection", "Allowed", "Status-Code", "Redirect-URL", "Error"))
 _DURATION = re.compile(r"^(?:(\d{1,5})(h|ms|m|s))+$")
 _DURATION_PART = re.compile(r"(\d{1,5})(h|ms|m|s)")
-_SESSION_NAME = re.compile(r"^[A-Za-z0-9!$&*+.^_~-]+$")
 _AUTH_HEADER = re.compile(r"^[A-Za-z0-9-]+$")
 MAX_TIMEOUT_MS = 2147483647
 
@@ -55,74 +52,6 @@ def duration_ms(text: Any) -> int | None:
 
 def _warn(findings: list[Finding], ref: Ref, code: str, message: str, path: tuple[PathPart, ...]) -> None:
     findings.append(Finding(code, message, path, Severity.WARN, subject=True, about=str(ref)))
-
-
-# ---------------------------------------------------------------- backend profile (retry, persistence)
-
-
-def backend_profile(rule: Any, i: int, *, grpc: bool, findings: list[Finding], ref: Ref,
-                    haproxy_version: tuple[int, ...] = (2, 8), cookie_key: str = "") -> tuple[str, ...]:
-    lines: list[str] = []
-    base: tuple[PathPart, ...] = ("spec", "rules", i)
-    if grpc:
-        lines.append("default-server proto h2")
-    retry = dig(rule, "retry")
-    if isinstance(retry, dict):
-        attempts = dig(retry, "attempts")
-        attempts = attempts if isinstance(attempts, int) and attempts >= 0 else 3
-        allowed = (*RETRYABLE, 421) if haproxy_version >= (3, 1) else RETRYABLE
-        codes: list[int] = []
-        for k, code in enumerate(as_list(dig(retry, "codes"))):
-            if isinstance(code, int) and code in allowed:
-                codes.append(code)
-            else:
-                _warn(findings, ref, RETRY_CODE,
-                      f"RetryCodeUnsupported: HAProxy cannot retry on status {code!r}; it is dropped",
-                      (*base, "retry", "codes", k))
-        if not as_list(dig(retry, "codes")):
-            codes = [500, 502, 503, 504]
-        backoff = duration_ms(dig(retry, "backoff"))
-        if backoff:
-            _warn(findings, ref, RETRY_BACKOFF, "RetryBackoffUnsupported: HAProxy retries without waiting; "
-                  "the backoff is not applied", (*base, "retry", "backoff"))
-        lines.append(f"retries {attempts}")
-        lines.append("retry-on conn-failure empty-response response-timeout"
-                     + "".join(f" {c}" for c in sorted(set(codes))))
-    sp = dig(rule, "sessionPersistence")
-    if isinstance(sp, dict):
-        lines.extend(_persistence(sp, (*base, "sessionPersistence"), cookie_key))
-    return tuple(lines)
-
-
-def _persistence(sp: Any, path: tuple[PathPart, ...], cookie_key: str) -> list[str]:
-    kind = dig(sp, "type", default="Cookie")
-    default = "X-Session" if kind == "Header" else "SESSION"
-    name = dig(sp, "cookie", "name") if kind == "Cookie" else dig(sp, "header", "name")
-    name_path = (*path, "cookie" if kind == "Cookie" else "header", "name")
-    if not name:
-        name, name_path = dig(sp, "sessionName"), (*path, "sessionName")
-    name = name or default
-    if not isinstance(name, str) or not _SESSION_NAME.match(name):
-        raise FilterError(f"session name {name!r} may only contain letters, digits and !$&*+.^_~-", name_path)
-    absolute = duration_ms(dig(sp, "absoluteTimeout"))
-    idle = duration_ms(dig(sp, "idleTimeout"))
-    cookie = name if kind == "Cookie" else "SESSION"
-    opts = ""
-    if idle:
-        opts += f" maxidle {max(idle // 1000, 1)}s"
-    if absolute:
-        opts += f" maxlife {max(absolute // 1000, 1)}s"
-    if kind == "Header":
-        opts += ' attr "Max-Age=0"'
-    elif absolute and dig(sp, "cookieConfig", "lifetimeType") == "Permanent":
-        opts += f' attr "Max-Age={max(absolute // 1000, 1)}"'
-    lines = [f"cookie {escaping.quote(cookie)} insert indirect nocache dynamic{opts}",
-             f"dynamic-cookie-key {escaping.quote(cookie_key or 'routegate')}"]
-    if kind == "Header":
-        hdr = _g(name_path, escaping.header_name, name)
-        lines.append(f'http-request add-header Cookie "{cookie}=%[req.hdr({hdr})]" if {{ req.hdr({hdr}) -m found }}')
-        lines.append(f"http-response set-header {hdr} %[res.cook({cookie})] if {{ res.cook({cookie}) -m found }}")
-    return lines
 
 
 # ---------------------------------------------------------------- filters
@@ -349,7 +278,11 @@ def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int,
             _header_mods(model, rm.rid, dig(f, "responseHeaderModifier"), (*path, "responseHeaderModifier"), True,
                          False, m)
         elif ftype == "RequestRedirect" and ref.kind == "HTTPRoute":
-            rm.redirects.extend(_redirect(dig(f, "requestRedirect"), (*path, "requestRedirect"), plens, "", m))
+            got = _redirect(dig(f, "requestRedirect"), (*path, "requestRedirect"), plens, "", m)
+            rm.redirects.extend(got)
+            if not got:
+                raise FilterError("ReplacePrefixMatch needs a PathPrefix match",
+                                  (*path, "requestRedirect", "path", "replacePrefixMatch"))
             model.uses.add("redirect")
         elif ftype == "URLRewrite" and ref.kind == "HTTPRoute":
             rm.rewrites.extend(_rewrite(dig(f, "urlRewrite"), (*path, "urlRewrite"), plens, "", m))

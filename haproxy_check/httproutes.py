@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from haproxy_check import backendtls, escaping, httpfilters, precedence
+from haproxy_check import backendtls, escaping, httpfilters, precedence, rulepolicies
 from haproxy_check.descriptions import ServerDesc
 from haproxy_check.endpoints import servers_for
 from haproxy_check.httpmodels import FAIL, SLOTS, WEIGHTED, Advanced, BackendSpec, FrontendModel, HttpModel, RuleModel
@@ -206,7 +206,7 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
         own = bool(dig(rule, "retry")) or bool(dig(rule, "sessionPersistence"))
         suffix = f"_r{i}" if own else ""
         try:
-            profile = httpfilters.backend_profile(
+            profile = rulepolicies.backend_profile(
                 rule, i, grpc=grpc, findings=findings, ref=ref, haproxy_version=ctx.settings.haproxy_version,
                 cookie_key=ctx.settings.dynamic_cookie_key)
         except httpfilters.FilterError as exc:

@@ -198,3 +198,55 @@ def test_an_unbalanced_regex_is_refused_before_rendering() -> None:
     (deny,) = [f for f in result.findings if f.severity == "deny"]
     assert deny.code == "RG0120" and deny.field == "spec.rules[1].matches[1].path.value"
     assert "platform_api" not in result.files["maps/rule-backend.map"].decode()
+
+
+def _gateway(**listener: Any) -> Obj:
+    gw = copy.deepcopy(GW)
+    gw["spec"]["listeners"][0].update(listener)
+    return gw
+
+
+def _other_ns_route(ns: str = "team") -> Obj:
+    r = route("t")
+    r["metadata"]["namespace"] = ns
+    r["spec"]["parentRefs"] = [{"name": "edge", "namespace": "ns"}]
+    return r
+
+
+def _namespace(name: str, **labels: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+@pytest.mark.parametrize(("allowed", "extra", "attached"), [
+    pytest.param(None, [], False, id="Same is the default"),
+    pytest.param({"namespaces": {"from": "All"}}, [], True, id="All"),
+    pytest.param({"namespaces": {"from": "Selector", "selector": {"matchLabels": {"env": "prod"}}}},
+                 [_namespace("team", env="prod")], True, id="Selector matching"),
+    pytest.param({"namespaces": {"from": "Selector", "selector": {"matchLabels": {"env": "prod"}}}},
+                 [_namespace("team", env="dev")], False, id="Selector not matching"),
+    pytest.param({"namespaces": {"from": "All"}, "kinds": [{"kind": "GRPCRoute"}]}, [], False,
+                 id="kinds without HTTPRoute"),
+])
+def test_allowed_routes_decide_what_is_rendered(allowed: Any, extra: list[Obj], attached: bool) -> None:
+    gw = _gateway(**({"allowedRoutes": allowed} if allowed else {}))
+    svc = copy.deepcopy(SVC)
+    svc["metadata"]["namespace"] = "team"
+    result = render([gw, svc, _other_ns_route(), *extra])
+    assert ("*:80/ 100000|team_t_0|0|path" in map_lines(result, "path-prefix.map")) is attached
+
+
+def test_listener_hostname_intersects_route_hostnames() -> None:
+    gw = _gateway(hostname="shop.example.com")
+    r = route(hostnames=["*.example.com", "other.org"])
+    assert map_lines(render([gw, SVC, r]), "host.map") == ["shop.example.com:80 shop.example.com:80"]
+    r = route(hostnames=[])
+    assert map_lines(render([gw, SVC, r]), "path-prefix.map") == ["shop.example.com:80/ 100000|ns_r_0|0|path"]
+
+
+def test_replace_prefix_match_needs_a_path_prefix_match() -> None:
+    rules = [{"matches": [{"path": {"type": "RegularExpression", "value": "/a.*"}}], "filters": [
+        {"type": "RequestRedirect", "requestRedirect": {"path": {"type": "ReplacePrefixMatch",
+                                                                 "replacePrefixMatch": "/b"}}}]}]
+    result = render([GW, SVC, route(rules=rules)], subject=Ref("HTTPRoute", "ns", "r"))
+    (deny,) = [f for f in result.findings if f.severity == "deny"]
+    assert deny.field == "spec.rules[0].filters[0].requestRedirect.path.replacePrefixMatch"

@@ -1,0 +1,83 @@
+"""Rule policies that shape a rule's own backend profile: retry (GEP-1731) and sessionPersistence
+(GEP-1619). A rule with either gets its own backend ``..._r<ruleIndex>`` so the policy applies to it only;
+the lines go into the backend's named defaults profile (seed 004/000).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from haproxy_check import escaping
+from haproxy_check.httpfilters import FilterError, _g, _warn, duration_ms
+from validators.findings import Finding, PathPart
+from validators.objects import Ref, as_list, dig
+
+RETRY_CODE, RETRY_BACKOFF = "RG0111", "RG0112"
+RETRYABLE = (401, 403, 404, 408, 425, 429, 500, 501, 502, 503, 504)
+_SESSION_NAME = re.compile(r"^[A-Za-z0-9!$&*+.^_~-]+$")
+
+
+def backend_profile(rule: Any, i: int, *, grpc: bool, findings: list[Finding], ref: Ref,
+                    haproxy_version: tuple[int, ...] = (2, 8), cookie_key: str = "") -> tuple[str, ...]:
+    lines: list[str] = []
+    base: tuple[PathPart, ...] = ("spec", "rules", i)
+    if grpc:
+        lines.append("default-server proto h2")
+    retry = dig(rule, "retry")
+    if isinstance(retry, dict):
+        attempts = dig(retry, "attempts")
+        attempts = attempts if isinstance(attempts, int) and attempts >= 0 else 3
+        allowed = (*RETRYABLE, 421) if haproxy_version >= (3, 1) else RETRYABLE
+        codes: list[int] = []
+        for k, code in enumerate(as_list(dig(retry, "codes"))):
+            if isinstance(code, int) and code in allowed:
+                codes.append(code)
+            else:
+                _warn(findings, ref, RETRY_CODE,
+                      f"RetryCodeUnsupported: HAProxy cannot retry on status {code!r}; it is dropped",
+                      (*base, "retry", "codes", k))
+        if not as_list(dig(retry, "codes")):
+            codes = [500, 502, 503, 504]
+        backoff = duration_ms(dig(retry, "backoff"))
+        if backoff:
+            _warn(findings, ref, RETRY_BACKOFF, "RetryBackoffUnsupported: HAProxy retries without waiting; "
+                  "the backoff is not applied", (*base, "retry", "backoff"))
+        lines.append(f"retries {attempts}")
+        lines.append("retry-on conn-failure empty-response response-timeout"
+                     + "".join(f" {c}" for c in sorted(set(codes))))
+    sp = dig(rule, "sessionPersistence")
+    if isinstance(sp, dict):
+        lines.extend(_persistence(sp, (*base, "sessionPersistence"), cookie_key))
+    return tuple(lines)
+
+
+def _persistence(sp: Any, path: tuple[PathPart, ...], cookie_key: str) -> list[str]:
+    kind = dig(sp, "type", default="Cookie")
+    default = "X-Session" if kind == "Header" else "SESSION"
+    name = dig(sp, "cookie", "name") if kind == "Cookie" else dig(sp, "header", "name")
+    name_path = (*path, "cookie" if kind == "Cookie" else "header", "name")
+    if not name:
+        name, name_path = dig(sp, "sessionName"), (*path, "sessionName")
+    name = name or default
+    if not isinstance(name, str) or not _SESSION_NAME.match(name):
+        raise FilterError(f"session name {name!r} may only contain letters, digits and !$&*+.^_~-", name_path)
+    absolute = duration_ms(dig(sp, "absoluteTimeout"))
+    idle = duration_ms(dig(sp, "idleTimeout"))
+    cookie = name if kind == "Cookie" else "SESSION"
+    opts = ""
+    if idle:
+        opts += f" maxidle {max(idle // 1000, 1)}s"
+    if absolute:
+        opts += f" maxlife {max(absolute // 1000, 1)}s"
+    if kind == "Header":
+        opts += ' attr "Max-Age=0"'
+    elif absolute and dig(sp, "cookieConfig", "lifetimeType") == "Permanent":
+        opts += f' attr "Max-Age={max(absolute // 1000, 1)}"'
+    lines = [f"cookie {escaping.quote(cookie)} insert indirect nocache dynamic{opts}",
+             f"dynamic-cookie-key {escaping.quote(cookie_key or 'routegate')}"]
+    if kind == "Header":
+        hdr = _g(name_path, escaping.header_name, name)
+        lines.append(f'http-request add-header Cookie "{cookie}=%[req.hdr({hdr})]" if {{ req.hdr({hdr}) -m found }}')
+        lines.append(f"http-response set-header {hdr} %[res.cook({cookie})] if {{ res.cook({cookie}) -m found }}")
+    return lines
