@@ -7,8 +7,13 @@ unknown kinds cannot grow the series without limit.
 
 from __future__ import annotations
 
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from collections.abc import Iterator
 
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from validators import celchecks
 from validators.objects import REVIEWED_KINDS
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -50,3 +55,23 @@ def observe(kind: str, operation: str, verdict: str, timings: dict[str, float]) 
         RENDER_SECONDS.observe(timings["render"])
     if "check" in timings:
         CHECK_SECONDS.observe(timings["check"])
+
+
+class CelCollector(Collector):
+    """Exposes the CEL evaluator's plain counters (validators stay free of prometheus) at scrape time."""
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "routegate_cel_events", "CEL rule compile/evaluation problems and budget stops, by event.",
+            labels=("event",),
+        )
+        for event, count in sorted(celchecks.COUNTERS.items()):
+            family.add_metric([event], count)
+        yield family
+        engine = GaugeMetricFamily("routegate_cel_engine_info", "The CEL engine in use (value 1).",
+                                   labels=("engine",))
+        engine.add_metric([celchecks.engine_name()], 1)
+        yield engine
+
+
+REGISTRY.register(CelCollector())

@@ -192,4 +192,6 @@ async def test_metrics_count_reviews_with_bounded_labels(client: Client) -> None
     assert 'routegate_reviews_total{kind="HTTPRoute",operation="CREATE",verdict="allow"}' in text
     assert 'kind="other"' in text and "Weird" not in text
     assert "routegate_haproxy_check_duration_seconds_bucket" in text
+    assert 'routegate_cel_events_total{event="compile_errors"}' in text
+    assert "routegate_cel_engine_info{engine=" in text
 
