@@ -6,6 +6,8 @@ with the same rules, templates and binary.
 
 from __future__ import annotations
 
+import gzip
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,9 +61,18 @@ def load_config(path: str | None, *, strict: bool) -> Enforcement:
         raise SetupError(f"--config {path}: {exc}") from None
 
 
+def bundled_crd_documents() -> list[Obj]:
+    """The CRDs shipped with routegate (Gateway API v1.6.1 experimental channel + the Route CRD), so
+    schema and CEL checks run offline even without ``--crds`` (scripts/bundle_crds.py makes the file)."""
+    data = (Path(__file__).parent / "bundled" / "crds.json.gz").read_bytes()
+    items = json.loads(gzip.decompress(data))["items"]
+    return [item for item in items if isinstance(item, dict)]
+
+
 def load_crd_documents(paths: Sequence[str]) -> list[Obj]:
+    """CRDs from ``--crds`` files; without any, the bundled set."""
     if not paths:
-        return []
+        return bundled_crd_documents()
     try:
         docs: list[Obj] = [located.obj for located in inputs.load(list(paths))
                            if located.obj.get("kind") == "CustomResourceDefinition"]
@@ -72,9 +83,8 @@ def load_crd_documents(paths: Sequence[str]) -> list[Obj]:
     return docs
 
 
-def load_schemas(paths: Sequence[str]) -> SchemaSet | None:
-    docs = load_crd_documents(paths)
-    return SchemaSet.from_documents(docs) if docs else None
+def load_schemas(paths: Sequence[str]) -> SchemaSet:
+    return SchemaSet.from_documents(load_crd_documents(paths))
 
 
 def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: SchemaSet | None = None) -> Gate:

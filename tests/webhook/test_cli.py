@@ -90,10 +90,11 @@ def test_crds_enable_schema_checks(capsys: pytest.CaptureFixture[str], tmp_path:
     bad = tmp_path / "bad.yaml"
     bad.write_text((INPUTS / "good.yaml").read_text().replace("type: Exact, value: /healthz",
                                                               "type: Exactly, value: /healthz"))
-    code, out, _ = check(capsys, "-f", str(bad), "--crds", str(CRDS), "-o", "json")
-    result = json.loads(out)["results"][0]
-    assert code == 1
-    assert any(f["path"] == "spec.rules[1].matches[0].path.type" for f in result["findings"]), result
+    for extra in (["--crds", str(CRDS)], []):  # given files, or the bundled schemas
+        code, out, _ = check(capsys, "-f", str(bad), *extra, "-o", "json")
+        result = json.loads(out)["results"][0]
+        assert code == 1
+        assert any(f["path"] == "spec.rules[1].matches[0].path.type" for f in result["findings"]), result
 
 
 def test_render_writes_the_config_the_gate_checks(capsys: pytest.CaptureFixture[str], tmp_path: Path,
