@@ -50,7 +50,13 @@ def duration_ms(text: Any) -> int | None:
     return sum(int(n) * unit[u] for n, u in _DURATION_PART.findall(text))
 
 
-def _warn(findings: list[Finding], ref: Ref, code: str, message: str, path: tuple[PathPart, ...]) -> None:
+def _warn(findings: list[Finding], ref: Ref, code: str, message: str, path: tuple[PathPart, ...],
+          *, local: bool = False) -> None:
+    """Record a render-time warning. ``local`` ones depend on the object alone: the validators
+    (validators.filters / validators.policies) already report those for the object under review, so the
+    render only applies their effect and does not repeat the message."""
+    if local:
+        return
     findings.append(Finding(code, message, path, Severity.WARN, subject=True, about=str(ref)))
 
 
@@ -200,15 +206,13 @@ def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path:
                    findings: list[Finding], mark: str, state_service: Callable[[str, str], Obj | None],
                    grant: Callable[[str, str], bool], settings: Any) -> None:
     ref = ref_of(route)
-    problem = ""
+    problem, local = "", True  # local: the object alone shows it (validators.filters reports it)
     if dig(spec, "protocol") != "HTTP":
         problem = f"protocol {dig(spec, 'protocol')!r} is not supported; use HTTP"
     elif (dig(spec, "forwardBody", "maxSize") or 0) > 0:
         problem = "forwardBody is not supported"
     elif not as_list(dig(spec, "http", "allowedResponseHeaders")):
         problem = "http.allowedResponseHeaders is empty; list the headers to copy"
-    elif not getattr(settings, "external_auth", True):
-        problem = "the external-auth plugin is disabled"
     headers: list[str] = []
     if not problem:
         for k, h in enumerate(as_list(dig(spec, "http", "allowedResponseHeaders"))):
@@ -221,16 +225,20 @@ def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path:
     svc = dig(spec, "backendRef", "name")
     port = dig(spec, "backendRef", "port")
     service = state_service(str(svc_ns), str(svc)) if not problem else None
-    if not problem and not grant(str(svc_ns), str(svc)):
-        problem = f"no ReferenceGrant permits the reference to Service {svc_ns}/{svc} (RefNotPermitted)"
-    elif not problem and service is None:
-        problem = f"Service {svc_ns}/{svc} does not exist (BackendNotFound)"
-    if not problem and not isinstance(port, int):
-        problem = "backendRef.port is required"
+    if not problem:
+        local = False
+        if not getattr(settings, "external_auth", True):
+            problem = "the external-auth plugin is disabled (enable spoaHub.plugins.external-auth)"
+        elif not grant(str(svc_ns), str(svc)):
+            problem = f"no ReferenceGrant permits the reference to Service {svc_ns}/{svc} (RefNotPermitted)"
+        elif service is None:
+            problem = f"Service {svc_ns}/{svc} does not exist (BackendNotFound)"
+        elif not isinstance(port, int):
+            problem = "backendRef.port is required"
     model.uses.add("auth")
     if problem:
         _warn(findings, ref, EXTERNAL_AUTH, f"ExternalAuth cannot be enforced: {problem}; the rule answers 500",
-              path)
+              path, local=local)
         model.add("gw-extauth.map", f"{rm.rid} {FAIL}{mark}")
         return
     https = any(dig(p, "port") == port and dig(p, "appProtocol") == "https"
@@ -299,15 +307,15 @@ def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int,
         elif ftype == "ExtensionRef":
             kind = dig(f, "extensionRef", "kind")
             _warn(findings, ref, EXTENSION_REF, f"ExtensionRef kind {kind!r} is not supported here; the filter "
-                  "is ignored", (*path, "extensionRef"))
+                  "is ignored", (*path, "extensionRef"), local=True)
         else:
             _warn(findings, ref, EXTENSION_REF, f"filter type {ftype!r} is not supported on {ref.kind}; it is "
-                  "ignored", (*path, "type"))
+                  "ignored", (*path, "type"), local=True)
     timeouts = dig(rule, "timeouts")
     if isinstance(timeouts, dict):
         if "request" in timeouts:
             _warn(findings, ref, REQUEST_TIMEOUT, "timeouts.request is ignored: HAProxy has no overall request "
-                  "deadline; only backendRequest is applied", (*base, "timeouts", "request"))
+                  "deadline; only backendRequest is applied", (*base, "timeouts", "request"), local=True)
         br = duration_ms(timeouts.get("backendRequest"))
         if br is not None:
             model.add("gw-timeouts.map", f"{rm.rid} {br or MAX_TIMEOUT_MS}{mark(ref, (*base, 'timeouts'))}")
@@ -336,9 +344,9 @@ def backend_filters(model: HttpModel, rm: RuleModel, route: Obj, i: int, j: int,
             model.uses.add("rewrite")
         elif ftype == "ExternalAuth":
             _warn(findings, ref, EXTERNAL_AUTH, "ExternalAuth on a backendRef cannot be enforced; move it to the "
-                  "rule's filters. The rule answers 500", path)
+                  "rule's filters. The rule answers 500", path, local=True)
             model.add("gw-extauth.map", f"{rm.rid} {FAIL}{m}")
             model.uses.add("auth")
         else:
             _warn(findings, ref, EXTENSION_REF, f"filter type {ftype!r} is not supported on a backendRef; it is "
-                  "ignored", (*path, "type"))
+                  "ignored", (*path, "type"), local=True)

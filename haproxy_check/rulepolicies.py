@@ -36,13 +36,13 @@ def backend_profile(rule: Any, i: int, *, grpc: bool, findings: list[Finding], r
             else:
                 _warn(findings, ref, RETRY_CODE,
                       f"RetryCodeUnsupported: HAProxy cannot retry on status {code!r}; it is dropped",
-                      (*base, "retry", "codes", k))
+                      (*base, "retry", "codes", k), local=True)
         if not as_list(dig(retry, "codes")):
             codes = [500, 502, 503, 504]
         backoff = duration_ms(dig(retry, "backoff"))
         if backoff:
             _warn(findings, ref, RETRY_BACKOFF, "RetryBackoffUnsupported: HAProxy retries without waiting; "
-                  "the backoff is not applied", (*base, "retry", "backoff"))
+                  "the backoff is not applied", (*base, "retry", "backoff"), local=True)
         lines.append(f"retries {attempts}")
         lines.append("retry-on conn-failure empty-response response-timeout"
                      + "".join(f" {c}" for c in sorted(set(codes))))

@@ -93,31 +93,37 @@ def test_external_auth_wiring_and_500_cases(filters: RenderResult) -> None:
     cfg = lines(filters)
     assert "http-request return status 500 if { var(txn.gw_auth) -m str @500 }" in cfg
     assert "http-request del-header x-auth-user if { var(txn.gw_auth) -m found }" in cfg
-    codes = {(f.code, f.field) for f in filters.findings}
-    assert ("RG0114", "spec.rules[6].filters[0].externalAuth") in codes
-    assert ("RG0115", "spec.rules[5].filters[1].extensionRef") in codes
+    # object-local problems (GRPC, unknown ExtensionRef) are the validators' findings; the render does not
+    # repeat them, it only applies their effect (the 500, the ignored filter)
+    assert not {f.code for f in filters.findings} & {"RG0114", "RG0115"}
 
 
-@pytest.mark.parametrize(("change", "reason"), [
-    ({"forwardBody": {"maxSize": 10}}, "forwardBody"),
-    ({"http": {"allowedResponseHeaders": []}}, "allowedResponseHeaders is empty"),
-    ({"http": {"allowedResponseHeaders": ["X_Bad"]}}, "characters other than"),
-    ({"http": {"allowedResponseHeaders": ["Content-Length"]}}, "cannot be copied"),
-    ({"backendRef": {"name": "nothere", "port": 80}}, "does not exist"),
-    ({"backendRef": {"name": "auth", "namespace": "other", "port": 80}}, "RefNotPermitted"),
+@pytest.mark.parametrize(("change", "settings", "reason"), [
+    ({"forwardBody": {"maxSize": 10}}, {}, ""),
+    ({"http": {"allowedResponseHeaders": []}}, {}, ""),
+    ({"http": {"allowedResponseHeaders": ["X_Bad"]}}, {}, ""),
+    ({"http": {"allowedResponseHeaders": ["Content-Length"]}}, {}, ""),
+    ({"backendRef": {"name": "nothere", "port": 80}}, {}, "does not exist"),
+    ({"backendRef": {"name": "auth", "namespace": "other", "port": 80}}, {}, "RefNotPermitted"),
+    ({}, {"external_auth": False}, "plugin is disabled"),
+    ({}, {"external_auth_plaintext": False}, "allow_plaintext"),
 ])
-def test_external_auth_settings_that_cannot_be_enforced_answer_500(change: dict[str, object], reason: str) -> None:
+def test_external_auth_settings_that_cannot_be_enforced_answer_500(change: dict[str, object],
+                                                                   settings: dict[str, bool], reason: str) -> None:
     objs = fixture("filters.yaml")
     spec = objs[-1]["spec"]["rules"][5]["filters"][0]["externalAuth"]
     spec.update(change)
-    result = render(objs)
+    result = render(objs, **settings)
     assert "shop_web_5 @500" in map_lines(result, "gw-extauth.map")
-    assert any(f.code == "RG0114" and reason in f.message for f in result.findings)
+    auth = [f for f in result.findings if f.code == "RG0114"]
+    if reason:  # state- or settings-dependent: only the render can tell
+        assert len(auth) == 1 and reason in auth[0].message
+    else:  # visible in the object alone: validators.filters reports it
+        assert auth == []
 
 
 def test_timeouts(filters: RenderResult) -> None:
     assert map_lines(filters, "gw-timeouts.map") == ["shop_web_0 2000", "shop_web_9 2147483647"]
-    assert any(f.code == "RG0113" and f.field == "spec.rules[0].timeouts.request" for f in filters.findings)
     profiles = {p.name: p.lines for p in filters.description.profiles}
     assert all(any(line.startswith("http-request set-timeout server") for line in ls) for ls in profiles.values())
 
@@ -133,9 +139,6 @@ def test_retry_and_session_persistence_get_their_own_backends(filters: RenderRes
     assert "dynamic-cookie-key 'k3y'" in r7
     r8 = profiles[backends["gw_h_shop_web_web_80_r8"].profile]
     assert any("req.hdr(X-Shop-Session)" in line for line in r8)
-    assert {(f.code, f.field) for f in filters.findings} >= {
-        ("RG0111", "spec.rules[7].retry.codes[2]"), ("RG0111", "spec.rules[7].retry.codes[3]"),
-        ("RG0112", "spec.rules[7].retry.backoff")}
 
 
 def test_retry_code_421_is_kept_on_haproxy_3_1() -> None:
