@@ -244,8 +244,9 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
         elif live:
             rm.target = WEIGHTED
             rm.slots = slots(weights)
-            for n, target in enumerate(rm.slots):
-                staged.add("weighted-multi-backend.map", f"{n}:{rid} {target}", (rid, n), ordered=True)
+            staged.maps.setdefault("weighted-multi-backend.map", []).extend(
+                ((rid, n), f"{n}:{rid} {target}") for n, target in enumerate(rm.slots))
+            staged.ordered.add("weighted-multi-backend.map")
         staged.add("rule-backend.map", f"{rid} {rm.target}{rm.mark}")
         plens = _matches(staged, ctx, route, rule, i, rm, targets, grpc)
         try:

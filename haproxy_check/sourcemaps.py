@@ -39,6 +39,8 @@ class SourceMap:
 
     def strip_line(self, text: str) -> tuple[str, Origin | None]:
         """One line without markers, and its most specific (last) origin."""
+        if _OPEN not in text:
+            return text, None
         found = _MARK.findall(text)
         if not found:
             return text, None
