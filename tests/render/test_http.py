@@ -250,3 +250,30 @@ def test_replace_prefix_match_needs_a_path_prefix_match() -> None:
     result = render([GW, SVC, route(rules=rules)], subject=Ref("HTTPRoute", "ns", "r"))
     (deny,) = [f for f in result.findings if f.severity == "deny"]
     assert deny.field == "spec.rules[0].filters[0].requestRedirect.path.replacePrefixMatch"
+
+
+def test_listener_set_listeners_get_frontends_and_routes(haproxy_check: Check) -> None:
+    gw = _gateway()
+    gw["spec"]["allowedListeners"] = {"namespaces": {"from": "All"}}
+    ls = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+          "metadata": {"name": "extra", "namespace": "ns"},
+          "spec": {"parentRef": {"name": "edge"}, "listeners": [
+              {"name": "alt", "protocol": "HTTP", "port": 8088, "hostname": "alt.example.com"}]}}
+    r = route(hostnames=["alt.example.com"])
+    r["spec"]["parentRefs"] = [{"name": "extra", "kind": "ListenerSet", "sectionName": "alt"}]
+    result = render([gw, ls, SVC, r])
+    assert_valid(haproxy_check(result))
+    assert "frontend gw-http-8088 from base" in result.config
+    assert map_lines(result, "path-prefix.map") == ["alt.example.com:8088/ 100000|ns_r_0|0|path"]
+
+
+def test_one_frontend_per_port_shared_by_gateways(haproxy_check: Check) -> None:
+    other = copy.deepcopy(GW)
+    other["metadata"]["name"] = "edge2"
+    r2 = route("r2", hostnames=["two.example.com"])
+    r2["spec"]["parentRefs"] = [{"name": "edge2"}]
+    result = render([GW, other, SVC, route(hostnames=["one.example.com"]), r2])
+    assert_valid(haproxy_check(result))
+    assert result.config.count("frontend gw-http-80 ") == 1
+    assert map_lines(result, "host.map") == ["one.example.com:80 one.example.com:80",
+                                             "two.example.com:80 two.example.com:80"]
