@@ -113,6 +113,14 @@ def backend_name(route: Obj, ref: references.BackendRef, *, grpc: bool, rule_suf
     return f"{prefix}_{namespace_of(route)}_{name_of(route)}_{svc}_{ref.port}{rule_suffix}"
 
 
+def _hostname_path(route: Obj, host: str) -> tuple[PathPart, ...]:
+    """The spec.hostnames[k] a (lower-cased, intersected) hostname came from."""
+    for k, raw in enumerate(as_list(dig(route, "spec", "hostnames"))):
+        if isinstance(raw, str) and raw.lower() == host:
+            return ("spec", "hostnames", k)
+    return ("spec", "hostnames")
+
+
 def _path_of_match(route: Obj, rule_index: int, match_index: int, raw: Any, grpc: bool
                    ) -> tuple[str, str, tuple[PathPart, ...]]:
     """(type, value, field path) of a match's path; gRPC method matches become paths."""
@@ -135,9 +143,8 @@ def _path_of_match(route: Obj, rule_index: int, match_index: int, raw: Any, grpc
         m = guard((*mpath, "method"), escaping.regex, method) if method else "[^/]+"
         return precedence.REGEX, f"/(?:{s})/(?:{m})$", mpath
     for part, value in (("service", service), ("method", method)):
-        if value and not escaping._IDENT.match(value.replace("/", "-")):
-            raise RouteError(f"gRPC {part} {value!r} may only contain letters, digits, '.', '_' and '-'",
-                             (*mpath, part))
+        if value:
+            guard((*mpath, part), escaping.ident, value, what=f"gRPC {part}")
     if service and method:
         return precedence.EXACT, f"/{service}/{method}", mpath
     if service:
@@ -184,9 +191,9 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
             continue
         hosts = att.hostnames or ("*",)
         keys = targets.setdefault(fe.name, (fe, []))[1]
-        for k, h in enumerate(hosts):
+        for h in hosts:
             if h != "*":
-                guard(("spec", "hostnames", k), escaping.hostname, h)
+                guard(_hostname_path(route, h), escaping.hostname, h)
             vh = f"{h}:{fe.token}"
             if vh not in keys:
                 keys.append(vh)

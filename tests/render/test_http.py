@@ -277,3 +277,20 @@ def test_one_frontend_per_port_shared_by_gateways(haproxy_check: Check) -> None:
     assert result.config.count("frontend gw-http-80 ") == 1
     assert map_lines(result, "host.map") == ["one.example.com:80 one.example.com:80",
                                              "two.example.com:80 two.example.com:80"]
+
+
+@pytest.mark.parametrize(("field", "value", "path"), [
+    pytest.param("hostnames", ["ok.example.com", "bad host"], "spec.hostnames[1]", id="hostname with a space"),
+    pytest.param("rules", [{"matches": [{"path": {"type": "Exact", "value": "/a\nb"}}]}],
+                 "spec.rules[0].matches[0].path.value", id="path with a line feed"),
+    pytest.param("rules", [{"matches": [{"headers": [{"name": "X'Y", "value": "v"}]}]}],
+                 "spec.rules[0].matches[0].headers[0].name", id="header name with a quote"),
+    pytest.param("rules", [{"filters": [{"type": "RequestHeaderModifier", "requestHeaderModifier": {
+        "set": [{"name": "X", "value": "a\r\nX-Evil: 1"}]}}]}],
+                 "spec.rules[0].filters[0].requestHeaderModifier.set[0].value", id="header value with CRLF"),
+])
+def test_unsafe_values_are_refused_naming_the_field(field: str, value: Any, path: str) -> None:
+    result = render([GW, SVC, route(**{field: value})], subject=Ref("HTTPRoute", "ns", "r"))
+    (deny,) = [f for f in result.findings if f.severity == "deny"]
+    assert (deny.code, deny.field, deny.subject) == ("RG0120", path, True)
+    assert "ns_r_" not in result.files["maps/rule-backend.map"].decode()
