@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from haproxy_check import escaping
-from haproxy_check.httpmodels import FAIL, Cors, FrontendModel, HttpModel, Redirect, Rewrite, RuleModel
+from haproxy_check import escaping, redirects
+from haproxy_check.httpmodels import FAIL, Cors, HttpModel, RuleModel
 from validators.findings import Finding, PathPart, Severity
 from validators.objects import Obj, Ref, as_list, dig, namespace_of, ref_of
 
@@ -79,84 +79,6 @@ def _header_mods(model: HttpModel, key: str, spec: Any, path: tuple[PathPart, ..
         lname = _g((*path, "remove", k), escaping.header_name, str(item)).lower()
         model.add(mapname, f"{key}|remove|{lname} 1{mark}")
         ops.add(("remove", lname))
-
-
-def _redirect(spec: Any, path: tuple[PathPart, ...], plens: set[int], backend: str, mark: str) -> list[Redirect]:
-    code = dig(spec, "statusCode", default=302)
-    if code not in (301, 302, 303, 307, 308):
-        raise FilterError(f"redirect statusCode {code!r} is not 301, 302, 303, 307 or 308", (*path, "statusCode"))
-    scheme = dig(spec, "scheme")
-    if scheme is not None and scheme not in ("http", "https"):
-        raise FilterError(f"redirect scheme {scheme!r} is not http or https", (*path, "scheme"))
-    host = dig(spec, "hostname")
-    if host is not None:
-        _g((*path, "hostname"), escaping.hostname, host)
-    port = dig(spec, "port")
-    if port is not None and (not isinstance(port, int) or not 0 < port < 65536):
-        raise FilterError(f"redirect port {port!r} is not a port number", (*path, "port"))
-    ptype = dig(spec, "path", "type")
-    out: list[Redirect] = []
-    if ptype == "ReplacePrefixMatch":
-        repl = _g((*path, "path", "replacePrefixMatch"), escaping.path,
-                  dig(spec, "path", "replacePrefixMatch", default="/"))
-        for plen in sorted(plens):
-            out.append(Redirect(code, scheme, host, port, "prefix", repl, plen, backend, mark))
-    else:
-        full = None
-        if ptype == "ReplaceFullPath":
-            full = _g((*path, "path", "replaceFullPath"), escaping.path,
-                      dig(spec, "path", "replaceFullPath", default="/"))
-        out.append(Redirect(code, scheme, host, port, "full" if full else "", full, None, backend, mark))
-    return out
-
-
-def prefix_path(repl: str, plen: int) -> str:
-    """Log-format path for ReplacePrefixMatch: replacement + the rest after the matched prefix."""
-    stripped = repl.rstrip("/")
-    if not stripped:
-        return f"/%[path,bytes({plen + 1})]"
-    return f"{escaping.lf_escape(stripped)}%[path,bytes({plen})]"
-
-
-def redirect_location(rd: Redirect, fe: FrontendModel, *, query: bool) -> str:
-    """The quoted log-format location of a redirect as seen through one frontend."""
-    scheme, host, port, mode, value, plen = rd.scheme, rd.host, rd.port, rd.mode, rd.value, rd.plen
-    fe_scheme = "https" if fe.protocol == "HTTPS" else "http"
-    out_scheme = scheme or fe_scheme
-    text = f"{out_scheme}://"
-    text += escaping.lf_escape(host) if host else "%[var(txn.gw_host)]"
-    default = 443 if out_scheme == "https" else 80
-    if port is not None:
-        text += "" if port == default else f":{port}"
-    elif scheme is None and fe.port is not None and fe.port != default:
-        text += f":{fe.port}"
-    if mode == "full" and value is not None:
-        text += escaping.lf_escape(value)
-    elif mode == "prefix" and value is not None and plen is not None:
-        text += prefix_path(value, plen)
-    else:
-        text += "%[path]"
-    if query:
-        text += "?%[query]"
-    return "'" + text.replace("'", "'\\''") + "'"
-
-
-def _rewrite(spec: Any, path: tuple[PathPart, ...], plens: set[int], backend: str, mark: str) -> list[Rewrite]:
-    host = dig(spec, "hostname")
-    host_lf = escaping.lf_quote(_g((*path, "hostname"), escaping.hostname, host)) if host else ""
-    ptype = dig(spec, "path", "type")
-    if ptype == "ReplaceFullPath":
-        full = _g((*path, "path", "replaceFullPath"), escaping.path, dig(spec, "path", "replaceFullPath", default="/"))
-        return [Rewrite(host_lf, escaping.lf_quote(full), None, backend, mark)]
-    if ptype == "ReplacePrefixMatch":
-        if not plens:
-            raise FilterError("ReplacePrefixMatch needs a PathPrefix match", (*path, "path", "replacePrefixMatch"))
-        repl = _g((*path, "path", "replacePrefixMatch"), escaping.path,
-                  dig(spec, "path", "replacePrefixMatch", default="/"))
-        out = [Rewrite(host_lf if n == 0 else "", "'" + prefix_path(repl, plen).replace("'", "'\\''") + "'", plen,
-                       backend, mark) for n, plen in enumerate(sorted(plens))]
-        return out
-    return [Rewrite(host_lf, "", None, backend, mark)]
 
 
 def _token_list(items: Any, path: tuple[PathPart, ...]) -> str:
@@ -260,6 +182,14 @@ def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path:
 # ---------------------------------------------------------------- per rule / per backendRef
 
 
+def _map_filter(fn: Callable[..., None], model: HttpModel, key: str, f: Any, field: str,
+                path: tuple[PathPart, ...], plens: set[int], mark: str) -> None:
+    try:
+        fn(model, key, dig(f, field), (*path, field), plens, mark)
+    except redirects.RedirectError as exc:
+        raise FilterError(str(exc), exc.path) from None
+
+
 class Resolver:
     """What filters need from the route compiler: backends for mirror/auth targets and state lookups."""
 
@@ -286,15 +216,9 @@ def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int,
             _header_mods(model, rm.rid, dig(f, "responseHeaderModifier"), (*path, "responseHeaderModifier"), True,
                          False, m)
         elif ftype == "RequestRedirect" and ref.kind == "HTTPRoute":
-            got = _redirect(dig(f, "requestRedirect"), (*path, "requestRedirect"), plens, "", m)
-            rm.redirects.extend(got)
-            if not got:
-                raise FilterError("ReplacePrefixMatch needs a PathPrefix match",
-                                  (*path, "requestRedirect", "path", "replacePrefixMatch"))
-            model.uses.add("redirect")
+            _map_filter(redirects.redirect, model, rm.rid, f, "requestRedirect", path, plens, m)
         elif ftype == "URLRewrite" and ref.kind == "HTTPRoute":
-            rm.rewrites.extend(_rewrite(dig(f, "urlRewrite"), (*path, "urlRewrite"), plens, "", m))
-            model.uses.add("rewrite")
+            _map_filter(redirects.rewrite, model, rm.rid, f, "urlRewrite", path, plens, m)
         elif ftype == "RequestMirror":
             _mirror(model, rm, route, dig(f, "requestMirror"), (*path, "requestMirror"), mirrors, m, res.backend_for)
             mirrors += 1
@@ -337,11 +261,9 @@ def backend_filters(model: HttpModel, rm: RuleModel, route: Obj, i: int, j: int,
             _header_mods(model, key, dig(f, "responseHeaderModifier"), (*path, "responseHeaderModifier"), True,
                          True, m)
         elif ftype == "RequestRedirect" and ref.kind == "HTTPRoute":
-            rm.redirects.extend(_redirect(dig(f, "requestRedirect"), (*path, "requestRedirect"), plens, be, m))
-            model.uses.add("redirect")
+            _map_filter(redirects.redirect, model, key, f, "requestRedirect", path, plens, m)
         elif ftype == "URLRewrite" and ref.kind == "HTTPRoute":
-            rm.rewrites.extend(_rewrite(dig(f, "urlRewrite"), (*path, "urlRewrite"), plens, be, m))
-            model.uses.add("rewrite")
+            _map_filter(redirects.rewrite, model, key, f, "urlRewrite", path, plens, m)
         elif ftype == "ExternalAuth":
             _warn(findings, ref, EXTERNAL_AUTH, "ExternalAuth on a backendRef cannot be enforced; move it to the "
                   "rule's filters. The rule answers 500", path, local=True)

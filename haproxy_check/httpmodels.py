@@ -23,28 +23,6 @@ class BackendSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class Redirect:
-    code: int
-    scheme: str | None
-    host: str | None
-    port: int | None
-    mode: str  # "full" | "prefix" | "" (keep the path)
-    value: str | None  # replaceFullPath / replacePrefixMatch
-    plen: int | None  # for ReplacePrefixMatch: the matched prefix length it applies to
-    backend: str = ""  # backendRef-level: only when this backend was chosen
-    mark: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Rewrite:
-    host: str = ""  # quoted log-format word or ""
-    path: str = ""  # quoted log-format word or ""
-    plen: int | None = None
-    backend: str = ""
-    mark: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class Cors:
     exact: tuple[str, ...]  # quoted origins
     regexes: tuple[str, ...]  # quoted regexes
@@ -66,8 +44,6 @@ class RuleModel:
     mark: str
     target: str = FAIL  # backend name, WEIGHTED or FAIL
     slots: tuple[str, ...] = ()
-    redirects: list[Redirect] = field(default_factory=list)
-    rewrites: list[Rewrite] = field(default_factory=list)
     cors: Cors | None = None
     first_filter: str = ""
     frontends: set[str] = field(default_factory=set)
@@ -120,6 +96,8 @@ class HttpModel:
     auth_headers: set[str] = field(default_factory=set)
     uses: set[str] = field(default_factory=set)  # feature flags: redirect, rewrite, mirror, auth, cors, ...
     mirrors: int = 0  # most mirrors on one rule
+    redirect_plens: set[int] = field(default_factory=set)  # prefix lengths ReplacePrefixMatch redirects use
+    rewrite_plens: set[int] = field(default_factory=set)
     pending: dict[str, list[tuple[object, Advanced]]] = field(default_factory=dict)  # frontend -> lines
 
     def add(self, name: str, entry: str, sort: object = "", *, ordered: bool = False) -> None:

@@ -271,6 +271,8 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
     model.uses |= staged.uses
     model.auth_headers |= staged.auth_headers
     model.mirrors = max(model.mirrors, staged.mirrors)
+    model.redirect_plens |= staged.redirect_plens
+    model.rewrite_plens |= staged.rewrite_plens
     for fe_name, (fe, vhosts) in sorted(targets.items()):
         for vh in vhosts:
             host, _, token = vh.rpartition(":")

@@ -16,7 +16,7 @@ from typing import Any
 
 import jinja2
 
-from haproxy_check import escaping, frontends, httpfilters, httproutes, l4contexts
+from haproxy_check import escaping, frontends, httproutes, l4contexts
 from haproxy_check.helpers import Recorder, TemplateError
 from haproxy_check.httpmodels import HttpModel
 from haproxy_check.results import RenderResult
@@ -32,8 +32,8 @@ NOT_ATTACHED = "RG0401"
 HTTP_KINDS = ("HTTPRoute", "GRPCRoute")
 MAPS = ("host.map", "host-wildcard.map", "path-exact.map", "path-regex.map", "path-prefix-exact.map",
         "path-prefix.map", "rule-backend.map", "weighted-multi-backend.map", "gw-reqhdr.map", "gw-reshdr.map",
-        "gw-timeouts.map", "gw-mirror.map", "gw-extauth.map", "gw-extauth-headers.map", "https-listener.map",
-        "https-listener-wildcard.map")
+        "gw-timeouts.map", "gw-mirror.map", "gw-redirect.map", "gw-rewrite.map", "gw-extauth.map",
+        "gw-extauth-headers.map", "https-listener.map", "https-listener-wildcard.map")
 
 
 class RenderError(Exception):
@@ -109,7 +109,7 @@ class Renderer:
             "settings": self.settings, "http": model, "frontends": sorted(fronts.values(), key=lambda f: f.name),
             "listeners": lsts, "subject": subject, "MAPS": MAPS, "PROFILES": PROFILES,
             "attach": lambda route: attachments.attach(route, state, all_listeners=lsts),
-            "redirect_location": httpfilters.redirect_location, "snippets": self._snippets, "findings": findings,
+            "snippets": self._snippets, "findings": findings,
         }
         context.update(l4contexts.template_globals(state, self.settings, recorder, findings))
         parts: list[str] = []

@@ -46,25 +46,34 @@ def test_header_modifiers_are_map_entries_read_by_one_line_per_name(filters: Ren
     assert any(line.startswith("http-response del-header server if {") for line in cfg)
 
 
-def test_redirects(filters: RenderResult) -> None:
+def test_redirects_are_map_entries(filters: RenderResult) -> None:
+    assert map_lines(filters, "gw-redirect.map") == [
+        "shop_web_1 301|https|-|-|prefix|%2Fnew",
+        "shop_web_2 302|https|www.example.com|443|-|",  # default 302; :443 dropped at request time
+        "shop_web_3 302|-|-|-|full|%2Fthere%2520100%25",  # user text URL-encoded, never log-format
+    ]
     cfg = lines(filters)
-    moved = [line for line in cfg if "shop_web_2 }" in line and "redirect" in line]
-    assert moved[1].startswith("http-request redirect location 'https://www.example.com%[path]' code 302")
-    assert ":443" not in moved[0] + moved[1] and "?%[query]" in moved[0]
-    prefix = [line for line in cfg if "shop_web_1 }" in line and "redirect" in line]
-    assert prefix[1].startswith("http-request redirect location 'https://%[var(txn.gw_host)]/new%[path,bytes(4)]' "
-                                "code 301")
-    full = [line for line in cfg if "shop_web_3 }" in line and "redirect" in line]
-    # listener port 8080 is not the default for http: kept; % in the path doubled (log-format)
-    assert full[1].startswith(
-        "http-request redirect location 'http://%[var(txn.gw_host)]:8080/there%%20100%%' code 302")
+    assert "http-request set-var(txn.gw_rd_port) str(-) if { var(txn.gw_rd_port) -m str 443 } " \
+           "{ var(txn.gw_rd_scheme) -m str https }" in cfg
+    assert "http-request set-var(txn.gw_rd_rest) path,bytes(4) if { var(txn.gw_rd_mode) -m str prefix } " \
+           "{ var(txn.gw_plen) -m str 4 }" in cfg
+    # one line per status code, with and without a query string, whatever the routes
+    assert sum(line.startswith("http-request redirect location ") for line in cfg) == 10
+
+
+def test_a_new_redirect_route_is_a_map_change_only() -> None:
+    objs = fixture("filters.yaml")
+    extra = {**objs[-1], "metadata": {"name": "more", "namespace": "shop"}}
+    extra["spec"] = {**extra["spec"], "rules": [objs[-1]["spec"]["rules"][2]]}  # the /moved redirect
+    before, after = render(objs), render([*objs, extra])
+    assert before.files["haproxy.cfg"] == after.files["haproxy.cfg"]
+    assert len(map_lines(after, "gw-redirect.map")) == len(map_lines(before, "gw-redirect.map")) + 1
 
 
 def test_url_rewrite(filters: RenderResult) -> None:
+    assert map_lines(filters, "gw-rewrite.map") == ["shop_web_0 internal.example.svc|prefix|%2Fv2"]
     cfg = lines(filters)
-    assert "http-request set-header Host 'internal.example.svc' if { var(txn.gw_rule_id) -m str shop_web_0 }" in cfg
-    assert ("http-request set-path '/v2%[path,bytes(4)]' if { var(txn.gw_rule_id) -m str shop_web_0 } "
-            "{ var(txn.gw_plen) -m str 4 }") in cfg
+    assert "http-request set-path %[var(txn.gw_rw_path)] if { var(txn.gw_rw_mode) -m str prefix }" in cfg
 
 
 def test_mirror_percent_and_fraction(filters: RenderResult) -> None:

@@ -125,6 +125,14 @@ def test_redirect_and_rewrite(gateway: int) -> None:
     status, resp, _ = get(gateway, "/old/a/b?q=1")
     assert (status, resp["location"]) == (301, "https://app.example.com/new/a/b?q=1")
     assert get(gateway, "/old")[1]["location"] == "https://app.example.com/new"
+    # no scheme or port: the listener port (not the default 80) is kept; a % is URL-encoded in
+    # the map and decoded into the location
+    status, resp, _ = get(gateway, "/keep/a?b=c")
+    assert (status, resp["location"]) == (302, f"http://app.example.com:{gateway}/kept-100%?b=c")
+    # explicit scheme http: its well-known port 80 is implied and omitted; the matched prefix length is
+    # per match (the rule has two)
+    assert get(gateway, "/to-http/deeper/y")[1]["location"] == "http://www.example.com/x/y"
+    assert get(gateway, "/to-http")[0] == 308
     assert get(gateway, "/strip/x/y?z=1")[2]["path"] == "/x/y?z=1"
     assert get(gateway, "/strip")[2]["path"] == "/"
 
