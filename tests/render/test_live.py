@@ -10,6 +10,7 @@ import http.client
 import http.server
 import json
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -50,17 +51,19 @@ def echo_server(name: str) -> tuple[http.server.ThreadingHTTPServer, int]:
     return server, int(server.server_address[1])
 
 
-@pytest.fixture(scope="module")
-def gateway(haproxy_path: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+@contextlib.contextmanager
+def running(haproxy_path: str, objs: list[Any], where: Path, **settings: Any) -> Iterator[int]:
+    """Render ``objs`` with their listener ports and EndpointSlice ports replaced by free ones, run haproxy."""
     a, port_a = echo_server("A")
     b, port_b = echo_server("B")
     port = free_port()
-    objs = fixture("live.yaml")
-    objs[0]["spec"]["listeners"][0]["port"] = port
     for obj in objs:
+        if obj["kind"] == "Gateway":
+            for listener in obj["spec"]["listeners"]:
+                listener["port"] = port
         if obj["kind"] == "EndpointSlice":
             obj["ports"][0]["port"] = port_a if obj["metadata"]["name"] == "a" else port_b
-    where: Path = write(render(objs, debug_headers=True), tmp_path_factory.mktemp("live"))
+    write(render(objs, **settings), where)
     proc = subprocess.Popen([haproxy_path, "-dr", "-db", "-f", "haproxy.cfg"], cwd=where, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env={"PATH": "/usr/bin:/bin", "LANG": "C", "OPENSSL_CONF": "/dev/null"})
@@ -77,6 +80,12 @@ def gateway(haproxy_path: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         proc.wait()
         a.shutdown()
         b.shutdown()
+
+
+@pytest.fixture(scope="module")
+def gateway(haproxy_path: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    with running(haproxy_path, fixture("live.yaml"), tmp_path_factory.mktemp("live"), debug_headers=True) as port:
+        yield port
 
 
 def get(port: int, path: str, *, host: str = "app.example.com", method: str = "GET",
@@ -140,3 +149,66 @@ def test_redirect_and_rewrite(gateway: int) -> None:
 def test_weighted_split(gateway: int) -> None:
     servers = [get(gateway, "/split")[2]["server"] for _ in range(200)]
     assert 150 <= servers.count("A") <= 198
+
+
+@pytest.fixture(scope="module")
+def policies(haproxy_path: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    objs = fixture("live-policies.yaml")
+    with running(haproxy_path, objs, tmp_path_factory.mktemp("policies")) as port:
+        yield port
+
+
+def test_cors_preflight_and_response_headers(policies: int) -> None:
+    status, resp, _ = get(policies, "/cors/x", method="OPTIONS", headers={
+        "Origin": "https://shop.example.net", "Access-Control-Request-Method": "PUT"})
+    assert status == 204
+    assert resp["access-control-allow-origin"] == "https://shop.example.net"
+    assert resp["access-control-allow-methods"] == "GET, PUT" and resp["access-control-max-age"] == "60"
+    assert resp["access-control-allow-credentials"] == "true"
+    status, resp, data = get(policies, "/cors/x", headers={"Origin": "https://app.example.com"})
+    assert (status, data["server"], resp["access-control-allow-origin"]) == (200, "A", "https://app.example.com")
+    status, resp, _ = get(policies, "/cors/x", headers={"Origin": "https://evil.example.com"})
+    assert status == 200 and "access-control-allow-origin" not in resp
+
+
+def test_external_auth_fails_closed_and_unsupported_settings_answer_500(policies: int) -> None:
+    assert get(policies, "/auth/x")[0] == 401  # no authorization agent answered: denied
+    assert get(policies, "/noauth/x")[0] == 500
+
+
+def test_all_zero_weights_answer_500(policies: int) -> None:
+    assert get(policies, "/zero")[0] == 500
+
+
+def test_backend_level_header_filter_runs_after_and_wins(policies: int) -> None:
+    _, _, data = get(policies, "/be")
+    assert data["server"] == "B"
+    assert data["headers"]["x-level"] == "backend" and data["headers"]["x-rule"] == "1"
+
+
+def _raw_https(port: int, *, sni: str | None, host: str) -> int:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+            ctx.wrap_socket(raw, server_hostname=sni) as tls:
+        tls.sendall(f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        head = tls.recv(64).decode()
+    return int(head.split(" ")[1])
+
+
+def test_https_sni_and_host_of_different_listeners_get_421(haproxy_path: str, tmp_path: Path) -> None:
+    from tests.render.test_filters import _secret
+
+    gw = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"name": "tls", "namespace": "ns"},
+          "spec": {"gatewayClassName": "c", "listeners": [
+              {"name": name, "protocol": "HTTPS", "port": 1, "hostname": f"{name}.example.com",
+               "tls": {"certificateRefs": [{"name": f"{name}-cert"}]}} for name in ("one", "two")]}}
+    route = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {"name": "r", "namespace": "ns"},
+             "spec": {"parentRefs": [{"name": "tls"}], "rules": [{"backendRefs": [{"name": "a", "port": 80}]}]}}
+    objs = [o for o in fixture("live-policies.yaml") if o["kind"] in ("Service", "EndpointSlice")]
+    objs += [gw, route, _secret("one-cert", "ns", "one.example.com"), _secret("two-cert", "ns", "two.example.com")]
+    with running(haproxy_path, objs, tmp_path) as port:
+        assert _raw_https(port, sni="one.example.com", host="one.example.com") == 200
+        assert _raw_https(port, sni="one.example.com", host="two.example.com") == 421
+        assert _raw_https(port, sni=None, host="two.example.com") == 200  # no SNI: no isolation check
