@@ -6,6 +6,8 @@ with CI=true a missing binary fails instead of skipping).
 
 from __future__ import annotations
 
+import base64
+import datetime
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,6 +15,10 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from haproxy_check.rendering import Renderer, RenderSettings
 from haproxy_check.results import RenderResult
@@ -67,3 +73,19 @@ def lines(result: RenderResult, file: str = "haproxy.cfg") -> list[str]:
 
 def map_lines(result: RenderResult, name: str) -> list[str]:
     return result.files[f"maps/{name}"].decode().splitlines()
+
+
+def tls_secret(name: str, namespace: str, host: str) -> dict[str, object]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+            .sign(key, hashes.SHA256()))
+    crt = cert.public_bytes(serialization.Encoding.PEM)
+    pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
+            "type": "kubernetes.io/tls",
+            "data": {"tls.crt": base64.b64encode(crt).decode(), "tls.key": base64.b64encode(pem_key).decode()}}

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import base64
-import datetime
 import re
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from haproxy_check.results import RenderResult
-from tests.render.conftest import DATA, Check, assert_valid, fixture, lines, map_lines, render
+from tests.render.conftest import DATA, Check, assert_valid, fixture, lines, map_lines, render, tls_secret
 
 FILTERS = fixture("filters.yaml")
 
@@ -170,24 +164,8 @@ def test_debug_headers_only_when_enabled(filters: RenderResult) -> None:
     assert "X-Gateway-Matched-Route" not in render(FILTERS).config
 
 
-def _secret(name: str, namespace: str, host: str) -> dict[str, object]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
-            .sign(key, hashes.SHA256()))
-    crt = cert.public_bytes(serialization.Encoding.PEM)
-    pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
-            "type": "kubernetes.io/tls",
-            "data": {"tls.crt": base64.b64encode(crt).decode(), "tls.key": base64.b64encode(pem_key).decode()}}
-
-
 def test_https_listeners_certificates_placeholder_and_421(haproxy_check: Check) -> None:
-    objs = [*fixture("grpc-https.yaml"), _secret("api-cert", "infra", "api.example.com")]
+    objs = [*fixture("grpc-https.yaml"), tls_secret("api-cert", "infra", "api.example.com")]
     result = render(objs)
     assert_valid(haproxy_check(result))
     assert result.files["certs/infra_api-cert.pem"].startswith(b"-----BEGIN CERTIFICATE-----")

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.render.conftest import fixture, render, write
+from tests.render.conftest import fixture, render, tls_secret, write
 
 pytestmark = pytest.mark.haproxy
 
@@ -198,16 +198,16 @@ def _raw_https(port: int, *, sni: str | None, host: str) -> int:
 
 
 def test_https_sni_and_host_of_different_listeners_get_421(haproxy_path: str, tmp_path: Path) -> None:
-    from tests.render.test_filters import _secret
-
-    gw = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway", "metadata": {"name": "tls", "namespace": "ns"},
+    gw = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+          "metadata": {"name": "tls", "namespace": "ns"},
           "spec": {"gatewayClassName": "c", "listeners": [
               {"name": name, "protocol": "HTTPS", "port": 1, "hostname": f"{name}.example.com",
                "tls": {"certificateRefs": [{"name": f"{name}-cert"}]}} for name in ("one", "two")]}}
-    route = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": {"name": "r", "namespace": "ns"},
+    route = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+             "metadata": {"name": "r", "namespace": "ns"},
              "spec": {"parentRefs": [{"name": "tls"}], "rules": [{"backendRefs": [{"name": "a", "port": 80}]}]}}
     objs = [o for o in fixture("live-policies.yaml") if o["kind"] in ("Service", "EndpointSlice")]
-    objs += [gw, route, _secret("one-cert", "ns", "one.example.com"), _secret("two-cert", "ns", "two.example.com")]
+    objs += [gw, route, *(tls_secret(f"{n}-cert", "ns", f"{n}.example.com") for n in ("one", "two"))]
     with running(haproxy_path, objs, tmp_path) as port:
         assert _raw_https(port, sni="one.example.com", host="one.example.com") == 200
         assert _raw_https(port, sni="one.example.com", host="two.example.com") == 421
