@@ -201,3 +201,11 @@ def test_all_fixtures_render_together_and_pass_haproxy(haproxy_check: Check) -> 
     assert not [f for f in result.findings if f.severity == "deny"]
     alone = {b.name for name in names for b in render(fixture(name)).description.backends}
     assert {b.name for b in result.description.backends} == alone and len(alone) >= 8
+
+
+def test_a_filter_type_is_log_format_escaped_in_the_debug_header() -> None:
+    objs = fixture("filters.yaml")
+    objs[-1]["spec"]["rules"][0]["filters"].insert(0, {"type": "%[req.hdr(cookie)]"})
+    line = next(x for x in lines(render(objs, debug_headers=True)) if "X-Gateway-Filters-Applied" in x
+                and "shop_web_0 }" in x)
+    assert "'%%[req.hdr(cookie)]'" in line
