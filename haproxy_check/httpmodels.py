@@ -96,6 +96,7 @@ class HttpModel:
     auth_headers: set[str] = field(default_factory=set)
     uses: set[str] = field(default_factory=set)  # feature flags: redirect, rewrite, mirror, auth, cors, ...
     mirrors: int = 0  # most mirrors on one rule
+    session_headers: set[str] = field(default_factory=set)  # type: Header sessionPersistence names
     redirect_plens: set[int] = field(default_factory=set)  # prefix lengths ReplacePrefixMatch redirects use
     rewrite_plens: set[int] = field(default_factory=set)
     pending: dict[str, list[tuple[object, Advanced]]] = field(default_factory=dict)  # frontend -> lines

@@ -216,8 +216,13 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
             profile = rulepolicies.backend_profile(
                 rule, i, grpc=grpc, findings=findings, ref=ref, haproxy_version=ctx.settings.haproxy_version,
                 cookie_key=ctx.settings.dynamic_cookie_key)
+            header = rulepolicies.session_header(rule, i)
         except httpfilters.FilterError as exc:
             raise RouteError(str(exc), exc.path) from None
+        if header:
+            sp_mark = ctx.mark(ref, ("spec", "rules", i, "sessionPersistence"))
+            staged.add("gw-session-header.map", f"{rid} {header}{sp_mark}")
+            staged.session_headers.add(header)
         weights: list[tuple[str, int]] = []
         chosen: list[tuple[int, str]] = []
         for bref in references.rule_backend_refs(route, ctx.state, i):
@@ -271,6 +276,7 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
     model.uses |= staged.uses
     model.auth_headers |= staged.auth_headers
     model.mirrors = max(model.mirrors, staged.mirrors)
+    model.session_headers |= staged.session_headers
     model.redirect_plens |= staged.redirect_plens
     model.rewrite_plens |= staged.rewrite_plens
     for fe_name, (fe, vhosts) in sorted(targets.items()):

@@ -79,5 +79,17 @@ def _persistence(sp: Any, path: tuple[PathPart, ...], cookie_key: str) -> list[s
     if kind == "Header":
         hdr = _g(name_path, escaping.header_name, name)
         lines.append(f'http-request add-header Cookie "{cookie}=%[req.hdr({hdr})]" if {{ req.hdr({hdr}) -m found }}')
-        lines.append(f"http-response set-header {hdr} %[res.cook({cookie})] if {{ res.cook({cookie}) -m found }}")
     return lines
+
+
+def session_header(rule: Any, i: int) -> str | None:
+    """The lower-cased header of a type: Header sessionPersistence (the frontend copies the session cookie
+    into it: the backend's own response rules run before HAProxy inserts the cookie)."""
+    sp = dig(rule, "sessionPersistence")
+    if not isinstance(sp, dict) or dig(sp, "type") != "Header":
+        return None
+    path: tuple[PathPart, ...] = ("spec", "rules", i, "sessionPersistence", "header", "name")
+    name = dig(sp, "header", "name")
+    if not name:
+        name, path = dig(sp, "sessionName"), ("spec", "rules", i, "sessionPersistence", "sessionName")
+    return _g(path, escaping.header_name, str(name or "X-Session")).lower()

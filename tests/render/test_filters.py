@@ -142,6 +142,7 @@ def test_retry_and_session_persistence_get_their_own_backends(filters: RenderRes
     assert "dynamic-cookie-key 'k3y'" in r7
     r8 = profiles[backends["gw_h_shop_web_web_80_r8"].profile]
     assert any("req.hdr(X-Shop-Session)" in line for line in r8)
+    assert map_lines(filters, "gw-session-header.map") == ["shop_web_8 x-shop-session"]
 
 
 def test_retry_code_421_is_kept_on_haproxy_3_1() -> None:

@@ -9,6 +9,7 @@ import contextlib
 import http.client
 import http.server
 import json
+import re
 import socket
 import ssl
 import subprocess
@@ -212,3 +213,15 @@ def test_https_sni_and_host_of_different_listeners_get_421(haproxy_path: str, tm
         assert _raw_https(port, sni="one.example.com", host="one.example.com") == 200
         assert _raw_https(port, sni="one.example.com", host="two.example.com") == 421
         assert _raw_https(port, sni=None, host="two.example.com") == 200  # no SNI: no isolation check
+
+
+def test_session_persistence_cookie_and_header(policies: int) -> None:
+    status, resp, _ = get(policies, "/sticky-cookie")
+    assert status == 200 and re.fullmatch(r"SID=[0-9a-f]{16}\|\w+\|\w+; path=/; Max-Age=3600", resp["set-cookie"])
+    status, resp, _ = get(policies, "/sticky-header")
+    token = resp["x-sess"]
+    assert re.fullmatch(r"[0-9a-f]{16}", token)
+    assert resp["set-cookie"] == f"SESSION={token}; path=/; Max-Age=0"  # the client discards the cookie
+    # sent back, the header becomes the persistence cookie, which HAProxy strips before the server
+    status, _, data = get(policies, "/sticky-header", headers={"X-Sess": token})
+    assert status == 200 and "cookie" not in data["headers"]
