@@ -138,3 +138,14 @@ async def test_an_unattached_route_is_still_checked_and_warned_about(gate: Gate)
     assert verdict.decision is Decision.ALLOW
     assert any("nowhere" in w or "not attached" in w.lower() or "NoMatchingParent" in w for w in verdict.warnings), \
         verdict.warnings
+
+
+async def test_header_names_with_dollar_and_ampersand_are_allowed_end_to_end(gate: Gate) -> None:
+    """Seed 004 allows letters, digits and !$&*+.^_~- in header names: admission and render agree."""
+    route = header_route("dollar", "X-Team$Co&Sons", "blue")
+    verdict = await gate.review(Change(Operation.CREATE, route), state=state_with())
+    assert verdict.decision is Decision.ALLOW, verdict.message
+    refused = header_route("hash", "X-Team#1", "blue")
+    verdict = await gate.review(Change(Operation.CREATE, refused), state=state_with())
+    assert verdict.decision is Decision.DENY
+    assert [f.field for f in verdict.denials] == ["spec.rules[0].filters[0].requestHeaderModifier.set[0].name"]
