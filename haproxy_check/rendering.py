@@ -9,6 +9,7 @@ the named ``defaults`` profiles Backend() collected, strips the source-map marke
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ import jinja2
 from haproxy_check import escaping, frontends, httproutes, l4contexts
 from haproxy_check.helpers import Recorder, TemplateError
 from haproxy_check.httpmodels import HttpModel
-from haproxy_check.results import RenderResult
+from haproxy_check.results import RenderError, RenderResult
 from haproxy_check.sourcemaps import SourceMap
 from validators import attachments
 from validators.findings import Finding, PathPart, Severity
@@ -37,8 +38,24 @@ MAPS = ("host.map", "host-wildcard.map", "path-exact.map", "path-regex.map", "pa
         "https-listener-wildcard.map")
 
 
-class RenderError(Exception):
-    """A template failed (a bug in a template, not a problem of the objects under review)."""
+__all__ = ["RenderError", "RenderSettings", "Renderer"]
+
+
+def _where(name: str, exc: BaseException) -> str:
+    """``template:line`` of a template failure: the syntax error's line, or the deepest traceback frame
+    that jinja2 mapped back to a template line."""
+    if isinstance(exc, jinja2.TemplateSyntaxError) and exc.lineno:
+        return f"{exc.name or name}:{exc.lineno}"
+    found = name
+    tb = exc.__traceback__
+    while tb is not None:
+        template = tb.tb_frame.f_globals.get("__jinja_template__")
+        if template is not None:
+            found = f"{template.name}:{template.get_corresponding_lineno(tb.tb_lineno)}"
+        elif tb.tb_frame.f_code.co_filename.endswith(".j2"):
+            found = f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +135,11 @@ class Renderer:
             try:
                 parts.append(self._env.get_template(name).render(context))
             except (TemplateError, jinja2.TemplateError) as exc:
-                raise RenderError(f"template {name}: {exc}") from exc
+                # helpers' errors already end with "(at template:line)"; others get it from the traceback
+                where = name if isinstance(exc, TemplateError) else _where(name, exc)
+                raise RenderError(f"template {where}: {exc}") from exc
             except escaping.Unsafe as exc:
-                raise RenderError(f"template {name} wrote an unescaped value: {exc}") from exc
+                raise RenderError(f"template {_where(name, exc)} wrote an unescaped value: {exc}") from exc
         cfg = "".join(parts).replace(PROFILES, recorder.profile_sections())
         files: dict[str, bytes] = {"haproxy.cfg": sources.resolve("haproxy.cfg", cfg).encode()}
         map_texts = {path: sources.resolve(path, text) for path, text in recorder.map_files().items()}
