@@ -22,7 +22,7 @@ from haproxy_check.helpers import Recorder, TemplateError
 from haproxy_check.httpmodels import HttpModel
 from haproxy_check.results import RenderError, RenderResult
 from haproxy_check.sourcemaps import SourceMap
-from validators import attachments
+from validators import attachments, statuses
 from validators.findings import Finding, PathPart, Severity
 from validators.objects import Obj, Ref, dig, ref_of
 from validators.states import State
@@ -39,6 +39,16 @@ MAPS = ("host.map", "host-wildcard.map", "path-exact.map", "path-regex.map", "pa
 
 
 __all__ = ["RenderError", "RenderSettings", "Renderer"]
+
+
+def _statuses(state: State, subject: Ref | None, lsts: Sequence[attachments.Listener]) -> dict[str, Any]:
+    """Attachment and reference outcome: the subject's (cheap, per review) or every route's."""
+    if subject is None:
+        return statuses.statuses(state)
+    route = state.get(subject.kind, subject.namespace, subject.name)
+    if subject.kind not in attachments.ROUTE_KINDS or route is None:
+        return {}
+    return {str(subject): statuses.route_status(route, state, all_listeners=lsts)}
 
 
 def _where(name: str, exc: BaseException) -> str:
@@ -147,7 +157,8 @@ class Renderer:
         files.update((p, data) for p, (_, data) in recorder.files.items())
         return RenderResult(files=dict(sorted(files.items())), origins=dict(sources.lines),
                             description=recorder.description(map_texts),
-                            findings=tuple(sorted(set(findings), key=lambda f: (f.about, f.field, f.code, f.message))))
+                            findings=tuple(sorted(set(findings), key=lambda f: (f.about, f.field, f.code, f.message))),
+                            statuses=_statuses(state, subject, lsts))
 
     def _route(self, route: Obj, state: State, lsts: Sequence[attachments.Listener],
                fronts: dict[tuple[str, str], Any], model: HttpModel, ctx: httproutes.Context, subject: Ref | None,

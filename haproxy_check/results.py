@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from haproxy_check.descriptions import Description
 from validators.findings import Finding, PathPart
@@ -23,14 +24,17 @@ class RenderResult:
     """The rendered files (relative path -> bytes) and how to trace them back to objects.
 
     ``origins`` maps (file, 1-based line) to the object field that produced the line. ``findings``
-    are render-time observations (attachment and reference status, dropped listeners, ...), each
-    with ``about`` naming the object they concern.
+    are render-time observations (dropped listeners, placeholder certificates, ...), each with
+    ``about`` naming the object they concern. ``statuses`` is the outcome of attachment and reference
+    resolution, Gateway API-shaped (``{"HTTPRoute ns/name": {"parents": [{"parentRef", "conditions"}]}}``):
+    for the subject when the render has one, else for every route.
     """
 
     files: Mapping[str, bytes]
     origins: Mapping[tuple[str, int], Origin] = field(default_factory=dict)
     description: Description = field(default_factory=Description)
     findings: tuple[Finding, ...] = ()
+    statuses: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def config(self) -> str:

@@ -94,6 +94,7 @@ def _json_report(binary: HAProxyBinary, results: list[tuple[inputs.Located, Verd
                 "message": verdict.message,
                 "warnings": verdict.warnings,
                 "findings": [f.as_dict() for f in verdict.findings],
+                "status": dict(verdict.status),
                 "timings": {k: round(v, 4) for k, v in verdict.timings.items()},
             }
             for item, verdict in results
@@ -109,7 +110,9 @@ async def render(args: argparse.Namespace) -> int:
     state = MemoryState([o for _, o in sorted(_combine(base_objects, located).items())], version="render")
     result = gate.renderer.render(state, subject=None)
     out = Path(args.out)
-    files = {**result.files, "description.json": (json.dumps(result.description.as_dict(), indent=2) + "\n").encode()}
+    files = {**result.files,
+             "description.json": (json.dumps(result.description.as_dict(), indent=2) + "\n").encode(),
+             "statuses.json": (json.dumps(result.statuses, indent=2, sort_keys=True) + "\n").encode()}
     await asyncio.to_thread(_write_out, out, files)
     for finding in result.findings:
         print(f"warning: {finding.about + ': ' if finding.about else ''}"

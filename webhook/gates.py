@@ -127,8 +127,9 @@ class Gate:
             notes = await self._apply_note(state, render)
             timings["total"] = self._clock() - started
             return Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
-                           timings=timings)
-        return await self._judge_failure(change, state, findings, result, timings, started)
+                           timings=timings, status=render.statuses.get(str(ref), {}))
+        verdict = await self._judge_failure(change, state, findings, result, timings, started)
+        return replace(verdict, status=render.statuses.get(str(ref), {}))
 
     async def _judge_failure(
         self, change: Change, state: State, findings: list[Finding], result: CheckResult,

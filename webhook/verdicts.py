@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from haproxy_check.results import Alert, HAProxyBinary
 from validators.findings import Finding, Severity, ordered
@@ -34,6 +35,7 @@ class Verdict:
     haproxy: HAProxyBinary | None = None
     timings: Mapping[str, float] = field(default_factory=dict)
     handled: bool = True
+    status: Mapping[str, Any] = field(default_factory=dict)  # route status (Accepted/ResolvedRefs) as rendered
 
     @property
     def allowed(self) -> bool:

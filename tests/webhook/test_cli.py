@@ -54,6 +54,8 @@ def test_json_output_has_the_documented_shape(capsys: pytest.CaptureFixture[str]
     assert any(f["path"] == "spec.rules[1].matches[0].path.value" and f["severity"] == "deny"
                for f in broken["findings"])
     assert by_name["shop"]["allowed"] is True
+    conditions = by_name["shop"]["status"]["parents"][0]["conditions"]
+    assert [(c["type"], c["status"]) for c in conditions] == [("Accepted", "True"), ("ResolvedRefs", "True")]
 
 
 def test_stdin_is_read_with_dash(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -105,6 +107,7 @@ def test_render_writes_the_config_the_gate_checks(capsys: pytest.CaptureFixture[
     config = (out_dir / "haproxy.cfg").read_text()
     assert "gw_h_capture_shop_web_8080" in config
     assert json.loads((out_dir / "description.json").read_text())["backends"]
+    assert "HTTPRoute capture/shop" in json.loads((out_dir / "statuses.json").read_text())
     result = subprocess.run([haproxy_path, "-dr", "-c", "-f", "haproxy.cfg"], cwd=out_dir, capture_output=True,
                             text=True, env={"PATH": os.environ.get("PATH", "")}, timeout=30)
     assert result.returncode == 0, result.stdout + result.stderr
