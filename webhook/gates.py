@@ -149,9 +149,10 @@ class Gate:
         timings["total"] = self._clock() - started
         if not new:
             first = result.alerts[0]
-            owner = f" (from {first.origin.ref})" if first.origin else ""
-            note = ("the HAProxy configuration already fails haproxy -c because of other objects; "
-                    f"this change does not alter that: {first.message}{owner}")
+            owner = str(first.origin.ref) if first.origin else "other objects"
+            # The culprit comes first: the apiserver caps a warning at 256 characters.
+            note = (f"the HAProxy configuration already fails haproxy -c because of {owner}; "
+                    f"this change does not alter that: {first.message}")
             return Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=(note,),
                            haproxy=self.binary, timings=timings)
         denial = [self._alert_finding(ref, alert) for alert in new]

@@ -57,7 +57,7 @@ async def test_a_route_already_broken_by_others_does_not_block_an_unrelated_chan
     state = state_with(named("broken"))
     verdict = await gate.review(Change(Operation.CREATE, named("shop")), state=state)
     assert verdict.decision is Decision.ALLOW, verdict.message
-    assert any("already fails haproxy -c because of other objects" in n and "capture/broken" in n
+    assert any("already fails haproxy -c because of HTTPRoute capture/broken" in n
                for n in verdict.notes), verdict.notes
 
 
