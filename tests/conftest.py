@@ -6,6 +6,7 @@ With CI=true a missing haproxy binary is a failure, not a skip, so a green CI ru
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,10 @@ def haproxy_paths(haproxy_path: str) -> list[str]:
         if os.path.realpath(extra) not in {os.path.realpath(p) for p in paths}:
             paths.append(extra)
     return paths
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now (for servers started as processes)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

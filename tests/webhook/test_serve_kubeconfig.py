@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import ssl
 import sys
 from pathlib import Path
@@ -18,16 +17,11 @@ import aiohttp
 import pytest
 
 from tests.cluster.clusterkit import GW, install_gateway_api
+from tests.conftest import free_port
 from tests.fakekube import FakeKube
 from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
 
 pytestmark = pytest.mark.haproxy
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def review(obj: dict[str, Any], uid: str) -> dict[str, Any]:

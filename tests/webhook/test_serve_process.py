@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -16,15 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port
 from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
 
 pytestmark = pytest.mark.haproxy
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
