@@ -81,6 +81,22 @@ def map_key(value: str) -> str:
     return value
 
 
+# One map line in the common case: a printable key not starting with '#', optionally one space and a
+# printable value without surrounding whitespace. Lines that do not match take the slow, explaining path.
+_PLAIN_ENTRY = re.compile(r"[\x21-\x22\x24-\x7e][\x21-\x7e]*(?: [\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?)?\Z")
+
+
+def map_entry(entry: str) -> str:
+    """A whole ``key value`` map line (the 100-slot weight maps make this the hottest check)."""
+    if _PLAIN_ENTRY.match(entry):
+        return entry
+    key, _, value = entry.partition(" ")
+    map_key(key)
+    if value:
+        map_value(value)
+    return entry
+
+
 def map_value(value: str) -> str:
     """A map value (the rest of the line): no line breaks; surrounding spaces would be lost."""
     check(value, key=False, what="map value")

@@ -182,11 +182,7 @@ class Recorder:
         for entry in entries:
             if not isinstance(entry, str):
                 raise _fail(f"RegisterMap({name!r}) entries must be strings")
-            clean = self._sources.strip_line(entry)[0]
-            key, _, value = clean.partition(" ")
-            escaping.map_key(key)
-            if value:
-                escaping.map_value(value)
+            escaping.map_entry(self._sources.strip_line(entry)[0])
             bucket.append(entry)
         return path
 

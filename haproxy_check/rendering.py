@@ -42,9 +42,9 @@ __all__ = ["RenderError", "RenderSettings", "Renderer"]
 
 
 def _statuses(state: State, subject: Ref | None, lsts: Sequence[attachments.Listener]) -> dict[str, Any]:
-    """Attachment and reference outcome: the subject's (cheap, per review) or every route's."""
+    """Attachment and reference outcome of the subject (every route's: ``validators.statuses.statuses``)."""
     if subject is None:
-        return statuses.statuses(state)
+        return {}
     route = state.get(subject.kind, subject.namespace, subject.name)
     if subject.kind not in attachments.ROUTE_KINDS or route is None:
         return {}

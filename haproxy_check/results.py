@@ -26,8 +26,8 @@ class RenderResult:
     ``origins`` maps (file, 1-based line) to the object field that produced the line. ``findings``
     are render-time observations (dropped listeners, placeholder certificates, ...), each with
     ``about`` naming the object they concern. ``statuses`` is the outcome of attachment and reference
-    resolution, Gateway API-shaped (``{"HTTPRoute ns/name": {"parents": [{"parentRef", "conditions"}]}}``):
-    for the subject when the render has one, else for every route.
+    resolution for the subject, Gateway API-shaped (``{"HTTPRoute ns/name": {"parents": [{"parentRef",
+    "conditions"}]}}``); ``validators.statuses.statuses(state)`` gives every route's.
     """
 
     files: Mapping[str, bytes]

@@ -15,6 +15,7 @@ from typing import Any
 
 from haproxy_check import binaries, scratches
 from haproxy_check.results import HAProxyBinary
+from validators import statuses
 from validators.changes import Change, Operation
 from validators.objects import Obj, Ref, ref_of
 from validators.states import MemoryState
@@ -112,7 +113,7 @@ async def render(args: argparse.Namespace) -> int:
     out = Path(args.out)
     files = {**result.files,
              "description.json": (json.dumps(result.description.as_dict(), indent=2) + "\n").encode(),
-             "statuses.json": (json.dumps(result.statuses, indent=2, sort_keys=True) + "\n").encode()}
+             "statuses.json": (json.dumps(statuses.statuses(state), indent=2, sort_keys=True) + "\n").encode()}
     await asyncio.to_thread(_write_out, out, files)
     for finding in result.findings:
         print(f"warning: {finding.about + ': ' if finding.about else ''}"
