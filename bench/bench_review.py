@@ -1,7 +1,8 @@
 """Latency of one AdmissionReview through the real Gate at 10, 100 and 1000 routes in the state.
 
 Prints the median of 20 reviews (and p90) per size, plus how the time splits between validation,
-rendering and haproxy -c. Run: ``python bench/bench_review.py [--crds FILE] [--sizes 10,100,1000]``.
+rendering and haproxy -c. The baseline render (for the reload note) is cached per state version;
+``--churn`` gives every review a new version, as a busy cluster does. Run: ``python bench/bench_review.py [--crds FILE] [--sizes 10,100,1000]``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def route(i: int) -> dict[str, Any]:
     }
 
 
-async def bench(size: int, *, crds: list[str], runs: int) -> None:
+async def bench(size: int, *, crds: list[str], runs: int, churn: bool) -> None:
     binary = await binaries.detect(None)
     gate = assembly.build_gate(binary, assembly.GateSettings(crds=crds))
     objects = [gateway(), *(service(i) for i in range(size + 2)), *(route(i) for i in range(size))]
@@ -59,7 +60,9 @@ async def bench(size: int, *, crds: list[str], runs: int) -> None:
     new = route(size + 1)
     totals: list[float] = []
     parts: dict[str, list[float]] = {}
-    for _ in range(runs):
+    for run in range(runs):
+        if churn:  # a cluster under churn: every review sees a new state version, so no cached baseline
+            state = MemoryState(objects, version=f"bench-{size}-{run}")
         started = time.perf_counter()
         verdict = await gate.review(Change(Operation.CREATE, new), state=state)
         totals.append(time.perf_counter() - started)
@@ -68,7 +71,8 @@ async def bench(size: int, *, crds: list[str], runs: int) -> None:
         assert verdict.allowed, verdict.message
     ms = sorted(t * 1000 for t in totals)
     split = ", ".join(f"{k} {statistics.median(v) * 1000:.1f}" for k, v in parts.items() if k != "total")
-    print(f"{size:>5} routes: median {statistics.median(ms):7.1f} ms  p90 {ms[int(len(ms) * 0.9) - 1]:7.1f} ms"
+    label = " churn" if churn else ""
+    print(f"{size:>5} routes{label}: median {statistics.median(ms):7.1f} ms  p90 {ms[int(len(ms) * 0.9) - 1]:7.1f} ms"
           f"  ({split}; haproxy {binary.version})")
 
 
@@ -77,9 +81,11 @@ def main() -> None:
     parser.add_argument("--crds", action="append", default=[])
     parser.add_argument("--sizes", default="10,100,1000")
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--churn", action="store_true",
+                        help="a new state version per review (no cached baseline render), as under cluster churn")
     args = parser.parse_args()
     for size in (int(s) for s in args.sizes.split(",")):
-        asyncio.run(bench(size, crds=args.crds, runs=args.runs))
+        asyncio.run(bench(size, crds=args.crds, runs=args.runs, churn=args.churn))
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ class GateSettings:
     scratch_dir: str | None = None
     check_timeout: float = 5.0
     check_concurrency: int = 2
+    note_budget: float = 1.0
     render: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -111,7 +112,7 @@ def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: Schema
         binary, timeout=settings.check_timeout, concurrency=settings.check_concurrency,
         scratch_base=Path(settings.scratch_dir) if settings.scratch_dir else None,
     )
-    return Gate(rules=rules, renderer=renderer, checker=checker)
+    return Gate(rules=rules, renderer=renderer, checker=checker, note_budget=settings.note_budget)
 
 
 def with_namespace(obj: dict[str, Any], default: str = "default") -> dict[str, Any]:

@@ -30,7 +30,7 @@ def settings_from(args: argparse.Namespace) -> GateSettings:
     return GateSettings(
         crds=args.crds, config=args.config, strict=args.strict, templates=args.templates,
         scratch_dir=args.scratch_dir, check_timeout=args.check_timeout,
-        check_concurrency=args.check_concurrency,
+        check_concurrency=args.check_concurrency, note_budget=args.reload_note_budget,
     )
 
 

@@ -35,6 +35,8 @@ def _add_gate_options(parser: argparse.ArgumentParser) -> None:
                         help="deadline of one haproxy -c (default 5)")
     parser.add_argument("--check-concurrency", type=int, default=2, metavar="N",
                         help="haproxy -c runs at once (default 2)")
+    parser.add_argument("--reload-note-budget", type=float, default=1.0, metavar="SECONDS",
+                        help="skip the reload-vs-runtime note when one render takes longer (default 1)")
 
 
 def parser() -> argparse.ArgumentParser:

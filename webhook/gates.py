@@ -70,8 +70,10 @@ class Gate:
         renderer: Renders,
         checker: Checks,
         clock: Callable[[], float] = time.perf_counter,
+        note_budget: float = 1.0,
     ) -> None:
         self.rules = rules
+        self.note_budget = note_budget  # seconds a render may take before the reload note is skipped
         self.renderer = renderer
         self.checker = checker
         self._clock = clock
@@ -124,7 +126,7 @@ class Gate:
                            timings=timings)
         timings["check"] = self._clock() - mark
         if result.ok:
-            notes = await self._apply_note(state, render)
+            notes = await self._apply_note(state, render, render_seconds=timings["render"])
             timings["total"] = self._clock() - started
             return Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
                            timings=timings, status=render.statuses.get(str(ref), {}))
@@ -204,8 +206,13 @@ class Gate:
         finding = Finding(RENDER_REFUSED, message, path, Severity.DENY)
         return Verdict(Decision.DENY, ref, findings=(*findings, finding), haproxy=self.binary, timings=timings)
 
-    async def _apply_note(self, state: State, render: RenderResult) -> tuple[str, ...]:
-        """Say whether the data plane needs a reload for this change (the classifier's verdict)."""
+    async def _apply_note(self, state: State, render: RenderResult, *, render_seconds: float) -> tuple[str, ...]:
+        """Say whether the data plane needs a reload for this change (the classifier's verdict).
+
+        The note needs a render of the state without the change. It is advice, so on a large state whose
+        baseline is not cached it is skipped rather than doubling the review's latency."""
+        if state.version not in self._baseline_renders and render_seconds > self.note_budget:
+            return (f"reload classification skipped: rendering this state takes {render_seconds:.1f}s",)
         try:
             before = await self._baseline_render(state)
         except RenderError:

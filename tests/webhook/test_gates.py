@@ -149,3 +149,13 @@ async def test_header_names_with_dollar_and_ampersand_are_allowed_end_to_end(gat
     verdict = await gate.review(Change(Operation.CREATE, refused), state=state_with())
     assert verdict.decision is Decision.DENY
     assert [f.field for f in verdict.denials] == ["spec.rules[0].filters[0].requestHeaderModifier.set[0].name"]
+
+
+async def test_the_reload_note_is_skipped_when_a_render_is_too_slow_for_a_second_one(gate: Gate) -> None:
+    counting = CountingRenderer(gate.renderer)
+    hurried = Gate(rules=gate.rules, renderer=counting, checker=gate.checker, note_budget=0.0)
+    verdict = await hurried.review(Change(Operation.CREATE, header_route("hdr", "X-Team", "blue")),
+                                   state=state_with(version="slow"))
+    assert verdict.decision is Decision.ALLOW
+    assert counting.baselines == 0
+    assert any(n.startswith("reload classification skipped") for n in verdict.notes), verdict.notes
