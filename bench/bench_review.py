@@ -2,7 +2,8 @@
 
 Prints the median of 20 reviews (and p90) per size, plus how the time splits between validation,
 rendering and haproxy -c. The baseline render (for the reload note) is cached per state version;
-``--churn`` gives every review a new version, as a busy cluster does. Run: ``python bench/bench_review.py [--crds FILE] [--sizes 10,100,1000]``.
+``--churn`` gives every review a new version, as a busy cluster does.
+Run: ``python bench/bench_review.py [--crds FILE] [--sizes 10,100,1000] [--churn]``.
 """
 
 from __future__ import annotations
