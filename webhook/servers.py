@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import structlog
@@ -115,7 +115,8 @@ def readiness(app: web.Application) -> tuple[bool, dict[str, Any]]:
     cert_info: dict[str, Any] = {"loaded": True, "source": "external"}
     if certs is not None:
         not_after = certs.not_after
-        cert_info = {"loaded": certs.loaded, "notAfter": not_after.isoformat() if not_after else None}
+        valid = certs.loaded and (not_after is None or not_after > datetime.now(UTC))
+        cert_info = {"loaded": valid, "notAfter": not_after.isoformat() if not_after else None}
     ready = source.ready and bool(cert_info["loaded"])
     body = {
         "ready": ready,

@@ -195,3 +195,22 @@ async def test_metrics_count_reviews_with_bounded_labels(client: Client) -> None
     assert 'routegate_cel_events_total{event="compile_errors"}' in text
     assert "routegate_cel_engine_info{engine=" in text
 
+
+
+async def test_readiness_fails_with_an_expired_certificate(gate: Gate) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    class Expired:
+        loaded = True
+        not_after = datetime.now(UTC) - timedelta(minutes=1)
+
+    app = servers.make_app(gate, StaticSource(), certs=Expired())
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as session, \
+                session.get(f"http://127.0.0.1:{server.port}/readyz") as resp:
+            body = await resp.json()
+            assert resp.status == 503 and body["certificates"]["loaded"] is False
+    finally:
+        await server.close()
