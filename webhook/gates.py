@@ -73,9 +73,9 @@ class Gate:
         note_budget: float = 1.0,
     ) -> None:
         self.rules = rules
-        self.note_budget = note_budget  # seconds a render may take before the reload note is skipped
         self.renderer = renderer
         self.checker = checker
+        self.note_budget = note_budget  # seconds a render may take before the reload note is skipped
         self._clock = clock
         self._baselines: OrderedDict[str, asyncio.Future[CheckResult]] = OrderedDict()
         self._baseline_renders: OrderedDict[str, asyncio.Future[RenderResult]] = OrderedDict()
@@ -91,7 +91,6 @@ class Gate:
                            notes=(f"routegate does not check {ref.kind or 'this kind'}; allowed unchecked",))
         timings: dict[str, float] = {}
         started = self._clock()
-        findings: list[Finding] = []
         validated = await asyncio.to_thread(self.rules.run, change, state)
         findings = list(validated.findings)
         timings["validate"] = self._clock() - started
