@@ -52,7 +52,7 @@ class Rendered:
 
 
 @dataclass(frozen=True, slots=True)
-class Decision:
+class ApplyDecision:
     apply: ApplyClass
     reasons: tuple[str, ...] = ()
     runtime: tuple[str, ...] = ()  # what would be applied at runtime, for the curious
@@ -69,12 +69,12 @@ class _Plan:
     def notef(self, rule: int, text: str) -> None:
         self.runtime.append(f"rule {rule}: {text}")
 
-    def decision(self) -> Decision:
+    def decision(self) -> ApplyDecision:
         if self.reload:
-            return Decision(ApplyClass.RELOAD, tuple(self.reload[:MAX_REASONS]), tuple(self.runtime[:MAX_REASONS]))
+            return ApplyDecision(ApplyClass.RELOAD, tuple(self.reload[:MAX_REASONS]), tuple(self.runtime[:MAX_REASONS]))
         if self.runtime:
-            return Decision(ApplyClass.RUNTIME, (), tuple(self.runtime[:MAX_REASONS]))
-        return Decision(ApplyClass.NONE)
+            return ApplyDecision(ApplyClass.RUNTIME, (), tuple(self.runtime[:MAX_REASONS]))
+        return ApplyDecision(ApplyClass.NONE)
 
 
 def outside_helpers(rendered: Rendered) -> str:
@@ -92,7 +92,7 @@ def outside_helpers(rendered: Rendered) -> str:
     return "\n".join(kept)
 
 
-def classify(prev: Rendered | None, nxt: Rendered | None, *, version: tuple[int, ...]) -> Decision:
+def classify(prev: Rendered | None, nxt: Rendered | None, *, version: tuple[int, ...]) -> ApplyDecision:
     plan = _Plan()
     if prev is None or nxt is None:
         plan.failf(1, "no previous configuration to compare with")
