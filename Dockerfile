@@ -22,7 +22,7 @@ COPY haproxy_check ./haproxy_check
 COPY certs ./certs
 # No [haproxy] extra: the image's own haproxy 3.x is used (ROUTEGATE_HAPROXY below).
 RUN python3 -m venv /opt/routegate \
- && /opt/routegate/bin/pip install --no-cache-dir --no-compile . \
+ && /opt/routegate/bin/pip install --no-cache-dir --no-compile ".[cel]" \
  && rm -rf /src
 
 ENV PATH=/opt/routegate/bin:$PATH \
