@@ -13,13 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from haproxy_check import backendtls, escaping, httpfilters, precedence, rulepolicies
-from haproxy_check.descriptions import ServerDesc
 from haproxy_check.endpoints import servers_for
 from haproxy_check.httpmodels import FAIL, SLOTS, WEIGHTED, Advanced, BackendSpec, FrontendModel, HttpModel, RuleModel
 from validators import references
 from validators.attachments import Attachment
 from validators.findings import Finding, PathPart, Severity
-from validators.objects import Obj, Ref, as_list, as_map, created_at, dig, name_of, namespace_of, ref_of
+from validators.objects import Obj, Ref, as_list, created_at, dig, name_of, namespace_of, ref_of
 from validators.states import State
 
 UNSAFE = "RG0120"
@@ -50,45 +49,12 @@ def pcre_escape(text: str) -> str:
     return "".join("\\" + c if c in _PCRE_SPECIAL else c for c in text)
 
 
-class ServiceSlices:
-    """A State view whose EndpointSlices are only one Service's: servers_for() then reads an index built
-    once per render instead of scanning every slice of the cluster for every backend."""
-
-    def __init__(self, state: State, slices: Sequence[Obj]) -> None:
-        self._state, self._slices = state, slices
-
-    @property
-    def version(self) -> str:
-        return self._state.version
-
-    def list(self, kind: str) -> Sequence[Obj]:
-        return self._slices if kind == "EndpointSlice" else self._state.list(kind)
-
-    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
-        return self._state.get(kind, namespace, name)
-
-
-def slice_index(state: State) -> dict[tuple[str, str], list[Obj]]:
-    index: dict[tuple[str, str], list[Obj]] = {}
-    for eps in state.list("EndpointSlice"):
-        svc = dig(eps, "metadata", "labels", "kubernetes.io/service-name")
-        if isinstance(svc, str):
-            index.setdefault((namespace_of(eps), svc), []).append(eps)
-    return index
-
-
-def _servers(ctx: Context, service: Obj, port: int, options: Sequence[str] = ()) -> list[ServerDesc]:
-    view = ServiceSlices(ctx.state, ctx.slices.get((namespace_of(service), name_of(service)), []))
-    return servers_for(view, service, port, options=options)
-
-
 @dataclass(frozen=True, slots=True)
 class Context:
     state: State
     mark: Mark
     settings: Any
     files: backendtls.FileSink
-    slices: dict[tuple[str, str], list[Obj]]
 
 
 def slots(weights: Sequence[tuple[str, int]]) -> tuple[str, ...]:
@@ -239,7 +205,7 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
                             findings.append(Finding(BACKEND_TLS, f"{tls.blocked}; the backend gets no servers",
                                                     bref.path, Severity.WARN, subject=True, about=str(ref)))
                         else:
-                            servers = _servers(ctx, bref.service, bref.port, tls.options)
+                            servers = servers_for(ctx.state, bref.service, bref.port, options=tls.options)
                     staged.backends[be] = BackendSpec(
                         be, ctx.mark(ref, bref.path), tuple(servers), grpc=grpc,
                         profile=profile, comments=(f"{ref.kind} {ns}/{name} rule {i}",))
@@ -309,7 +275,7 @@ def _side_backend(staged: HttpModel, model: HttpModel, ctx: Context, route: Obj,
     be = backend_name(route, bref, grpc=grpc, rule_suffix="")
     if be not in staged.backends and be not in model.backends:
         service = ctx.state.get("Service", sns, sname)
-        servers = _servers(ctx, service, port) if service else []
+        servers = servers_for(ctx.state, service, port) if service else []
         staged.backends[be] = BackendSpec(be, ctx.mark(ref, path), tuple(servers), grpc=grpc,
                                           profile=("default-server proto h2",) if grpc else (),
                                           comments=(f"{ref.kind} {ref.namespace}/{ref.name} mirror target",))
@@ -384,7 +350,3 @@ def dedupe_path_maps(model: HttpModel) -> None:
             best.setdefault(entry.split(" ", 1)[0], (sort, entry))
         if name in model.maps:
             model.maps[name] = list(best.values())
-
-
-def as_obj(value: Any) -> Obj:
-    return as_map(value)

@@ -123,7 +123,7 @@ class Renderer:
         lsts = attachments.listeners(state)
         fronts = frontends.build(state, lsts, recorder=recorder, model=model, mark=sources.mark, findings=findings,
                                  settings=self.settings)
-        ctx = httproutes.Context(state, sources.mark, self.settings, recorder, httproutes.slice_index(state))
+        ctx = httproutes.Context(state, sources.mark, self.settings, recorder)
         for kind in HTTP_KINDS:
             for route in state.list(kind):
                 self._route(route, state, lsts, fronts, model, ctx, subject, findings)
