@@ -18,7 +18,7 @@ from haproxy_check.results import HAProxyBinary
 from validators import statuses
 from validators.changes import Change, Operation
 from validators.objects import Obj, Ref, ref_of
-from validators.states import MemoryState
+from validators.states import MemoryState, Overlay
 from webhook import inputs
 from webhook.assembly import GateSettings, build_gate, load_state, with_namespace
 from webhook.verdicts import Decision, Verdict
@@ -46,15 +46,16 @@ async def check(args: argparse.Namespace) -> int:
     base_state, base_objects = load_state(args.state)
     located = [inputs.Located(with_namespace(i.obj), i.file, i.line) for i in inputs.load(args.files)]
     gate = build_gate(binary, settings_from(args))
-    combined = _combine(base_objects, located)
+    # Indexed once; each input is judged against all the others: that state with the input taken out
+    # (an Overlay splices one object out of the sorted lists instead of re-indexing every object).
+    everything = MemoryState(list(_combine(base_objects, located).values()), version="check")
     results: list[tuple[inputs.Located, Verdict]] = []
-    for index, item in enumerate(located):
+    for item in located:
         ref = ref_of(item.obj)
-        others = [o for r, o in sorted(combined.items()) if r != ref]
         old = base_state.get(ref.kind, ref.namespace, ref.name)
         change = Change(Operation.UPDATE if old is not None else Operation.CREATE, item.obj, old, dry_run=True)
-        state = MemoryState(others, version=f"check:{index}:{ref}")
-        results.append((item, await gate.review(change, state=state)))
+        others = Overlay(everything, Change(Operation.DELETE, None, item.obj))
+        results.append((item, await gate.review(change, state=others)))
     if args.output == "json":
         print(json.dumps(_json_report(binary, results), indent=2))
     else:
@@ -108,7 +109,7 @@ async def render(args: argparse.Namespace) -> int:
     _, base_objects = load_state(args.state)
     located = [inputs.Located(with_namespace(i.obj), i.file, i.line) for i in inputs.load(args.files)]
     gate = build_gate(binary, settings_from(args))
-    state = MemoryState([o for _, o in sorted(_combine(base_objects, located).items())], version="render")
+    state = MemoryState(list(_combine(base_objects, located).values()), version="render")
     result = gate.renderer.render(state, subject=None)
     out = Path(args.out)
     files = {**result.files,
