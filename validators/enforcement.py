@@ -15,7 +15,7 @@ raise :class:`ValueError` naming the key, so a typo never silently disables a ru
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -54,8 +54,9 @@ class Enforcement:
         if known is None:
             from validators import rules  # the table imports every rule module; only needed here
 
-            known = {info.code for info in rules.table() if info.configurable}
-            fixed = {info.code for info in rules.table() if not info.configurable}
+            table = rules.table()
+            known = {info.code for info in table if info.configurable}
+            fixed = {info.code for info in table if not info.configurable}
         return cls(
             rules=_rules(cfg.get("rules"), known, fixed),
             exempt_namespaces=_namespaces(cfg.get("exemptNamespaces")),
@@ -79,7 +80,7 @@ class Enforcement:
             if action is Action.OFF:
                 continue
             severity = Severity.WARN if exempt else Severity(str(action))
-            out.append(finding if finding.severity is severity else replace(finding, severity=severity))
+            out.append(finding if finding.severity is severity else finding.with_severity(severity))
         return out
 
 
