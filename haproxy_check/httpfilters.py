@@ -26,7 +26,7 @@ AUTH_FORBIDDEN = frozenset(h.lower() for h in (
     "Proxy-Connection", "Allowed", "Status-Code", "Redirect-URL", "Error"))
 _DURATION = re.compile(r"^(?:(\d{1,5})(h|ms|m|s))+$")
 _DURATION_PART = re.compile(r"(\d{1,5})(h|ms|m|s)")
-_AUTH_HEADER = re.compile(r"^[A-Za-z0-9-]+$")
+_AUTH_HEADER = re.compile(r"[A-Za-z0-9-]+\Z")
 MAX_TIMEOUT_MS = 2147483647
 
 

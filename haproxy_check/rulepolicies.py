@@ -5,7 +5,6 @@ the lines go into the backend's named defaults profile (seed 004/000).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from haproxy_check import escaping
@@ -15,7 +14,6 @@ from validators.objects import Ref, as_list, dig
 
 RETRY_CODE, RETRY_BACKOFF = "RG0111", "RG0112"
 RETRYABLE = (401, 403, 404, 408, 425, 429, 500, 501, 502, 503, 504)
-_SESSION_NAME = re.compile(r"^[A-Za-z0-9!$&*+.^_~-]+$")
 
 
 def backend_profile(rule: Any, i: int, *, grpc: bool, findings: list[Finding], ref: Ref,
@@ -60,8 +58,11 @@ def _persistence(sp: Any, path: tuple[PathPart, ...], cookie_key: str) -> list[s
     if not name:
         name, name_path = dig(sp, "sessionName"), (*path, "sessionName")
     name = name or default
-    if not isinstance(name, str) or not _SESSION_NAME.match(name):
-        raise FilterError(f"session name {name!r} may only contain letters, digits and !$&*+.^_~-", name_path)
+    try:
+        escaping.header_name(name)  # the one token check (a cookie name has the header-name alphabet)
+    except escaping.Unsafe:
+        raise FilterError(f"session name {name!r} may only contain letters, digits and !$&*+.^_~-",
+                          name_path) from None
     absolute = duration_ms(dig(sp, "absoluteTimeout"))
     idle = duration_ms(dig(sp, "idleTimeout"))
     cookie = name if kind == "Cookie" else "SESSION"
@@ -77,8 +78,7 @@ def _persistence(sp: Any, path: tuple[PathPart, ...], cookie_key: str) -> list[s
     lines = [f"cookie {escaping.quote(cookie)} insert indirect nocache dynamic{opts}",
              f"dynamic-cookie-key {escaping.quote(cookie_key or 'routegate')}"]
     if kind == "Header":
-        hdr = _g(name_path, escaping.header_name, name)
-        lines.append(f'http-request add-header Cookie "{cookie}=%[req.hdr({hdr})]" if {{ req.hdr({hdr}) -m found }}')
+        lines.append(f'http-request add-header Cookie "{cookie}=%[req.hdr({name})]" if {{ req.hdr({name}) -m found }}')
     return lines
 
 

@@ -160,6 +160,26 @@ def test_invalid_session_name_is_refused() -> None:
     assert deny.field == "spec.rules[7].sessionPersistence.sessionName"
 
 
+@pytest.mark.parametrize("rule,field", [(7, "sessionName"), (8, "header.name")])
+def test_a_session_name_ending_in_a_newline_is_a_finding_not_a_crash(rule: int, field: str) -> None:
+    objs = fixture("filters.yaml")
+    sp = objs[-1]["spec"]["rules"][rule]["sessionPersistence"]
+    if field == "sessionName":
+        sp["sessionName"] = "SHOPSESSION\n"
+    else:
+        sp["header"]["name"] = "X-Shop-Session\n"
+    result = render(objs)  # raised escaping.Unsafe (a `$`-anchored regex let the newline through)
+    (deny,) = [f for f in result.findings if f.severity == "deny"]
+    assert deny.field == f"spec.rules[{rule}].sessionPersistence.{field}"
+
+
+def test_an_auth_response_header_ending_in_a_newline_answers_500_instead_of_failing_the_render() -> None:
+    objs = fixture("filters.yaml")
+    objs[-1]["spec"]["rules"][5]["filters"][0]["externalAuth"]["http"]["allowedResponseHeaders"] = ["X-User\n"]
+    result = render(objs)  # raised RenderError from the template's header filter
+    assert "shop_web_5 @500" in map_lines(result, "gw-extauth.map")
+
+
 def test_debug_headers_only_when_enabled(filters: RenderResult) -> None:
     assert any(line.startswith("http-response set-header X-Gateway-Matched-Route") for line in lines(filters))
     assert "X-Gateway-Matched-Route" not in render(FILTERS).config
