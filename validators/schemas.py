@@ -45,7 +45,7 @@ class Outcome:
     findings: tuple[Finding, ...]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Compiled:
     schema: Mapping[str, Any]
     validator: Validator
@@ -67,8 +67,7 @@ def compiled(schema: Mapping[str, Any], *, kind: str) -> Compiled:
         if hit is not None and hit.schema is schema:
             _cache.move_to_end(id(schema))
             return hit
-        entry = Compiled(schema, KubeValidator(dict(schema)))
-        entry.cel, entry.cel_error = _compile_cel(schema, kind)
+        entry = Compiled(schema, KubeValidator(dict(schema)), *_compile_cel(schema, kind))
         _cache[id(schema)] = entry
         while len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
