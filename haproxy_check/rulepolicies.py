@@ -78,7 +78,8 @@ def _persistence(sp: Any, path: tuple[PathPart, ...], cookie_key: str) -> list[s
     lines = [f"cookie {escaping.quote(cookie)} insert indirect nocache dynamic{opts}",
              f"dynamic-cookie-key {escaping.quote(cookie_key or 'routegate')}"]
     if kind == "Header":
-        lines.append(f'http-request add-header Cookie "{cookie}=%[req.hdr({name})]" if {{ req.hdr({name}) -m found }}')
+        # a bare word: inside double quotes HAProxy would expand a `$` of the (user) header name
+        lines.append(f"http-request add-header Cookie {cookie}=%[req.hdr({name})] if {{ req.hdr({name}) -m found }}")
     return lines
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
 
 from haproxy_check.results import RenderResult
-from tests.render.conftest import DATA, Check, assert_valid, fixture, lines, map_lines, render, tls_secret
+from tests.render.conftest import DATA, Check, assert_valid, fixture, lines, map_lines, render, tls_secret, write
 
 FILTERS = fixture("filters.yaml")
 
@@ -178,6 +180,22 @@ def test_an_auth_response_header_ending_in_a_newline_answers_500_instead_of_fail
     objs[-1]["spec"]["rules"][5]["filters"][0]["externalAuth"]["http"]["allowedResponseHeaders"] = ["X-User\n"]
     result = render(objs)  # raised RenderError from the template's header filter
     assert "shop_web_5 @500" in map_lines(result, "gw-extauth.map")
+
+
+def test_a_dollar_in_a_header_session_name_is_never_expanded(haproxy_paths: list[str], tmp_path: Path) -> None:
+    objs = fixture("filters.yaml")
+    objs[-1]["spec"]["rules"][8]["sessionPersistence"]["header"]["name"] = "X-$Q"
+    result = render(objs)
+    assert all(f.severity != "deny" for f in result.findings)
+    (line,) = [x for x in lines(result) if "add-header Cookie" in x]
+    assert '"' not in line  # "$Q" inside double quotes is an environment variable to HAProxy
+    write(result, tmp_path)
+    for binary in haproxy_paths:  # a data plane whose environment has Q must read the same config
+        proc = subprocess.run([binary, "-dr", "-c", "-f", "haproxy.cfg"], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=30, check=False,
+                              env={"PATH": "/usr/bin:/bin", "LANG": "C", "OPENSSL_CONF": "/dev/null",
+                                   "Q": ")]%[nosuchfetch"})
+        assert proc.returncode == 0 and "ALERT" not in proc.stderr, proc.stderr
 
 
 def test_debug_headers_only_when_enabled(filters: RenderResult) -> None:
