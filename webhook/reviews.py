@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any
 
 from validators.changes import Change, Operation
 from validators.objects import Obj
@@ -27,24 +27,6 @@ class BadReview(ValueError):
     """The request is not a usable AdmissionReview (HTTP 400, never a 500)."""
 
 
-class GroupVersionKind(TypedDict):
-    group: str
-    version: str
-    kind: str
-
-
-class WireRequest(TypedDict):
-    uid: str
-    kind: GroupVersionKind
-    operation: Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
-    name: NotRequired[str]
-    namespace: NotRequired[str]
-    object: NotRequired[dict[str, Any] | None]
-    oldObject: NotRequired[dict[str, Any] | None]
-    dryRun: NotRequired[bool]
-    userInfo: NotRequired[dict[str, Any]]
-
-
 @dataclass(frozen=True, slots=True)
 class Review:
     uid: str
@@ -52,7 +34,6 @@ class Review:
     kind: str
     namespace: str
     name: str
-    user: str
 
     @property
     def dry_run(self) -> bool:
@@ -98,9 +79,8 @@ def parse(body: bytes) -> Review:
     if op is Operation.DELETE and old is None:
         old, obj = obj, None
     dry_run = req.get("dryRun") is True
-    user = req.get("userInfo", {}).get("username", "") if isinstance(req.get("userInfo"), dict) else ""
     change = Change(op, obj if op is not Operation.DELETE else None, old, dry_run=dry_run)
-    return Review(uid=uid, change=change, kind=gvk["kind"], namespace=namespace, name=name, user=str(user))
+    return Review(uid=uid, change=change, kind=gvk["kind"], namespace=namespace, name=name)
 
 
 def _text(value: Any) -> str:
