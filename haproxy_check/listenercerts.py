@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from haproxy_check import escaping
 from haproxy_check.backendtls import FileSink
 from validators import references
 from validators.objects import Ref, dig
@@ -61,4 +62,8 @@ def certificate(state: State, owner: Ref, secret: Ref, files: FileSink) -> CertO
         return CertOutcome("", f"Secret {secret.namespace}/{secret.name} holds no usable PEM pair ({exc})",
                            True)
     pem = crt.rstrip(b"\n") + b"\n" + key.rstrip(b"\n") + b"\n"
-    return CertOutcome(files.add_file(cert_path(secret), pem, "cert"))
+    try:
+        return CertOutcome(files.add_file(cert_path(secret), pem, "cert"))
+    except escaping.Unsafe as exc:  # a name the API server would refuse (state files): never a render crash
+        return CertOutcome("", f"Secret {secret.namespace}/{secret.name} cannot name a certificate file ({exc})",
+                           True)

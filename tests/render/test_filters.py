@@ -203,6 +203,21 @@ def test_debug_headers_only_when_enabled(filters: RenderResult) -> None:
     assert "X-Gateway-Matched-Route" not in render(FILTERS).config
 
 
+@pytest.mark.parametrize("protocol,code", [("HTTPS", "RG0405"), ("TLS", "RG0520")])
+def test_a_certificate_secret_whose_name_cannot_be_a_file_gets_the_placeholder(protocol: str, code: str,
+                                                                               haproxy_check: Check) -> None:
+    gateway = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+               "metadata": {"name": "gw", "namespace": "infra"},
+               "spec": {"gatewayClassName": "c", "listeners": [
+                   {"name": "l", "protocol": protocol, "port": 8443,
+                    "tls": {"mode": "Terminate", "certificateRefs": [{"name": "bad name"}]}}]}}
+    result = render([gateway, tls_secret("bad name", "infra", "a.example.com")])  # raised escaping.Unsafe
+    (warn,) = [f for f in result.findings if f.code == code]
+    assert warn.field == "spec.listeners[0].tls.certificateRefs[0]" and "bad name" in warn.message
+    assert "crt certs/routegate-placeholder.pem" in result.config
+    assert_valid(haproxy_check(result))
+
+
 def test_https_listeners_certificates_placeholder_and_421(haproxy_check: Check) -> None:
     objs = [*fixture("grpc-https.yaml"), tls_secret("api-cert", "infra", "api.example.com")]
     result = render(objs)
