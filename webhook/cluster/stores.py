@@ -10,7 +10,7 @@ once per view and shared by every snapshot that holds it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from validators.objects import Obj
@@ -123,12 +123,6 @@ class ClusterSnapshot:
 
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self._views.get(kind, EMPTY_VIEW).get((namespace, name))
-
-    def kinds(self) -> Iterable[str]:
-        return iter(sorted(self._views))
-
-    def counts(self) -> Mapping[str, int]:
-        return {k: len(v) for k, v in sorted(self._views.items())}
 
 
 def key_of(obj: Mapping[str, Any]) -> Key:
