@@ -40,9 +40,6 @@ class SchemaSet:
     def kinds(self) -> list[str]:
         return sorted({kind for _, _, kind in self.schemas})
 
-    def versions(self, group: str, kind: str) -> list[str]:
-        return sorted(v for g, v, k in self.schemas if g == group and k == kind)
-
     def __iter__(self) -> Iterator[SchemaKey]:
         return iter(sorted(self.schemas))
 
