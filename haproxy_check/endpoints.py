@@ -8,13 +8,12 @@ EndpointSlice (FQDN endpoints, garbage) never reaches haproxy.cfg.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from haproxy_check.descriptions import ServerDesc
+from validators import indexes
 from validators.objects import Obj, as_list, dig, name_of, namespace_of
 from validators.states import State
 
@@ -47,27 +46,19 @@ def _ip(text: Any) -> str | None:
         return None
 
 
-_INDEX: weakref.WeakKeyDictionary[Any, tuple[str, dict[tuple[str, str], list[Obj]]]] = (
-    weakref.WeakKeyDictionary())
+def _slices_by_service(state: State) -> dict[tuple[str, str], list[Obj]]:
+    index: dict[tuple[str, str], list[Obj]] = {}
+    for eps in state.list("EndpointSlice"):
+        owner = dig(eps, "metadata", "labels", SERVICE_NAME_LABEL)
+        if isinstance(owner, str):
+            index.setdefault((namespace_of(eps), owner), []).append(eps)
+    return index
 
 
 def slices_of(state: State, namespace: str, service: str) -> list[Obj]:
     """EndpointSlices of one Service, from a per-state index (one pass over all slices per state version,
     not one per backend: a render of N backends stays linear)."""
-    try:
-        cached = _INDEX.get(state)
-    except TypeError:  # a State that cannot be weakly referenced: no index
-        cached = None
-    if cached is None or cached[0] != state.version:
-        index: dict[tuple[str, str], list[Obj]] = {}
-        for eps in state.list("EndpointSlice"):
-            owner = dig(eps, "metadata", "labels", SERVICE_NAME_LABEL)
-            if isinstance(owner, str):
-                index.setdefault((namespace_of(eps), owner), []).append(eps)
-        cached = (state.version, index)
-        with contextlib.suppress(TypeError):
-            _INDEX[state] = cached
-    return cached[1].get((namespace, service), [])
+    return indexes.index(state, "endpoint-slices", _slices_by_service).get((namespace, service), [])
 
 
 def endpoint_addresses(state: State, service: Obj, port: int) -> list[tuple[str, int]]:

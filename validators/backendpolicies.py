@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from validators import indexes
 from validators.attachments import age_key
 from validators.objects import Obj, Ref, as_list, dig, name_of, namespace_of, ref_of
 from validators.states import State
@@ -122,15 +123,25 @@ def resolve(state: State, policy: Obj) -> BackendTLS:
                       tuple(problems))
 
 
+def _policies_by_target(state: State) -> dict[tuple[str, str], list[Obj]]:
+    """BackendTLSPolicies by (namespace, name) of each core Service they target, oldest first."""
+    out: dict[tuple[str, str], list[Obj]] = {}
+    for p in sorted(state.list("BackendTLSPolicy"), key=age_key):
+        names = {_str(dig(t, "name")) for t in as_list(dig(p, "spec", "targetRefs"))
+                 if _str(dig(t, "group")) == "" and _str(dig(t, "kind")) == "Service"}
+        for name in sorted(names):
+            out.setdefault((namespace_of(p), name), []).append(p)
+    return out
+
+
 def policy_for(state: State, service: Obj, port: int) -> BackendTLS | None:
     """The governing policy of a Service port: a sectionName match beats a whole-Service one, then
     the oldest policy wins (Gateway API conflict resolution)."""
-    candidates = [
-        (-score, age_key(p), p)
-        for p in state.list("BackendTLSPolicy")
-        if namespace_of(p) == namespace_of(service) and (score := targets(p, service, port))
-    ]
-    if not candidates:
-        return None
-    candidates.sort(key=lambda c: (c[0], c[1]))
-    return resolve(state, candidates[0][2])
+    candidates = indexes.index(state, "backend-tls-policies", _policies_by_target).get(
+        (namespace_of(service), name_of(service)), ())
+    best: tuple[int, Obj] | None = None
+    for p in candidates:  # oldest first: a later policy wins only with a better score
+        score = targets(p, service, port)
+        if score and (best is None or score > best[0]):
+            best = (score, p)
+    return None if best is None else resolve(state, best[1])

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from validators import indexes
 from validators.objects import GATEWAY_GROUP, Obj, as_list, dig, group_of, kind_of, namespace_of
 from validators.states import State
 
@@ -58,6 +59,21 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+Grant = tuple[frozenset[tuple[str, str, str]], tuple[tuple[str, str, str], ...]]
+
+
+def _grants_by_namespace(state: State) -> dict[str, list[Grant]]:
+    """Every ReferenceGrant as ({(group, kind, namespace)} of ``from``, ((group, kind, name), ...) of ``to``)."""
+    out: dict[str, list[Grant]] = {}
+    for grant in state.list("ReferenceGrant"):
+        froms = frozenset((_str(dig(f, "group")), _str(dig(f, "kind")), _str(dig(f, "namespace")))
+                          for f in as_list(dig(grant, "spec", "from")))
+        tos = tuple((_str(dig(t, "group")), _str(dig(t, "kind")), _str(dig(t, "name")))
+                    for t in as_list(dig(grant, "spec", "to")))
+        out.setdefault(namespace_of(grant), []).append((froms, tos))
+    return out
+
+
 def grant_allows(state: State, *, from_kind: str, from_namespace: str, to_kind: str, to_namespace: str,
                  to_name: str, from_group: str = GATEWAY_GROUP, to_group: str = "") -> bool:
     """Whether a reference from (group, kind, namespace) to an object is permitted.
@@ -67,22 +83,10 @@ def grant_allows(state: State, *, from_kind: str, from_namespace: str, to_kind: 
     """
     if from_namespace == to_namespace:
         return True
-    for grant in state.list("ReferenceGrant"):
-        if namespace_of(grant) != to_namespace:
-            continue
-        froms = as_list(dig(grant, "spec", "from"))
-        tos = as_list(dig(grant, "spec", "to"))
-        from_ok = any(
-            _str(dig(f, "group")) == from_group and _str(dig(f, "kind")) == from_kind
-            and _str(dig(f, "namespace")) == from_namespace
-            for f in froms
-        )
-        to_ok = any(
-            _str(dig(t, "group")) == to_group and _str(dig(t, "kind")) == to_kind
-            and (not _str(dig(t, "name")) or _str(dig(t, "name")) == to_name)
-            for t in tos
-        )
-        if from_ok and to_ok:
+    source = (from_group, from_kind, from_namespace)
+    for froms, tos in indexes.index(state, "grants", _grants_by_namespace).get(to_namespace, ()):
+        if source in froms and any(group == to_group and kind == to_kind and (not name or name == to_name)
+                                   for group, kind, name in tos):
             return True
     return False
 
