@@ -264,18 +264,14 @@ def _side_backend(staged: HttpModel, model: HttpModel, ctx: Context, route: Obj,
                   path: tuple[PathPart, ...], grpc: bool) -> str:
     """A backend for a filter's backendRef (mirror target); FAIL when it cannot be used."""
     ref = ref_of(route)
-    sns = str(dig(raw, "namespace") or ref.namespace)
-    sname = guard((*path, "name"), escaping.ident, str(dig(raw, "name", default="")), what="Service name")
-    port = dig(raw, "port")
-    if not isinstance(port, int) or not references.grant_allows(
-            ctx.state, from_kind=ref.kind, from_namespace=ref.namespace, to_kind="Service", to_namespace=sns,
-            to_name=sname):
+    guard((*path, "name"), escaping.ident, str(dig(raw, "name", default="")), what="Service name")
+    rule_index = int(path[2])  # path: spec.rules[i].filters[k].requestMirror.backendRef
+    bref = references.filter_backend_ref(route, ctx.state, rule_index, raw, path)
+    if bref.port is None or not (bref.resolved or bref.reason == references.BACKEND_NOT_FOUND):
         return FAIL
-    bref = references.BackendRef(path, 0, 0, "Service", sns, sname, port, 1, None, False, "")
     be = backend_name(route, bref, grpc=grpc, rule_suffix="")
     if be not in staged.backends and be not in model.backends:
-        service = ctx.state.get("Service", sns, sname)
-        servers = servers_for(ctx.state, service, port) if service else []
+        servers = servers_for(ctx.state, bref.service, bref.port) if bref.service else []
         staged.backends[be] = BackendSpec(be, ctx.mark(ref, path), tuple(servers), grpc=grpc,
                                           profile=("default-server proto h2",) if grpc else (),
                                           comments=(f"{ref.kind} {ref.namespace}/{ref.name} mirror target",))

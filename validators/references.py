@@ -95,7 +95,8 @@ def route_group(route: Obj) -> str:
     return group_of(route) or GATEWAY_GROUP
 
 
-def _resolve(route: Obj, state: State, i: int, j: int, raw: Any) -> BackendRef:
+def _resolve(route: Obj, state: State, i: int, j: int, raw: Any,
+             path: tuple[str | int, ...] | None = None) -> BackendRef:
     kind_name, rns = kind_of(route), namespace_of(route)
     group = _str(dig(raw, "group"))
     kind = _str(dig(raw, "kind")) or "Service"
@@ -106,7 +107,7 @@ def _resolve(route: Obj, state: State, i: int, j: int, raw: Any) -> BackendRef:
         port = TLS_DEFAULT_PORT
     weight = _int(dig(raw, "weight"))
     weight = 1 if weight is None else max(weight, 0)
-    path = ("spec", "rules", i, "backendRefs", j)
+    path = ("spec", "rules", i, "backendRefs", j) if path is None else path
 
     def ref(reason: str, service: Obj | None = None) -> BackendRef:
         return BackendRef(path, i, j, kind, namespace, name, port, weight, service,
@@ -121,6 +122,12 @@ def _resolve(route: Obj, state: State, i: int, j: int, raw: Any) -> BackendRef:
     if service is None:
         return ref(BACKEND_NOT_FOUND)
     return ref(RESOLVED, service)
+
+
+def filter_backend_ref(route: Obj, state: State, rule_index: int, raw: Any,
+                       path: tuple[str | int, ...]) -> BackendRef:
+    """A filter's backendRef (RequestMirror) at ``path``, defaulted and resolved like a rule's."""
+    return _resolve(route, state, rule_index, 0, raw, path)
 
 
 def rule_backend_refs(route: Obj, state: State, rule_index: int) -> list[BackendRef]:

@@ -78,6 +78,15 @@ def test_mirror_percent_and_fraction(filters: RenderResult) -> None:
     assert sum("set-var(txn.gw_mirror_" in line and "_be)" in line for line in lines(filters)) == 2
 
 
+@pytest.mark.parametrize("change", [{"kind": "Bucket"}, {"group": "example.com"}, {"namespace": "other"}])
+def test_a_mirror_backend_ref_resolves_like_a_rule_backend_ref(change: dict[str, str]) -> None:
+    objs = fixture("filters.yaml")
+    objs[-1]["spec"]["rules"][4]["filters"][-1]["requestMirror"]["backendRef"].update(change)
+    result = render(objs)  # a kind other than Service was mirrored to the Service of that name
+    assert map_lines(result, "gw-mirror.map") == ["shop_web_4|0 2500|gw_h_shop_web_web_80", "shop_web_4|1 3333|@500"]
+    assert not [b for b in result.description.backends if b.name.startswith("gw_h_shop_web_web.other")]
+
+
 def test_cors(filters: RenderResult) -> None:
     cfg = lines(filters)
     assert any("{ req.hdr(origin) -m str -- 'https://app.example.com' }" in line for line in cfg)
