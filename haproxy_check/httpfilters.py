@@ -16,7 +16,8 @@ from typing import Any
 from haproxy_check import escaping, redirects
 from haproxy_check.httpmodels import FAIL, Cors, HttpModel, RuleModel
 from validators.findings import Finding, PathPart, Severity
-from validators.objects import Obj, Ref, as_list, dig, namespace_of, ref_of
+from validators.objects import Obj, Ref, as_list, dig, ref_of
+from validators.references import INVALID_KIND, REF_NOT_PERMITTED, BackendRef
 
 Mark = Callable[[Ref, Sequence[PathPart]], str]
 
@@ -125,8 +126,8 @@ def _mirror(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path: tuple[
 
 
 def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path: tuple[PathPart, ...],
-                   findings: list[Finding], mark: str, state_service: Callable[[str, str], Obj | None],
-                   grant: Callable[[str, str], bool], settings: Any) -> None:
+                   findings: list[Finding], mark: str, backend_ref: Callable[[Any, tuple[PathPart, ...]], BackendRef],
+                   settings: Any) -> None:
     ref = ref_of(route)
     problem, local = "", True  # local: the object alone shows it (validators.filters reports it)
     if dig(spec, "protocol") != "HTTP":
@@ -143,19 +144,19 @@ def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path:
             elif h.lower() in AUTH_FORBIDDEN:
                 problem = f"allowedResponseHeaders[{k}] {h!r} cannot be copied"
             headers.append(h.lower())
-    svc_ns = dig(spec, "backendRef", "namespace") or namespace_of(route)
-    svc = dig(spec, "backendRef", "name")
-    port = dig(spec, "backendRef", "port")
-    service = state_service(str(svc_ns), str(svc)) if not problem else None
+    bref = backend_ref(dig(spec, "backendRef"), (*path, "backendRef"))  # validators.references, as rules do
+    svc_ns, svc, port, service = bref.namespace, bref.name, bref.port, bref.service
     if not problem:
         local = False
         if not getattr(settings, "external_auth", True):
             problem = "the external-auth plugin is disabled (enable spoaHub.plugins.external-auth)"
-        elif not grant(str(svc_ns), str(svc)):
+        elif bref.reason == INVALID_KIND:
+            problem = f"{bref.message} ({INVALID_KIND})"
+        elif bref.reason == REF_NOT_PERMITTED:
             problem = f"no ReferenceGrant permits the reference to Service {svc_ns}/{svc} (RefNotPermitted)"
         elif service is None:
             problem = f"Service {svc_ns}/{svc} does not exist (BackendNotFound)"
-        elif not isinstance(port, int):
+        elif port is None:
             problem = "backendRef.port is required"
     model.uses.add("auth")
     if problem:
@@ -194,9 +195,8 @@ class Resolver:
     """What filters need from the route compiler: backends for mirror/auth targets and state lookups."""
 
     def __init__(self, *, backend_for: Callable[[Any, tuple[PathPart, ...]], str],
-                 service: Callable[[str, str], Obj | None], grant: Callable[[str, str], bool],
-                 settings: Any) -> None:
-        self.backend_for, self.service, self.grant, self.settings = backend_for, service, grant, settings
+                 backend_ref: Callable[[Any, tuple[PathPart, ...]], BackendRef], settings: Any) -> None:
+        self.backend_for, self.backend_ref, self.settings = backend_for, backend_ref, settings
 
 
 def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int, plens: set[int],
@@ -227,7 +227,7 @@ def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int,
             model.uses.add("cors")
         elif ftype == "ExternalAuth" and ref.kind == "HTTPRoute":
             _external_auth(model, rm, route, dig(f, "externalAuth"), (*path, "externalAuth"), findings, m,
-                           res.service, res.grant, res.settings)
+                           res.backend_ref, res.settings)
         elif ftype == "ExtensionRef":
             kind = dig(f, "extensionRef", "kind")
             _warn(findings, ref, EXTENSION_REF, f"ExtensionRef kind {kind!r} is not supported here; the filter "

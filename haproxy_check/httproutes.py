@@ -168,10 +168,7 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
     rules_out: list[RuleModel] = []
     res = httpfilters.Resolver(
         backend_for=lambda raw, p: _side_backend(staged, model, ctx, route, raw, p, grpc),
-        service=lambda sns, sname: ctx.state.get("Service", sns, sname),
-        grant=lambda sns, sname: references.grant_allows(
-            ctx.state, from_kind=ref.kind, from_namespace=ref.namespace, to_kind="Service", to_namespace=sns,
-            to_name=sname),
+        backend_ref=lambda raw, p: references.filter_backend_ref(route, ctx.state, int(p[2]), raw, p),
         settings=ctx.settings)
     for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
         rid = f"{ns}_{name}_{i}"

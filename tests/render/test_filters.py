@@ -119,6 +119,7 @@ def test_external_auth_wiring_and_500_cases(filters: RenderResult) -> None:
     ({"http": {"allowedResponseHeaders": ["Content-Length"]}}, {}, ""),
     ({"backendRef": {"name": "nothere", "port": 80}}, {}, "does not exist"),
     ({"backendRef": {"name": "auth", "namespace": "other", "port": 80}}, {}, "RefNotPermitted"),
+    ({"backendRef": {"name": "auth", "kind": "Bucket", "port": 80}}, {}, "InvalidKind"),
     ({}, {"external_auth": False}, "plugin is disabled"),
     ({}, {"external_auth_plaintext": False}, "allow_plaintext"),
 ])
