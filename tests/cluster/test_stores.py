@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from validators import indexes
 from webhook.cluster import references, slimming
 from webhook.cluster.stores import ClusterSnapshot, Store
 
@@ -160,3 +161,22 @@ GATEWAY_SPEC = {
 def test_referenced_secrets_and_configmaps(kind: str, spec: Any, expected: set[tuple[str, str, str]]) -> None:
     referrer = {"kind": kind, "metadata": {"name": "g", "namespace": "n"}, "spec": spec}
     assert references.referenced([referrer]) == expected
+
+
+def test_a_snapshot_keeps_its_lookup_indexes() -> None:
+    """A render looks an index up once per backend; over a live snapshot it must be built once."""
+    store = Store("HTTPRoute")
+    store.put(("n", "a"), obj("a"))
+    snapshot = ClusterSnapshot({"HTTPRoute": store.view()}, 1)
+    builds: list[str] = []
+
+    def build(state: Any) -> int:
+        builds.append(state.version)
+        return len(state.list("HTTPRoute"))
+
+    assert [indexes.index(snapshot, "routes", build) for _ in range(3)] == [1, 1, 1]
+    assert builds == ["1"]
+    store.put(("n", "b"), obj("b"))
+    newer = ClusterSnapshot({"HTTPRoute": store.view()}, 2)
+    assert indexes.index(newer, "routes", build) == 2
+    assert builds == ["1", "2"]

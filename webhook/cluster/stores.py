@@ -106,9 +106,12 @@ class Store:
 
 
 class ClusterSnapshot:
-    """A read-only ``validators.states.State`` over the views of every store at one instant."""
+    """A read-only ``validators.states.State`` over the views of every store at one instant.
 
-    __slots__ = ("_version", "_views")
+    Weakly referenceable: ``validators.indexes`` keeps a render's lookup indexes per State object, and
+    a State it cannot reference gets its indexes rebuilt on every lookup (a quadratic render)."""
+
+    __slots__ = ("__weakref__", "_version", "_views")
 
     def __init__(self, views: Mapping[str, KindView], version: int) -> None:
         self._views = views
