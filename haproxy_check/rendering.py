@@ -41,14 +41,14 @@ MAPS = ("host.map", "host-wildcard.map", "path-exact.map", "path-regex.map", "pa
 __all__ = ["RenderError", "RenderSettings", "Renderer"]
 
 
-def _statuses(state: State, subject: Ref | None, lsts: Sequence[attachments.Listener]) -> dict[str, Any]:
+def _statuses(state: State, subject: Ref | None) -> dict[str, Any]:
     """Attachment and reference outcome of the subject (every route's: ``validators.statuses.statuses``)."""
     if subject is None:
         return {}
     route = state.get(subject.kind, subject.namespace, subject.name)
     if subject.kind not in attachments.ROUTE_KINDS or route is None:
         return {}
-    return {str(subject): statuses.route_status(route, state, all_listeners=lsts)}
+    return {str(subject): statuses.route_status(route, state)}
 
 
 def _where(name: str, exc: BaseException) -> str:
@@ -126,7 +126,7 @@ class Renderer:
         ctx = httproutes.Context(state, sources.mark, self.settings, recorder)
         for kind in HTTP_KINDS:
             for route in state.list(kind):
-                self._route(route, state, lsts, fronts, model, ctx, subject, findings)
+                self._route(route, state, fronts, model, ctx, subject, findings)
         httproutes.dedupe_path_maps(model)
         for fe in fronts.values():
             fe.advanced.sort(key=lambda p: p[0])  # type: ignore[arg-type,return-value]
@@ -136,7 +136,7 @@ class Renderer:
             "origin": sources.mark, "resources": state.list, "get": state.get, "dig": dig, "state": state,
             "settings": self.settings, "http": model, "frontends": sorted(fronts.values(), key=lambda f: f.name),
             "listeners": lsts, "subject": subject, "MAPS": MAPS, "PROFILES": PROFILES,
-            "attach": lambda route: attachments.attach(route, state, all_listeners=lsts),
+            "attach": lambda route: attachments.attach(route, state),
             "snippets": self._snippets, "findings": findings,
         }
         context.update(l4contexts.template_globals(state, self.settings, recorder, findings))
@@ -158,13 +158,12 @@ class Renderer:
         return RenderResult(files=dict(sorted(files.items())), origins=dict(sources.lines),
                             description=recorder.description(map_texts),
                             findings=tuple(sorted(set(findings), key=lambda f: (f.about, f.field, f.code, f.message))),
-                            statuses=_statuses(state, subject, lsts))
+                            statuses=_statuses(state, subject))
 
-    def _route(self, route: Obj, state: State, lsts: Sequence[attachments.Listener],
-               fronts: dict[tuple[str, str], Any], model: HttpModel, ctx: httproutes.Context, subject: Ref | None,
-               findings: list[Finding]) -> None:
+    def _route(self, route: Obj, state: State, fronts: dict[tuple[str, str], Any], model: HttpModel,
+               ctx: httproutes.Context, subject: Ref | None, findings: list[Finding]) -> None:
         ref = ref_of(route)
-        atts, _ = attachments.attach(route, state, all_listeners=lsts)
+        atts, _ = attachments.attach(route, state)
         atts = [a for a in atts if a.listener.protocol in ("HTTP", "HTTPS")]
         if not atts:
             if ref != subject:

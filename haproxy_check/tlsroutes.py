@@ -123,7 +123,7 @@ def build(state: State, files: FileSink, *, https_shared: bool = False,
     built: set[str] = set()
     for route in sorted(state.list("TLSRoute"), key=attachments.age_key):
         try:
-            _route(state, route, lsts, fronts, claimed, built, model, files, http_ports, settings)
+            _route(state, route, fronts, claimed, built, model, files, http_ports, settings)
         except escaping.Unsafe as exc:  # names/hostnames the schema check denies; never a render crash
             model.findings.append(_finding("RG0519", f"TLSRoute is not rendered: {exc}", ref_of(route),
                                            ("spec",)))
@@ -142,11 +142,11 @@ def build(state: State, files: FileSink, *, https_shared: bool = False,
     return model
 
 
-def _route(state: State, route: Any, lsts: Sequence[attachments.Listener], fronts: dict[int, TLSFrontend],
+def _route(state: State, route: Any, fronts: dict[int, TLSFrontend],
            claimed: set[tuple[int, str]], built: set[str], model: TLSModel, files: FileSink,
            http_ports: Sequence[int], settings: Any) -> None:
     """One TLSRoute: its rule backend per mode and its server names on every attached port."""
-    attached, _ = attachments.attach(route, state, http_ports=http_ports, all_listeners=lsts)
+    attached, _ = attachments.attach(route, state, http_ports=http_ports)
     ref = ref_of(route)
     if not as_list(dig(route, "spec", "rules")):
         return

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from validators import indexes
 from validators.objects import (
     GATEWAY_GROUP,
     Obj,
@@ -234,7 +235,15 @@ def listener_set_status(listener_set: Obj, state: State) -> ListenerSetStatus:
 
 
 def declared_listeners(state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP_PORTS) -> list[Listener]:
-    """Every listener of every Gateway and admitted ListenerSet, with ``dropped``/``conflicted`` set."""
+    """Every listener of every Gateway and admitted ListenerSet, with ``dropped``/``conflicted`` set.
+
+    Built once per state version (a render and a review ask many times); each caller gets its own list.
+    """
+    ports = tuple(http_ports)
+    return list(indexes.index(state, f"listeners{ports}", lambda s: tuple(_declared(s, ports))))
+
+
+def _declared(state: State, http_ports: Sequence[int]) -> list[Listener]:
     found: list[Listener] = []
     for gw in state.list("Gateway"):
         found.extend(_raw_listeners(gw, ref_of(gw)))
@@ -302,13 +311,22 @@ def route_hostnames(route: Obj) -> list[str]:
 # ---------------------------------------------------------------- attach
 
 
-def _parent_listeners(parent_kind: str, parent: Ref, all_listeners: Sequence[Listener]) -> list[Listener]:
-    # A parentRef to a Gateway reaches only the Gateway's own listeners (GEP-1713).
-    return [x for x in all_listeners if x.source == Ref(parent_kind, parent.namespace, parent.name)]
+def _by_source(lsts: Iterable[Listener]) -> dict[Ref, tuple[Listener, ...]]:
+    out: dict[Ref, list[Listener]] = {}
+    for x in lsts:
+        out.setdefault(x.source, []).append(x)
+    return {source: tuple(group) for source, group in out.items()}
+
+
+def listeners_by_source(state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP_PORTS,
+                        ) -> Mapping[Ref, tuple[Listener, ...]]:
+    """``listeners(state)`` grouped by the Gateway/ListenerSet declaring them, once per state version."""
+    ports = tuple(http_ports)
+    return indexes.index(state, f"listeners-by-source{ports}", lambda s: _by_source(listeners(s, http_ports=ports)))
 
 
 def _attach_one(route: Obj, index: int, parent_ref: Any, state: State,
-                all_listeners: Sequence[Listener]) -> tuple[list[Attachment], ParentStatus]:
+                by_source: Mapping[Ref, tuple[Listener, ...]]) -> tuple[list[Attachment], ParentStatus]:
     kind, rns = kind_of(route), namespace_of(route)
     group = dig(parent_ref, "group", default=GATEWAY_GROUP)
     pkind = _str(dig(parent_ref, "kind")) or "Gateway"
@@ -331,7 +349,7 @@ def _attach_one(route: Obj, index: int, parent_ref: Any, state: State,
         ls_status = listener_set_status(ls, state)
         if not ls_status.accepted:
             return status(NO_MATCHING_PARENT, f"{parent} is not accepted: {ls_status.message}")
-    candidates = _parent_listeners(pkind, parent, all_listeners)
+    candidates: Sequence[Listener] = by_source.get(parent, ())  # a Gateway parentRef: its own listeners (GEP-1713)
     if section:
         candidates = [x for x in candidates if x.name == section]
     if port is not None:
@@ -372,11 +390,11 @@ def attach(route: Obj, state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP
            all_listeners: Sequence[Listener] | None = None) -> tuple[list[Attachment], list[ParentStatus]]:
     """Resolve every spec.parentRefs entry of a route; one ParentStatus per entry, in order.
 
-    ``all_listeners`` lets a caller that attaches many routes compute ``listeners(state)`` once.
+    The listeners come from a per-state-version index; ``all_listeners`` overrides them (a subset, say).
     """
     if kind_of(route) not in ROUTE_KINDS:
         return [], []
-    lsts = listeners(state, http_ports=http_ports) if all_listeners is None else all_listeners
+    lsts = listeners_by_source(state, http_ports=http_ports) if all_listeners is None else _by_source(all_listeners)
     attachments: list[Attachment] = []
     statuses: list[ParentStatus] = []
     for i, parent_ref in enumerate(as_list(dig(route, "spec", "parentRefs"))):

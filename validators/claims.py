@@ -41,13 +41,12 @@ class LostClaim:
 def tcp_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
                ) -> tuple[dict[int, PortClaim], list[LostClaim]]:
     """Each TCP port -> its owning rule, and every losing claim, oldest route first."""
-    lsts = attachments.listeners(state, http_ports=http_ports)
     won: dict[int, PortClaim] = {}
     lost: list[LostClaim] = []
     for route in sorted(state.list("TCPRoute"), key=attachments.age_key):
         if not as_list(dig(route, "spec", "rules")):
             continue
-        attached, _ = attachments.attach(route, state, all_listeners=lsts)
+        attached, _ = attachments.attach(route, state, http_ports=http_ports)
         ref = ref_of(route)
         by_port: dict[int, list[Listener]] = {}
         first_parent: dict[int, int] = {}
@@ -113,14 +112,13 @@ def match_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAUL
 
     ``only``: consider just the routes that may overlap this one (what a review of it needs).
     """
-    lsts = attachments.listeners(state, http_ports=http_ports)
     routes = [*state.list("HTTPRoute"), *state.list("GRPCRoute")]
     if only is not None:
         routes = [r for r in routes if _may_overlap(r, only)]
     owners: dict[tuple[Any, ...], Ref] = {}
     lost: list[LostClaim] = []
     for route in sorted(routes, key=attachments.age_key):
-        attached, _ = attachments.attach(route, state, all_listeners=lsts)
+        attached, _ = attachments.attach(route, state, http_ports=http_ports)
         ref = ref_of(route)
         seen: set[tuple[Any, ...]] = set()
         for a in attached:

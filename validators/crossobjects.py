@@ -164,12 +164,10 @@ def impact_findings(subject: Ref, state: State, *,
     """Problems a change to a Gateway/ListenerSet/Service/ReferenceGrant leaves in routes naming it."""
     if subject.kind not in ("Gateway", "ListenerSet", "Service", "ReferenceGrant"):
         return
-    lsts = attachments.listeners(state, http_ports=http_ports)
     for kind in references.BACKEND_ROUTE_KINDS:
         for route in state.list(kind):
             if _mentions(route, subject):
-                yield from route_findings(route, state, http_ports=http_ports, all_listeners=lsts,
-                                          about=ref_of(route))
+                yield from route_findings(route, state, http_ports=http_ports, about=ref_of(route))
 
 
 def findings(obj: Obj, state: State, *,

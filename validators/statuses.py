@@ -42,6 +42,5 @@ def route_status(route: Obj, state: State, *, http_ports: Sequence[int] = attach
 
 def statuses(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> dict[str, Any]:
     """Status of every route in the state, keyed ``"<Kind> <ns>/<name>"``."""
-    lsts = attachments.listeners(state, http_ports=http_ports)
-    return {str(ref_of(r)): route_status(r, state, http_ports=http_ports, all_listeners=lsts)
+    return {str(ref_of(r)): route_status(r, state, http_ports=http_ports)
             for kind in attachments.ROUTE_KINDS for r in state.list(kind) if kind_of(r) == kind}
