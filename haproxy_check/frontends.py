@@ -39,9 +39,10 @@ def build(state: State, listeners: Sequence[Listener], *, recorder: Recorder, mo
     for lst in listeners:
         if lst.protocol in ("HTTP", "HTTPS"):
             by_port.setdefault(lst.port, []).append(lst)
+    engine = tlsroutes.http_engine_ports(listeners)  # the port's protocol, as the TLS frontends see it
     out: dict[tuple[str, str], FrontendModel] = {}
     for port, group in sorted(by_port.items()):
-        protocol = "HTTPS" if any(x.protocol == "HTTPS" for x in group) else "HTTP"
+        protocol = engine[port]
         name = f"gw-{protocol.lower()}-{port}"
         fe = FrontendModel(name, str(port), protocol, f":{port}", port, mark(group[0].source, group[0].path))
         for lst in group:
@@ -63,7 +64,7 @@ def build(state: State, listeners: Sequence[Listener], *, recorder: Recorder, mo
     return out
 
 
-def synthetic(mark: Mark) -> FrontendModel:
+def synthetic() -> FrontendModel:
     return FrontendModel("gw-http-unattached", SYNTHETIC_TOKEN, "HTTP", "abns@routegate-unattached", None)
 
 

@@ -133,7 +133,7 @@ class Renderer:
             fe.rules.sort(key=lambda r: r.rid)
         context: dict[str, Any] = {
             "Backend": recorder.backend, "RegisterMap": recorder.register_map, "AddFile": recorder.add_file,
-            "origin": sources.mark, "resources": state.list, "get": state.get, "dig": dig, "state": state,
+            "origin": sources.mark, "get": state.get, "dig": dig, "state": state,
             "settings": self.settings, "http": model, "frontends": sorted(fronts.values(), key=lambda f: f.name),
             "listeners": lsts, "subject": subject, "MAPS": MAPS, "PROFILES": PROFILES,
             "attach": lambda route: attachments.attach(route, state),
@@ -168,7 +168,7 @@ class Renderer:
         if not atts:
             if ref != subject:
                 return
-            fronts.setdefault(("HTTP", "0"), frontends.synthetic(ctx.mark))
+            fronts.setdefault(("HTTP", "0"), frontends.synthetic())
             atts = [attachments.Attachment(ref, 0, frontends.synthetic_listener(),
                                            tuple(attachments.route_hostnames(route)))]
             findings.append(Finding(NOT_ATTACHED, f"{ref.kind} attaches to no known Gateway listener; it was checked "

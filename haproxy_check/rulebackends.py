@@ -19,7 +19,7 @@ from haproxy_check import backendtls, endpoints
 from haproxy_check.backendtls import FileSink
 from haproxy_check.descriptions import ServerDesc
 from validators import references
-from validators.objects import Obj, Ref
+from validators.objects import Obj, Ref, ref_of
 from validators.states import State
 
 MAX_WEIGHT = 256
@@ -98,12 +98,8 @@ def build(state: State, route: Obj, rule_index: int, name: str, files: FileSink,
     total = sum(ref.weight for ref, _, _ in per_ref)
     serving = sum(ref.weight for ref, servers, _ in per_ref if servers)
     return RuleBackend(
-        name=name, route=Ref(str(route.get("kind", "")), *_ns_name(route)), rule_index=rule_index,
+        name=name, route=ref_of(route), rule_index=rule_index,
         servers=tuple(out), body=reject_rule(total, total - serving),
         refs=tuple(RefOutcome(ref.path, ref.weight, len(servers), problem)
                    for ref, servers, problem in per_ref))
 
-
-def _ns_name(obj: Obj) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace", "")), str(meta.get("name", ""))
