@@ -18,7 +18,7 @@ from haproxy_check.results import HAProxyBinary
 from validators import statuses
 from validators.changes import Change, Operation
 from validators.objects import Obj, Ref, ref_of
-from validators.states import MemoryState, Overlay
+from validators.states import MemoryState, Overlay, State
 from webhook import inputs
 from webhook.assembly import GateSettings, build_gate, load_state, with_namespace
 from webhook.verdicts import Decision, Verdict
@@ -49,13 +49,14 @@ async def check(args: argparse.Namespace) -> int:
     # Indexed once; each input is judged against all the others: that state with the input taken out
     # (an Overlay splices one object out of the sorted lists instead of re-indexing every object).
     everything = MemoryState(list(_combine(base_objects, located).values()), version="check")
-    results: list[tuple[inputs.Located, Verdict]] = []
+    items: list[tuple[Change, State]] = []
     for item in located:
         ref = ref_of(item.obj)
         old = base_state.get(ref.kind, ref.namespace, ref.name)
         change = Change(Operation.UPDATE if old is not None else Operation.CREATE, item.obj, old, dry_run=True)
-        others = Overlay(everything, Change(Operation.DELETE, None, item.obj))
-        results.append((item, await gate.review(change, state=others)))
+        items.append((change, Overlay(everything, Change(Operation.DELETE, None, item.obj))))
+    verdicts = await gate.review_all(items, combined=everything)
+    results = list(zip(located, verdicts, strict=True))
     if args.output == "json":
         print(json.dumps(_json_report(binary, results), indent=2))
     else:

@@ -16,14 +16,14 @@ import asyncio
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Protocol, TypeVar
 
 from haproxy_check import classify
 from haproxy_check.checks import CheckTimedOut
 from haproxy_check.results import Alert, CheckResult, HAProxyBinary, RenderError, RenderResult
-from validators import checks
+from validators import attachments, checks, statuses
 from validators.changes import Change, Operation
 from validators.enforcement import Enforcement
 from validators.findings import Finding, Severity, denies, format_path
@@ -62,6 +62,13 @@ def _alert_key(alert: Alert) -> tuple[str, str]:
     return owner, _LINE_NUMBERS.sub("", alert.message)
 
 
+def _batchable(change: Change, combined: State) -> bool:
+    """A change the combined render covers: reviewed, not a delete, and (routes) attached somewhere."""
+    if change.ref.kind not in REVIEWED_KINDS or change.operation is Operation.DELETE:
+        return False
+    return change.ref.kind not in attachments.ROUTE_KINDS or bool(attachments.attach(change.subject, combined)[0])
+
+
 class Gate:
     def __init__(
         self,
@@ -84,7 +91,7 @@ class Gate:
     def binary(self) -> HAProxyBinary:
         return self.checker.binary
 
-    async def review(self, change: Change, *, state: State) -> Verdict:
+    async def review(self, change: Change, *, state: State, reload_note: bool = True) -> Verdict:
         ref = change.ref
         if ref.kind not in REVIEWED_KINDS:
             return Verdict(Decision.ALLOW, ref, handled=False,
@@ -125,12 +132,58 @@ class Gate:
                            timings=timings)
         timings["check"] = self._clock() - mark
         if result.ok:
-            notes = await self._apply_note(state, render, render_seconds=timings["render"])
+            notes = await self._apply_note(state, render, render_seconds=timings["render"]) if reload_note else ()
             timings["total"] = self._clock() - started
             return Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
                            timings=timings, status=render.statuses.get(str(ref), {}))
         verdict = await self._judge_failure(change, state, findings, result, timings, started)
         return replace(verdict, status=render.statuses.get(str(ref), {}))
+
+    async def review_all(self, items: Sequence[tuple[Change, State]], *, combined: State) -> list[Verdict]:
+        """Judge changes applied together (``kubectl apply -f DIR``): each against its state holding all
+        the others, ``combined`` holding all of them.
+
+        When the combined configuration passes ``haproxy -c``, one render and one check serve every
+        change (a CI dry run of 1000 routes costs one render, not 1000). A combination that fails, and
+        any route attached to no listener (rendered behind a synthetic listener only as a subject), are
+        judged one by one as the webhook would. Batch verdicts carry no reload note: that is advice
+        about one change to a running data plane.
+        """
+        verdicts: list[Verdict | None] = [None] * len(items)
+        batch = [i for i, (change, _) in enumerate(items) if _batchable(change, combined)]
+        passed = await self._combined_passes(combined) if batch else None
+        if passed is not None:
+            render, seconds = passed
+            for i in batch:
+                verdicts[i] = await self._batch_verdict(items[i], render, combined, seconds)
+        for i, (change, state) in enumerate(items):
+            if verdicts[i] is None:
+                verdicts[i] = await self.review(change, state=state, reload_note=False)
+        return [v for v in verdicts if v is not None]
+
+    async def _combined_passes(self, combined: State) -> tuple[RenderResult, float] | None:
+        """The render of ``combined`` and its time when ``haproxy -c`` accepts it, else None."""
+        mark = self._clock()
+        try:
+            render = await asyncio.to_thread(self.renderer.render, combined, subject=None)
+            result = await self.checker.check(render)
+        except (RenderError, CheckTimedOut):
+            return None
+        return (render, self._clock() - mark) if result.ok else None
+
+    async def _batch_verdict(self, item: tuple[Change, State], render: RenderResult, combined: State,
+                             seconds: float) -> Verdict:
+        change, state = item
+        ref = change.ref
+        validated = await asyncio.to_thread(self.rules.run, change, state)
+        findings = list(validated.findings)
+        if not denies(findings):  # as in review(): a denied object is not judged by its render
+            findings += self.rules.enforcement.apply([f for f in render.findings if f.about == str(ref)],
+                                                     namespace=ref.namespace)
+        status = (statuses.route_status(change.subject, combined) if ref.kind in attachments.ROUTE_KINDS else {})
+        decision = Decision.DENY if denies(findings) else Decision.ALLOW
+        return Verdict(decision, ref, findings=tuple(findings), haproxy=self.binary,
+                       timings={"render+check (shared by the batch)": seconds}, status=status)
 
     async def _judge_failure(
         self, change: Change, state: State, findings: list[Finding], result: CheckResult,

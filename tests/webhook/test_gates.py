@@ -15,7 +15,7 @@ from haproxy_check.results import HAProxyBinary, RenderResult
 from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
 from validators.changes import Change, Operation
 from validators.objects import Ref
-from validators.states import MemoryState, State
+from validators.states import MemoryState, Overlay, State
 from webhook.gates import Gate
 from webhook.verdicts import Decision
 
@@ -159,3 +159,52 @@ async def test_the_reload_note_is_skipped_when_a_render_is_too_slow_for_a_second
     assert verdict.decision is Decision.ALLOW
     assert counting.baselines == 0
     assert any(n.startswith("reload classification skipped") for n in verdict.notes), verdict.notes
+
+
+def batch(*objects: dict[str, Any]) -> tuple[list[tuple[Change, State]], MemoryState]:
+    combined = state_with(*objects, version="batch")
+    items: list[tuple[Change, State]] = [
+        (Change(Operation.CREATE, obj), Overlay(combined, Change(Operation.DELETE, None, obj))) for obj in objects]
+    return items, combined
+
+
+def many_shops(count: int) -> list[dict[str, Any]]:
+    out = []
+    for i in range(count):
+        route = named("shop")
+        route["metadata"]["name"] = f"shop-{i}"
+        route["spec"]["hostnames"] = [f"shop-{i}.example.com"]
+        out.append(route)
+    return out
+
+
+async def test_a_passing_batch_is_rendered_and_checked_once(gate: Gate) -> None:
+    counting = CountingRenderer(gate.renderer)
+    batch_gate = Gate(rules=gate.rules, renderer=counting, checker=gate.checker)
+    items, combined = batch(*many_shops(6))
+    verdicts = await batch_gate.review_all(items, combined=combined)
+    assert [v.decision for v in verdicts] == [Decision.ALLOW] * 6
+    assert counting.baselines == 1, "one render of the combined state serves every change"
+    assert [(c["type"], c["status"]) for c in verdicts[0].status["parents"][0]["conditions"]] == [
+        ("Accepted", "True"), ("ResolvedRefs", "True")]
+
+
+async def test_batch_verdicts_equal_one_by_one_verdicts(gate: Gate) -> None:
+    lonely = named("broken")  # a broken regex, attached nowhere: only a per-change review renders it
+    lonely["metadata"]["name"] = "lonely"
+    lonely["spec"]["parentRefs"] = [{"name": "nowhere"}]
+    objects = [*many_shops(2), named("sticky"), lonely]
+    items, combined = batch(*objects)
+    together = await gate.review_all(items, combined=combined)
+    alone = [await gate.review(change, state=state, reload_note=False) for change, state in items]
+    assert [(v.ref, v.decision, [f.field for f in v.denials]) for v in together] == \
+        [(v.ref, v.decision, [f.field for f in v.denials]) for v in alone]
+    assert [v.decision for v in together] == [Decision.ALLOW, Decision.ALLOW, Decision.DENY, Decision.DENY]
+
+
+async def test_a_failing_batch_is_judged_one_by_one(gate: Gate) -> None:
+    items, combined = batch(*many_shops(2), named("broken"))
+    verdicts = await gate.review_all(items, combined=combined)
+    assert [v.decision for v in verdicts] == [Decision.ALLOW, Decision.ALLOW, Decision.DENY]
+    assert [f.field for f in verdicts[2].denials] == ["spec.rules[1].matches[0].path.value"]
+    assert any("already fails" in n for n in verdicts[0].notes)
