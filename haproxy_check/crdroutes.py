@@ -70,7 +70,8 @@ def _one(route: Obj) -> tuple[CrdRoute, list[str], list[tuple[str, str]]]:
         escaping.header_name(name)
         headers.append((name.lower(), escaping.url_value(value)))
         names.append((name.lower(), name))
-    hosts = [escaping.hostname(h.lower()) for h in as_list(dig(route, "spec", "hostnames"))] or [ANY_HOST]
+    hosts = [escaping.hostname(h.lower() if isinstance(h, str) else h)
+             for h in as_list(dig(route, "spec", "hostnames"))] or [ANY_HOST]
     paths = [escaping.path(p) for p in as_list(dig(route, "spec", "paths"))] or ["/"]
     keys = [f"{h}{p.rstrip('/')}" for h in hosts for p in paths]  # "/" -> "host" (prefix "host/")
     return CrdRoute(ref, be, server, tuple(headers)), keys, names

@@ -64,6 +64,14 @@ def test_a_route_that_cannot_be_rendered_is_skipped_with_a_finding(haproxy_check
     assert [(f.code, f.about) for f in result.findings] == [("RG0519", "Route shop/legacy")]
 
 
+def test_a_hostname_that_is_not_a_string_is_a_finding_not_a_render_error() -> None:
+    objs = fixture("routes-crd.yaml")
+    objs[1]["spec"]["hostnames"] = [5]
+    result = render(objs)  # raised AttributeError (int.lower) inside the lazy l4.crd model: RenderError
+    assert "backend shop_legacy" not in " ".join(lines(result))
+    assert [(f.code, f.about) for f in result.findings] == [("RG0519", "Route shop/legacy")]
+
+
 # ---------------------------------------------------------------- end to end
 
 
