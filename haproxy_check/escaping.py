@@ -21,12 +21,31 @@ from __future__ import annotations
 
 import re
 import urllib.parse
+from collections.abc import Callable
+from typing import Any
 
 from validators import safety
+from validators.findings import PathPart
 
 
 class Unsafe(ValueError):
     """A value that cannot be written into the configuration safely."""
+
+
+class FieldError(Exception):
+    """A field of a route cannot be rendered: the route is left out and a deny finding names ``path``."""
+
+    def __init__(self, message: str, path: tuple[PathPart, ...]) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def guard(path: tuple[PathPart, ...], fn: Callable[..., str], *args: Any, **kw: Any) -> str:
+    """Run an escaping function for the field at ``path``: an Unsafe value becomes a FieldError there."""
+    try:
+        return fn(*args, **kw)
+    except Unsafe as exc:
+        raise FieldError(str(exc), path) from None
 
 
 _IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from haproxy_check import escaping, redirects
+from haproxy_check.escaping import guard
 from haproxy_check.httpmodels import FAIL, Cors, HttpModel, RuleModel
 from validators.findings import Finding, PathPart, Severity
 from validators.objects import Obj, Ref, as_list, dig, ref_of
@@ -29,19 +30,6 @@ _DURATION = re.compile(r"^(?:(\d{1,5})(h|ms|m|s))+$")
 _DURATION_PART = re.compile(r"(\d{1,5})(h|ms|m|s)")
 _AUTH_HEADER = re.compile(r"[A-Za-z0-9-]+\Z")
 MAX_TIMEOUT_MS = 2147483647
-
-
-class FilterError(Exception):
-    def __init__(self, message: str, path: tuple[PathPart, ...]) -> None:
-        super().__init__(message)
-        self.path = path
-
-
-def _g(path: tuple[PathPart, ...], fn: Callable[..., str], *args: Any, **kw: Any) -> str:
-    try:
-        return fn(*args, **kw)
-    except escaping.Unsafe as exc:
-        raise FilterError(str(exc), path) from None
 
 
 def duration_ms(text: Any) -> int | None:
@@ -72,18 +60,18 @@ def _header_mods(model: HttpModel, key: str, spec: Any, path: tuple[PathPart, ..
     for op in ("set", "add"):
         for k, item in enumerate(as_list(dig(spec, op))):
             p = (*path, op, k)
-            lname = _g((*p, "name"), escaping.header_name, str(dig(item, "name", default=""))).lower()
-            value = _g((*p, "value"), escaping.url_value, str(dig(item, "value", default="")))
+            lname = guard((*p, "name"), escaping.header_name, str(dig(item, "name", default=""))).lower()
+            value = guard((*p, "value"), escaping.url_value, str(dig(item, "value", default="")))
             model.add(mapname, f"{key}|{op}|{lname} {value}{mark}")
             ops.add((op, lname))
     for k, item in enumerate(as_list(dig(spec, "remove"))):
-        lname = _g((*path, "remove", k), escaping.header_name, str(item)).lower()
+        lname = guard((*path, "remove", k), escaping.header_name, str(item)).lower()
         model.add(mapname, f"{key}|remove|{lname} 1{mark}")
         ops.add(("remove", lname))
 
 
 def _token_list(items: Any, path: tuple[PathPart, ...]) -> str:
-    names = [_g((*path, k), escaping.header_name if n != "*" else escaping.map_value, str(n))
+    names = [guard((*path, k), escaping.header_name if n != "*" else escaping.map_value, str(n))
              for k, n in enumerate(as_list(items)) for n in [str(n)]]
     return escaping.lf_quote(", ".join(names)) if names else ""
 
@@ -93,7 +81,7 @@ def _cors(spec: Any, path: tuple[PathPart, ...], mark: str) -> Cors:
     regexes: list[str] = []
     any_origin = False
     for k, origin in enumerate(as_list(dig(spec, "allowOrigins"))):
-        o = _g((*path, "allowOrigins", k), escaping.map_key, str(origin))
+        o = guard((*path, "allowOrigins", k), escaping.map_key, str(origin))
         if o == "*":
             any_origin = True
         elif "://*." in o or o.startswith("*."):
@@ -172,8 +160,8 @@ def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path:
         model.add("gw-extauth.map", f"{rm.rid} {FAIL}{mark}")
         return
     url = f"{'https' if https else 'http'}://{svc}.{svc_ns}.svc.cluster.local:{port}{dig(spec, 'http', 'path') or ''}"
-    model.add("gw-extauth.map", f"{rm.rid} {_g((*path, 'http', 'path'), escaping.url_value, url)}{mark}")
-    allowed = [_g((*path, "http", "allowedHeaders", k), escaping.header_name, str(h)).lower()
+    model.add("gw-extauth.map", f"{rm.rid} {guard((*path, 'http', 'path'), escaping.url_value, url)}{mark}")
+    allowed = [guard((*path, "http", "allowedHeaders", k), escaping.header_name, str(h)).lower()
                for k, h in enumerate(as_list(dig(spec, "http", "allowedHeaders")))]
     forwarded = escaping.url_value(",".join(["host", "authorization", *allowed]))
     model.add("gw-extauth-headers.map", f"{rm.rid} {forwarded}{mark}")
@@ -185,10 +173,7 @@ def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path:
 
 def _map_filter(fn: Callable[..., None], model: HttpModel, key: str, f: Any, field: str,
                 path: tuple[PathPart, ...], plens: set[int], mark: str) -> None:
-    try:
-        fn(model, key, dig(f, field), (*path, field), plens, mark)
-    except redirects.RedirectError as exc:
-        raise FilterError(str(exc), exc.path) from None
+    fn(model, key, dig(f, field), (*path, field), plens, mark)
 
 
 class Resolver:

@@ -14,6 +14,7 @@ from typing import Any
 
 from haproxy_check import backendtls, escaping, httpfilters, precedence, rulepolicies
 from haproxy_check.endpoints import servers_for
+from haproxy_check.escaping import FieldError, guard
 from haproxy_check.httpmodels import FAIL, SLOTS, WEIGHTED, Advanced, BackendSpec, FrontendModel, HttpModel, RuleModel
 from validators import references
 from validators.attachments import Attachment
@@ -26,20 +27,6 @@ REF_FINDING = "RG0402"
 BACKEND_TLS = "RG0515"
 
 Mark = Callable[[Ref, Sequence[PathPart]], str]
-
-
-class RouteError(Exception):
-    def __init__(self, message: str, path: tuple[PathPart, ...]) -> None:
-        super().__init__(message)
-        self.path = path
-
-
-def guard(path: tuple[PathPart, ...], fn: Callable[..., str], *args: Any, **kw: Any) -> str:
-    """Run an escaping function; an Unsafe value becomes a RouteError at ``path``."""
-    try:
-        return fn(*args, **kw)
-    except escaping.Unsafe as exc:
-        raise RouteError(str(exc), path) from None
 
 
 _PCRE_SPECIAL = set("\\.^$|?*+()[]{}/")
@@ -95,7 +82,7 @@ def _path_of_match(route: Obj, rule_index: int, match_index: int, raw: Any, grpc
         ptype = dig(raw, "path", "type", default=precedence.PREFIX)
         value = dig(raw, "path", "value", default="/")
         if not isinstance(value, str) or ptype not in (precedence.EXACT, precedence.PREFIX, precedence.REGEX):
-            raise RouteError(f"path type {ptype!r} is not Exact, PathPrefix or RegularExpression", (*base, "path"))
+            raise FieldError(f"path type {ptype!r} is not Exact, PathPrefix or RegularExpression", (*base, "path"))
         vpath = (*base, "path", "value")
         if ptype == precedence.REGEX:
             return ptype, guard(vpath, escaping.regex, value), vpath
@@ -144,7 +131,7 @@ def _conditions(raw: Any, base: tuple[PathPart, ...], grpc: bool) -> tuple[list[
 
 def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Sequence[Attachment],
                   fronts: dict[tuple[str, str], FrontendModel], findings: list[Finding]) -> None:
-    """Add one route to ``model``. Raises RouteError (nothing added) when a value is unsafe."""
+    """Add one route to ``model``. Raises escaping.FieldError (nothing added) when a value is unsafe."""
     ref = ref_of(route)
     grpc = ref.kind == "GRPCRoute"
     ns = guard(("metadata", "namespace"), escaping.ident, namespace_of(route), what="namespace")
@@ -175,13 +162,10 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
         rm = RuleModel(rid, f"{ns}/{name}", ref.kind, i, ctx.mark(ref, ("spec", "rules", i)))
         own = bool(dig(rule, "retry")) or bool(dig(rule, "sessionPersistence"))
         suffix = f"_r{i}" if own else ""
-        try:
-            profile = rulepolicies.backend_profile(
-                rule, i, grpc=grpc, findings=findings, ref=ref, haproxy_version=ctx.settings.haproxy_version,
-                cookie_key=ctx.settings.dynamic_cookie_key)
-            header = rulepolicies.session_header(rule, i)
-        except httpfilters.FilterError as exc:
-            raise RouteError(str(exc), exc.path) from None
+        profile = rulepolicies.backend_profile(
+            rule, i, grpc=grpc, findings=findings, ref=ref, haproxy_version=ctx.settings.haproxy_version,
+            cookie_key=ctx.settings.dynamic_cookie_key)
+        header = rulepolicies.session_header(rule, i)
         if header:
             sp_mark = ctx.mark(ref, ("spec", "rules", i, "sessionPersistence"))
             staged.add("gw-session-header.map", f"{rid} {header}{sp_mark}")
@@ -224,12 +208,9 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
             staged.ordered.add("weighted-multi-backend.map")
         staged.add("rule-backend.map", f"{rid} {rm.target}{rm.mark}")
         plens = _matches(staged, ctx, route, rule, i, rm, targets, grpc)
-        try:
-            httpfilters.rule_filters(staged, rm, route, rule, i, plens, findings, ctx.mark, res)
-            for j, be in chosen:
-                httpfilters.backend_filters(staged, rm, route, i, j, be, plens, findings, ctx.mark)
-        except httpfilters.FilterError as exc:
-            raise RouteError(str(exc), exc.path) from None
+        httpfilters.rule_filters(staged, rm, route, rule, i, plens, findings, ctx.mark, res)
+        for j, be in chosen:
+            httpfilters.backend_filters(staged, rm, route, i, j, be, plens, findings, ctx.mark)
         rules_out.append(rm)
     # commit: nothing from this route reaches the model unless all of it rendered
     for mapname, entries in staged.maps.items():

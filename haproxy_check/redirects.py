@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from haproxy_check import escaping
+from haproxy_check.escaping import FieldError, guard
 from haproxy_check.httpmodels import HttpModel
 from validators.findings import PathPart
 from validators.objects import dig
@@ -25,48 +26,35 @@ from validators.objects import dig
 CODES = (301, 302, 303, 307, 308)
 
 
-class RedirectError(Exception):
-    def __init__(self, message: str, path: tuple[PathPart, ...]) -> None:
-        super().__init__(message)
-        self.path = path
-
-
-def _check(path: tuple[PathPart, ...], fn: Any, value: Any, **kw: Any) -> str:
-    try:
-        return str(fn(value, **kw))
-    except escaping.Unsafe as exc:
-        raise RedirectError(str(exc), path) from None
-
-
 def _path(spec: Any, at: tuple[PathPart, ...], plens: set[int]) -> tuple[str, str]:
     """(mode, URL-encoded path) of a filter's ``path`` modifier."""
     ptype = dig(spec, "path", "type")
     if ptype == "ReplaceFullPath":
         value = dig(spec, "path", "replaceFullPath", default="/")
-        return "full", escaping.url_value(_check((*at, "path", "replaceFullPath"), escaping.path, value))
+        return "full", escaping.url_value(guard((*at, "path", "replaceFullPath"), escaping.path, value))
     if ptype == "ReplacePrefixMatch":
         field = (*at, "path", "replacePrefixMatch")
         if not plens:
-            raise RedirectError("ReplacePrefixMatch needs a PathPrefix match", field)
-        value = _check(field, escaping.path, dig(spec, "path", "replacePrefixMatch", default="/"))
+            raise FieldError("ReplacePrefixMatch needs a PathPrefix match", field)
+        value = guard(field, escaping.path, dig(spec, "path", "replacePrefixMatch", default="/"))
         return "prefix", escaping.url_value(value.rstrip("/"))
     if ptype is not None:
-        raise RedirectError(f"path type {ptype!r} is not ReplaceFullPath or ReplacePrefixMatch", (*at, "path", "type"))
+        raise FieldError(f"path type {ptype!r} is not ReplaceFullPath or ReplacePrefixMatch", (*at, "path", "type"))
     return "-", ""
 
 
 def redirect(model: HttpModel, key: str, spec: Any, at: tuple[PathPart, ...], plens: set[int], mark: str) -> None:
     code = dig(spec, "statusCode", default=302)
     if code not in CODES:
-        raise RedirectError(f"redirect statusCode {code!r} is not 301, 302, 303, 307 or 308", (*at, "statusCode"))
+        raise FieldError(f"redirect statusCode {code!r} is not 301, 302, 303, 307 or 308", (*at, "statusCode"))
     scheme = dig(spec, "scheme", default="-")
     if scheme not in ("http", "https", "-"):
-        raise RedirectError(f"redirect scheme {scheme!r} is not http or https", (*at, "scheme"))
+        raise FieldError(f"redirect scheme {scheme!r} is not http or https", (*at, "scheme"))
     host = dig(spec, "hostname")
-    host = _check((*at, "hostname"), escaping.hostname, host) if host is not None else "-"
+    host = guard((*at, "hostname"), escaping.hostname, host) if host is not None else "-"
     port = dig(spec, "port")
     if port is not None and (not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536):
-        raise RedirectError(f"redirect port {port!r} is not a port number", (*at, "port"))
+        raise FieldError(f"redirect port {port!r} is not a port number", (*at, "port"))
     mode, value = _path(spec, at, plens)
     if mode == "prefix":
         model.redirect_plens |= plens
@@ -76,7 +64,7 @@ def redirect(model: HttpModel, key: str, spec: Any, at: tuple[PathPart, ...], pl
 
 def rewrite(model: HttpModel, key: str, spec: Any, at: tuple[PathPart, ...], plens: set[int], mark: str) -> None:
     host = dig(spec, "hostname")
-    host = _check((*at, "hostname"), escaping.hostname, host) if host is not None else "-"
+    host = guard((*at, "hostname"), escaping.hostname, host) if host is not None else "-"
     mode, value = _path(spec, at, plens)
     if mode == "prefix":
         model.rewrite_plens |= plens

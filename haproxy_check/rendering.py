@@ -176,7 +176,7 @@ class Renderer:
                                     subject=True, about=str(ref)))
         try:
             httproutes.compile_route(model, ctx, route, atts, fronts, findings)
-        except httproutes.RouteError as exc:
+        except escaping.FieldError as exc:
             findings.append(_unsafe(ref, str(exc), exc.path, subject))
 
 

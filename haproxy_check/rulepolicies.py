@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from haproxy_check import escaping
-from haproxy_check.httpfilters import FilterError, _g, _warn, duration_ms
+from haproxy_check.escaping import FieldError, guard
+from haproxy_check.httpfilters import _warn, duration_ms
 from validators.findings import Finding, PathPart
 from validators.objects import Ref, as_list, dig
 
@@ -61,7 +62,7 @@ def _persistence(sp: Any, path: tuple[PathPart, ...], cookie_key: str) -> list[s
     try:
         escaping.header_name(name)  # the one token check (a cookie name has the header-name alphabet)
     except escaping.Unsafe:
-        raise FilterError(f"session name {name!r} may only contain letters, digits and !$&*+.^_~-",
+        raise FieldError(f"session name {name!r} may only contain letters, digits and !$&*+.^_~-",
                           name_path) from None
     absolute = duration_ms(dig(sp, "absoluteTimeout"))
     idle = duration_ms(dig(sp, "idleTimeout"))
@@ -93,4 +94,4 @@ def session_header(rule: Any, i: int) -> str | None:
     name = dig(sp, "header", "name")
     if not name:
         name, path = dig(sp, "sessionName"), ("spec", "rules", i, "sessionPersistence", "sessionName")
-    return _g(path, escaping.header_name, str(name or "X-Session")).lower()
+    return guard(path, escaping.header_name, str(name or "X-Session")).lower()
