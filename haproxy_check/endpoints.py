@@ -37,11 +37,11 @@ def _ready(endpoint: Any) -> bool:
     return ready is None or ready is True  # nil means ready (EndpointSlice API)
 
 
-def _ip(text: Any) -> str | None:
+def _ip(text: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     if not isinstance(text, str):
         return None
     try:
-        return str(ipaddress.ip_address(text))
+        return ipaddress.ip_address(text)
     except ValueError:
         return None
 
@@ -67,7 +67,7 @@ def endpoint_addresses(state: State, service: Obj, port: int) -> list[tuple[str,
     if sp is None:
         return []
     port_name = dig(sp, "name", default="")
-    found: set[tuple[str, int]] = set()
+    found: set[tuple[int, ipaddress.IPv4Address | ipaddress.IPv6Address, int]] = set()  # (version, ip, port)
     for eps in slices_of(state, namespace_of(service), name_of(service)):
         target = next((_int(dig(p, "port")) for p in as_list(dig(eps, "ports"))
                        if dig(p, "name", default="") == port_name), None)
@@ -79,8 +79,8 @@ def endpoint_addresses(state: State, service: Obj, port: int) -> list[tuple[str,
             for addr in as_list(dig(ep, "addresses")):
                 ip = _ip(addr)
                 if ip is not None:
-                    found.add((ip, target))
-    return sorted(found, key=lambda a: (ipaddress.ip_address(a[0]).version, ipaddress.ip_address(a[0]), a[1]))
+                    found.add((ip.version, ip, target))
+    return [(str(ip), target) for _, ip, target in sorted(found)]  # each address parsed once
 
 
 def servers_for(state: State, service: Obj, port: int, *, weight: int = 1,
