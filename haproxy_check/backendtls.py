@@ -57,8 +57,9 @@ def server_tls(state: State, service: Obj, port: int, files: FileSink, *, settin
         return ServerTLS(blocked=tls.blocked_reason, policy=tls.policy)
     try:
         host = escaping.hostname(tls.hostname)
+        # the CA file is named after the policy: a name the API server would refuse blocks, never crashes
+        ca = files.add_file(ca_path(tls.policy), tls.ca_pem.encode(), "ca") if tls.ca_pem else system_ca(settings)
     except escaping.Unsafe as exc:
         return ServerTLS(blocked=f"{tls.policy}: {exc}", policy=tls.policy)
-    ca = files.add_file(ca_path(tls.policy), tls.ca_pem.encode(), "ca") if tls.ca_pem else system_ca(settings)
     return ServerTLS(("ssl", "verify", "required", "ca-file", ca, "sni", f"str({host})", "verifyhost", host),
                      policy=tls.policy)

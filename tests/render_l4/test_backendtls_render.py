@@ -68,6 +68,18 @@ def test_no_usable_ca_blocks_the_backend_instead_of_plaintext(haproxy_check: Che
         ("RG0515", "spec.validation.caCertificateRefs[0]")]
 
 
+def test_a_policy_whose_name_cannot_name_the_ca_file_blocks_instead_of_crashing(haproxy_check: Check) -> None:
+    if not Path(SYSTEM_BUNDLE).exists():
+        pytest.skip(f"{SYSTEM_BUNDLE} is needed for wellKnownCACertificates: System with this haproxy build")
+    objs = objects()
+    next(o for o in objs if o["metadata"]["name"] == "cm")["metadata"]["name"] = "c m"
+    result = render(objs, system_ca_file=SYSTEM_BUNDLE)  # raised escaping.Unsafe from the CA file name
+    assert_valid(haproxy_check(result))
+    assert servers(lines(result), "10.9.0.1:8443") == ["server s1 10.9.0.1:8443 weight 1"]  # passthrough only
+    assert ("RG0515", "spec.rules[0].backendRefs[0]") in [(f.code, f.field) for f in result.findings]
+    assert not [p for p in result.files if p.startswith("certs/ca_")]
+
+
 def test_section_name_policy_applies_only_to_that_port() -> None:
     objs = objects()
     sys_policy = next(o for o in objs if o["metadata"]["name"] == "sys")
