@@ -131,7 +131,8 @@ def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path:
                 problem = f"allowedResponseHeaders[{k}] {h!r} has characters other than letters, digits and -"
             elif h.lower() in AUTH_FORBIDDEN:
                 problem = f"allowedResponseHeaders[{k}] {h!r} cannot be copied"
-            headers.append(h.lower())
+            else:
+                headers.append(h.lower())
     bref = backend_ref(dig(spec, "backendRef"), (*path, "backendRef"))  # validators.references, as rules do
     svc_ns, svc, port, service = bref.namespace, bref.name, bref.port, bref.service
     if not problem:

@@ -185,10 +185,11 @@ def test_a_session_name_ending_in_a_newline_is_a_finding_not_a_crash(rule: int, 
     assert deny.field == f"spec.rules[{rule}].sessionPersistence.{field}"
 
 
-def test_an_auth_response_header_ending_in_a_newline_answers_500_instead_of_failing_the_render() -> None:
+@pytest.mark.parametrize("header", ["X-User\n", 5])
+def test_an_auth_response_header_that_is_no_token_answers_500_instead_of_failing_the_render(header: object) -> None:
     objs = fixture("filters.yaml")
-    objs[-1]["spec"]["rules"][5]["filters"][0]["externalAuth"]["http"]["allowedResponseHeaders"] = ["X-User\n"]
-    result = render(objs)  # raised RenderError from the template's header filter
+    objs[-1]["spec"]["rules"][5]["filters"][0]["externalAuth"]["http"]["allowedResponseHeaders"] = [header]
+    result = render(objs)  # "X-User\n": RenderError from the template's header filter; 5: AttributeError
     assert "shop_web_5 @500" in map_lines(result, "gw-extauth.map")
 
 
