@@ -104,9 +104,18 @@ class Renderer:
             q=escaping.quote, lfq=escaping.lf_quote, lf=escaping.lf_escape, mapkey=escaping.map_key,
             mapval=escaping.map_value, urlv=escaping.url_value, ident=escaping.ident, hostname=escaping.hostname,
             header=escaping.header_name)
+        self._listed: dict[str, list[str]] = {}
         self.snippets = self._snippets("")
 
     def _snippets(self, sub: str) -> list[str]:
+        """Snippet names of a template subdirectory, listed once per Renderer (like the top level), not
+        once per frontend per render."""
+        listed = self._listed.get(sub)
+        if listed is None:
+            listed = self._listed[sub] = self._list(sub)
+        return list(listed)
+
+    def _list(self, sub: str) -> list[str]:
         names: set[str] = set()
         for d in self._dirs:
             base = d / sub if sub else d
