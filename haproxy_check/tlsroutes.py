@@ -150,6 +150,9 @@ def _route(state: State, route: Any, fronts: dict[int, TLSFrontend],
     ref = ref_of(route)
     if not as_list(dig(route, "spec", "rules")):
         return
+    for a in attached:  # every server name first: a route is rendered whole or not at all
+        for host in a.hostnames:
+            escaping.hostname(host)
     for a in attached:
         front = fronts.get(a.listener.port)
         if front is None:
@@ -167,6 +170,6 @@ def _route(state: State, route: Any, fronts: dict[int, TLSFrontend],
                 continue
             claimed.add((front.port, host))
             if host.startswith("*."):
-                front.wild.append((escaping.map_key(host[1:]), name, ref))
+                front.wild.append((host[1:], name, ref))
             else:
-                front.exact.append((escaping.map_key(host), name, ref))
+                front.exact.append((host, name, ref))

@@ -36,6 +36,16 @@ def test_passthrough_frontend_routes_by_sni_and_rejects_unclaimed_names() -> Non
     assert any(f.code == "RG0518" and f.about == "TLSRoute default/copycat" for f in result.findings)
 
 
+def test_a_server_name_that_is_no_hostname_leaves_the_whole_route_out() -> None:
+    objs = tls_objects()
+    route = next(o for o in objs if o["kind"] == "TLSRoute" and o["metadata"]["name"] == "secure")
+    route["spec"]["hostnames"] = ["secure.example.com", "bad_name.example.com"]
+    result = render(objs)  # went into the SNI map through map_key, not the hostname check HTTP routes use
+    assert "bad_name" not in "".join(t.decode() for t in result.files.values())
+    assert "gtw_tls_default_secure_0" not in " ".join(lines(result))
+    assert any(f.code == "RG0519" and f.about == "TLSRoute default/secure" for f in result.findings)
+
+
 def test_terminate_frontend_decrypts_with_the_listener_certificate_and_intersects_hostnames() -> None:
     result = render(tls_objects())
     fe = section(lines(result), "frontend gateway-tls-port-7443")
