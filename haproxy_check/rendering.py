@@ -93,6 +93,7 @@ class Renderer:
         for value in self.settings.base_lines():
             escaping.check(value, key=False)
         escaping.check(self.settings.dynamic_cookie_key, key=False)
+        escaping.check(self.settings.system_ca_file, key=True, what="system_ca_file")  # one server-line word
         self._dirs = [Path(d) for d in template_dirs] + [BUILTIN]
         self._env = jinja2.Environment(
             loader=jinja2.FileSystemLoader([str(d) for d in self._dirs]),

@@ -98,3 +98,10 @@ def test_source_map_traces_config_and_map_lines_to_fields() -> None:
 def test_settings_refuse_a_line_break() -> None:
     with pytest.raises(ValueError, match="line feed"):
         Renderer(settings=RenderSettings(timeout_client="1s\n  daemon"))
+
+
+def test_a_system_ca_file_with_a_space_is_refused_up_front() -> None:
+    # it is one word of every server line of a wellKnownCACertificates: System backend; it failed each such
+    # render as "template 600-http-backends.cfg.j2 wrote an unescaped value"
+    with pytest.raises(ValueError, match="system_ca_file"):
+        Renderer(settings=RenderSettings(system_ca_file="/etc/ssl/my bundle.crt"))
