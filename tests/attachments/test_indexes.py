@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from validators import backendpolicies, references
+from validators import attachments, backendpolicies, references
 from validators.objects import Obj
 from validators.states import MemoryState
 
@@ -68,3 +68,16 @@ def test_policy_for_keeps_section_over_whole_service_then_oldest() -> None:
     got = backendpolicies.policy_for(state, SERVICE, 443)
     assert got is not None and got.policy.name == "named"
     assert backendpolicies.policy_for(state, {**SERVICE, "metadata": {"name": "t", "namespace": "b"}}, 443) is None
+
+
+def test_a_new_version_rebuilds_the_listeners_a_route_attaches_to() -> None:
+    route: Obj = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                  "metadata": {"name": "r", "namespace": "a"}, "spec": {"parentRefs": [{"name": "gw"}]}}
+    gateway: Obj = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                    "metadata": {"name": "gw", "namespace": "a"},
+                    "spec": {"gatewayClassName": "c", "listeners": [{"name": "h", "protocol": "HTTP", "port": 80}]}}
+    state = Mutable([route, gateway])
+    assert [a.listener.port for a in attachments.attach(route, state)[0]] == [80]
+    gateway["spec"]["listeners"][0]["port"] = 8080
+    state.set([route, gateway])
+    assert [a.listener.port for a in attachments.attach(route, state)[0]] == [8080]
