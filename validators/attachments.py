@@ -387,14 +387,14 @@ def _attach_one(route: Obj, index: int, parent_ref: Any, state: State,
 
 
 def attach(route: Obj, state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP_PORTS,
-           all_listeners: Sequence[Listener] | None = None) -> tuple[list[Attachment], list[ParentStatus]]:
+           ) -> tuple[list[Attachment], list[ParentStatus]]:
     """Resolve every spec.parentRefs entry of a route; one ParentStatus per entry, in order.
 
-    The listeners come from a per-state-version index; ``all_listeners`` overrides them (a subset, say).
+    The listeners come from a per-state-version index (``listeners_by_source``).
     """
     if kind_of(route) not in ROUTE_KINDS:
         return [], []
-    lsts = listeners_by_source(state, http_ports=http_ports) if all_listeners is None else _by_source(all_listeners)
+    lsts = listeners_by_source(state, http_ports=http_ports)
     attachments: list[Attachment] = []
     statuses: list[ParentStatus] = []
     for i, parent_ref in enumerate(as_list(dig(route, "spec", "parentRefs"))):

@@ -55,13 +55,12 @@ def _service_ports(service: Obj) -> set[int]:
 
 
 def route_findings(route: Obj, state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
-                   all_listeners: Sequence[attachments.Listener] | None = None,
                    about: Ref | None = None) -> Iterator[Finding]:
     """Parent and backend resolution of one route."""
     # A TLSRoute without hostnames is RG0117 (single-object rule); its parents' NoMatchingListenerHostname
     # would only repeat it.
     no_hosts = kind_of(route) == "TLSRoute" and not attachments.route_hostnames(route)
-    _, statuses = attachments.attach(route, state, http_ports=http_ports, all_listeners=all_listeners)
+    _, statuses = attachments.attach(route, state, http_ports=http_ports)
     for st in statuses:
         if no_hosts and st.reason == attachments.NO_MATCHING_LISTENER_HOSTNAME:
             continue

@@ -27,9 +27,9 @@ def resolved_condition(route: Obj, state: State) -> dict[str, str]:
 
 
 def route_status(route: Obj, state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
-                 all_listeners: Sequence[attachments.Listener] | None = None) -> dict[str, Any]:
+                 ) -> dict[str, Any]:
     """``{"parents": [{"parentRef": ..., "conditions": [Accepted, ResolvedRefs]}, ...]}``."""
-    _, statuses = attachments.attach(route, state, http_ports=http_ports, all_listeners=all_listeners)
+    _, statuses = attachments.attach(route, state, http_ports=http_ports)
     resolved = resolved_condition(route, state)
     parent_refs = as_list(dig(route, "spec", "parentRefs"))
     return {"parents": [
