@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from haproxy_check.descriptions import ServerDesc
-from validators import indexes
+from validators import indexes, references
 from validators.objects import Obj, as_list, dig, name_of, namespace_of
 from validators.states import State
 
@@ -22,14 +22,6 @@ SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def service_port(service: Obj, port: int) -> Any:
-    """The spec.ports entry of a Service whose ``port`` is ``port`` (None when there is none)."""
-    for p in as_list(dig(service, "spec", "ports")):
-        if _int(dig(p, "port")) == port:
-            return p
-    return None
 
 
 def _ready(endpoint: Any) -> bool:
@@ -63,7 +55,7 @@ def slices_of(state: State, namespace: str, service: str) -> list[Obj]:
 
 def endpoint_addresses(state: State, service: Obj, port: int) -> list[tuple[str, int]]:
     """Sorted unique (address, target port) of ready endpoints serving the Service port."""
-    sp = service_port(service, port)
+    sp = references.service_port(service, port)
     if sp is None:
         return []
     port_name = dig(sp, "name", default="")

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from validators import indexes
+from validators import indexes, references
 from validators.attachments import age_key
 from validators.objects import Obj, Ref, as_list, dig, name_of, namespace_of, ref_of
 from validators.states import State
@@ -52,13 +52,6 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _port_name(service: Obj, port: int) -> str:
-    for p in as_list(dig(service, "spec", "ports")):
-        if dig(p, "port") == port:
-            return _str(dig(p, "name"))
-    return ""
-
-
 def targets(policy: Obj, service: Obj, port: int) -> int:
     """0 = the policy does not target this Service port; 1 = whole Service; 2 = this named port."""
     best = 0
@@ -70,7 +63,7 @@ def targets(policy: Obj, service: Obj, port: int) -> int:
         section = _str(dig(t, "sectionName"))
         if not section:
             best = max(best, 1)
-        elif section == _port_name(service, port):
+        elif section == _str(dig(references.service_port(service, port), "name")):
             best = 2
     return best
 

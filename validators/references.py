@@ -124,6 +124,14 @@ def _resolve(route: Obj, state: State, i: int, j: int, raw: Any,
     return ref(RESOLVED, service)
 
 
+def service_port(service: Obj, port: int) -> Any:
+    """The spec.ports entry of a Service whose ``port`` is ``port`` (None when there is none)."""
+    for p in as_list(dig(service, "spec", "ports")):
+        if _int(dig(p, "port")) == port:
+            return p
+    return None
+
+
 def filter_backend_ref(route: Obj, state: State, rule_index: int, raw: Any,
                        path: tuple[str | int, ...]) -> BackendRef:
     """A filter's backendRef (RequestMirror) at ``path``, defaulted and resolved like a rule's."""
