@@ -271,3 +271,15 @@ def load(prefer: str | None = None) -> Engine:
         except ImportError as e:
             errors.append(str(e))
     raise ImportError("no CEL engine available: " + "; ".join(errors))
+
+
+def installed() -> dict[str, Engine]:
+    """Every engine that imports, by name, preferred first (parity tests run rules on each)."""
+    out: dict[str, Engine] = {}
+    for make in (CppEngine, RustEngine):
+        try:
+            engine: Engine = make()
+        except ImportError:
+            continue
+        out[engine.name] = engine
+    return out

@@ -52,18 +52,7 @@ def crds(bundle: str) -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
-def _installed() -> dict[str, celengines.Engine]:
-    out: dict[str, celengines.Engine] = {}
-    for make in (celengines.CppEngine, celengines.RustEngine):
-        try:
-            made = make()
-        except ImportError:
-            continue
-        out[made.name] = made
-    return out
-
-
-ENGINES = _installed()
+ENGINES = celengines.installed()
 if not ENGINES:
     pytest.skip("no CEL engine installed (extra `cel`)", allow_module_level=True)
 PREFERRED = next(iter(ENGINES))

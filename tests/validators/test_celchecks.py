@@ -13,19 +13,7 @@ from hypothesis import strategies as st
 from validators import celchecks, celengines
 from validators.findings import Finding, Severity
 
-
-def _installed() -> dict[str, celengines.Engine]:
-    out: dict[str, celengines.Engine] = {}
-    for make in (celengines.CppEngine, celengines.RustEngine):
-        try:
-            engine = make()
-        except ImportError:
-            continue
-        out[engine.name] = engine
-    return out
-
-
-ENGINES = _installed()
+ENGINES = celengines.installed()
 if not ENGINES:
     pytest.skip("no CEL engine installed (extra `cel`)", allow_module_level=True)
 PREFERRED = next(iter(ENGINES))
