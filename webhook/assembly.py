@@ -112,7 +112,9 @@ def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: Schema
         binary, timeout=settings.check_timeout, concurrency=settings.check_concurrency,
         scratch_base=Path(settings.scratch_dir) if settings.scratch_dir else None,
     )
-    return Gate(rules=rules, renderer=renderer, checker=checker, note_budget=settings.note_budget)
+    # A user template may read any object (resources(), get()): its output has no closure to bound it.
+    return Gate(rules=rules, renderer=renderer, checker=checker, note_budget=settings.note_budget,
+                delta=not settings.templates)
 
 
 def with_namespace(obj: dict[str, Any], default: str = "default") -> dict[str, Any]:

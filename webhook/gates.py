@@ -23,7 +23,7 @@ from typing import Protocol, TypeVar
 from haproxy_check import classify
 from haproxy_check.checks import CheckTimedOut
 from haproxy_check.results import Alert, CheckResult, HAProxyBinary, RenderError, RenderResult
-from validators import attachments, checks, statuses
+from validators import attachments, checks, closures, statuses
 from validators.changes import Change, Operation
 from validators.enforcement import Enforcement
 from validators.findings import Finding, Severity, denies, format_path
@@ -78,11 +78,15 @@ class Gate:
         checker: Checks,
         clock: Callable[[], float] = time.perf_counter,
         note_budget: float = 1.0,
+        delta: bool = True,
     ) -> None:
         self.rules = rules
         self.renderer = renderer
         self.checker = checker
         self.note_budget = note_budget  # seconds a render may take before the reload note is skipped
+        # True: a review renders and checks the change's closure (validators.closures, O(change));
+        # False: the whole state (the reference the delta check is tested and monitored against).
+        self.delta = delta
         self._clock = clock
         self._baselines: OrderedDict[str, asyncio.Future[CheckResult]] = OrderedDict()
         self._baseline_renders: OrderedDict[str, asyncio.Future[RenderResult]] = OrderedDict()
@@ -112,6 +116,9 @@ class Gate:
             if validated.defaulted is not None:
                 # Render what the API server will store: the object with its schema defaults applied.
                 change = replace(change, obj=validated.defaulted)
+        mark = self._clock()
+        state = await self._scope(state, change)
+        timings["scope"] = self._clock() - mark
         proposed = Overlay(state, change)
         mark = self._clock()
         try:
@@ -138,6 +145,13 @@ class Gate:
                            timings=timings, status=render.statuses.get(str(ref), {}))
         verdict = await self._judge_failure(change, state, findings, result, timings, started)
         return replace(verdict, status=render.statuses.get(str(ref), {}))
+
+    async def _scope(self, state: State, change: Change) -> State:
+        """What the review renders, checks and compares against: the change's closure over ``state``
+        (the baseline view; the proposed view is ``Overlay(scope, change)``), or all of ``state``."""
+        if not self.delta:
+            return state
+        return await asyncio.to_thread(closures.closure, state, change)
 
     async def review_all(self, items: Sequence[tuple[Change, State]], *, combined: State) -> list[Verdict]:
         """Judge changes applied together (``kubectl apply -f DIR``): each against its state holding all
