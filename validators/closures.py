@@ -110,6 +110,10 @@ def _http_source(source: Obj) -> bool:
     return any(dig(lst, "protocol") in ("HTTP", "HTTPS") for lst in as_list(dig(source, "spec", "listeners")))
 
 
+def _binds(source: Obj) -> bool:
+    return any(dig(lst, "protocol") in ("HTTP", "HTTPS", "TLS") for lst in as_list(dig(source, "spec", "listeners")))
+
+
 def competitor_keys(route: Obj, state: State) -> set[Key]:
     """What a route claims where another route could win instead: (engine, port, host) per attachment
     for Gateway API routes, the host for custom Routes. An unattached route claims nothing."""
@@ -155,6 +159,7 @@ class ClosureIndex:
     policies: dict[tuple[str, str], set[Ref]] = field(default_factory=dict)  # Service -> BackendTLSPolicies
     grants: dict[str, set[Ref]] = field(default_factory=dict)  # namespace -> ReferenceGrants
     http_sources: set[Ref] = field(default_factory=set)
+    bind_sources: set[Ref] = field(default_factory=set)  # with an HTTP/HTTPS/TLS listener: a frontend bind
 
 
 def _add(table: dict[Any, set[Ref]], key: Any, ref: Ref) -> None:
@@ -171,6 +176,8 @@ def build_index(state: State) -> ClosureIndex:
                 _add(idx.on_port, port, ref)
             if _http_source(source):
                 idx.http_sources.add(ref)
+            if _binds(source):
+                idx.bind_sources.add(ref)
             for space in referenced(source)[1]:
                 _add(idx.across, (ref.namespace, space), ref)
             if kind == "ListenerSet" and (parent := attachments.listener_set_parent(source)) is not None:
@@ -316,6 +323,14 @@ def members(state: State, change: Change) -> set[Ref]:
     if any(kind_of(o) == CRD_ROUTE for o in route_objs):
         sources |= idx.http_sources
     sources = _port_peers(sources, idx, state, versions, x)
+    if not any(s in idx.http_sources for s in sources - {x}):
+        # haproxy -c refuses a configuration without any listener ("will not start", exit 2): unless a
+        # Gateway/ListenerSet other than X (which the change may remove) has an HTTP/HTTPS listener (the
+        # HTTP engine always binds its ports), an unrelated one from the cluster keeps a bind in both
+        # the baseline and the proposed closure, as the full render has.
+        anchors = sorted(idx.http_sources - sources - {x}) or sorted(idx.bind_sources - sources - {x})
+        if anchors:
+            sources = _port_peers(sources | {anchors[0]}, idx, state, versions, x)
     out |= routes | sources
     spaces: set[str] = set()
     for obj in [*route_objs, *_objects(state, sources, versions, x)]:

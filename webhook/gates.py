@@ -56,10 +56,20 @@ class Checks(Protocol):
 _LINE_NUMBERS = re.compile(r"\[[^\]]*:\d+\]|\bline \d+\b|:\d+\b")
 
 
+# HAProxy reports a bad map entry from the first proxy that loads the map: a new frontend sorted before
+# the old one renames a failure that did not change.
+_PROXY_NAMES = re.compile(r"\b(frontend|backend|proxy|listen) '[^']*'", re.IGNORECASE)
+
+
 def _alert_key(alert: Alert) -> tuple[str, str]:
-    """What makes two alerts 'the same failure' across renders whose line numbers differ."""
+    """What makes two alerts 'the same failure' across renders whose line numbers and proxies differ."""
     owner = str(alert.origin.ref) if alert.origin else ""
-    return owner, _LINE_NUMBERS.sub("", alert.message)
+    return owner, _PROXY_NAMES.sub(r"\1", _LINE_NUMBERS.sub("", alert.message))
+
+
+def _binds_nothing(result: CheckResult) -> bool:
+    """haproxy -c found no error but no listener either (exit code 2 without an alert)."""
+    return not result.ok and result.exit_code == 2 and all(a.file == "" and a.origin is None for a in result.alerts)
 
 
 def _batchable(change: Change, combined: State) -> bool:
@@ -87,6 +97,10 @@ class Gate:
         # True: a review renders and checks the change's closure (validators.closures, O(change));
         # False: the whole state (the reference the delta check is tested and monitored against).
         self.delta = delta
+        # Called with every allow whose rendered configuration passed haproxy -c (webhook.fullchecks
+        # compares the delta check's clean allows with the background full check).
+        self.passed_observers: list[Callable[[Change, Verdict], None]] = []
+        self._full: Gate | None = None
         self._clock = clock
         self._baselines: OrderedDict[str, asyncio.Future[CheckResult]] = OrderedDict()
         self._baseline_renders: OrderedDict[str, asyncio.Future[RenderResult]] = OrderedDict()
@@ -117,6 +131,7 @@ class Gate:
                 # Render what the API server will store: the object with its schema defaults applied.
                 change = replace(change, obj=validated.defaulted)
         mark = self._clock()
+        original, full_state = change, state
         state = await self._scope(state, change)
         timings["scope"] = self._clock() - mark
         proposed = Overlay(state, change)
@@ -138,11 +153,18 @@ class Gate:
             return Verdict(Decision.ERROR, ref, findings=tuple(findings), error=str(exc), haproxy=self.binary,
                            timings=timings)
         timings["check"] = self._clock() - mark
+        if self.delta and _binds_nothing(result):
+            # A closure without any listener is no configuration haproxy -c judges ("will not start"):
+            # the whole state decides (only a change that leaves no bind among its related objects).
+            return await self._full_gate().review(original, state=full_state, reload_note=reload_note)
         if result.ok:
             notes = await self._apply_note(state, render, render_seconds=timings["render"]) if reload_note else ()
             timings["total"] = self._clock() - started
-            return Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
-                           timings=timings, status=render.statuses.get(str(ref), {}))
+            verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
+                              timings=timings, status=render.statuses.get(str(ref), {}))
+            for passed in self.passed_observers:
+                passed(change, verdict)
+            return verdict
         verdict = await self._judge_failure(change, state, findings, result, timings, started)
         return replace(verdict, status=render.statuses.get(str(ref), {}))
 
@@ -152,6 +174,13 @@ class Gate:
         if not self.delta:
             return state
         return await asyncio.to_thread(closures.closure, state, change)
+
+    def _full_gate(self) -> Gate:
+        """This gate without the delta check (same rules, renderer and checker)."""
+        if self._full is None:
+            self._full = Gate(rules=self.rules, renderer=self.renderer, checker=self.checker, clock=self._clock,
+                              note_budget=self.note_budget, delta=False)
+        return self._full
 
     async def review_all(self, items: Sequence[tuple[Change, State]], *, combined: State) -> list[Verdict]:
         """Judge changes applied together (``kubectl apply -f DIR``): each against its state holding all

@@ -75,3 +75,20 @@ class CelCollector(Collector):
 
 
 REGISTRY.register(CelCollector())
+FULL_CHECKS = Counter(
+    "routegate_full_checks_total", "Background full checks of the whole state, by result (ok, failed, undecided).",
+    ("result",), registry=REGISTRY,
+)
+FULL_CHECK_SECONDS = Histogram(
+    "routegate_full_check_duration_seconds", "Time of one background full check (render + haproxy -c).",
+    buckets=(*_BUCKETS, 30.0, 60.0), registry=REGISTRY,
+)
+FULL_CHECK_FAILING = Gauge(
+    "routegate_full_check_failing", "1 when the last background full check of the whole state failed haproxy -c.",
+    registry=REGISTRY,
+)
+DELTA_DISAGREEMENTS = Counter(
+    "routegate_delta_disagreements_total",
+    "Objects the background full check blames for a failure after their delta review passed haproxy -c.",
+    ("kind",), registry=REGISTRY,
+)
