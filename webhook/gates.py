@@ -34,6 +34,7 @@ from webhook.verdicts import Decision, Verdict
 HAPROXY_REJECTED = "RG0800"
 RENDER_REFUSED = "RG0801"
 BASELINE_CACHE = 8
+ISOLATION_ROUNDS = 4  # objects hidden in turn, each round those the previous round's baseline blames
 T = TypeVar("T")
 
 
@@ -260,18 +261,31 @@ class Gate:
         """Alerts of the change checked apart from the objects the baseline blames.
 
         HAProxy reports one error per map file or section, so an object that already breaks the
-        configuration can hide a new error of the same kind; hide the culprits and check again.
+        configuration can hide a new error of the same kind; hide the culprits and check again. Hiding
+        them can uncover an old error of a further object that they hid in turn: what counts is what
+        the change adds to the state without the culprits, so that is checked too, and its culprits
+        are hidden in the next round.
         """
-        culprits = frozenset(a.origin.ref for a in baseline.alerts if a.origin and a.origin.ref != change.ref)
-        if not culprits:
-            return []
-        try:
-            render = await asyncio.to_thread(self.renderer.render, Overlay(Without(state, culprits), change),
-                                             subject=change.ref)
-            result = await self.checker.check(render)
-        except (RenderError, CheckTimedOut):
-            return []
-        return [] if result.ok else list(result.alerts)
+        hidden = frozenset(a.origin.ref for a in baseline.alerts if a.origin and a.origin.ref != change.ref)
+        for _ in range(ISOLATION_ROUNDS):
+            if not hidden:
+                return []
+            without = Without(state, hidden)
+            try:
+                render = await asyncio.to_thread(self.renderer.render, Overlay(without, change), subject=change.ref)
+                result = await self.checker.check(render)
+                if result.ok:
+                    return []
+                before = await self._baseline(without)
+            except (RenderError, CheckTimedOut):
+                return []
+            known = {_alert_key(a) for a in before.alerts} if not before.ok else set()
+            new = [a for a in result.alerts if _alert_key(a) not in known]
+            if new:
+                return new
+            more = {a.origin.ref for a in before.alerts if a.origin and a.origin.ref != change.ref} - hidden
+            hidden = hidden | more if more else frozenset()
+        return []
 
     def _alert_finding(self, ref: Ref, alert: Alert) -> Finding:
         version = self.binary.version
