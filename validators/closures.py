@@ -68,18 +68,21 @@ def parent_refs(route: Obj) -> list[Ref]:
 
 
 def _backend_ref_nodes(node: Any) -> Iterator[Mapping[str, Any]]:
-    """Every ``backendRef``/``backendRefs[]`` mapping anywhere in a spec (rules, backendRef filters,
-    mirror and ExternalAuth filters): new filter kinds are covered without a list to keep up."""
-    if isinstance(node, Mapping):
+    """Every ``backendRef``/``backendRefs[]`` mapping anywhere under a route's rules (rule backendRefs,
+    backendRef-level filters, mirror and ExternalAuth filters): new filter kinds are covered without a
+    list to keep up."""
+    if type(node) is dict or isinstance(node, Mapping):
         for key, value in node.items():
             if key == "backendRef" and isinstance(value, Mapping):
                 yield value
             elif key == "backendRefs":
                 yield from (x for x in as_list(value) if isinstance(x, Mapping))
-            yield from _backend_ref_nodes(value)
+            if type(value) in (dict, list) or isinstance(value, Mapping | list):
+                yield from _backend_ref_nodes(value)
     elif isinstance(node, list):
         for value in node:
-            yield from _backend_ref_nodes(value)
+            if type(value) in (dict, list) or isinstance(value, Mapping | list):
+                yield from _backend_ref_nodes(value)
 
 
 def referenced(obj: Obj) -> tuple[set[tuple[str, str]], set[str]]:
@@ -92,7 +95,7 @@ def referenced(obj: Obj) -> tuple[set[tuple[str, str]], set[str]]:
             for cert in as_list(dig(lst, "tls", "certificateRefs")):
                 spaces.add(_str(dig(cert, "namespace")) or own)
     else:
-        for raw in _backend_ref_nodes(dig(obj, "spec")):
+        for raw in _backend_ref_nodes(dig(obj, "spec", "rules")):
             ns = _str(dig(raw, "namespace")) or own
             spaces.add(ns)
             if _str(dig(raw, "group")) == "" and (_str(dig(raw, "kind")) or "Service") == "Service":
@@ -166,7 +169,48 @@ def _add(table: dict[Any, set[Ref]], key: Any, ref: Ref) -> None:
     table.setdefault(key, set()).add(ref)
 
 
+@dataclass(frozen=True, slots=True)
+class _RouteFacts:
+    """What the index needs from one route object, apart from its attachment."""
+
+    ref: Ref
+    parents: tuple[Ref, ...]
+    services: frozenset[tuple[str, str]]
+    spaces: frozenset[str]
+
+
+# Per object identity: the cluster snapshot shares unchanged objects between state versions, so a new
+# version recomputes only what changed. Entries hold the object (a hit is checked with ``is``) and are
+# replaced by each build's set, so deleted objects are not kept alive.
+_FACTS: dict[int, tuple[Obj, _RouteFacts]] = {}
+_KEYS: dict[int, tuple[Obj, tuple[Any, ...], set[Key]]] = {}
+
+
+def _facts(route: Obj, seen: dict[int, tuple[Obj, _RouteFacts]]) -> _RouteFacts:
+    hit = _FACTS.get(id(route))
+    if hit is None or hit[0] is not route:
+        services, spaces = referenced(route)
+        hit = (route, _RouteFacts(ref_of(route), tuple(parent_refs(route)), frozenset(services), frozenset(spaces)))
+    seen[id(route)] = hit
+    return hit[1]
+
+
+def _keys(route: Obj, facts: _RouteFacts, state: State, seen: dict[int, tuple[Obj, tuple[Any, ...], set[Key]]],
+          ) -> set[Key]:
+    """``competitor_keys``, reused while the listeners of the route's parents are equal (attachment
+    reads nothing else, except namespace labels for Selector listeners: those are never reused)."""
+    by_source = attachments.listeners_by_source(state)
+    inputs = tuple(by_source.get(p, ()) for p in facts.parents)
+    hit = _KEYS.get(id(route))
+    if hit is None or hit[0] is not route or hit[1] != inputs:
+        hit = (route, inputs, competitor_keys(route, state))
+    if not any(x.namespaces_from == "Selector" for group in inputs for x in group):
+        seen[id(route)] = hit
+    return hit[2]
+
+
 def build_index(state: State) -> ClosureIndex:
+    global _FACTS, _KEYS
     idx = ClosureIndex()
     for kind in SOURCE_KINDS:
         for source in state.list(kind):
@@ -182,20 +226,23 @@ def build_index(state: State) -> ClosureIndex:
                 _add(idx.across, (ref.namespace, space), ref)
             if kind == "ListenerSet" and (parent := attachments.listener_set_parent(source)) is not None:
                 _add(idx.listener_sets, parent, ref)
+    facts_seen: dict[int, tuple[Obj, _RouteFacts]] = {}
+    keys_seen: dict[int, tuple[Obj, tuple[Any, ...], set[Key]]] = {}
     for kind in (*ROUTE_KINDS, CRD_ROUTE):
         for route in state.list(kind):
-            ref = ref_of(route)
-            for parent in parent_refs(route):
+            facts = _facts(route, facts_seen)
+            ref = facts.ref
+            for parent in facts.parents:
                 _add(idx.children, parent, ref)
-            keys = competitor_keys(route, state)
+            keys = _keys(route, facts, state, keys_seen)
             idx.keys[ref] = keys
             for key in keys:
                 _add(idx.claimants, key, ref)
-            services, spaces = referenced(route)
-            for service in services:
+            for service in facts.services:
                 _add(idx.users, service, ref)
-            for space in spaces:
+            for space in facts.spaces:
                 _add(idx.across, (ref.namespace, space), ref)
+    _FACTS, _KEYS = facts_seen, keys_seen
     for eps in state.list("EndpointSlice"):
         owner = dig(eps, "metadata", "labels", SERVICE_NAME_LABEL)
         if isinstance(owner, str):
