@@ -8,7 +8,7 @@ out of the config entirely and reported as a deny finding naming the field.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,9 +129,28 @@ def _conditions(raw: Any, base: tuple[PathPart, ...], grpc: bool) -> tuple[list[
     return conds, reason, isinstance(method, str) and bool(method)
 
 
+@dataclass(slots=True)
+class StagedRoute:
+    """Everything one route adds to the model, compiled apart from the other routes (``stage_route``)
+    and added by ``commit_route``: cacheable, since nothing in it points at one render's model."""
+
+    model: HttpModel
+    rules: list[RuleModel]
+    targets: list[tuple[str, list[str]]]  # (frontend name, its vhost keys), by frontend name
+
+
 def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Sequence[Attachment],
                   fronts: dict[tuple[str, str], FrontendModel], findings: list[Finding]) -> None:
     """Add one route to ``model``. Raises escaping.FieldError (nothing added) when a value is unsafe."""
+    staged = stage_route(ctx, route, attachments, fronts, findings, taken=model.backends)
+    commit_route(model, staged, {fe.name: fe for fe in fronts.values()})
+
+
+def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
+                fronts: Mapping[tuple[str, str], FrontendModel], findings: list[Finding], *,
+                taken: Container[str] = ()) -> StagedRoute:
+    """One route's share of the model; backends named in ``taken`` (already in the model) are not made
+    again. Raises escaping.FieldError when a value is unsafe."""
     ref = ref_of(route)
     grpc = ref.kind == "GRPCRoute"
     ns = guard(("metadata", "namespace"), escaping.ident, namespace_of(route), what="namespace")
@@ -151,10 +170,9 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
             if vh not in keys:
                 keys.append(vh)
     staged = HttpModel()
-    staged.headers = model.headers
     rules_out: list[RuleModel] = []
     res = httpfilters.Resolver(
-        backend_for=lambda raw, p: _side_backend(staged, model, ctx, route, raw, p, grpc),
+        backend_for=lambda raw, p: _side_backend(staged, taken, ctx, route, raw, p, grpc),
         backend_ref=lambda raw, p: references.filter_backend_ref(route, ctx.state, int(p[2]), raw, p),
         settings=ctx.settings)
     for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
@@ -177,7 +195,7 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
             if servable and bref.port is not None:
                 guard((*bref.path, "name"), escaping.ident, bref.name, what="Service name")
                 be = backend_name(route, bref, grpc=grpc, rule_suffix=suffix)
-                if be not in staged.backends and be not in model.backends:
+                if be not in staged.backends and be not in taken:
                     servers = []
                     if bref.service:
                         tls = backendtls.server_tls(ctx.state, bref.service, bref.port, ctx.files,
@@ -212,7 +230,16 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
         for j, be in chosen:
             httpfilters.backend_filters(staged, rm, route, i, j, be, plens, findings, ctx.mark)
         rules_out.append(rm)
-    # commit: nothing from this route reaches the model unless all of it rendered
+    names = sorted(targets)
+    for rm in rules_out:
+        rm.frontends.update(names)
+    return StagedRoute(staged, rules_out, [(n, targets[n][1]) for n in names])
+
+
+def commit_route(model: HttpModel, route: StagedRoute, fronts: Mapping[str, FrontendModel]) -> None:
+    """Add a staged route to ``model`` and its frontends (by name). Reads ``route``, never changes it, so
+    one staged route can be committed into many renders, concurrently."""
+    staged, rules_out = route.model, route.rules
     for mapname, entries in staged.maps.items():
         model.maps.setdefault(mapname, []).extend(entries)
     model.ordered |= staged.ordered
@@ -223,7 +250,12 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
     model.session_headers |= staged.session_headers
     model.redirect_plens |= staged.redirect_plens
     model.rewrite_plens |= staged.rewrite_plens
-    for fe_name, (fe, vhosts) in sorted(targets.items()):
+    model.headers.request |= staged.headers.request
+    model.headers.response |= staged.headers.response
+    model.headers.request_be |= staged.headers.request_be
+    model.headers.response_be |= staged.headers.response_be
+    for fe_name, vhosts in route.targets:
+        fe = fronts[fe_name]
         for vh in vhosts:
             host, _, token = vh.rpartition(":")
             if host == "*":
@@ -233,12 +265,10 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
             else:
                 model.add("host.map", f"{vh} {vh}")
         fe.advanced.extend(staged.pending.get(fe_name, []))
-        for rm in rules_out:
-            rm.frontends.add(fe_name)
-            fe.rules.append(rm)
+        fe.rules.extend(rules_out)
 
 
-def _side_backend(staged: HttpModel, model: HttpModel, ctx: Context, route: Obj, raw: Any,
+def _side_backend(staged: HttpModel, taken: Container[str], ctx: Context, route: Obj, raw: Any,
                   path: tuple[PathPart, ...], grpc: bool) -> str:
     """A backend for a filter's backendRef (mirror target); FAIL when it cannot be used."""
     ref = ref_of(route)
@@ -248,7 +278,7 @@ def _side_backend(staged: HttpModel, model: HttpModel, ctx: Context, route: Obj,
     if bref.port is None or not (bref.resolved or bref.reason == references.BACKEND_NOT_FOUND):
         return FAIL
     be = backend_name(route, bref, grpc=grpc, rule_suffix="")
-    if be not in staged.backends and be not in model.backends:
+    if be not in staged.backends and be not in taken:
         servers = servers_for(ctx.state, bref.service, bref.port) if bref.service else []
         staged.backends[be] = BackendSpec(be, ctx.mark(ref, path), tuple(servers), grpc=grpc,
                                           profile=("default-server proto h2",) if grpc else (),

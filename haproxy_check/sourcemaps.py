@@ -9,6 +9,7 @@ and the gate traces it back to ``spec.rules[i]...`` of the object.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
 
 from haproxy_check.results import Origin
@@ -19,23 +20,47 @@ _OPEN, _CLOSE = "\x1e", "\x1f"
 _MARK = re.compile("\x1e(\\d+)\x1f")
 
 
-class SourceMap:
-    """Collects origins while templates render, then resolves them to (file, line)."""
+class Origins:
+    """The marker of each origin: one number per distinct origin, kept for as long as the table lives.
+
+    A table shared by many renders gives an origin the same marker in all of them, so text compiled
+    in one render (an incremental render's cached route) carries valid markers into the next. Safe
+    to share between threads: a new origin is numbered under a lock.
+    """
 
     def __init__(self) -> None:
         self._origins: list[Origin] = []
-        self._index: dict[Origin, int] = {}
-        self.lines: dict[tuple[str, int], Origin] = {}
+        self._index: dict[Origin, str] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._origins)
 
     def mark(self, ref: Ref | Origin | None, path: Iterable[PathPart] = ()) -> str:
         if ref is None:
             return ""
         origin = ref if isinstance(ref, Origin) else Origin(ref, tuple(path))
-        idx = self._index.get(origin)
-        if idx is None:
-            idx = self._index[origin] = len(self._origins)
-            self._origins.append(origin)
-        return f"{_OPEN}{idx}{_CLOSE}"
+        marker = self._index.get(origin)
+        if marker is None:
+            with self._lock:
+                marker = self._index.get(origin)
+                if marker is None:
+                    marker = f"{_OPEN}{len(self._origins)}{_CLOSE}"
+                    self._origins.append(origin)  # before the index: a reader finds its number's origin
+                    self._index[origin] = marker
+        return marker
+
+    def __getitem__(self, number: int) -> Origin:
+        return self._origins[number]
+
+
+class SourceMap:
+    """Collects origins while templates render, then resolves them to (file, line)."""
+
+    def __init__(self, origins: Origins | None = None) -> None:
+        self._origins = origins if origins is not None else Origins()
+        self.mark = self._origins.mark
+        self.lines: dict[tuple[str, int], Origin] = {}
 
     def strip_line(self, text: str) -> tuple[str, Origin | None]:
         """One line without markers, and its most specific (last) origin."""
@@ -46,14 +71,22 @@ class SourceMap:
             return text, None
         return _MARK.sub("", text), self._origins[int(found[-1])]
 
+    def strip_lines(self, lines: list[str]) -> list[str]:
+        """``strip_line(line)[0]`` of each line (none holds a line break), in one pass over them all."""
+        joined = "\n".join(lines)
+        if _OPEN not in joined:
+            return lines
+        return _MARK.sub("", joined).split("\n")
+
     def resolve(self, file: str, text: str) -> str:
-        """Strip the markers of a whole file and record the origin of each marked line."""
+        """Strip the markers of a whole file and record the origin of each marked line (its last marker)."""
         if _OPEN not in text:
             return text
-        out: list[str] = []
-        for number, line in enumerate(text.split("\n"), start=1):
-            clean, origin = self.strip_line(line)
-            if origin is not None:
-                self.lines[(file, number)] = origin
-            out.append(clean)
-        return "\n".join(out)
+        number, at = 1, 0
+        origins = self._origins
+        for found in _MARK.finditer(text):
+            start = found.start()
+            number += text.count("\n", at, start)
+            at = start
+            self.lines[(file, number)] = origins[int(found.group(1))]
+        return _MARK.sub("", text)
