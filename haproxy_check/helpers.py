@@ -128,16 +128,17 @@ def _backend_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
     """Backend() arguments as a hashable key, or None when some value is not a plain string/list/record
     (then the call is not remembered and fails or succeeds on its own)."""
     key: list[Any] = []
-    for k in sorted(spec):
-        value = spec[k]
-        if isinstance(value, list | tuple):
+    for k, value in spec.items():
+        if type(value) is list:
             value = tuple(value)
-        try:
-            hash(value)
-        except TypeError:
-            return None
-        key.append((k, type(value), value))
-    return tuple(key)
+        # the type too, unless a string: 1, 1.0 and True are equal keys but not equal Backend() text
+        key.append((k, value) if type(value) is str else (k, type(value), value))
+    frozen = tuple(key)
+    try:
+        hash(frozen)
+    except TypeError:
+        return None
+    return frozen
 
 
 class Recorder:

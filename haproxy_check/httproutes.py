@@ -9,6 +9,7 @@ out of the config entirely and reported as a deny finding naming the field.
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,6 +138,8 @@ class StagedRoute:
     model: HttpModel
     rules: list[RuleModel]
     targets: list[tuple[str, list[str]]]  # (frontend name, its vhost keys), by frontend name
+    hosts: list[tuple[str, tuple[object, str]]] = dataclasses.field(default_factory=list)  # host map -> (sort, entry)
+    any_host: tuple[str, ...] = ()  # frontends where the route takes any host
 
 
 def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Sequence[Attachment],
@@ -233,7 +236,19 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
     names = sorted(targets)
     for rm in rules_out:
         rm.frontends.update(names)
-    return StagedRoute(staged, rules_out, [(n, targets[n][1]) for n in names])
+    out = StagedRoute(staged, rules_out, [(n, targets[n][1]) for n in names])
+    any_host: list[str] = []
+    for fe_name in names:
+        for vh in targets[fe_name][1]:
+            host, _, token = vh.rpartition(":")
+            if host == "*":
+                any_host.append(fe_name)
+            elif host.startswith("*."):
+                out.hosts.append(("host-wildcard.map", ((-len(host), host, token), f"{host[1:]}:{token} {vh}")))
+            else:
+                out.hosts.append(("host.map", ("", f"{vh} {vh}")))
+    out.any_host = tuple(any_host)
+    return out
 
 
 def commit_route(model: HttpModel, route: StagedRoute, fronts: Mapping[str, FrontendModel]) -> None:
@@ -254,16 +269,14 @@ def commit_route(model: HttpModel, route: StagedRoute, fronts: Mapping[str, Fron
     model.headers.response |= staged.headers.response
     model.headers.request_be |= staged.headers.request_be
     model.headers.response_be |= staged.headers.response_be
-    for fe_name, vhosts in route.targets:
+    for mapname, item in route.hosts:
+        model.maps.setdefault(mapname, []).append(item)
+        if mapname == "host-wildcard.map":
+            model.ordered.add(mapname)
+    for fe_name in route.any_host:
+        fronts[fe_name].any_host = True
+    for fe_name, _ in route.targets:
         fe = fronts[fe_name]
-        for vh in vhosts:
-            host, _, token = vh.rpartition(":")
-            if host == "*":
-                fe.any_host = True
-            elif host.startswith("*."):
-                model.add("host-wildcard.map", f"{host[1:]}:{token} {vh}", (-len(host), host, token), ordered=True)
-            else:
-                model.add("host.map", f"{vh} {vh}")
         fe.advanced.extend(staged.pending.get(fe_name, []))
         fe.rules.extend(rules_out)
 

@@ -106,9 +106,10 @@ class RouteEntry:
     findings: tuple[Finding, ...]
     files: tuple[tuple[str, bytes, FileKind], ...]
 
-    def holds(self, obj: Obj, subject: bool, state: State, fronts: Mapping[FrontKey, FrontendModel]) -> bool:
+    def holds(self, obj: Obj, subject: bool, state: State, fronts: Mapping[FrontKey, FrontendModel],
+              indexed: dict[str, Any]) -> bool:
         return (subject == self.subject and (obj is self.obj or obj == self.obj)
-                and fronts_hold(self.fronts, fronts) and self.reads.hold(state))
+                and fronts_hold(self.fronts, fronts) and self.reads.hold(state, indexed))
 
 
 @dataclass(frozen=True, slots=True)

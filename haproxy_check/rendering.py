@@ -146,12 +146,14 @@ class Renderer:
         ctx = httproutes.Context(state, sources.mark, self.settings, recorder)
         seen: list[Ref] = []
         by_name = {fe.name: fe for fe in fronts.values()}
+        indexed: dict[str, Any] = {}  # this state's indexes, as the cache checks look them up
         for kind in HTTP_KINDS:
             for route in state.list(kind):
                 if gen is None:
                     self._route(route, state, fronts, model, ctx, subject, findings)
                 else:
-                    self._cached_route(gen, route, state, fronts, by_name, model, ctx, subject, findings, seen)
+                    self._cached_route(gen, route, state, fronts, by_name, model, ctx, subject, findings, seen,
+                                       indexed)
         httproutes.dedupe_path_maps(model)
         for fe in fronts.values():
             fe.advanced.sort(key=lambda p: p[0])  # type: ignore[arg-type,return-value]
@@ -177,13 +179,13 @@ class Renderer:
             except escaping.Unsafe as exc:
                 raise RenderError(f"template {_where(name, exc)} wrote an unescaped value: {exc}") from exc
         cfg = "".join(parts).replace(PROFILES, recorder.profile_sections())
-        files: dict[str, bytes] = {"haproxy.cfg": sources.resolve("haproxy.cfg", cfg).encode()}
-        map_texts = {path: sources.resolve(path, text) for path, text in recorder.map_files().items()}
+        files: dict[str, bytes] = {"haproxy.cfg": sources.strip("haproxy.cfg", cfg).encode()}
+        map_texts = {path: sources.strip(path, text) for path, text in recorder.map_files().items()}
         files.update((p, t.encode()) for p, t in map_texts.items())
         files.update((p, data) for p, (_, data) in recorder.files.items())
         if self.cache is not None and gen is not None:
             self.cache.done(gen, seen, recorder)
-        return RenderResult(files=dict(sorted(files.items())), origins=dict(sources.lines),
+        return RenderResult(files=dict(sorted(files.items())), origins=sources.origins(),
                             description=recorder.description(map_texts),
                             findings=tuple(sorted(set(findings), key=lambda f: (f.about, f.field, f.code, f.message))),
                             statuses=_statuses(state, subject))
@@ -209,14 +211,15 @@ class Renderer:
     def _cached_route(self, gen: increments.Generation, route: Obj, state: State,
                       fronts: dict[tuple[str, str], FrontendModel], by_name: dict[str, FrontendModel],
                       model: HttpModel, ctx: httproutes.Context, subject: Ref | None, findings: list[Finding],
-                      seen: list[Ref]) -> None:
+                      seen: list[Ref], indexed: dict[str, Any]) -> None:
         """``_route`` from the cache: the route's staged contribution, compiled again only when the route
         or something it read changed."""
         ref = ref_of(route)
         seen.append(ref)
         is_subject = ref == subject
         entry = gen.routes.get(ref)
-        if entry is None or not entry.holds(route, is_subject, state, _with_synthetic(fronts, entry.synthetic)):
+        if entry is None or not entry.holds(route, is_subject, state, _with_synthetic(fronts, entry.synthetic),
+                                            indexed):
             entry = gen.routes[ref] = _stage(route, ref, state, fronts, ctx, is_subject)
             assert self.cache is not None
             self.cache.stats["misses"] += 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from haproxy_check.results import Origin
 from validators.findings import PathPart
@@ -53,6 +53,10 @@ class Origins:
     def __getitem__(self, number: int) -> Origin:
         return self._origins[number]
 
+    def table(self) -> Sequence[Origin]:
+        """The origins by number (only ever appended to: a number once given keeps its origin)."""
+        return self._origins
+
 
 class SourceMap:
     """Collects origins while templates render, then resolves them to (file, line)."""
@@ -61,6 +65,7 @@ class SourceMap:
         self._origins = origins if origins is not None else Origins()
         self.mark = self._origins.mark
         self.lines: dict[tuple[str, int], Origin] = {}
+        self._pending: list[tuple[str, str]] = []
 
     def strip_line(self, text: str) -> tuple[str, Origin | None]:
         """One line without markers, and its most specific (last) origin."""
@@ -82,11 +87,57 @@ class SourceMap:
         """Strip the markers of a whole file and record the origin of each marked line (its last marker)."""
         if _OPEN not in text:
             return text
-        number, at = 1, 0
-        origins = self._origins
-        for found in _MARK.finditer(text):
-            start = found.start()
-            number += text.count("\n", at, start)
-            at = start
-            self.lines[(file, number)] = origins[int(found.group(1))]
+        self.lines.update(_marked_lines(file, text, self._origins.table()))
         return _MARK.sub("", text)
+
+    def strip(self, file: str, text: str) -> str:
+        """``resolve`` that leaves finding the lines' origins to ``origins()``, the first time they are read."""
+        if _OPEN not in text:
+            return text
+        self._pending.append((file, text))
+        return _MARK.sub("", text)
+
+    def origins(self) -> Mapping[tuple[str, int], Origin]:
+        """The lines' origins: those ``resolve`` recorded, and those of the files ``strip`` took, found when
+        first read (most renders are never traced back: their config was valid)."""
+        return LazyOrigins(dict(self.lines), tuple(self._pending), self._origins.table())
+
+
+def _marked_lines(file: str, text: str, table: Sequence[Origin]) -> Iterator[tuple[tuple[str, int], Origin]]:
+    number, at = 1, 0
+    for found in _MARK.finditer(text):
+        start = found.start()
+        number += text.count("\n", at, start)
+        at = start
+        yield (file, number), table[int(found.group(1))]
+
+
+class LazyOrigins(Mapping[tuple[str, int], Origin]):
+    """(file, line) -> Origin, worked out from the marked texts on first use. Holds only plain values, so
+    it pickles; two threads reading it at once at worst both work it out."""
+
+    def __init__(self, known: dict[tuple[str, int], Origin], texts: tuple[tuple[str, str], ...],
+                 table: Sequence[Origin]) -> None:
+        self._known, self._texts, self._table = known, texts, table
+        self._all: dict[tuple[str, int], Origin] | None = None if texts else known
+
+    def _lines(self) -> dict[tuple[str, int], Origin]:
+        found = self._all
+        if found is None:
+            found = dict(self._known)
+            for file, text in self._texts:
+                found.update(_marked_lines(file, text, self._table))
+            self._all, self._texts = found, ()
+        return found
+
+    def __getitem__(self, key: tuple[str, int]) -> Origin:
+        return self._lines()[key]
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return iter(self._lines())
+
+    def __len__(self) -> int:
+        return len(self._lines())
+
+    def __repr__(self) -> str:
+        return repr(self._lines())

@@ -38,16 +38,23 @@ class Reads:
         self.lists: dict[str, Sequence[Obj]] = {}
         self.lookups: dict[tuple[str, object], tuple[Callable[[State], Any], Any]] = {}
 
-    def hold(self, state: State) -> bool:
-        """True when ``state`` answers every logged read as it was answered then."""
+    def hold(self, state: State, indexed: dict[str, Any] | None = None) -> bool:
+        """True when ``state`` answers every logged read as it was answered then. ``indexed`` keeps the
+        indexes of ``state`` looked up so far (name -> index), for many checks against one state."""
+        if indexed is None:
+            indexed = {}
         for (kind, ns, name), seen in self.gets.items():
-            if not _same(state.get(kind, ns, name), seen):
+            now = state.get(kind, ns, name)
+            if now is not seen and now != seen:
                 return False
         for kind, listed in self.lists.items():
-            if not _same(state.list(kind), listed):
+            now_listed = state.list(kind)
+            if now_listed is not listed and now_listed != listed:
                 return False
         for (name, key), (build, seen) in self.lookups.items():
-            value = indexes.index(state, name, build)
+            value = indexed.get(name, _MISSING)
+            if value is _MISSING:
+                value = indexed[name] = indexes.index(state, name, build)
             if key is _WHOLE:
                 if not _same(value, seen):
                     return False
