@@ -8,8 +8,8 @@ out of the config entirely and reported as a deny finding naming the field.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping, Sequence
 import dataclasses
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
