@@ -277,3 +277,27 @@ def test_the_cache_forgets_routes_that_are_gone(monkeypatch: pytest.MonkeyPatch)
         state = MemoryState(objs)
         assert_same(renderer.render(state), Renderer(incremental=False).render(state))
         assert len(renderer.cache.generation().routes) == 10
+
+
+USER_TEMPLATE = """{% for s in resources("services") %}
+# service {{ s.metadata.name | ident }} port {{ dig(s, "spec", "ports", 0, "port") }}
+{% endfor %}
+{% set svc = get("Service", "default", "s0") %}
+{% if svc %}
+{{ Backend({"name": "user_s0", "mode": "tcp",
+            "servers": [{"name": "s1", "address": "10.1.1.1", "port": dig(svc, "spec", "ports", 0, "port")}]}) }}
+{% endif %}
+"""
+
+
+def test_user_templates_see_every_state_change(tmp_path: Path) -> None:
+    (tmp_path / "700-user.cfg.j2").write_text(USER_TEMPLATE)
+    incremental = Renderer(template_dirs=[tmp_path])
+    objs = _http_state(3)
+    for port in (80, 81, 82):  # the same routes and Services, each time with a new port on s0
+        objs = _replace(objs, gb.service("s0", "default", ("http", port)))
+        state = MemoryState(objs)
+        got = incremental.render(state)
+        assert_same(got, Renderer(template_dirs=[tmp_path], incremental=False).render(state))
+        assert f"# service s0 port {port}" in got.config
+        assert f"server s1 10.1.1.1:{port} weight 1" in got.config
