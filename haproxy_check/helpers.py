@@ -253,8 +253,10 @@ class Recorder:
             if entry not in checked:
                 if not isinstance(entry, str):
                     raise _fail(f"RegisterMap({name!r}) entries must be strings")
-                escaping.map_entry(self._sources.strip_line(entry)[0])
-                checked.add(entry)
+                clean, origin = self._sources.strip_line(entry)
+                escaping.map_entry(clean)
+                if origin is not None:  # a marked entry: a cached route's, the same string next render
+                    checked.add(entry)
             bucket.append(entry)
         return path
 

@@ -38,7 +38,7 @@ from haproxy_check.httpmodels import FrontendModel
 from haproxy_check.sourcemaps import Origins
 from validators.findings import Finding
 from validators.objects import Obj, Ref
-from validators.reads import Reads, Recording
+from validators.reads import FrozenReads, Recording
 from validators.states import State
 
 FileKind = Literal["cert", "ca", "other"]
@@ -99,7 +99,7 @@ class RouteEntry:
 
     obj: Obj
     subject: bool
-    reads: Reads
+    reads: FrozenReads
     fronts: Mapping[FrontKey, tuple[str, str] | None]
     synthetic: bool  # checked behind the synthetic listener (an unattached subject)
     staged: httproutes.StagedRoute | None  # None: the route adds nothing (unattached, or unsafe)
@@ -116,7 +116,7 @@ class RouteEntry:
 class ModelEntry:
     """A whole-state model (TLS, TCP, Route CRD) and what building it read."""
 
-    reads: Reads
+    reads: FrozenReads
     model: Any
     files: tuple[tuple[str, bytes, FileKind], ...]
 
@@ -172,7 +172,7 @@ class RouteCache:
             view = Recording(state)
             log = FileLog()
             value = build(view, log)
-            entry = gen.models[name] = ModelEntry(view.reads, value, tuple(log.added))
+            entry = gen.models[name] = ModelEntry(view.reads.frozen(), value, tuple(log.added))
         for path, content, kind in entry.files:
             files.add_file(path, content, kind)
         return entry.model

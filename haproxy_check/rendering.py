@@ -226,7 +226,7 @@ class Renderer:
         else:
             assert self.cache is not None
             self.cache.stats["hits"] += 1
-        if entry.staged is not None and any(be in model.backends for be in entry.staged.model.backends):
+        if entry.staged is not None and any(be in model.backends for be, _ in entry.staged.backends):
             # another route already made a backend of this name: compile against the model, as from scratch
             self._route(route, state, fronts, model, ctx, subject, findings)
             return
@@ -262,7 +262,7 @@ def _stage(route: Obj, ref: Ref, state: State, fronts: dict[tuple[str, str], Fro
     synthetic = False
     if not atts:
         if not is_subject:
-            return increments.RouteEntry(route, is_subject, view.reads, {}, False, None, (), ())
+            return increments.RouteEntry(route, is_subject, view.reads.frozen(), {}, False, None, (), ())
         synthetic = True
         atts = [attachments.Attachment(ref, 0, frontends.synthetic_listener(),
                                        tuple(attachments.route_hostnames(route)))]
@@ -274,8 +274,8 @@ def _stage(route: Obj, ref: Ref, state: State, fronts: dict[tuple[str, str], Fro
                                         fronts_read, found)
     except escaping.FieldError as exc:
         found.append(_unsafe(ref, str(exc), exc.path, ref if is_subject else None))
-    return increments.RouteEntry(route, is_subject, view.reads, fronts_read.seen, synthetic, staged, tuple(found),
-                                 tuple(files.added))
+    return increments.RouteEntry(route, is_subject, view.reads.frozen(), fronts_read.seen, synthetic, staged,
+                                 tuple(found), tuple(files.added))
 
 
 def _not_attached(ref: Ref) -> Finding:

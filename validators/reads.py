@@ -2,7 +2,7 @@
 
 ``Recording(state)`` is a State view that logs every ``get``, every ``list`` and every lookup in a
 per-state index (``validators.indexes``: the key looked up, not the whole index) together with what it
-saw. ``Reads.hold(other)`` answers whether ``other`` gives the same answers to all of them: then a pure
+saw. ``Reads.frozen().hold(other)`` answers whether ``other`` gives the same answers to all of them: then a pure
 function of the state that only read through the view returns the same result on ``other``.
 
 "The same" is identity first (States share their unchanged objects: an Overlay hands out its base's
@@ -38,20 +38,41 @@ class Reads:
         self.lists: dict[str, Sequence[Obj]] = {}
         self.lookups: dict[tuple[str, object], tuple[Callable[[State], Any], Any]] = {}
 
+    def frozen(self) -> FrozenReads:
+        """The log as it is now, compact (kept for as long as the result it describes)."""
+        return FrozenReads(tuple(self.gets.items()), tuple(self.lists.items()), tuple(self.lookups.items()))
+
+    def hold(self, state: State, indexed: dict[str, Any] | None = None) -> bool:
+        return self.frozen().hold(state, indexed)
+
+    def size(self) -> int:
+        return len(self.gets) + len(self.lists) + len(self.lookups)
+
+
+class FrozenReads:
+    """A finished ``Reads``: tuples instead of dicts (one is kept per cached result)."""
+
+    __slots__ = ("gets", "lists", "lookups")
+
+    def __init__(self, gets: tuple[tuple[tuple[str, str, str], Obj | None], ...],
+                 lists: tuple[tuple[str, Sequence[Obj]], ...],
+                 lookups: tuple[tuple[tuple[str, object], tuple[Callable[[State], Any], Any]], ...]) -> None:
+        self.gets, self.lists, self.lookups = gets, lists, lookups
+
     def hold(self, state: State, indexed: dict[str, Any] | None = None) -> bool:
         """True when ``state`` answers every logged read as it was answered then. ``indexed`` keeps the
         indexes of ``state`` looked up so far (name -> index), for many checks against one state."""
         if indexed is None:
             indexed = {}
-        for (kind, ns, name), seen in self.gets.items():
+        for (kind, ns, name), seen in self.gets:
             now = state.get(kind, ns, name)
             if now is not seen and now != seen:
                 return False
-        for kind, listed in self.lists.items():
+        for kind, listed in self.lists:
             now_listed = state.list(kind)
             if now_listed is not listed and now_listed != listed:
                 return False
-        for (name, key), (build, seen) in self.lookups.items():
+        for (name, key), (build, seen) in self.lookups:
             value = indexed.get(name, _MISSING)
             if value is _MISSING:
                 value = indexed[name] = indexes.index(state, name, build)
@@ -61,9 +82,6 @@ class Reads:
             elif not _same(value.get(key, _MISSING), seen):
                 return False
         return True
-
-    def size(self) -> int:
-        return len(self.gets) + len(self.lists) + len(self.lookups)
 
 
 class _Watched(Mapping[Any, Any]):
