@@ -265,18 +265,32 @@ def test_concurrent_renders_of_different_states_share_one_renderer() -> None:
     assert not failures, failures[0]
 
 
-def test_the_cache_forgets_routes_that_are_gone(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(increments, "SLACK_ROUTES", 0)
-    renderer = Renderer()
-    assert renderer.cache is not None
-    for wave in range(4):  # every wave renames all routes: old entries must not pile up
+def _renamed_waves(renderer: Renderer, waves: int) -> None:
+    """Render ``waves`` states whose routes all have new names, each checked against a from-scratch render."""
+    for wave in range(waves):
         objs = _http_state(10)
         for o in objs:
             if o["kind"] == "HTTPRoute":
                 o["metadata"]["name"] += f"-w{wave}"
         state = MemoryState(objs)
         assert_same(renderer.render(state), Renderer(incremental=False).render(state))
-        assert len(renderer.cache.generation().routes) == 10
+
+
+def test_the_cache_forgets_routes_that_are_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(increments, "SLACK_ROUTES", 0)
+    renderer = Renderer()
+    assert renderer.cache is not None
+    for wave in range(1, 4):
+        _renamed_waves(renderer, wave)
+        assert len(renderer.cache.generation().routes) == 10  # only the last wave's routes
+
+
+def test_a_marker_table_that_outgrew_the_state_is_started_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(increments, "SLACK_ORIGINS", 0)
+    renderer = Renderer()
+    assert renderer.cache is not None
+    _renamed_waves(renderer, 4)  # each wave's new names are new origins
+    assert renderer.cache.stats["generations"] > 1
 
 
 USER_TEMPLATE = """{% for s in resources("services") %}
