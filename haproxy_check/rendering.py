@@ -9,22 +9,24 @@ the named ``defaults`` profiles Backend() collected, strips the source-map marke
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from haproxy_check import escaping, frontends, httproutes, l4contexts
+from haproxy_check import escaping, frontends, httproutes, increments, l4contexts
 from haproxy_check.helpers import Recorder, TemplateError
-from haproxy_check.httpmodels import HttpModel
+from haproxy_check.httpmodels import FrontendModel, HttpModel
 from haproxy_check.results import RenderError, RenderResult
 from haproxy_check.sourcemaps import SourceMap
 from validators import attachments, statuses
 from validators.findings import Finding, PathPart, Severity
 from validators.objects import Obj, Ref, dig, ref_of
+from validators.reads import Recording
 from validators.states import State
 
 BUILTIN = Path(__file__).parent / "templates"
@@ -88,8 +90,14 @@ class RenderSettings:
 
 
 class Renderer:
-    def __init__(self, *, settings: RenderSettings | None = None, template_dirs: Sequence[Path] = ()) -> None:
+    """Renders States. ``incremental`` (the default) reuses what each route compiled to in earlier renders
+    (``increments``): the output is byte for byte what a from-scratch render (``incremental=False``)
+    gives. One Renderer may render in several threads at once."""
+
+    def __init__(self, *, settings: RenderSettings | None = None, template_dirs: Sequence[Path] = (),
+                 incremental: bool = True) -> None:
         self.settings = settings or RenderSettings()
+        self.cache = increments.RouteCache() if incremental else None
         for value in self.settings.base_lines():
             escaping.check(value, key=False)
         escaping.check(self.settings.dynamic_cookie_key, key=False)
@@ -125,18 +133,27 @@ class Renderer:
         return sorted(names)
 
     def render(self, state: State, *, subject: Ref | None = None) -> RenderResult:
-        sources = SourceMap()
+        gen = self.cache.generation() if self.cache is not None else None
+        sources = SourceMap(gen.origins if gen is not None else None)
         recorder = Recorder(base_lines=self.settings.base_lines(), sources=sources,
-                            haproxy_version=self.settings.haproxy_version)
+                            haproxy_version=self.settings.haproxy_version,
+                            memo=gen.recorder if gen is not None else None)
         findings: list[Finding] = []
         model = HttpModel()
         lsts = attachments.listeners(state)
         fronts = frontends.build(state, lsts, recorder=recorder, model=model, mark=sources.mark, findings=findings,
                                  settings=self.settings)
         ctx = httproutes.Context(state, sources.mark, self.settings, recorder)
+        seen: list[Ref] = []
+        by_name = {fe.name: fe for fe in fronts.values()}
+        indexed: dict[str, Any] = {}  # this state's indexes, as the cache checks look them up
         for kind in HTTP_KINDS:
             for route in state.list(kind):
-                self._route(route, state, fronts, model, ctx, subject, findings)
+                if gen is None:
+                    self._route(route, state, fronts, model, ctx, subject, findings)
+                else:
+                    self._cached_route(gen, route, state, fronts, by_name, model, ctx, subject, findings, seen,
+                                       indexed)
         httproutes.dedupe_path_maps(model)
         for fe in fronts.values():
             fe.advanced.sort(key=lambda p: p[0])  # type: ignore[arg-type,return-value]
@@ -149,7 +166,8 @@ class Renderer:
             "attach": lambda route: attachments.attach(route, state),
             "snippets": self._snippets, "findings": findings,
         }
-        context.update(l4contexts.template_globals(state, self.settings, recorder, findings))
+        memo = l4contexts.direct if gen is None else functools.partial(increments.RouteCache.model, gen)
+        context.update(l4contexts.template_globals(state, self.settings, recorder, findings, memo))
         parts: list[str] = []
         for name in self.snippets:
             try:
@@ -161,11 +179,13 @@ class Renderer:
             except escaping.Unsafe as exc:
                 raise RenderError(f"template {_where(name, exc)} wrote an unescaped value: {exc}") from exc
         cfg = "".join(parts).replace(PROFILES, recorder.profile_sections())
-        files: dict[str, bytes] = {"haproxy.cfg": sources.resolve("haproxy.cfg", cfg).encode()}
-        map_texts = {path: sources.resolve(path, text) for path, text in recorder.map_files().items()}
+        files: dict[str, bytes] = {"haproxy.cfg": sources.strip("haproxy.cfg", cfg).encode()}
+        map_texts = {path: sources.strip(path, text) for path, text in recorder.map_files().items()}
         files.update((p, t.encode()) for p, t in map_texts.items())
         files.update((p, data) for p, (_, data) in recorder.files.items())
-        return RenderResult(files=dict(sorted(files.items())), origins=dict(sources.lines),
+        if self.cache is not None and gen is not None:
+            self.cache.done(gen, seen, recorder)
+        return RenderResult(files=dict(sorted(files.items())), origins=sources.origins(),
                             description=recorder.description(map_texts),
                             findings=tuple(sorted(set(findings), key=lambda f: (f.about, f.field, f.code, f.message))),
                             statuses=_statuses(state, subject))
@@ -178,16 +198,89 @@ class Renderer:
         if not atts:
             if ref != subject:
                 return
-            fronts.setdefault(("HTTP", "0"), frontends.synthetic())
+            fronts.setdefault(SYNTHETIC_KEY, frontends.synthetic())
             atts = [attachments.Attachment(ref, 0, frontends.synthetic_listener(),
                                            tuple(attachments.route_hostnames(route)))]
-            findings.append(Finding(NOT_ATTACHED, f"{ref.kind} attaches to no known Gateway listener; it was checked "
-                                    "behind a synthetic HTTP listener", ("spec", "parentRefs"), Severity.WARN,
-                                    subject=True, about=str(ref)))
+            findings.append(_not_attached(ref))
         try:
             httproutes.compile_route(model, ctx, route, atts, fronts, findings)
         except escaping.FieldError as exc:
             findings.append(_unsafe(ref, str(exc), exc.path, subject))
+
+
+    def _cached_route(self, gen: increments.Generation, route: Obj, state: State,
+                      fronts: dict[tuple[str, str], FrontendModel], by_name: dict[str, FrontendModel],
+                      model: HttpModel, ctx: httproutes.Context, subject: Ref | None, findings: list[Finding],
+                      seen: list[Ref], indexed: dict[str, Any]) -> None:
+        """``_route`` from the cache: the route's staged contribution, compiled again only when the route
+        or something it read changed."""
+        ref = ref_of(route)
+        seen.append(ref)
+        is_subject = ref == subject
+        entry = gen.routes.get(ref)
+        if entry is None or not entry.holds(route, is_subject, state, _with_synthetic(fronts, entry.synthetic),
+                                            indexed):
+            entry = gen.routes[ref] = _stage(route, ref, state, fronts, ctx, is_subject)
+            assert self.cache is not None
+            self.cache.stats["misses"] += 1
+        else:
+            assert self.cache is not None
+            self.cache.stats["hits"] += 1
+        if entry.staged is not None and any(be in model.backends for be, _ in entry.staged.backends):
+            # another route already made a backend of this name: compile against the model, as from scratch
+            self._route(route, state, fronts, model, ctx, subject, findings)
+            return
+        if entry.synthetic and SYNTHETIC_KEY not in fronts:
+            fe = fronts[SYNTHETIC_KEY] = frontends.synthetic()
+            by_name[fe.name] = fe
+        findings.extend(entry.findings)
+        for path, content, kind in entry.files:
+            ctx.files.add_file(path, content, kind)
+        if entry.staged is not None:
+            httproutes.commit_route(model, entry.staged, by_name)
+
+
+SYNTHETIC_KEY = ("HTTP", "0")
+
+
+def _with_synthetic(fronts: dict[tuple[str, str], FrontendModel], synthetic: bool,
+                    ) -> Mapping[tuple[str, str], FrontendModel]:
+    if not synthetic or SYNTHETIC_KEY in fronts:
+        return fronts
+    return {**fronts, SYNTHETIC_KEY: frontends.synthetic()}
+
+
+def _stage(route: Obj, ref: Ref, state: State, fronts: dict[tuple[str, str], FrontendModel],
+           ctx: httproutes.Context, is_subject: bool) -> increments.RouteEntry:
+    """Compile one route apart from the render (the cached twin of ``Renderer._route``), logging what it
+    read from the state and the frontends."""
+    view = Recording(state)
+    files = increments.FileLog()
+    found: list[Finding] = []
+    atts, _ = attachments.attach(route, view)
+    atts = [a for a in atts if a.listener.protocol in ("HTTP", "HTTPS")]
+    synthetic = False
+    if not atts:
+        if not is_subject:
+            return increments.RouteEntry(route, is_subject, view.reads.frozen(), {}, False, None, (), ())
+        synthetic = True
+        atts = [attachments.Attachment(ref, 0, frontends.synthetic_listener(),
+                                       tuple(attachments.route_hostnames(route)))]
+        found.append(_not_attached(ref))
+    fronts_read = increments.FrontReads(_with_synthetic(fronts, synthetic))
+    staged: httproutes.StagedRoute | None = None
+    try:
+        staged = httproutes.stage_route(httproutes.Context(view, ctx.mark, ctx.settings, files), route, atts,
+                                        fronts_read, found)
+    except escaping.FieldError as exc:
+        found.append(_unsafe(ref, str(exc), exc.path, ref if is_subject else None))
+    return increments.RouteEntry(route, is_subject, view.reads.frozen(), fronts_read.seen, synthetic, staged,
+                                 tuple(found), tuple(files.added))
+
+
+def _not_attached(ref: Ref) -> Finding:
+    return Finding(NOT_ATTACHED, f"{ref.kind} attaches to no known Gateway listener; it was checked behind a "
+                   "synthetic HTTP listener", ("spec", "parentRefs"), Severity.WARN, subject=True, about=str(ref))
 
 
 def _unsafe(ref: Ref, message: str, path: tuple[PathPart, ...], subject: Ref | None) -> Finding:
