@@ -347,7 +347,9 @@ class Gate:
             before = await self._baseline_render(state)
         except RenderError:
             return ()
-        decision = classify.classify(
+        # Off the loop: comparing two whole configurations is CPU work (0.1-0.2 s at 1,000 routes).
+        decision = await asyncio.to_thread(
+            classify.classify,
             classify.Rendered(before.description, before.config),
             classify.Rendered(render.description, render.config),
             version=self.binary.version_tuple,

@@ -110,6 +110,26 @@ async def test_a_review_whose_turn_comes_too_late_is_refused_then() -> None:
     assert not called and queue.running == 0
 
 
+async def test_a_waiting_review_gives_up_as_soon_as_the_review_ahead_shows_it_cannot_be_in_time() -> None:
+    queue = Admission(concurrency=1, recheck=0.01)  # no history: the running review is all there is to go by
+    release = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    holder = asyncio.ensure_future(queue.run(release.wait, deadline=loop.time() + 30))
+    await asyncio.sleep(0)
+    called = []
+
+    async def work() -> None:
+        called.append(True)
+
+    with pytest.raises(Refused, match="ahead of it"):
+        await queue.run(work, deadline=loop.time() + 0.5)
+    assert not holder.done(), "refused while the review ahead still ran, not when its turn came"
+    assert not called and queue.waiting == 0
+    release.set()
+    await holder
+    assert queue.running == 0
+
+
 async def test_a_full_queue_refuses_at_once() -> None:
     queue = Admission(concurrency=1, max_waiting=2)
     release = asyncio.Event()
