@@ -42,6 +42,7 @@ CERTS = web.AppKey("certs", CertStatus)
 REVIEW_TIMEOUT = web.AppKey("review_timeout", float)
 ADMISSION = web.AppKey("admission", admission.Admission)
 VERDICTS = web.AppKey("verdicts", VerdictCache)
+SCHEMA_GENERATION = web.AppKey("schema_generation", list[Any])  # [the schema set last seen, its number]
 
 
 def make_app(gate: Gate, source: StateSource, *, certs: CertStatus | None = None,
@@ -52,6 +53,7 @@ def make_app(gate: Gate, source: StateSource, *, certs: CertStatus | None = None
     app[REVIEW_TIMEOUT] = review_timeout
     app[ADMISSION] = queue if queue is not None else admission.Admission()
     app[VERDICTS] = VerdictCache()
+    app[SCHEMA_GENERATION] = [getattr(gate.rules, "schemas", None), 0]
     metrics.REVIEWS_WAITING.set_function(lambda: app[ADMISSION].waiting)
     app.cleanup_ctx.append(_bounded_executor)
     if certs is not None:
@@ -121,7 +123,7 @@ async def _judge(app: web.Application, review: reviews.Review, budget: float) ->
 
     try:
         async with asyncio.timeout(budget):
-            verdict, reused = await app[VERDICTS].verdict(change, state.version, judge)
+            verdict, reused = await app[VERDICTS].verdict(change, _judged_against(app, state.version), judge)
     except admission.Refused as exc:
         metrics.REVIEWS_REFUSED.labels(exc.reason).inc()
         return Verdict(Decision.ERROR, ref, error=str(exc))
@@ -133,6 +135,16 @@ async def _judge(app: web.Application, review: reviews.Review, budget: float) ->
     if reused:
         metrics.VERDICT_CACHE_HITS.inc()
     return verdict
+
+
+def _judged_against(app: web.Application, state_version: str) -> str:
+    """What a verdict depends on besides the change: the state, and the CRD schemas in use (followed
+    live from the cluster, replaced as a whole when a CRD changes: each new set is a new generation)."""
+    schemas = getattr(app[GATE].rules, "schemas", None)
+    seen = app[SCHEMA_GENERATION]
+    if seen[0] is not schemas:
+        seen[:] = [schemas, seen[1] + 1]
+    return f"{state_version}|schemas:{seen[1]}"
 
 
 async def healthz(request: web.Request) -> web.Response:
