@@ -186,8 +186,8 @@ class Gate:
         """Verdicts for the changes of a failing batch that do not cause the failure; the rest are left
         to one-by-one review.
 
-        Bisection: a group of changes is checked on top of everything outside the batch, in one
-        render; a group that passes is innocent, a failing one is split, and a single change that
+        Bisection: a group of routes is checked on top of everything but the batch's other routes, in
+        one render; a group that passes is innocent, a failing one is split, and a single route that
         fails on its own is a suspect. The innocents' one-by-one verdict is known when everything but
         the suspects passes: the combined configuration fails, the state without any one innocent
         fails the same way, and with the culprits hidden it passes, so each is allowed with the note
@@ -197,14 +197,16 @@ class Gate:
         """
         if not failed.alerts or any(a.origin is None for a in failed.alerts):
             return {}
-        refs = {i: items[i][0].ref for i in batch}
+        # Only routes are bisected: a route needs its Gateway to be rendered at all, and a Gateway's
+        # one-by-one verdict depends on the routes attached to it, so the rest is always present.
+        refs = {i: items[i][0].ref for i in batch if items[i][0].ref.kind in attachments.ROUTE_KINDS}
         outside = await self._checked(Without(combined, frozenset(refs.values())))
         if outside is None or not outside[1].ok:
             return {}
-        suspects = await self._failing_alone(batch, refs, combined, fails=True)
+        suspects = await self._failing_alone(list(refs), refs, combined, fails=True)
         if not suspects:
             return {}
-        innocent = [i for i in batch if i not in suspects]
+        innocent = [i for i in refs if i not in suspects]
         rest = await self._checked(Without(combined, frozenset(refs[i] for i in suspects)))
         if rest is None or not rest[1].ok:
             return {}

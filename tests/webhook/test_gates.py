@@ -225,6 +225,15 @@ async def test_a_failing_batch_bisects_to_the_broken_change_with_the_one_by_one_
     assert bisected <= 12, bisected
 
 
+async def test_a_gateway_in_a_failing_batch_stays_visible_and_is_judged_one_by_one(gate: Gate) -> None:
+    gateway = next(o for o in load_objects(STATE_DIR) if o["kind"] == "Gateway")
+    items, combined = batch(gateway, *many_shops(6), named("broken"))
+    together = await gate.review_all(items, combined=combined)
+    alone = [await gate.review(change, state=state, reload_note=False) for change, state in items]
+    assert judged(together) == judged(alone)
+    assert together[-1].decision is Decision.DENY and all(v.allowed for v in together[1:-1])
+
+
 async def test_two_changes_breaking_one_map_file_leave_the_batch_to_one_by_one_review(gate: Gate) -> None:
     # HAProxy names only the first bad entry of a map file, so the alerts name one of the two suspects;
     # a one-by-one review then behaves differently from what bisection could argue: it decides.
