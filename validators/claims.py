@@ -12,7 +12,7 @@ from typing import Any
 
 from validators import attachments, indexes
 from validators.attachments import Listener
-from validators.objects import Obj, Ref, as_list, dig, kind_of, ref_of
+from validators.objects import Obj, Ref, as_list, dig, kind_of, namespace_of, ref_of
 from validators.states import State
 
 
@@ -38,12 +38,35 @@ class LostClaim:
     what: str  # "port 5432" or "host a.com PathPrefix /x ..."
 
 
+def _parent_keys(route: Obj) -> list[tuple[str, str, str]]:
+    rns = namespace_of(route)
+    return [(str(dig(p, "kind", default="Gateway")), str(dig(p, "namespace", default=rns)),
+             str(dig(p, "name", default=""))) for p in as_list(dig(route, "spec", "parentRefs"))]
+
+
+def _sharing_ports(route: Obj, state: State, http_ports: Sequence[int]) -> list[Obj]:
+    """The TCPRoutes that may attach to a port ``route`` attaches to: those naming a Gateway or
+    ListenerSet that declares a TCP listener on one of those ports (ownership is decided per port)."""
+    attached, _ = attachments.attach(route, state, http_ports=http_ports)
+    ports = {a.listener.port for a in attached if a.listener.protocol == "TCP"}
+    owners = {x.source for x in attachments.listeners(state, http_ports=http_ports)
+              if x.protocol == "TCP" and x.port in ports}
+    by_parent = indexes.refs_by_key(state, "tcp-routes-by-parent", ("TCPRoute",), _parent_keys)
+    refs = {r: None for o in owners for r in by_parent.get((o.kind, o.namespace, o.name))}
+    found = (state.get(r.kind, r.namespace, r.name) for r in sorted(refs, key=lambda r: (r.namespace, r.name)))
+    return [r for r in found if r is not None]
+
+
 def tcp_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
-               ) -> tuple[dict[int, PortClaim], list[LostClaim]]:
-    """Each TCP port -> its owning rule, and every losing claim, oldest route first."""
+               only: Obj | None = None) -> tuple[dict[int, PortClaim], list[LostClaim]]:
+    """Each TCP port -> its owning rule, and every losing claim, oldest route first.
+
+    ``only``: just the ports this TCPRoute attaches to (what a review of it needs), from an index of
+    TCPRoutes by parent instead of every TCPRoute."""
     won: dict[int, PortClaim] = {}
     lost: list[LostClaim] = []
-    for route in sorted(state.list("TCPRoute"), key=attachments.age_key):
+    routes = state.list("TCPRoute") if only is None else _sharing_ports(only, state, http_ports)
+    for route in sorted(routes, key=attachments.age_key):
         if not as_list(dig(route, "spec", "rules")):
             continue
         attached, _ = attachments.attach(route, state, http_ports=http_ports)

@@ -79,7 +79,7 @@ def route_findings(route: Obj, state: State, *, http_ports: Sequence[int] = atta
 def _claim_findings(obj: Obj, state: State, http_ports: Sequence[int]) -> Iterator[Finding]:
     me = ref_of(obj)
     if kind_of(obj) == "TCPRoute":
-        _, lost = claims.tcp_claims(state, http_ports=http_ports)
+        _, lost = claims.tcp_claims(state, http_ports=http_ports, only=obj)
         code = "RG0507"
     elif kind_of(obj) in ("HTTPRoute", "GRPCRoute"):
         lost = claims.match_claims(state, http_ports=http_ports, only=obj)

@@ -198,3 +198,16 @@ def test_an_overlays_lookup_follows_each_change_without_rebuilding_the_base() ->
     unrelated = Overlay(base, Change(Operation.CREATE, service("s", "a")))
     assert indexes.refs_by_key(unrelated, "t", ("HTTPRoute",), keys) is indexes.refs_by_key(base, "t", ("HTTPRoute",),
                                                                                            keys)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_port_claims_of_one_tcproute_are_those_of_the_whole_scan(data: st.DataObject) -> None:
+    objects = data.draw(a_state())
+    for state in views(objects, data.draw):
+        _, everything = claims.tcp_claims(state)
+        for tcp in state.list("TCPRoute"):
+            me = ref_of(tcp)
+            _, mine = claims.tcp_claims(state, only=tcp)
+            assert [c for c in mine if me in (c.route, c.winner)] == \
+                [c for c in everything if me in (c.route, c.winner)], (me, state.version)
