@@ -423,7 +423,9 @@ async def main() -> None:
             objs = objects(n)
             state = work / f"state-{n}"
             write_state(state, objs)
-            print(f"--- {n} routes ({len(objs)} objects)", flush=True)
+            base = await floor(binary.path)  # again per size: the machine's load moves during a long run
+            print(f"--- {n} routes ({len(objs)} objects); floor now {base * 1000:.1f} ms; load "
+                  f"{os.getloadavg()[0]:.2f}", flush=True)
             if n in sizes and "P2" in only:
                 checked, full = await p2(tree, state, work, binary.path, args.limit)
                 shown = ratio(checked, base) if checked is not None else f"> {args.limit:g} s (killed)"
