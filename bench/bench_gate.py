@@ -6,7 +6,7 @@ For each size it writes a state of N realistic HTTPRoutes (three Gateways with H
 listeners, a certificate Secret, one Service and EndpointSlice per two routes, header modifiers,
 rewrites, redirects, regex and header matches) and starts ``routegate serve --state DIR`` as a real
 subprocess over HTTPS. Printed, each as a ratio to the floor (``haproxy -c`` of a trivial config, run
-through the gate's own sandbox runner, median of 15, measured once at the start of the run):
+through the gate's own sandbox runner, median of 15, measured again before each size):
 
 - P1: one-review latency, CREATE / UPDATE / DELETE, median and p99 over ``--reviews`` each (>= 30);
 - P2: ``routegate check`` of all N objects vs ``haproxy -c`` on the same full rendered config;
