@@ -38,6 +38,18 @@ CHECK_SECONDS = Histogram(
     "routegate_haproxy_check_duration_seconds", "Time spent in haproxy -c.", buckets=_BUCKETS,
     registry=REGISTRY,
 )
+REVIEWS_REFUSED = Counter(
+    "routegate_reviews_refused_total", "Reviews answered 'could not decide' without being started, by reason "
+    "(late: they could not finish before their deadline; full: the queue was full).", ("reason",),
+    registry=REGISTRY,
+)
+REVIEWS_WAITING = Gauge(
+    "routegate_reviews_waiting", "Reviews queued for their turn in the gate.", registry=REGISTRY,
+)
+VERDICT_CACHE_HITS = Counter(
+    "routegate_verdict_cache_hits_total", "Reviews answered with the verdict of an identical earlier request.",
+    registry=REGISTRY,
+)
 HAPROXY_INFO = Gauge(
     "routegate_haproxy_info", "The haproxy binary the gate uses (value 1).", ("version", "path"),
     registry=REGISTRY,

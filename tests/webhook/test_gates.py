@@ -208,6 +208,49 @@ async def test_batch_verdicts_equal_one_by_one_verdicts(gate: Gate) -> None:
     assert [v.decision for v in together] == [Decision.ALLOW, Decision.ALLOW, Decision.DENY, Decision.DENY]
 
 
+def judged(verdicts: list[Any]) -> list[tuple[Any, ...]]:
+    return [(v.ref, v.decision, [f.field for f in v.denials], v.notes) for v in verdicts]
+
+
+async def test_a_failing_batch_bisects_to_the_broken_change_with_the_one_by_one_verdicts(gate: Gate) -> None:
+    counting = CountingRenderer(gate.renderer)
+    batch_gate = Gate(rules=gate.rules, renderer=counting, checker=gate.checker)
+    shops = many_shops(15)
+    items, combined = batch(*shops[:11], named("broken"), *shops[11:])
+    together = await batch_gate.review_all(items, combined=combined)
+    bisected = counting.baselines
+    counting.baselines = 0
+    alone = [await batch_gate.review(change, state=state, reload_note=False) for change, state in items]
+    assert judged(together) == judged(alone)
+    assert counting.baselines == 16, "one by one, every review checks its own baseline"
+    assert [v.decision for v in together].count(Decision.DENY) == 1 and together[11].decision is Decision.DENY
+    assert all(any("already fails haproxy -c because of HTTPRoute capture/broken" in n for n in v.notes)
+               for v in together if v.allowed)
+    # The combined check, the state outside the batch, a bisection of 16 (2 log2 16), the state without
+    # the culprit and the culprit's own baseline: 12 renders of everything, not 16 reviews of 2 or 3 each.
+    assert bisected <= 12, bisected
+
+
+async def test_a_gateway_in_a_failing_batch_stays_visible_and_is_judged_one_by_one(gate: Gate) -> None:
+    gateway = next(o for o in load_objects(STATE_DIR) if o["kind"] == "Gateway")
+    items, combined = batch(gateway, *many_shops(6), named("broken"))
+    together = await gate.review_all(items, combined=combined)
+    alone = [await gate.review(change, state=state, reload_note=False) for change, state in items]
+    assert judged(together) == judged(alone)
+    assert together[-1].decision is Decision.DENY and all(v.allowed for v in together[1:-1])
+
+
+async def test_two_changes_breaking_one_map_file_leave_the_batch_to_one_by_one_review(gate: Gate) -> None:
+    # HAProxy names only the first bad entry of a map file, so the alerts name one of the two suspects;
+    # a one-by-one review then behaves differently from what bisection could argue: it decides.
+    twin = named("broken")
+    twin["metadata"]["name"] = "broken-twin"
+    items, combined = batch(*many_shops(3), named("broken"), twin)
+    together = await gate.review_all(items, combined=combined)
+    alone = [await gate.review(change, state=state, reload_note=False) for change, state in items]
+    assert judged(together) == judged(alone)
+
+
 async def test_a_failing_batch_is_judged_one_by_one(gate: Gate) -> None:
     items, combined = batch(*many_shops(2), named("broken"))
     verdicts = await gate.review_all(items, combined=combined)
