@@ -32,6 +32,7 @@ UNKNOWN_FIELD = "RG0003"
 DUPLICATE_ITEM = "RG0004"
 SCHEMA_UNCHECKED = "RG0005"
 OBJECT_NAME = "RG0006"
+VALIDATION_BUDGET = "RG0007"
 
 SESSION_NAME = "RG0101"
 SAN_SEVERAL = "RG0102"
@@ -72,6 +73,9 @@ INFOS: tuple[RuleInfo, ...] = (
     RuleInfo(SCHEMA_UNCHECKED, WARN,
              "Part of the schema could not be checked (untranslatable pattern, CEL error)."),
     RuleInfo(OBJECT_NAME, DENY, "metadata.name / metadata.namespace is not a valid Kubernetes name."),
+    RuleInfo(VALIDATION_BUDGET, DENY,
+             "Validating the object took more than its CPU budget (validators.budgets); no further checks ran.",
+             configurable=False),
     RuleInfo(SESSION_NAME, DENY, "sessionPersistence cookie/header name has characters other than a token's.",
              "InvalidSessionPersistence"),
     RuleInfo(SAN_SEVERAL, DENY,
