@@ -76,7 +76,17 @@ def endpoint_addresses(state: State, service: Obj, port: int) -> list[tuple[str,
 
 
 def servers_for(state: State, service: Obj, port: int, *, weight: int = 1,
-                options: Sequence[str] = ()) -> list[ServerDesc]:
-    """Ready EndpointSlice endpoints of a Service port as servers named ``s1..sN``; [] when none."""
+                options: Sequence[str] = (), limit: int | None = None) -> list[ServerDesc]:
+    """Ready EndpointSlice endpoints of a Service port as servers named ``s1..sN``; [] when none.
+
+    ``limit`` (``limits.serversPerBackend``) keeps the first servers in address order: EndpointSlices
+    are a tenant's to fill, and every server costs every ``haproxy -c`` that includes the backend.
+    """
+    addresses = endpoint_addresses(state, service, port)
     return [ServerDesc(f"s{i}", addr, target, weight, tuple(options))
-            for i, (addr, target) in enumerate(endpoint_addresses(state, service, port), start=1)]
+            for i, (addr, target) in enumerate(addresses[:limit], start=1)]
+
+
+def ready_count(state: State, service: Obj, port: int) -> int:
+    """How many servers the Service port has before any limit (for the warning that it was capped)."""
+    return len(endpoint_addresses(state, service, port))

@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from haproxy_check import escaping, frontends, httproutes, l4contexts
+from haproxy_check import escaping, frontends, httproutes, l4contexts, routelines
 from haproxy_check.helpers import Recorder, TemplateError
 from haproxy_check.httpmodels import HttpModel
 from haproxy_check.results import RenderError, RenderResult
 from haproxy_check.sourcemaps import SourceMap
 from validators import attachments, statuses
 from validators.findings import Finding, PathPart, Severity
+from validators.limits import Limits
 from validators.objects import Obj, Ref, dig, ref_of
 from validators.states import State
 
@@ -81,6 +82,7 @@ class RenderSettings:
     timeout_http_request: str = "10s"
     share_https_with_passthrough: bool = False  # engineer B's TCP frontend owns the HTTPS port
     system_ca_file: str = ""
+    limits: Limits = field(default_factory=Limits)  # servers per backend, lines per route
 
     def base_lines(self) -> tuple[str, ...]:
         return (f"timeout connect {self.timeout_connect}", f"timeout client {self.timeout_client}",
@@ -165,6 +167,7 @@ class Renderer:
         map_texts = {path: sources.resolve(path, text) for path, text in recorder.map_files().items()}
         files.update((p, t.encode()) for p, t in map_texts.items())
         files.update((p, data) for p, (_, data) in recorder.files.items())
+        findings += routelines.oversized(sources.lines, self.settings.limits.lines_per_route, subject)
         return RenderResult(files=dict(sorted(files.items())), origins=dict(sources.lines),
                             description=recorder.description(map_texts),
                             findings=tuple(sorted(set(findings), key=lambda f: (f.about, f.field, f.code, f.message))),

@@ -90,7 +90,7 @@ class Checks:
             defaulted, schema_findings = self._schema(change)
             found += schema_findings
             ctx = Context(state=state, haproxy_version=self.haproxy_version, http_ports=self.http_ports,
-                          old=change.old)
+                          old=change.old, limits=self.enforcement.limits)
             found += _guarded("HAProxy rules", lambda: rules.run(defaulted or obj, ctx, self.rule_set))
         if self.cross_object:
             budgets.spend("cross-object checks")

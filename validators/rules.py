@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from validators import backendtls, budgets, filters, listeners, names, policies, regexes, sweeps
+from validators import backendtls, budgets, filters, listeners, names, policies, regexes, routecosts, sweeps
 from validators.codes import INFOS, RuleInfo
 from validators.contexts import Context
 from validators.findings import Finding, Severity
@@ -28,6 +28,7 @@ _ROUTE_FILTERS: tuple[Rule, ...] = (
     regexes.balanced,
     policies.session_names,
     policies.timeouts,
+    routecosts.match_hostnames,
 )
 
 RULES: Mapping[str, Sequence[Rule]] = {

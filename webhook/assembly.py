@@ -105,7 +105,7 @@ def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: Schema
     )
     renderer = Renderer(
         settings=RenderSettings(**{"haproxy_version": binary.version_tuple, "system_ca_file": system_ca_file(),
-                                   **dict(settings.render)}),
+                                   "limits": rules.enforcement.limits, **dict(settings.render)}),
         template_dirs=[Path(t) for t in settings.templates],
     )
     checker = Checker(
