@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from haproxy_check import scratches
 from haproxy_check.checks import Checker
 from haproxy_check.rendering import Renderer, RenderSettings
 from haproxy_check.results import HAProxyBinary
@@ -97,6 +98,15 @@ def system_ca_file() -> str:
     return next((p for p in SYSTEM_CA_BUNDLES if Path(p).is_file()), "")
 
 
+def check_scratch_dir(path: str) -> None:
+    """``--scratch-dir`` must be private to us (``haproxy_check.scratches.check_base``); created when missing."""
+    try:
+        Path(path).mkdir(mode=0o700, parents=True, exist_ok=True)
+        scratches.check_base(Path(path))
+    except (OSError, scratches.UnsafeBase) as exc:
+        raise SetupError(f"--scratch-dir {path}: {exc}") from None
+
+
 def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: SchemaSet | None = None) -> Gate:
     rules = Checks(
         schemas=schemas if schemas is not None else load_schemas(settings.crds),
@@ -108,6 +118,8 @@ def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: Schema
                                    "limits": rules.enforcement.limits, **dict(settings.render)}),
         template_dirs=[Path(t) for t in settings.templates],
     )
+    if settings.scratch_dir:
+        check_scratch_dir(settings.scratch_dir)
     checker = Checker(
         binary, timeout=settings.check_timeout, concurrency=settings.check_concurrency,
         scratch_base=Path(settings.scratch_dir) if settings.scratch_dir else None,
