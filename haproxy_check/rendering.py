@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from haproxy_check import escaping, frontends, httproutes, l4contexts, routelines
+from haproxy_check import escaping, frontends, httproutes, l4contexts, routelines, templatestate
 from haproxy_check.helpers import Recorder, TemplateError
 from haproxy_check.httpmodels import HttpModel
 from haproxy_check.results import RenderError, RenderResult
@@ -97,10 +99,12 @@ class Renderer:
         escaping.check(self.settings.dynamic_cookie_key, key=False)
         escaping.check(self.settings.system_ca_file, key=True, what="system_ca_file")  # one server-line word
         self._dirs = [Path(d) for d in template_dirs] + [BUILTIN]
-        self._env = jinja2.Environment(
+        # Templates are code: built-in and user ones alike run sandboxed, with only the documented helpers
+        # (haproxy_check/templatestate.py says what the sandbox and the state view keep out).
+        self._env = ImmutableSandboxedEnvironment(
             loader=jinja2.FileSystemLoader([str(d) for d in self._dirs]),
             # not HTML: escaping.py applies HAProxy's escaping to every user value
-            undefined=jinja2.StrictUndefined, autoescape=False,  # noqa: S701
+            undefined=jinja2.StrictUndefined, autoescape=False,
             keep_trailing_newline=True,
             trim_blocks=True, lstrip_blocks=True)
         self._env.filters.update(
@@ -143,19 +147,24 @@ class Renderer:
         for fe in fronts.values():
             fe.advanced.sort(key=lambda p: p[0])  # type: ignore[arg-type,return-value]
             fe.rules.sort(key=lambda r: r.rid)
+        visible = templatestate.TemplateState(state)  # Secrets without data
         context: dict[str, Any] = {
             "Backend": recorder.backend, "RegisterMap": recorder.register_map, "AddFile": recorder.add_file,
-            "origin": sources.mark, "get": state.get, "dig": dig, "state": state,
+            "SecretFile": templatestate.secret_file(state, recorder.add_file),
+            "origin": sources.mark, "get": visible.get, "dig": dig, "state": visible,
             "settings": self.settings, "http": model, "frontends": sorted(fronts.values(), key=lambda f: f.name),
             "listeners": lsts, "subject": subject, "MAPS": MAPS, "PROFILES": PROFILES,
             "attach": lambda route: attachments.attach(route, state),
-            "snippets": self._snippets, "findings": findings,
+            "snippets": self._snippets, "findings": tuple(findings),
         }
         context.update(l4contexts.template_globals(state, self.settings, recorder, findings))
+        context["resources"] = l4contexts.resources_of(visible)
         parts: list[str] = []
         for name in self.snippets:
             try:
                 parts.append(self._env.get_template(name).render(context))
+            except SecurityError as exc:
+                raise RenderError(f"template {_where(name, exc)}: not allowed in a template: {exc}") from exc
             except (TemplateError, jinja2.TemplateError) as exc:
                 # helpers' errors already end with "(at template:line)"; others get it from the traceback
                 where = name if isinstance(exc, TemplateError) else _where(name, exc)
