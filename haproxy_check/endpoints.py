@@ -77,16 +77,16 @@ def endpoint_addresses(state: State, service: Obj, port: int) -> list[tuple[str,
 
 def servers_for(state: State, service: Obj, port: int, *, weight: int = 1,
                 options: Sequence[str] = (), limit: int | None = None) -> list[ServerDesc]:
-    """Ready EndpointSlice endpoints of a Service port as servers named ``s1..sN``; [] when none.
+    """Ready EndpointSlice endpoints of a Service port as servers named ``s1..sN``; [] when none."""
+    return servers_within(state, service, port, weight=weight, options=options, limit=limit)[0]
 
-    ``limit`` (``limits.serversPerBackend``) keeps the first servers in address order: EndpointSlices
-    are a tenant's to fill, and every server costs every ``haproxy -c`` that includes the backend.
-    """
+
+def servers_within(state: State, service: Obj, port: int, *, weight: int = 1, options: Sequence[str] = (),
+                   limit: int | None = None) -> tuple[list[ServerDesc], int]:
+    """The servers (at most ``limit``: ``limits.serversPerBackend``, the first in address order) and how
+    many ready endpoints there are in all. EndpointSlices are a tenant's to fill, and every server costs
+    every ``haproxy -c`` that includes the backend."""
     addresses = endpoint_addresses(state, service, port)
-    return [ServerDesc(f"s{i}", addr, target, weight, tuple(options))
-            for i, (addr, target) in enumerate(addresses[:limit], start=1)]
-
-
-def ready_count(state: State, service: Obj, port: int) -> int:
-    """How many servers the Service port has before any limit (for the warning that it was capped)."""
-    return len(endpoint_addresses(state, service, port))
+    servers = [ServerDesc(f"s{i}", addr, target, weight, tuple(options))
+               for i, (addr, target) in enumerate(addresses[:limit], start=1)]
+    return servers, len(addresses)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from haproxy_check import backendtls, escaping, httpfilters, precedence, rulepolicies
-from haproxy_check.endpoints import ready_count, servers_for
+from haproxy_check.endpoints import servers_for, servers_within
 from haproxy_check.escaping import FieldError, guard
 from haproxy_check.httpmodels import FAIL, SLOTS, WEIGHTED, Advanced, BackendSpec, FrontendModel, HttpModel, RuleModel
 from validators import codes, references
@@ -317,8 +317,8 @@ def _servers(ctx: Context, ref: Ref, bref: references.BackendRef, findings: list
     (EndpointSlices are written by controllers: never a denial)."""
     assert bref.service is not None and bref.port is not None
     limit = getattr(ctx.settings, "limits", Limits()).servers_per_backend
-    servers = servers_for(ctx.state, bref.service, bref.port, options=options, limit=limit)
-    if len(servers) >= limit and (total := ready_count(ctx.state, bref.service, bref.port)) > limit:
+    servers, total = servers_within(ctx.state, bref.service, bref.port, options=options, limit=limit)
+    if total > limit:
         findings.append(Finding(
             codes.RENDER_SERVERS_CAPPED, f"Service {namespace_of(bref.service)}/{name_of(bref.service)} port "
             f"{bref.port} has {total} ready endpoints; only the first {limit} (by address) are rendered "

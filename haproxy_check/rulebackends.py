@@ -92,8 +92,8 @@ def build(state: State, route: Obj, rule_index: int, name: str, files: FileSink,
                 continue
             options = stls.options
         limit = getattr(settings, "limits", Limits()).servers_per_backend
-        servers = endpoints.servers_for(state, ref.service, ref.port, options=options, limit=limit)
-        if len(servers) >= limit and (total := endpoints.ready_count(state, ref.service, ref.port)) > limit:
+        servers, total = endpoints.servers_within(state, ref.service, ref.port, options=options, limit=limit)
+        if total > limit:
             capped.append(Finding(
                 codes.RENDER_SERVERS_CAPPED, f"Service {ref.namespace}/{ref.name} port {ref.port} has {total} "
                 f"ready endpoints; only the first {limit} (by address) are rendered (limits.serversPerBackend)",
