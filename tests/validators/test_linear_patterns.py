@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from validators import budgets, codes, schemas
+from validators.celfunctions import _find, _find_all
 from validators.changes import Change, Operation
 from validators.checks import Checks
 from validators.crds import SchemaSet
@@ -164,3 +165,12 @@ def test_the_budget_is_not_swallowed_by_the_guards_that_turn_bugs_into_warnings(
 def test_a_normal_object_stays_well_inside_the_default_budget() -> None:
     found = Checks(schemas=_bundled_schemas()).check(Change(Operation.CREATE, ROUTE), MemoryState())
     assert codes.VALIDATION_BUDGET not in {f.code for f in found}
+
+
+def test_cel_find_and_find_all_run_on_re2(no_backtracking: None) -> None:
+    assert _find("\x0b", r"\s") == ""  # Go's \s is [\t\n\f\r ]; Python's re also matches \v
+    assert _find("ab12", "[0-9]+") == "12" and _find_all("a1b22c333", "[0-9]+", 2) == ["1", "22"]
+    assert _find("!" * 5000 + "\x00", r"^[!-~]+([\t ]?[!-~]+)*$") == ""
+    with pytest.raises(ValueError) as info:
+        _find("a", "(?=a)")
+    assert str(info.value).startswith("invalid RE2 pattern")
