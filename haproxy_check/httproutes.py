@@ -317,12 +317,13 @@ def _servers(ctx: Context, ref: Ref, bref: references.BackendRef, findings: list
     (EndpointSlices are written by controllers: never a denial)."""
     assert bref.service is not None and bref.port is not None
     limit = getattr(ctx.settings, "limits", Limits()).servers_per_backend
-    servers, total = servers_within(ctx.state, bref.service, bref.port, options=options, limit=limit)
-    if total > limit:
+    servers, over = servers_within(ctx.state, bref.service, bref.port, options=options, limit=limit)
+    if over:
         findings.append(Finding(
             codes.RENDER_SERVERS_CAPPED, f"Service {namespace_of(bref.service)}/{name_of(bref.service)} port "
-            f"{bref.port} has {total} ready endpoints; only the first {limit} (by address) are rendered "
-            "(limits.serversPerBackend)", bref.path, Severity.WARN, subject=True, about=str(ref)))
+            f"{bref.port} has more than {limit} ready endpoints; only {limit} are rendered, from the first "
+            "EndpointSlices by name (limits.serversPerBackend)", bref.path, Severity.WARN, subject=True,
+            about=str(ref)))
     return servers
 
 

@@ -92,12 +92,12 @@ def build(state: State, route: Obj, rule_index: int, name: str, files: FileSink,
                 continue
             options = stls.options
         limit = getattr(settings, "limits", Limits()).servers_per_backend
-        servers, total = endpoints.servers_within(state, ref.service, ref.port, options=options, limit=limit)
-        if total > limit:
+        servers, over = endpoints.servers_within(state, ref.service, ref.port, options=options, limit=limit)
+        if over:
             capped.append(Finding(
-                codes.RENDER_SERVERS_CAPPED, f"Service {ref.namespace}/{ref.name} port {ref.port} has {total} "
-                f"ready endpoints; only the first {limit} (by address) are rendered (limits.serversPerBackend)",
-                ref.path, Severity.WARN, subject=True, about=str(ref_of(route))))
+                codes.RENDER_SERVERS_CAPPED, f"Service {ref.namespace}/{ref.name} port {ref.port} has more than "
+                f"{limit} ready endpoints; only {limit} are rendered, from the first EndpointSlices by name "
+                "(limits.serversPerBackend)", ref.path, Severity.WARN, subject=True, about=str(ref_of(route))))
         per_ref.append((ref, servers, "" if servers else
                         f"Service {ref.namespace}/{ref.name} port {ref.port} has no ready endpoints"))
     weights = server_weights([(ref.weight, len(servers)) for ref, servers, _ in per_ref])

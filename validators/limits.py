@@ -12,7 +12,7 @@ the number of its objects times that; bound the count with a Kubernetes Resource
       linesPerRoute: 4000               # RG0408: config lines + map entries one route renders (denial)
 
 EndpointSlices are written by controllers, not users: a Service over ``serversPerBackend`` is never
-denied, the backend is rendered with the first servers in address order and the routes using it get
+denied, the backend is rendered with the first endpoints in EndpointSlice order and the routes using it get
 a warning. Routes are written by users, so a route over a limit is denied with a finding on its field.
 """
 

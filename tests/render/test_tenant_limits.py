@@ -74,7 +74,7 @@ def test_the_default_caps_a_tenants_endpoint_slices_at_500_servers_per_backend()
     [capped] = [f for f in result.findings if f.code == codes.RENDER_SERVERS_CAPPED]
     assert capped.severity is Severity.WARN and capped.about == str(TENANT)
     assert capped.path == ("spec", "rules", 0, "backendRefs", 0)
-    assert "800 ready endpoints" in capped.message and "first 500" in capped.message
+    assert "more than 500 ready endpoints" in capped.message and "only 500 are rendered" in capped.message
 
 
 def test_a_capped_backend_still_passes_haproxy_and_is_never_a_denial(haproxy_check: Check) -> None:
@@ -83,6 +83,15 @@ def test_a_capped_backend_still_passes_haproxy_and_is_never_a_denial(haproxy_che
     assert len(_servers(result, "gw_h_tenant_noisy")) == 12
     assert {f.severity for f in result.findings if f.code == codes.RENDER_SERVERS_CAPPED} == {Severity.WARN}
     assert_valid(haproxy_check(result))
+
+
+def test_the_cap_keeps_the_first_slices_endpoints_and_names_them_in_address_order() -> None:
+    objects = [GATEWAY, service("tenant", "svc"), *slices("tenant", "svc", 3, 10), route("tenant", "noisy", "svc")]
+    servers = _servers(_render(objects, subject=TENANT, servers_per_backend=12), "gw_h_tenant_noisy")
+    addresses = [line.split()[2].rsplit(":", 1)[0] for line in servers]
+    assert addresses[:10] == [f"10.0.0.{e}" for e in range(1, 11)]  # all of slice svc-0 (first by name)
+    assert addresses[10:] == ["10.0.1.1", "10.0.1.2"]  # then the first endpoints of svc-1
+    assert [line.split()[1] for line in servers] == [f"s{i}" for i in range(1, 13)]
 
 
 def test_a_backend_at_the_limit_gets_no_warning() -> None:
