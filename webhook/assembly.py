@@ -20,7 +20,7 @@ from haproxy_check.checks import Checker
 from haproxy_check.rendering import Renderer, RenderSettings
 from haproxy_check.results import HAProxyBinary
 from validators.checks import Checks
-from validators.crds import SchemaSet
+from validators.crds import SchemaSet, pattern_problems
 from validators.enforcement import Enforcement
 from validators.objects import KINDS, Obj
 from validators.states import MemoryState
@@ -82,6 +82,10 @@ def load_crd_documents(paths: Sequence[str]) -> list[Obj]:
         raise SetupError(f"--crds: {exc}") from None
     if not docs:
         raise SetupError(f"--crds {' '.join(paths)}: no CustomResourceDefinition found")
+    problems = pattern_problems(docs)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise SetupError(f"--crds: {problems[0]}{more}; the API server would refuse this CRD")
     return docs
 
 

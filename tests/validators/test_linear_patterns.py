@@ -174,3 +174,29 @@ def test_cel_find_and_find_all_run_on_re2(no_backtracking: None) -> None:
     with pytest.raises(ValueError) as info:
         _find("a", "(?=a)")
     assert str(info.value).startswith("invalid RE2 pattern")
+
+
+LOOKAHEAD_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {"group": "example.com", "names": {"kind": "Widget", "plural": "widgets"}, "scope": "Namespaced",
+             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "properties": {"spec": {"type": "object", "properties": {"items": {
+                     "type": "array", "items": {"type": "string", "pattern": "^(?=a)a+$"}}}}}}}}]},
+}
+
+
+def test_crds_with_a_pattern_re2_rejects_are_refused_at_load(tmp_path: Path) -> None:
+    from validators.crds import pattern_problems
+    from webhook.assembly import SetupError, bundled_crd_documents, load_crd_documents
+
+    assert pattern_problems(bundled_crd_documents()) == []
+    [problem] = pattern_problems([LOOKAHEAD_CRD])
+    assert problem.startswith("CustomResourceDefinition widgets.example.com v1: spec.items[*]: pattern "
+                              "'^(?=a)a+$' is not valid RE2 syntax (")
+    crd_file = tmp_path / "widgets.yaml"
+    crd_file.write_text(json.dumps(LOOKAHEAD_CRD))
+    with pytest.raises(SetupError) as info:
+        load_crd_documents([str(crd_file)])
+    assert str(info.value).startswith("--crds: CustomResourceDefinition widgets.example.com v1: spec.items[*]:")
+    assert "the API server would refuse this CRD" in str(info.value)
