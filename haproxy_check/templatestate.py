@@ -22,6 +22,7 @@ from validators.objects import Obj, dig
 from validators.states import State
 
 SECRET_FIELDS = ("data", "stringData")
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 class RedactedSecret(Mapping[str, Any]):
@@ -31,6 +32,11 @@ class RedactedSecret(Mapping[str, Any]):
         self._shown = {k: v for k, v in secret.items() if k not in SECRET_FIELDS}
         meta = secret.get("metadata")
         meta = meta if isinstance(meta, Mapping) else {}
+        annotations = meta.get("annotations")
+        if isinstance(annotations, Mapping) and LAST_APPLIED in annotations:
+            # `kubectl apply` keeps the whole object, data included, in this annotation
+            kept = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
+            self._shown["metadata"] = {**meta, "annotations": kept}
         self._what = f"Secret {meta.get('namespace', '')}/{meta.get('name', '')}"
 
     def __getitem__(self, key: str) -> Any:

@@ -14,8 +14,10 @@ from validators.objects import Obj
 from validators.states import MemoryState
 
 KEY = "-----BEGIN PRIVATE KEY-----\nTOP-SECRET-KEY\n-----END PRIVATE KEY-----\n"
+LAST_APPLIED = '{"kind":"Secret","data":{"tls.key":"TOP-SECRET-IN-ANNOTATION"}}'
 SECRET: Obj = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-               "metadata": {"name": "site", "namespace": "tenant"},
+               "metadata": {"name": "site", "namespace": "tenant", "annotations": {
+                   "kubectl.kubernetes.io/last-applied-configuration": LAST_APPLIED, "team": "web"}},
                "data": {"tls.key": base64.b64encode(KEY.encode()).decode(), "tls.crt": ""}}
 CONFIGMAP: Obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg", "namespace": "tenant"},
                   "data": {"greeting": "hello"}}
@@ -79,9 +81,10 @@ def test_secret_data_cannot_be_printed(tmp_path: Path, text: str) -> None:
 
 
 def test_a_whole_secret_prints_without_its_data(tmp_path: Path) -> None:
-    out = render(tmp_path, "# {{ get('Secret', 'tenant', 'site') }} {{ get('Secret', 'tenant', 'site') | list }}\n")
+    out = render(tmp_path, "# {{ get('Secret', 'tenant', 'site') }} {{ get('Secret', 'tenant', 'site') | list }}"
+                           " {{ get('Secret', 'tenant', 'site').metadata }}\n")
     assert "TOP-SECRET" not in out and base64.b64encode(KEY.encode()).decode() not in out
-    assert "tenant/site" in out
+    assert "tenant/site" in out and "'team': 'web'" in out  # other annotations stay readable
 
 
 def test_non_secret_objects_stay_readable(tmp_path: Path) -> None:
