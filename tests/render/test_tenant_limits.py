@@ -158,3 +158,25 @@ def test_limits_come_from_the_config_and_typos_are_refused() -> None:
         Enforcement.from_mapping({"limits": {"serverPerBackend": 3}})
     with pytest.raises(ValueError, match=r"limits\.linesPerRoute: 0 is not a positive integer"):
         Enforcement.from_mapping({"limits": {"linesPerRoute": 0}})
+
+
+@pytest.mark.haproxy
+async def test_through_the_gate_the_cap_is_a_warning_on_the_tenants_route_and_nothing_for_others(
+        haproxy_path: str) -> None:
+    from haproxy_check import binaries
+    from webhook import assembly
+
+    gate = assembly.build_gate(await binaries.detect(haproxy_path),
+                               assembly.GateSettings(render={"limits": Limits(servers_per_backend=20)}))
+    objects = [GATEWAY, service("tenant", "svc"), *slices("tenant", "svc", 2, 30), service("other", "web"),
+               route("tenant", "noisy", "svc")]
+    state = MemoryState(objects)
+    own = await gate.review(Change(Operation.UPDATE, route("tenant", "noisy", "svc"),
+                                   route("tenant", "noisy", "svc")), state=state, reload_note=False)
+    assert own.allowed, own.message
+    assert any(w.startswith("spec.rules[0].backendRefs[0]: Service tenant/svc port 80 has more than 20 ready "
+               "endpoints") and w.endswith("[RG0407]") for w in own.warnings), own.warnings
+    other = await gate.review(Change(Operation.CREATE, route("other", "quiet", "web")), state=state,
+                              reload_note=False)
+    assert other.allowed, other.message
+    assert not any("ready endpoints" in w for w in other.warnings), other.warnings
