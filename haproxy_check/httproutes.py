@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from haproxy_check import backendtls, escaping, httpfilters, precedence, rulepolicies
-from haproxy_check.endpoints import servers_for
+from haproxy_check.endpoints import servers_for, servers_within
 from haproxy_check.escaping import FieldError, guard
 from haproxy_check.httpmodels import FAIL, SLOTS, WEIGHTED, Advanced, BackendSpec, FrontendModel, HttpModel, RuleModel
-from validators import references
+from validators import codes, references
 from validators.attachments import Attachment
 from validators.findings import Finding, PathPart, Severity
 from validators.objects import Obj, Ref, as_list, created_at, dig, name_of, namespace_of, ref_of
@@ -250,7 +250,7 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
                             findings.append(Finding(BACKEND_TLS, f"{tls.blocked}; the backend gets no servers",
                                                     bref.path, Severity.WARN, subject=True, about=str(ref)))
                         else:
-                            servers = servers_for(ctx.state, bref.service, bref.port, options=tls.options)
+                            servers = _servers(ctx, ref, bref, findings, options=tls.options)
                     staged.backends[be] = BackendSpec(
                         be, ctx.mark(ref, bref.path), tuple(servers), grpc=grpc,
                         profile=profile, comments=(f"{ref.kind} {ns}/{name} rule {i}",))
@@ -324,7 +324,8 @@ def _side_backend(staged: HttpModel, taken: Container[str], ctx: Context, route:
         return FAIL
     be = backend_name(route, bref, grpc=grpc, rule_suffix="")
     if be not in staged.backends and be not in taken:
-        servers = servers_for(ctx.state, bref.service, bref.port) if bref.service else []
+        servers = servers_for(ctx.state, bref.service, bref.port, limit=ctx.settings.limits.servers_per_backend) \
+            if bref.service else []
         staged.backends[be] = BackendSpec(be, ctx.mark(ref, path), tuple(servers), grpc=grpc,
                                           profile=("default-server proto h2",) if grpc else (),
                                           comments=(f"{ref.kind} {ref.namespace}/{ref.name} mirror target",))
@@ -382,6 +383,22 @@ def _path_condition(ptype: str, value: str, prefix: str) -> str:
         return f"{{ var(txn.gw_path) -m reg -- {escaping.quote('^' + pcre_escape(prefix) + '(/|$)')} }}"
     body = value[1:] if value.startswith("^") else value
     return f"{{ var(txn.gw_path) -m reg -- {escaping.quote('^(?:' + body + ')')} }}"
+
+
+def _servers(ctx: Context, ref: Ref, bref: references.BackendRef, findings: list[Finding], *,
+             options: Sequence[str]) -> list[Any]:
+    """The backend's servers within ``limits.serversPerBackend``; a warning on the route when capped
+    (EndpointSlices are written by controllers: never a denial)."""
+    assert bref.service is not None and bref.port is not None
+    limit = ctx.settings.limits.servers_per_backend
+    servers, over = servers_within(ctx.state, bref.service, bref.port, options=options, limit=limit)
+    if over:
+        findings.append(Finding(
+            codes.RENDER_SERVERS_CAPPED, f"Service {namespace_of(bref.service)}/{name_of(bref.service)} port "
+            f"{bref.port} has more than {limit} ready endpoints; only {limit} are rendered, from the first "
+            "EndpointSlices by name (limits.serversPerBackend)", bref.path, Severity.WARN, subject=True,
+            about=str(ref)))
+    return servers
 
 
 def _ref_finding(ref: Ref, bref: references.BackendRef) -> Finding:

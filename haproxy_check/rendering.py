@@ -12,19 +12,22 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jinja2
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from haproxy_check import escaping, frontends, httproutes, increments, l4contexts
+from haproxy_check import escaping, frontends, httproutes, increments, l4contexts, routelines, templatestate
 from haproxy_check.helpers import Recorder, TemplateError
 from haproxy_check.httpmodels import FrontendModel, HttpModel
 from haproxy_check.results import RenderError, RenderResult
 from haproxy_check.sourcemaps import SourceMap
 from validators import attachments, statuses
 from validators.findings import Finding, PathPart, Severity
+from validators.limits import Limits
 from validators.objects import Obj, Ref, dig, ref_of
 from validators.reads import Recording
 from validators.states import State
@@ -83,6 +86,7 @@ class RenderSettings:
     timeout_http_request: str = "10s"
     share_https_with_passthrough: bool = False  # engineer B's TCP frontend owns the HTTPS port
     system_ca_file: str = ""
+    limits: Limits = field(default_factory=Limits)  # servers per backend, lines per route
 
     def base_lines(self) -> tuple[str, ...]:
         return (f"timeout connect {self.timeout_connect}", f"timeout client {self.timeout_client}",
@@ -103,10 +107,12 @@ class Renderer:
         escaping.check(self.settings.dynamic_cookie_key, key=False)
         escaping.check(self.settings.system_ca_file, key=True, what="system_ca_file")  # one server-line word
         self._dirs = [Path(d) for d in template_dirs] + [BUILTIN]
-        self._env = jinja2.Environment(
+        # Templates are code: built-in and user ones alike run sandboxed, with only the documented helpers
+        # (haproxy_check/templatestate.py says what the sandbox and the state view keep out).
+        self._env = ImmutableSandboxedEnvironment(
             loader=jinja2.FileSystemLoader([str(d) for d in self._dirs]),
             # not HTML: escaping.py applies HAProxy's escaping to every user value
-            undefined=jinja2.StrictUndefined, autoescape=False,  # noqa: S701
+            undefined=jinja2.StrictUndefined, autoescape=False,
             keep_trailing_newline=True,
             trim_blocks=True, lstrip_blocks=True)
         self._env.filters.update(
@@ -158,20 +164,25 @@ class Renderer:
         for fe in fronts.values():
             fe.advanced.sort(key=lambda p: p[0])  # type: ignore[arg-type,return-value]
             fe.rules.sort(key=lambda r: r.rid)
+        visible = templatestate.TemplateState(state)  # Secrets without data
         context: dict[str, Any] = {
             "Backend": recorder.backend, "RegisterMap": recorder.register_map, "AddFile": recorder.add_file,
-            "origin": sources.mark, "get": state.get, "dig": dig, "state": state,
+            "SecretFile": templatestate.secret_file(state, recorder.add_file),
+            "origin": sources.mark, "get": visible.get, "dig": dig, "state": visible,
             "settings": self.settings, "http": model, "frontends": sorted(fronts.values(), key=lambda f: f.name),
             "listeners": lsts, "subject": subject, "MAPS": MAPS, "PROFILES": PROFILES,
             "attach": lambda route: attachments.attach(route, state),
-            "snippets": self._snippets, "findings": findings,
+            "snippets": self._snippets, "findings": tuple(findings),
         }
         memo = l4contexts.direct if gen is None else functools.partial(increments.RouteCache.model, gen)
         context.update(l4contexts.template_globals(state, self.settings, recorder, findings, memo))
+        context["resources"] = l4contexts.resources_of(visible)
         parts: list[str] = []
         for name in self.snippets:
             try:
                 parts.append(self._env.get_template(name).render(context))
+            except SecurityError as exc:
+                raise RenderError(f"template {_where(name, exc)}: not allowed in a template: {exc}") from exc
             except (TemplateError, jinja2.TemplateError) as exc:
                 # helpers' errors already end with "(at template:line)"; others get it from the traceback
                 where = name if isinstance(exc, TemplateError) else _where(name, exc)
@@ -185,7 +196,9 @@ class Renderer:
         files.update((p, data) for p, (_, data) in recorder.files.items())
         if self.cache is not None and gen is not None:
             self.cache.done(gen, seen, recorder)
-        return RenderResult(files=dict(sorted(files.items())), origins=sources.origins(),
+        origins = sources.origins()
+        findings += routelines.oversized(origins, self.settings.limits.lines_per_route, subject)
+        return RenderResult(files=dict(sorted(files.items())), origins=origins,
                             description=recorder.description(map_texts),
                             findings=tuple(sorted(set(findings), key=lambda f: (f.about, f.field, f.code, f.message))),
                             statuses=_statuses(state, subject))

@@ -328,9 +328,14 @@ class Gate:
         if not new:
             first = result.alerts[0]
             owner = str(first.origin.ref) if first.origin else "other objects"
-            # The culprit comes first: the apiserver caps a warning at 256 characters.
-            note = (f"the HAProxy configuration already fails haproxy -c because of {owner}; "
-                    f"this change does not alter that: {first.message}")
+            where = format_path(first.origin.path) if first.origin else ""
+            # The culprit comes first: the apiserver caps a warning at 256 characters. HAProxy's message
+            # quotes the culprit's values (another tenant's hosts, paths, regexes): only the culprit's
+            # own review shows them; this one gets the object and field.
+            detail = (f": {first.message}" if first.origin and first.origin.ref == ref
+                      else f" ({where})" if where else "")
+            note = (f"the HAProxy configuration already fails haproxy -c because of {owner}{detail}; "
+                    "this change does not alter that")
             return Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=(note,),
                            haproxy=self.binary, timings=timings)
         denial = [self._alert_finding(ref, alert) for alert in new]

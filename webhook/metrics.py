@@ -2,7 +2,8 @@
 separate plain-HTTP port.
 
 Label values are bounded: kinds outside the reviewed set are counted as "other", so a stream of
-unknown kinds cannot grow the series without limit.
+unknown kinds cannot grow the series without limit. Labels carry no paths or object values: the metrics
+port is readable by the monitoring stack (manifests/base/networkpolicy.yaml), not only by operators.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from haproxy_check.results import HAProxyBinary
 from validators import celchecks
 from validators.objects import REVIEWED_KINDS
 
@@ -51,9 +53,15 @@ VERDICT_CACHE_HITS = Counter(
     registry=REGISTRY,
 )
 HAPROXY_INFO = Gauge(
-    "routegate_haproxy_info", "The haproxy binary the gate uses (value 1).", ("version", "path"),
+    "routegate_haproxy_info", "The haproxy version the gate uses (value 1).", ("version",),
     registry=REGISTRY,
 )
+
+
+def haproxy_info(binary: HAProxyBinary) -> None:
+    """Only the version: the binary's path says how the host is laid out, which scrapers need not know
+    (it is logged at start for the operator)."""
+    HAPROXY_INFO.labels(binary.version).set(1)
 
 
 def kind_label(kind: str) -> str:

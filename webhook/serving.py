@@ -102,7 +102,7 @@ async def serve(args: argparse.Namespace) -> int:
     host, port = split_listen(args.listen, "--listen")
     metrics_host, metrics_port = split_listen(args.metrics_listen, "--metrics-listen")
     binary = await binaries.detect(args.haproxy)
-    metrics.HAPROXY_INFO.labels(binary.version, binary.path).set(1)
+    metrics.haproxy_info(binary)
     log.info("haproxy", path=binary.path, version=binary.version)
     tasks: list[Awaitable[Any]] = []
     source, api = await _state_source(args, tasks)
