@@ -73,6 +73,19 @@ def _binds_nothing(result: CheckResult) -> bool:
     return not result.ok and result.exit_code == 2 and all(a.file == "" and a.origin is None for a in result.alerts)
 
 
+def _already_failing(first: Alert, ref: Ref) -> str:
+    """The note on a change admitted because the configuration failed before it, the same way."""
+    owner = str(first.origin.ref) if first.origin else "other objects"
+    where = format_path(first.origin.path) if first.origin else ""
+    # The culprit comes first: the apiserver caps a warning at 256 characters. HAProxy's message
+    # quotes the culprit's values (another tenant's hosts, paths, regexes): only the culprit's
+    # own review shows them; this one gets the object and field.
+    detail = (f": {first.message}" if first.origin and first.origin.ref == ref
+              else f" ({where})" if where else "")
+    return (f"the HAProxy configuration already fails haproxy -c because of {owner}{detail}; "
+            "this change does not alter that")
+
+
 def _batchable(change: Change, combined: State) -> bool:
     """A change the combined render covers: reviewed, not a delete, and (routes) attached somewhere."""
     if change.ref.kind not in REVIEWED_KINDS or change.operation is Operation.DELETE:
@@ -261,14 +274,24 @@ class Gate:
         if not named >= {refs[i] for i in suspects}:
             return {}
         first = failed.alerts[0]
-        assert first.origin is not None
-        note = (f"the HAProxy configuration already fails haproxy -c because of {first.origin.ref}; "
-                f"this change does not alter that: {first.message}")
+        culprits = {refs[i] for i in suspects}
         settled: dict[int, Verdict] = {}
         for i in innocent:
+            change, state = items[i]
+            sees_culprit = True
+            if self.delta:
+                # A delta review checks the change's closure only: it meets the failure (and gives the note)
+                # only when a culprit is a member; when one is, leave the exact wording to that review.
+                members = await asyncio.to_thread(closures.members, state, change)
+                if culprits & members:
+                    continue
+                sees_culprit = False
             verdict = await self._batch_verdict(items[i], render, combined, 0.0)
             # A denied change is denied before any render, exactly as in review().
-            settled[i] = verdict if not verdict.allowed else replace(verdict, notes=(note,), timings={})
+            if verdict.allowed:
+                notes = (_already_failing(first, change.ref),) if sees_culprit else ()
+                verdict = replace(verdict, notes=notes, timings={})
+            settled[i] = verdict
         return settled
 
     async def _failing_alone(self, group: list[int], refs: dict[int, Ref], combined: State, *,
@@ -326,18 +349,9 @@ class Gate:
             new = await self._isolated(change, state, baseline)
         timings["total"] = self._clock() - started
         if not new:
-            first = result.alerts[0]
-            owner = str(first.origin.ref) if first.origin else "other objects"
-            where = format_path(first.origin.path) if first.origin else ""
-            # The culprit comes first: the apiserver caps a warning at 256 characters. HAProxy's message
-            # quotes the culprit's values (another tenant's hosts, paths, regexes): only the culprit's
-            # own review shows them; this one gets the object and field.
-            detail = (f": {first.message}" if first.origin and first.origin.ref == ref
-                      else f" ({where})" if where else "")
-            note = (f"the HAProxy configuration already fails haproxy -c because of {owner}{detail}; "
-                    "this change does not alter that")
-            return Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=(note,),
-                           haproxy=self.binary, timings=timings)
+            note = _already_failing(result.alerts[0], ref)
+            return Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=(note,), haproxy=self.binary,
+                           timings=timings)
         denial = [self._alert_finding(ref, alert) for alert in new]
         return Verdict(Decision.DENY, ref, findings=tuple(findings + denial), alerts=tuple(new),
                        haproxy=self.binary, timings=timings)
