@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import structlog
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from webhook import metrics, reviews
@@ -65,16 +66,18 @@ def _error(status: int, message: str) -> web.Response:
 
 async def validate(request: web.Request) -> web.Response:
     started = time.perf_counter()
+    body_or_error = await _read_body(request)
+    if isinstance(body_or_error, web.Response):
+        return body_or_error
     try:
-        body = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        metrics.BAD_REVIEWS.labels("too_large").inc()
-        return _error(413, f"request body is larger than {MAX_BODY} bytes")
-    try:
-        review = reviews.parse(body)
+        review = reviews.parse(body_or_error)
     except reviews.BadReview as exc:
         metrics.BAD_REVIEWS.labels("malformed").inc()
         return _error(400, str(exc))
+    except Exception as exc:  # a parser bug is still the request's problem to report, never a 500
+        log.exception("cannot parse review", error=type(exc).__name__)
+        metrics.BAD_REVIEWS.labels("malformed").inc()
+        return _error(400, f"request is not a usable AdmissionReview ({type(exc).__name__})")
     verdict = await _judge(request.app, review)
     elapsed = time.perf_counter() - started
     metrics.REVIEW_SECONDS.observe(elapsed)
@@ -86,6 +89,21 @@ async def validate(request: web.Request) -> web.Response:
         haproxy=verdict.haproxy.version if verdict.haproxy else None,
     )
     return web.json_response(reviews.respond(review.uid, verdict))
+
+
+async def _read_body(request: web.Request) -> bytes | web.Response:
+    """The decoded body, or the 413/400 answer when it is too large or its Content-Encoding is broken."""
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        metrics.BAD_REVIEWS.labels("too_large").inc()
+        return _error(413, f"request body is larger than {MAX_BODY} bytes")
+    except RequestPayloadError as exc:  # invalid gzip/deflate data, a truncated chunked body
+        metrics.BAD_REVIEWS.labels("malformed").inc()
+        encoding = request.headers.get("Content-Encoding", "identity")
+        cause = exc.__cause__ or exc
+        detail = " ".join(str(cause).split()) or type(cause).__name__
+        return _error(400, f"request body cannot be read (Content-Encoding {encoding}): {detail}")
 
 
 async def _judge(app: web.Application, review: reviews.Review) -> Verdict:

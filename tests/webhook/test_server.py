@@ -119,6 +119,33 @@ async def test_malformed_bodies_get_400_with_a_json_error(client: Client, body: 
     assert status == 400 and says in out["error"]
 
 
+async def _post_raw(client: Client, body: bytes, **headers: str) -> tuple[int, dict[str, Any]]:
+    async with client.session.post(client.base + "/validate", data=body,
+                                   headers={"Content-Type": "application/json", **headers}) as resp:
+        return resp.status, await resp.json(content_type=None)
+
+
+@pytest.mark.parametrize(("body", "headers", "says"), [
+    pytest.param(b"[" * 1000 + b"]" * 1000, {}, "nested deeper than 64 levels", id="nested 1000 deep"),
+    pytest.param(b'{"a": ' + b"1" * 4300 + b"}", {}, "integer with 4300 digits", id="4300-digit integer"),
+    pytest.param(b"not gzip at all", {"Content-Encoding": "gzip"}, "Content-Encoding gzip", id="invalid gzip"),
+    pytest.param(b"not deflate data", {"Content-Encoding": "deflate"}, "Content-Encoding deflate",
+                 id="invalid deflate"),
+])
+async def test_bodies_that_break_parsers_get_400_with_a_specific_json_error(
+        client: Client, body: bytes, headers: dict[str, str], says: str) -> None:
+    status, out = await _post_raw(client, body, **headers)
+    assert status == 400 and says in out["error"], out
+
+
+async def test_a_valid_gzip_body_is_reviewed(client: Client) -> None:
+    import gzip
+
+    status, out = await _post_raw(client, gzip.compress(json.dumps(review(route("shop"))).encode()),
+                                  **{"Content-Encoding": "gzip"})
+    assert status == 200 and out["response"]["allowed"] is True, out
+
+
 async def test_a_17_mib_body_gets_413(client: Client) -> None:
     status, out = await client.post(b"{" + b" " * (17 * 1024**2) + b"}")
     assert status == 413 and "larger than" in out["error"]
