@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import structlog
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from validators.objects import Obj
 from webhook import metrics, reviews
 from webhook.gates import Gate
 from webhook.sources import StateSource
@@ -32,6 +34,15 @@ class CertStatus(Protocol):
 
     @property
     def not_after(self) -> datetime | None: ...
+
+
+@runtime_checkable
+class ExplainingSource(Protocol):
+    """A state source that can say why it is not ready and what it could not read (ClusterState)."""
+
+    def why_not_ready(self) -> str: ...
+
+    def reference_problems(self, obj: Obj) -> list[str]: ...
 
 
 GATE = web.AppKey("gate", Gate)
@@ -110,15 +121,31 @@ async def _judge(app: web.Application, review: reviews.Review) -> Verdict:
     source = app[SOURCE]
     ref = review.change.ref
     if not source.ready:
-        return Verdict(Decision.ERROR, ref, error="still syncing cluster state; retry")
+        return Verdict(Decision.ERROR, ref, error=_not_ready_reason(source))
     try:
         async with asyncio.timeout(app[REVIEW_TIMEOUT]):
-            return await app[GATE].review(review.change, state=source.snapshot())
+            verdict = await app[GATE].review(review.change, state=source.snapshot())
+        return _with_reference_problems(source, review, verdict)
     except TimeoutError:
         return Verdict(Decision.ERROR, ref, error=f"the review took longer than {app[REVIEW_TIMEOUT]:g}s")
     except Exception as exc:  # one place maps every unexpected failure; never a 500
         log.exception("review failed", uid=review.uid, kind=review.kind, error=type(exc).__name__)
         return Verdict(Decision.ERROR, ref, error=f"internal error ({type(exc).__name__}); see the server log")
+
+
+def _not_ready_reason(source: StateSource) -> str:
+    reason = source.why_not_ready() if isinstance(source, ExplainingSource) else ""
+    return reason or "still syncing cluster state; retry"
+
+
+def _with_reference_problems(source: StateSource, review: reviews.Review, verdict: Verdict) -> Verdict:
+    """Warn about referenced Secrets/ConfigMaps the webhook cannot read (e.g. RBAC resourceNames that
+    do not grant them): a problem of this object, never a reason to refuse every review."""
+    subject = review.change.subject
+    if not isinstance(source, ExplainingSource) or not isinstance(subject, dict):
+        return verdict
+    problems = source.reference_problems(subject)
+    return replace(verdict, notes=(*problems, *verdict.notes)) if problems else verdict
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -262,11 +262,15 @@ async def test_readiness_waits_for_every_first_list(kube: FakeKube, api: Any) ->
         assert body["ready"] is True
         assert body["kinds"]["HTTPRoute"]["synced"] and body["kinds"]["HTTPRoute"]["lastSync"]
         assert not body["kinds"]["TCPRoute"]["served"]  # not installed: not watched, does not block
-        # a gateway naming a new secret: that secret must be listed before the state is ready again
+        # after the first sync, a gateway naming a new secret never makes the whole state unready:
+        # until the secret is listed, the gateway alone carries the problem
         kube.fail_next("list", 500, times=2, plural="secrets")
-        kube.create(gateway("gw", secrets=("late",)))
-        await eventually(lambda: not state.ready, what="unready while the new secret is listed")
-        await eventually(lambda: state.ready)
+        gw = kube.create(gateway("gw", secrets=("late",)))
+        await eventually(lambda: state.status()["kinds"]["Secret"]["errors"] >= 1, what="a failed secret list")
+        assert state.ready
+        assert "Secret default/late" in " ".join(state.reference_problems(gw))
+        await eventually(lambda: state.reference_problems(gw) == [], what="the secret listed")
+        assert state.ready
     assert not state.ready or state.ready  # cancellation is clean (no exception escaped above)
 
 
