@@ -1,5 +1,10 @@
 """``routegate serve``: wire certificates, state, the Gate and the two HTTP apps, then run until told
-to stop (SIGTERM/SIGINT), shutting down in aiohttp's documented order."""
+to stop, shutting down in aiohttp's documented order.
+
+SIGTERM (Kubernetes), SIGUSR1 (the STOPSIGNAL of the official haproxy image this one is built on) and
+SIGINT all stop gracefully: the listeners close, reviews in flight finish (bounded by the review
+timeout plus a margin), background tasks stop, exit 0.
+"""
 
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ from webhook.checking import settings_from
 from webhook.sources import StateSource, StaticSource
 
 log = structlog.get_logger("routegate")
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+DRAIN_MARGIN = 2.0  # seconds past the review timeout that a review in flight may take to be answered
 
 
 @runtime_checkable
@@ -97,6 +104,25 @@ async def _certificates(args: argparse.Namespace, api: Any, tasks: list[Awaitabl
     return reloader
 
 
+def drain_bound(args: argparse.Namespace) -> float:
+    """How long shutdown waits for reviews in flight: one review's deadline plus a margin."""
+    return float(args.review_timeout) + DRAIN_MARGIN
+
+
+def _on_stop_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def requested(sig: signal.Signals) -> None:
+        if not stop.is_set():
+            log.info("stopping", signal=sig.name)
+        stop.set()
+
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, requested, sig)
+    return stop
+
+
 async def serve(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
     host, port = split_listen(args.listen, "--listen")
@@ -111,15 +137,12 @@ async def serve(args: argparse.Namespace) -> int:
     if isinstance(source, ClusterSource) and isinstance(gate.rules, Checks):
         tasks.append(liveschemas.follow(source, gate.rules, files=load_crd_documents(args.crds)))
     app = servers.make_app(gate, source, certs=reloader, review_timeout=args.review_timeout)
-    runner = web.AppRunner(app, access_log=None)
-    metrics_runner = web.AppRunner(servers.make_metrics_app(), access_log=None)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=drain_bound(args))
+    metrics_runner = web.AppRunner(servers.make_metrics_app(), access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     await metrics_runner.setup()
     background = [asyncio.ensure_future(t) for t in tasks]
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = _on_stop_signals()
     try:
         await web.TCPSite(runner, host, port, ssl_context=reloader.context).start()
         await web.TCPSite(metrics_runner, metrics_host, metrics_port).start()
@@ -135,13 +158,15 @@ async def serve(args: argparse.Namespace) -> int:
         log.error("cannot listen", error=str(exc))
         return 2
     finally:
+        # Drain first (the listener closes at once, reviews in flight are answered), then stop the
+        # background tasks that reviews may still read from.
+        await runner.cleanup()
+        await metrics_runner.cleanup()
         for task in background:
             task.cancel()
         for task in background:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await runner.cleanup()
-        await metrics_runner.cleanup()
         if api is not None:
             await api.close()
     log.info("stopped")
