@@ -21,6 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from validators.objects import Obj
 from webhook import metrics, reviews
 from webhook.gates import Gate
+from webhook.selftests import Health, SelfTest
 from webhook.sources import StateSource
 from webhook.verdicts import Decision, Verdict
 
@@ -49,12 +50,14 @@ GATE = web.AppKey("gate", Gate)
 SOURCE = web.AppKey("source", StateSource)
 CERTS = web.AppKey("certs", CertStatus)
 REVIEW_TIMEOUT = web.AppKey("review_timeout", float)
+SELFTEST = web.AppKey("selftest", SelfTest)
 
 
 def make_app(gate: Gate, source: StateSource, *, certs: CertStatus | None = None,
-             review_timeout: float = 9.0) -> web.Application:
+             review_timeout: float = 9.0, selftest: SelfTest | None = None) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
     app[GATE] = gate
+    app[SELFTEST] = selftest or default_selftest(gate)
     app[SOURCE] = source
     app[REVIEW_TIMEOUT] = review_timeout
     if certs is not None:
@@ -153,7 +156,12 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
-def readiness(app: web.Application) -> tuple[bool, dict[str, Any]]:
+def default_selftest(gate: Gate) -> SelfTest:
+    """Readiness checks through the Gate's own checker and scratch base (see webhook.selftests)."""
+    return SelfTest(gate.checker, scratch_base=getattr(gate.checker, "scratch_base", None))
+
+
+def readiness(app: web.Application, health: Health | None = None) -> tuple[bool, dict[str, Any]]:
     gate = app[GATE]
     source = app[SOURCE]
     certs = app.get(CERTS)
@@ -162,18 +170,34 @@ def readiness(app: web.Application) -> tuple[bool, dict[str, Any]]:
         not_after = certs.not_after
         valid = certs.loaded and (not_after is None or not_after > datetime.now(UTC))
         cert_info = {"loaded": valid, "notAfter": not_after.isoformat() if not_after else None}
-    ready = source.ready and bool(cert_info["loaded"])
+    checked = health is None or health.ready
+    ready = source.ready and bool(cert_info["loaded"]) and checked
     body = {
         "ready": ready,
+        "reasons": _reasons(source, cert_info, health),
         "haproxy": {"path": gate.binary.path, "version": gate.binary.version},
+        "selftest": health.as_dict() if health is not None else None,
         "certificates": cert_info,
         "state": {"ready": source.ready, **source.status()},
     }
     return ready, body
 
 
+def _reasons(source: StateSource, cert_info: dict[str, Any], health: Health | None) -> list[str]:
+    """Why not ready, one line per cause ([] when ready)."""
+    out = []
+    if health is not None and not health.ready:
+        out.append(health.reason)
+    if not source.ready:
+        out.append(_not_ready_reason(source))
+    if not cert_info["loaded"]:
+        out.append("no valid serving certificate is loaded (missing or expired)")
+    return out
+
+
 async def readyz(request: web.Request) -> web.Response:
-    ready, body = readiness(request.app)
+    health = await request.app[SELFTEST].health()
+    ready, body = readiness(request.app, health)
     return web.json_response(body, status=200 if ready else 503)
 
 
