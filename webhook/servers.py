@@ -51,11 +51,14 @@ SOURCE = web.AppKey("source", StateSource)
 CERTS = web.AppKey("certs", CertStatus)
 REVIEW_TIMEOUT = web.AppKey("review_timeout", float)
 SELFTEST = web.AppKey("selftest", SelfTest)
+BODY_TIMEOUT = web.AppKey("body_timeout", float)
 
 
 def make_app(gate: Gate, source: StateSource, *, certs: CertStatus | None = None,
-             review_timeout: float = 9.0, selftest: SelfTest | None = None) -> web.Application:
+             review_timeout: float = 9.0, selftest: SelfTest | None = None,
+             body_timeout: float = 10.0) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
+    app[BODY_TIMEOUT] = body_timeout
     app[GATE] = gate
     app[SELFTEST] = selftest or default_selftest(gate)
     app[SOURCE] = source
@@ -72,6 +75,16 @@ def make_metrics_app() -> web.Application:
     app = web.Application()
     app.router.add_get("/metrics", serve_metrics)
     return app
+
+
+def add_probes(target: web.Application, webhook: web.Application) -> None:
+    """Serve ``/healthz`` and ``/readyz`` of ``webhook`` on ``target`` too (the plain-HTTP metrics
+    listener): kubelet probes present no client certificate, which ``--client-ca`` requires."""
+    target[GATE], target[SOURCE], target[SELFTEST] = webhook[GATE], webhook[SOURCE], webhook[SELFTEST]
+    if CERTS in webhook:
+        target[CERTS] = webhook[CERTS]
+    target.router.add_get("/healthz", healthz)
+    target.router.add_get("/readyz", readyz)
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -106,9 +119,17 @@ async def validate(request: web.Request) -> web.Response:
 
 
 async def _read_body(request: web.Request) -> bytes | web.Response:
-    """The decoded body, or the 413/400 answer when it is too large or its Content-Encoding is broken."""
+    """The decoded body, or the 413/400/408 answer when it is too large, its Content-Encoding is
+    broken, or it does not arrive within the body timeout (a slow client holds nothing for long)."""
+    bound = request.app[BODY_TIMEOUT]
     try:
-        return await request.read()
+        async with asyncio.timeout(bound):
+            return await request.read()
+    except TimeoutError:
+        metrics.BAD_REVIEWS.labels("slow_body").inc()
+        late = _error(408, f"request body not received within {bound:g}s")
+        late.force_close()
+        return late
     except web.HTTPRequestEntityTooLarge:
         metrics.BAD_REVIEWS.labels("too_large").inc()
         return _error(413, f"request body is larger than {MAX_BODY} bytes")

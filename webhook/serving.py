@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
@@ -23,7 +24,7 @@ from aiohttp import web
 
 from haproxy_check import binaries
 from validators.checks import Checks
-from webhook import liveschemas, logs, metrics, servers
+from webhook import connections, liveschemas, logs, metrics, servers
 from webhook.assembly import SetupError, build_gate, load_crd_documents, load_state
 from webhook.checking import settings_from
 from webhook.sources import StateSource, StaticSource
@@ -54,7 +55,7 @@ async def _state_source(args: argparse.Namespace, tasks: list[Awaitable[Any]]) -
         except ClusterConfigError as exc:
             raise SetupError(f"--kubeconfig: {exc}") from None
         if api is not None:
-            cluster = ClusterState(api)
+            cluster = ClusterState(api, stale_after=args.max_state_staleness)
             tasks.append(cluster.run())
             return cluster, api
     if args.kubeconfig:
@@ -104,6 +105,25 @@ async def _certificates(args: argparse.Namespace, api: Any, tasks: list[Awaitabl
     return reloader
 
 
+def connection_limits(args: argparse.Namespace) -> connections.ConnectionLimits:
+    for flag in ("max_connections", "header_timeout", "body_timeout", "idle_timeout"):
+        if getattr(args, flag) <= 0:
+            raise SetupError(f"--{flag.replace('_', '-')} must be positive")
+    return connections.ConnectionLimits(max_connections=args.max_connections, header_timeout=args.header_timeout,
+                                        body_timeout=args.body_timeout, idle_timeout=args.idle_timeout)
+
+
+def require_client_certificates(context: ssl.SSLContext, ca_file: str) -> None:
+    """Only clients with a certificate signed by ``ca_file`` complete the handshake (the apiserver,
+    configured through its AdmissionConfiguration kubeconfig: docs/DEPLOY.md)."""
+    try:
+        context.load_verify_locations(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise SetupError(f"--client-ca {ca_file}: {exc}") from None
+    context.verify_mode = ssl.CERT_REQUIRED
+    log.info("client certificates required", ca=ca_file)
+
+
 def drain_bound(args: argparse.Namespace) -> float:
     """How long shutdown waits for reviews in flight: one review's deadline plus a margin."""
     return float(args.review_timeout) + DRAIN_MARGIN
@@ -136,15 +156,23 @@ async def serve(args: argparse.Namespace) -> int:
     gate = build_gate(binary, settings_from(args))
     if isinstance(source, ClusterSource) and isinstance(gate.rules, Checks):
         tasks.append(liveschemas.follow(source, gate.rules, files=load_crd_documents(args.crds)))
-    app = servers.make_app(gate, source, certs=reloader, review_timeout=args.review_timeout)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=drain_bound(args))
-    metrics_runner = web.AppRunner(servers.make_metrics_app(), access_log=None, shutdown_timeout=1.0)
+    if args.client_ca:
+        require_client_certificates(reloader.context, args.client_ca)
+    app = servers.make_app(gate, source, certs=reloader, review_timeout=args.review_timeout,
+                           body_timeout=args.body_timeout)
+    guards = connections.Guards(connection_limits(args))
+    guards.install(app)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=drain_bound(args),
+                           keepalive_timeout=args.idle_timeout)
+    metrics_app = servers.make_metrics_app()
+    servers.add_probes(metrics_app, app)
+    metrics_runner = web.AppRunner(metrics_app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     await metrics_runner.setup()
     background = [asyncio.ensure_future(t) for t in tasks]
     stop = _on_stop_signals()
     try:
-        await web.TCPSite(runner, host, port, ssl_context=reloader.context).start()
+        await connections.GuardedSite(runner, host, port, guards=guards, ssl_context=reloader.context).start()
         await web.TCPSite(metrics_runner, metrics_host, metrics_port).start()
         log.info("listening", url=f"https://{host}:{port}/validate", metrics=f"http://{metrics_host}:{metrics_port}/metrics")
         print(f"routegate: listening on https://{host}:{port}/validate", file=sys.stderr, flush=True)
