@@ -19,13 +19,14 @@ from aiohttp.web_protocol import RequestPayloadError
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from validators.objects import Obj
-from webhook import metrics, reviews
+from webhook import encodings, metrics, reviews
 from webhook.gates import Gate
 from webhook.selftests import Health, SelfTest
 from webhook.sources import StateSource
 from webhook.verdicts import Decision, Verdict
 
 MAX_BODY = 16 * 1024**2  # an UPDATE carries two objects; aiohttp's 1 MiB default is too small
+SERVER_OPTIONS = encodings.SERVER_OPTIONS  # runner options the webhook app needs (bodies decoded here)
 log = structlog.get_logger("routegate")
 
 
@@ -119,12 +120,13 @@ async def validate(request: web.Request) -> web.Response:
 
 
 async def _read_body(request: web.Request) -> bytes | web.Response:
-    """The decoded body, or the 413/400/408 answer when it is too large, its Content-Encoding is
-    broken, or it does not arrive within the body timeout (a slow client holds nothing for long)."""
+    """The decoded body, or the 413/415/400/408 answer when it is too large, its Content-Encoding is
+    unsupported or broken, or it does not arrive within the body timeout (a slow client holds nothing
+    for long)."""
     bound = request.app[BODY_TIMEOUT]
     try:
         async with asyncio.timeout(bound):
-            return await request.read()
+            raw = await request.read()
     except TimeoutError:
         metrics.BAD_REVIEWS.labels("slow_body").inc()
         late = _error(408, f"request body not received within {bound:g}s")
@@ -133,12 +135,22 @@ async def _read_body(request: web.Request) -> bytes | web.Response:
     except web.HTTPRequestEntityTooLarge:
         metrics.BAD_REVIEWS.labels("too_large").inc()
         return _error(413, f"request body is larger than {MAX_BODY} bytes")
-    except RequestPayloadError as exc:  # invalid gzip/deflate data, a truncated chunked body
+    except RequestPayloadError as exc:  # a truncated chunked body, or (auto_decompress on) bad gzip
         metrics.BAD_REVIEWS.labels("malformed").inc()
-        encoding = request.headers.get("Content-Encoding", "identity")
         cause = exc.__cause__ or exc
         detail = " ".join(str(cause).split()) or type(cause).__name__
+        encoding = request.headers.get("Content-Encoding", "identity")
         return _error(400, f"request body cannot be read (Content-Encoding {encoding}): {detail}")
+    encoding = request.headers.get("Content-Encoding", "")
+    if not encoding:
+        return raw
+    try:
+        if len(raw) < 64 * 1024:
+            return encodings.decode(raw, encoding, limit=MAX_BODY)
+        return await asyncio.to_thread(encodings.decode, raw, encoding, limit=MAX_BODY)
+    except encodings.BodyError as exc:
+        metrics.BAD_REVIEWS.labels("too_large" if exc.status == 413 else "malformed").inc()
+        return _error(exc.status, str(exc))
 
 
 async def _judge(app: web.Application, review: reviews.Review) -> Verdict:

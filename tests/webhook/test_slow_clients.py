@@ -43,7 +43,7 @@ async def served(gate: Gate, tmp_path: Path) -> AsyncIterator[Served]:
     app = servers.make_app(gate, StaticSource(), certs=reloader, body_timeout=LIMITS.body_timeout)
     guards = Guards(LIMITS)
     guards.install(app)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, **servers.SERVER_OPTIONS)
     await runner.setup()
     site = GuardedSite(runner, "127.0.0.1", 0, guards=guards, ssl_context=reloader.context)
     await site.start()
