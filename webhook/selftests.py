@@ -116,14 +116,13 @@ class SelfTest:
 
     async def _check_problem(self) -> str:
         path = self.checker.binary.path
+        missing = await asyncio.to_thread(_binary_problem, path)
+        if missing:
+            return missing
         try:
             result = await self.checker.check(RenderResult(files={"haproxy.cfg": SELFTEST_CONFIG}))
         except CheckTimedOut as exc:
             return f"haproxy -c hangs: {exc}"
-        except FileNotFoundError:
-            return f"haproxy binary {path} is missing"
-        except PermissionError:
-            return f"haproxy binary {path} cannot be executed (permission denied)"
         except OSError as exc:
             return f"haproxy -c cannot run: {_os_error(exc)} (scratch dir {self._scratch_where()})"
         except Exception as exc:  # whatever else ends a check without a judgement is a reason too
@@ -133,8 +132,19 @@ class SelfTest:
         code = result.exit_code
         if code is not None and code < 0:
             return f"haproxy -c crashed: killed by {_signal_name(-code)} on a known-valid configuration"
+        error = str(getattr(result, "error", "") or "")
+        if getattr(result, "decided", True) is False and error:  # a checker that tells "could not decide"
+            return f"haproxy -c could not decide on a known-valid configuration: {error}"
         first = result.alerts[0].message if result.alerts else "no alert"
         return f"haproxy -c rejects a known-valid configuration (exit code {code}): {first}"
+
+
+def _binary_problem(path: str) -> str:
+    if not os.path.exists(path):
+        return f"haproxy binary {path} is missing"
+    if not os.access(path, os.X_OK):
+        return f"haproxy binary {path} cannot be executed (permission denied)"
+    return ""
 
 
 def _write_probe(base: Path | None) -> None:
