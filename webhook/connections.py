@@ -9,7 +9,8 @@ small guard protocol in front of aiohttp's own, with one timer whose meaning fol
 - from the handshake (or the end of the last response) to the first byte of a request: at most
   ``header_timeout`` for the first request, ``idle_timeout`` between keep-alive requests;
 - from the first byte of a request to its complete headers (the handler starts): ``header_timeout``;
-- the body: ``body_timeout`` from the handler's start (enforced where the body is read, a 408);
+- the body: ``body_timeout`` from the handler's start (enforced where the body is read, a 408),
+  then at most LINGERING seconds in which aiohttp reads and drops what is left of it;
 - the handler itself: the review timeout (webhook.servers).
 
 A connection past ``max_connections`` is closed right after its handshake, so the cap holds whatever
@@ -33,6 +34,7 @@ from aiohttp import web
 log = structlog.get_logger("routegate")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+LINGERING = 1.0  # aiohttp's default (10 s) would let a slow body hold the connection past its 408
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,11 @@ class ConnectionLimits:
     header_timeout: float = 10.0
     body_timeout: float = 10.0
     idle_timeout: float = 100.0
+
+
+def runner_options(limits: ConnectionLimits) -> dict[str, Any]:
+    """The AppRunner options that go with these limits (aiohttp's own keep-alive and lingering)."""
+    return {"keepalive_timeout": limits.idle_timeout, "lingering_time": LINGERING}
 
 
 class _Phase(enum.Enum):

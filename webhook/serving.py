@@ -163,7 +163,7 @@ async def serve(args: argparse.Namespace) -> int:
     guards = connections.Guards(connection_limits(args))
     guards.install(app)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=drain_bound(args),
-                           keepalive_timeout=args.idle_timeout, **servers.SERVER_OPTIONS)
+                           **connections.runner_options(guards.limits), **servers.SERVER_OPTIONS)
     metrics_app = servers.make_metrics_app()
     servers.add_probes(metrics_app, app)
     metrics_runner = web.AppRunner(metrics_app, access_log=None, shutdown_timeout=1.0)

@@ -89,7 +89,7 @@ def webhook(tmp_path_factory: pytest.TempPathFactory, haproxy_path: str) -> Iter
     assert proc.returncode == 0
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(min_value=0, max_value=2**64 - 1))
 def test_mutated_reviews_never_get_a_5xx_or_a_hang(webhook: Webhook, seed: int) -> None:
     body, headers = fuzzbodies.case(random.Random(seed))
@@ -108,7 +108,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), value=json_values)
 def test_any_json_value_anywhere_in_a_real_review_is_answered(webhook: Webhook, data: st.DataObject,
                                                               value: object) -> None:
