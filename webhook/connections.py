@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import ssl
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -169,21 +170,30 @@ def _peer(transport: asyncio.BaseTransport) -> str:
     return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
 
 
-class GuardedSite(web.TCPSite):
-    """``web.TCPSite`` whose connections pass through :class:`Guards` (and whose TLS handshake is bounded)."""
+class GuardedSite(web.BaseSite):
+    """A TCP site (like ``web.TCPSite``) whose connections pass through :class:`Guards` and whose TLS
+    handshake is bounded by the header timeout. The runner stops it at cleanup like any site."""
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, *, guards: Guards,
-                 ssl_context: Any = None) -> None:
-        super().__init__(runner, host, port, ssl_context=ssl_context)
-        self.guards = guards
+                 ssl_context: ssl.SSLContext | None = None, backlog: int = 128) -> None:
+        super().__init__(runner, ssl_context=ssl_context, backlog=backlog)
+        self.host, self.port, self.guards = host, port, guards
+
+    @property
+    def name(self) -> str:
+        scheme = "https" if self._ssl_context else "http"
+        return f"{scheme}://{self.host}:{self.port}"
+
+    @property
+    def bound_port(self) -> int:
+        sockets = getattr(self._server, "sockets", None) or ()
+        return int(sockets[0].getsockname()[1]) if sockets else self.port
 
     async def start(self) -> None:
-        await web.BaseSite.start(self)  # registers the site with the runner (stopped at cleanup)
+        await super().start()  # registers the site with the runner
         server = self._runner.server
         assert server is not None
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self.guards.factory(server), self._host, self._port, ssl=self._ssl_context,
-            backlog=self._backlog, reuse_address=self._reuse_address, reuse_port=self._reuse_port,
+        self._server = await asyncio.get_running_loop().create_server(
+            self.guards.factory(server), self.host, self.port, ssl=self._ssl_context, backlog=self._backlog,
             ssl_handshake_timeout=self.guards.limits.header_timeout if self._ssl_context else None,
         )

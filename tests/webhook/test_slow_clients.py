@@ -49,8 +49,7 @@ async def served(gate: Gate, tmp_path: Path) -> AsyncIterator[Served]:
     await runner.setup()
     site = GuardedSite(runner, "127.0.0.1", 0, guards=guards, ssl_context=reloader.context)
     await site.start()
-    assert site._server is not None
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+    port = site.bound_port
     trust = ssl.create_default_context(cafile=str(paths.ca))
     yield Served(port, trust, guards)
     await runner.cleanup()
