@@ -99,7 +99,7 @@ async def one(session: aiohttp.ClientSession, url: str, body: bytes, headers: di
 
 
 async def fuzz(port: int, context: ssl.SSLContext, *, cases: int, concurrency: int, seed: int, hang: float,
-               tally: Tally, progress: int) -> None:
+               tally: Tally, progress: int, pid: int = 0) -> None:
     url = f"https://127.0.0.1:{port}/validate"
     master = random.Random(seed)
     queue: asyncio.Queue[tuple[int, bytes, dict[str, str]] | None] = asyncio.Queue(maxsize=concurrency * 4)
@@ -110,8 +110,9 @@ async def fuzz(port: int, context: ssl.SSLContext, *, cases: int, concurrency: i
             body, headers = fuzzbodies.case(random.Random(case_seed))
             await queue.put((case_seed, body, headers))
             if progress and (i + 1) % progress == 0:
+                rss = f", server RSS {rss_kib(pid) / 1024:.1f} MiB" if pid else ""
                 print(f"  {i + 1} sent, {sum(tally.status.values())} answered, 5xx "
-                      f"{sum(n for s, n in tally.status.items() if s >= 500)}, hangs {tally.hangs}", flush=True)
+                      f"{sum(n for s, n in tally.status.items() if s >= 500)}, hangs {tally.hangs}{rss}", flush=True)
         for _ in range(concurrency):
             await queue.put(None)
 
@@ -146,7 +147,7 @@ def main() -> int:
             rss_warm = rss_kib(proc.pid)
             started = time.monotonic()
             asyncio.run(fuzz(port, context, cases=args.cases, concurrency=args.concurrency, seed=args.seed,
-                             hang=args.hang, tally=tally, progress=max(1, args.cases // 10)))
+                             hang=args.hang, tally=tally, progress=max(1, args.cases // 10), pid=proc.pid))
             elapsed = time.monotonic() - started
             rss_end = rss_kib(proc.pid)
             alive = proc.poll() is None
