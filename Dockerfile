@@ -32,4 +32,6 @@ ENV PATH=/opt/routegate/bin:$PATH \
 WORKDIR /
 USER 10001:10001
 EXPOSE 8443 9090
+# The haproxy base image stops with SIGUSR1; routegate stops gracefully on it and on SIGTERM alike.
+STOPSIGNAL SIGTERM
 ENTRYPOINT ["routegate", "serve"]

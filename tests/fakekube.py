@@ -4,7 +4,7 @@ No real API server is available in tests, and mocking the client would test noth
 discovery, paged lists with a monotonic ``resourceVersion``, watches as chunked streams of JSON lines
 (with bookmarks), 410 Gone for compacted history, and CRDs that add their API to discovery when
 installed. Tests change objects with ``create``/``update``/``delete`` and inject failures with
-``compact``, ``drop_watches``, ``fail_next`` and ``bookmark``.
+``compact``, ``drop_watches``, ``fail_next``, ``forbid`` (RBAC's 403) and ``bookmark``.
 
 Usage::
 
@@ -92,6 +92,8 @@ class FakeKube:
         self.failures: list[tuple[str, str, int]] = []  # (verb, plural, status) for the next requests
         self.gone_as_http = False  # 410 on watch as an HTTP status instead of an ERROR event
         self.requests: list[str] = []  # "VERB path?query" of every request, for assertions
+        self.forbidden: set[tuple[str, str | None, str | None]] = set()  # (plural, namespace, name)
+        self.user = "system:serviceaccount:routegate-system:routegate"
         self._continues: dict[str, tuple[int, list[Obj]]] = {}
         for res in BUILTINS:
             self._register(res)
@@ -296,6 +298,25 @@ class FakeKube:
         """
         self.failures.extend([(verb, plural, status)] * times)
 
+    def forbid(self, plural: str, namespace: str | None = None, name: str | None = None) -> None:
+        """Answer 403 Forbidden to lists and watches of ``plural`` (in ``namespace``, for ``name``).
+
+        As RBAC does: a role with ``resourceNames: [a]`` authorizes a list/watch whose field selector
+        is ``metadata.name=a`` and refuses the same request for any other name. None matches all.
+        """
+        self.forbidden.add((plural, namespace, name))
+
+    def allow(self, plural: str, namespace: str | None = None, name: str | None = None) -> None:
+        self.forbidden.discard((plural, namespace, name))
+
+    def _refused(self, verb: str, res: Resource, namespace: str | None, name: str | None) -> web.Response | None:
+        for plural, ns, nm in self.forbidden:
+            if plural == res.plural and ns in (None, namespace) and nm in (None, name):
+                where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+                return _status(403, "Forbidden", f'{res.plural} is forbidden: User "{self.user}" cannot {verb} '
+                               f'resource "{res.plural}" in API group "{res.group}"{where}')
+        return None
+
     def watch_count(self, plural: str | None = None) -> int:
         return sum(1 for w in self.watchers if plural is None or w.plural == plural)
 
@@ -321,6 +342,10 @@ class FakeKube:
         if len(rest) != 1 or (group, version, rest[0]) not in self.resources:
             return _status(404, "NotFound", f"the server could not find the requested resource {request.path}")
         res = self.resources[(group, version, rest[0])]
+        refused = self._refused("watch" if _truthy(request.query.get("watch")) else "list", res, namespace,
+                                _name_selector(request.query.get("fieldSelector", "")))
+        if refused is not None:
+            return refused
         if _truthy(request.query.get("watch")):
             return await self._watch(request, res, namespace)
         return self._list(request, res, namespace)

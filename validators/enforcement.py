@@ -76,13 +76,20 @@ class Enforcement:
         return Action(str(default))
 
     def apply(self, findings: Iterable[Finding], *, namespace: str = "") -> list[Finding]:
-        """Findings with their enforced severity; ``off`` rules dropped; exempt namespaces only warn."""
+        """Findings with their enforced severity; ``off`` rules dropped; exempt namespaces only warn.
+
+        A finding about another object (``subject=False``: a claim the subject wins names the loser)
+        is never raised to deny: denying would block the innocent change under review for what
+        another object does. Turning its rule off still silences it.
+        """
         exempt = namespace in self.exempt_namespaces
         out: list[Finding] = []
         for finding in findings:
             action = self.action(finding.code, finding.severity)
             if action is Action.OFF:
                 continue
+            if not finding.subject and action is Action.DENY:
+                action = Action(str(finding.severity))  # its rule's default, never raised
             severity = Severity.WARN if exempt else Severity(str(action))
             out.append(finding if finding.severity is severity else finding.with_severity(severity))
         return out

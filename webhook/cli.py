@@ -63,6 +63,19 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--full-check-debounce", type=float, default=5.0, metavar="SECONDS",
                        help="check the whole state in the background once it stayed unchanged this long "
                             "(the reference for the per-change delta check); 0 turns it off")
+    serve.add_argument("--client-ca", metavar="FILE",
+                       help="require a client certificate signed by this CA bundle (the apiserver's) on the "
+                            "webhook port; probes then use the metrics port")
+    serve.add_argument("--max-connections", type=int, default=256, metavar="N",
+                       help="open connections on the webhook port; more are closed at once (default 256)")
+    serve.add_argument("--header-timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="TLS handshake and request headers must arrive within this (default 10)")
+    serve.add_argument("--body-timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="a request body must arrive within this (default 10)")
+    serve.add_argument("--idle-timeout", type=float, default=100.0, metavar="SECONDS",
+                       help="close a keep-alive connection idle this long (default 100, above Go's 90)")
+    serve.add_argument("--max-state-staleness", type=float, default=60.0, metavar="SECONDS",
+                       help="not ready once every cluster watch has failed this long (default 60)")
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
 
     check = sub.add_parser("check", help="dry-run manifests through the gate (for CI, before kubectl apply)")

@@ -20,6 +20,12 @@ from webhook.verdicts import Decision, Verdict
 API_VERSION = "admission.k8s.io/v1"
 MAX_WARNING = 256
 MAX_WARNINGS_TOTAL = 4096
+# Kubernetes objects are a few levels deep (managedFields mirrors the object plus one level); the
+# checks walk objects recursively, so a bound far below Python's recursion limit keeps a hostile
+# nesting a 400 at the edge instead of a RecursionError deep inside a validator.
+MAX_DEPTH = 64
+# Kubernetes integers are 64-bit (19 digits); Python refuses int() of 4,300+ digits with a ValueError.
+MAX_INT_DIGITS = 100
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -40,11 +46,50 @@ class Review:
         return self.change.dry_run
 
 
-def parse(body: bytes) -> Review:
+def _int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise BadReview(f"body has an integer with {digits} digits; at most {MAX_INT_DIGITS} are accepted "
+                        "(Kubernetes integers are 64-bit)")
+    return int(text)
+
+
+def _constant(name: str) -> Any:
+    raise BadReview(f"body is not valid JSON: {name} is not JSON (a number must be finite)")
+
+
+def _too_deep(doc: Any) -> bool:
+    """True when containers nest deeper than MAX_DEPTH (iterative: the check itself cannot recurse)."""
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > MAX_DEPTH:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def load_json(body: bytes) -> Any:
+    """``json.loads`` that turns every way a body can break the parser into BadReview."""
+    deep = BadReview(f"body is nested deeper than {MAX_DEPTH} levels")
     try:
-        doc = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        doc = json.loads(body, parse_int=_int, parse_constant=_constant)
+    except BadReview:
+        raise
+    except RecursionError:
+        raise deep from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, and int/float conversion limits
         raise BadReview(f"body is not valid JSON: {exc}") from None
+    if _too_deep(doc):
+        raise deep
+    return doc
+
+
+def parse(body: bytes) -> Review:
+    doc = load_json(body)
     if not isinstance(doc, dict):
         raise BadReview(f"body must be a JSON object (an AdmissionReview), not {type(doc).__name__}")
     if doc.get("apiVersion") != API_VERSION:

@@ -10,21 +10,25 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import structlog
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from validators.objects import REVIEWED_KINDS
-from webhook import admission, metrics, reviews
+from validators.objects import REVIEWED_KINDS, Obj
+from webhook import admission, encodings, metrics, reviews
 from webhook.gates import Gate
+from webhook.selftests import Health, SelfTest
 from webhook.sources import StateSource
 from webhook.verdictcache import VerdictCache
 from webhook.verdicts import Decision, Verdict
 
 MAX_BODY = 16 * 1024**2  # an UPDATE carries two objects; aiohttp's 1 MiB default is too small
+SERVER_OPTIONS = encodings.SERVER_OPTIONS  # runner options the webhook app needs (bodies decoded here)
 log = structlog.get_logger("routegate")
 
 
@@ -36,6 +40,15 @@ class CertStatus(Protocol):
     def not_after(self) -> datetime | None: ...
 
 
+@runtime_checkable
+class ExplainingSource(Protocol):
+    """A state source that can say why it is not ready and what it could not read (ClusterState)."""
+
+    def why_not_ready(self) -> str: ...
+
+    def reference_problems(self, obj: Obj) -> list[str]: ...
+
+
 GATE = web.AppKey("gate", Gate)
 SOURCE = web.AppKey("source", StateSource)
 CERTS = web.AppKey("certs", CertStatus)
@@ -43,12 +56,17 @@ REVIEW_TIMEOUT = web.AppKey("review_timeout", float)
 ADMISSION = web.AppKey("admission", admission.Admission)
 VERDICTS = web.AppKey("verdicts", VerdictCache)
 SCHEMA_GENERATION = web.AppKey("schema_generation", list[Any])  # [the schema set last seen, its number]
+SELFTEST = web.AppKey("selftest", SelfTest)
+BODY_TIMEOUT = web.AppKey("body_timeout", float)
 
 
 def make_app(gate: Gate, source: StateSource, *, certs: CertStatus | None = None,
-             review_timeout: float = 9.0, queue: admission.Admission | None = None) -> web.Application:
+             review_timeout: float = 9.0, queue: admission.Admission | None = None,
+             selftest: SelfTest | None = None, body_timeout: float = 10.0) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
+    app[BODY_TIMEOUT] = body_timeout
     app[GATE] = gate
+    app[SELFTEST] = selftest or default_selftest(gate)
     app[SOURCE] = source
     app[REVIEW_TIMEOUT] = review_timeout
     app[ADMISSION] = queue if queue is not None else admission.Admission()
@@ -78,22 +96,34 @@ def make_metrics_app() -> web.Application:
     return app
 
 
+def add_probes(target: web.Application, webhook: web.Application) -> None:
+    """Serve ``/healthz`` and ``/readyz`` of ``webhook`` on ``target`` too (the plain-HTTP metrics
+    listener): kubelet probes present no client certificate, which ``--client-ca`` requires."""
+    target[GATE], target[SOURCE], target[SELFTEST] = webhook[GATE], webhook[SOURCE], webhook[SELFTEST]
+    if CERTS in webhook:
+        target[CERTS] = webhook[CERTS]
+    target.router.add_get("/healthz", healthz)
+    target.router.add_get("/readyz", readyz)
+
+
 def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": message}, status=status)
 
 
 async def validate(request: web.Request) -> web.Response:
     started = time.perf_counter()
+    body_or_error = await _read_body(request)
+    if isinstance(body_or_error, web.Response):
+        return body_or_error
     try:
-        body = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        metrics.BAD_REVIEWS.labels("too_large").inc()
-        return _error(413, f"request body is larger than {MAX_BODY} bytes")
-    try:
-        review = reviews.parse(body)
+        review = reviews.parse(body_or_error)
     except reviews.BadReview as exc:
         metrics.BAD_REVIEWS.labels("malformed").inc()
         return _error(400, str(exc))
+    except Exception as exc:  # a parser bug is still the request's problem to report, never a 500
+        log.exception("cannot parse review", error=type(exc).__name__)
+        metrics.BAD_REVIEWS.labels("malformed").inc()
+        return _error(400, f"request is not a usable AdmissionReview ({type(exc).__name__})")
     budget = admission.review_budget(request.app[REVIEW_TIMEOUT], request.query.get("timeout"))
     verdict = await _judge(request.app, review, started + budget - time.perf_counter())
     elapsed = time.perf_counter() - started
@@ -108,11 +138,45 @@ async def validate(request: web.Request) -> web.Response:
     return web.json_response(reviews.respond(review.uid, verdict))
 
 
+async def _read_body(request: web.Request) -> bytes | web.Response:
+    """The decoded body, or the 413/415/400/408 answer when it is too large, its Content-Encoding is
+    unsupported or broken, or it does not arrive within the body timeout (a slow client holds nothing
+    for long)."""
+    bound = request.app[BODY_TIMEOUT]
+    try:
+        async with asyncio.timeout(bound):
+            raw = await request.read()
+    except TimeoutError:
+        metrics.BAD_REVIEWS.labels("slow_body").inc()
+        late = _error(408, f"request body not received within {bound:g}s")
+        late.force_close()
+        return late
+    except web.HTTPRequestEntityTooLarge:
+        metrics.BAD_REVIEWS.labels("too_large").inc()
+        return _error(413, f"request body is larger than {MAX_BODY} bytes")
+    except RequestPayloadError as exc:  # a truncated chunked body, or (auto_decompress on) bad gzip
+        metrics.BAD_REVIEWS.labels("malformed").inc()
+        cause = exc.__cause__ or exc
+        detail = " ".join(str(cause).split()) or type(cause).__name__
+        encoding = request.headers.get("Content-Encoding", "identity")
+        return _error(400, f"request body cannot be read (Content-Encoding {encoding}): {detail}")
+    encoding = request.headers.get("Content-Encoding", "")
+    if not encoding:
+        return raw
+    try:
+        if len(raw) < 64 * 1024:
+            return encodings.decode(raw, encoding, limit=MAX_BODY)
+        return await asyncio.to_thread(encodings.decode, raw, encoding, limit=MAX_BODY)
+    except encodings.BodyError as exc:
+        metrics.BAD_REVIEWS.labels("too_large" if exc.status == 413 else "malformed").inc()
+        return _error(exc.status, str(exc))
+
+
 async def _judge(app: web.Application, review: reviews.Review, budget: float) -> Verdict:
     source = app[SOURCE]
     change, ref = review.change, review.change.ref
     if not source.ready:
-        return Verdict(Decision.ERROR, ref, error="still syncing cluster state; retry")
+        return Verdict(Decision.ERROR, ref, error=_not_ready_reason(source))
     state = source.snapshot()
     deadline = time.monotonic() + budget
 
@@ -134,7 +198,7 @@ async def _judge(app: web.Application, review: reviews.Review, budget: float) ->
         return Verdict(Decision.ERROR, ref, error=f"internal error ({type(exc).__name__}); see the server log")
     if reused:
         metrics.VERDICT_CACHE_HITS.inc()
-    return verdict
+    return _with_reference_problems(source, review, verdict)
 
 
 def _judged_against(app: web.Application, state_version: str) -> str:
@@ -147,12 +211,32 @@ def _judged_against(app: web.Application, state_version: str) -> str:
     return f"{state_version}|schemas:{seen[1]}"
 
 
+def _not_ready_reason(source: StateSource) -> str:
+    reason = source.why_not_ready() if isinstance(source, ExplainingSource) else ""
+    return reason or "still syncing cluster state; retry"
+
+
+def _with_reference_problems(source: StateSource, review: reviews.Review, verdict: Verdict) -> Verdict:
+    """Warn about referenced Secrets/ConfigMaps the webhook cannot read (e.g. RBAC resourceNames that
+    do not grant them): a problem of this object, never a reason to refuse every review."""
+    subject = review.change.subject
+    if not isinstance(source, ExplainingSource) or not isinstance(subject, dict):
+        return verdict
+    problems = source.reference_problems(subject)
+    return replace(verdict, notes=(*problems, *verdict.notes)) if problems else verdict
+
+
 async def healthz(request: web.Request) -> web.Response:
     """Liveness only: the process answers. Readiness is /readyz."""
     return web.json_response({"status": "ok"})
 
 
-def readiness(app: web.Application) -> tuple[bool, dict[str, Any]]:
+def default_selftest(gate: Gate) -> SelfTest:
+    """Readiness checks through the Gate's own checker and scratch base (see webhook.selftests)."""
+    return SelfTest(gate.checker, scratch_base=getattr(gate.checker, "scratch_base", None))
+
+
+def readiness(app: web.Application, health: Health | None = None) -> tuple[bool, dict[str, Any]]:
     gate = app[GATE]
     source = app[SOURCE]
     certs = app.get(CERTS)
@@ -161,18 +245,34 @@ def readiness(app: web.Application) -> tuple[bool, dict[str, Any]]:
         not_after = certs.not_after
         valid = certs.loaded and (not_after is None or not_after > datetime.now(UTC))
         cert_info = {"loaded": valid, "notAfter": not_after.isoformat() if not_after else None}
-    ready = source.ready and bool(cert_info["loaded"])
+    checked = health is None or health.ready
+    ready = source.ready and bool(cert_info["loaded"]) and checked
     body = {
         "ready": ready,
+        "reasons": _reasons(source, cert_info, health),
         "haproxy": {"path": gate.binary.path, "version": gate.binary.version},
+        "selftest": health.as_dict() if health is not None else None,
         "certificates": cert_info,
         "state": {"ready": source.ready, **source.status()},
     }
     return ready, body
 
 
+def _reasons(source: StateSource, cert_info: dict[str, Any], health: Health | None) -> list[str]:
+    """Why not ready, one line per cause ([] when ready)."""
+    out = []
+    if health is not None and not health.ready:
+        out.append(health.reason)
+    if not source.ready:
+        out.append(_not_ready_reason(source))
+    if not cert_info["loaded"]:
+        out.append("no valid serving certificate is loaded (missing or expired)")
+    return out
+
+
 async def readyz(request: web.Request) -> web.Response:
-    ready, body = readiness(request.app)
+    health = await request.app[SELFTEST].health()
+    ready, body = readiness(request.app, health)
     return web.json_response(body, status=200 if ready else 503)
 
 

@@ -1,5 +1,10 @@
 """``routegate serve``: wire certificates, state, the Gate and the two HTTP apps, then run until told
-to stop (SIGTERM/SIGINT), shutting down in aiohttp's documented order."""
+to stop, shutting down in aiohttp's documented order.
+
+SIGTERM (Kubernetes), SIGUSR1 (the STOPSIGNAL of the official haproxy image this one is built on) and
+SIGINT all stop gracefully: the listeners close, reviews in flight finish (bounded by the review
+timeout plus a margin), background tasks stop, exit 0.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import asyncio
 import contextlib
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
@@ -18,12 +24,14 @@ from aiohttp import web
 
 from haproxy_check import binaries
 from validators.checks import Checks
-from webhook import fullchecks, liveschemas, logs, metrics, servers
+from webhook import connections, fullchecks, liveschemas, logs, metrics, servers
 from webhook.assembly import SetupError, build_gate, load_crd_documents, load_state
 from webhook.checking import settings_from
 from webhook.sources import StateSource, StaticSource
 
 log = structlog.get_logger("routegate")
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+DRAIN_MARGIN = 2.0  # seconds past the review timeout that a review in flight may take to be answered
 
 
 @runtime_checkable
@@ -47,7 +55,7 @@ async def _state_source(args: argparse.Namespace, tasks: list[Awaitable[Any]]) -
         except ClusterConfigError as exc:
             raise SetupError(f"--kubeconfig: {exc}") from None
         if api is not None:
-            cluster = ClusterState(api)
+            cluster = ClusterState(api, stale_after=args.max_state_staleness)
             tasks.append(cluster.run())
             return cluster, api
     if args.kubeconfig:
@@ -97,6 +105,44 @@ async def _certificates(args: argparse.Namespace, api: Any, tasks: list[Awaitabl
     return reloader
 
 
+def connection_limits(args: argparse.Namespace) -> connections.ConnectionLimits:
+    for flag in ("max_connections", "header_timeout", "body_timeout", "idle_timeout"):
+        if getattr(args, flag) <= 0:
+            raise SetupError(f"--{flag.replace('_', '-')} must be positive")
+    return connections.ConnectionLimits(max_connections=args.max_connections, header_timeout=args.header_timeout,
+                                        body_timeout=args.body_timeout, idle_timeout=args.idle_timeout)
+
+
+def require_client_certificates(context: ssl.SSLContext, ca_file: str) -> None:
+    """Only clients with a certificate signed by ``ca_file`` complete the handshake (the apiserver,
+    configured through its AdmissionConfiguration kubeconfig: docs/DEPLOY.md)."""
+    try:
+        context.load_verify_locations(cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise SetupError(f"--client-ca {ca_file}: {exc}") from None
+    context.verify_mode = ssl.CERT_REQUIRED
+    log.info("client certificates required", ca=ca_file)
+
+
+def drain_bound(args: argparse.Namespace) -> float:
+    """How long shutdown waits for reviews in flight: one review's deadline plus a margin."""
+    return float(args.review_timeout) + DRAIN_MARGIN
+
+
+def _on_stop_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def requested(sig: signal.Signals) -> None:
+        if not stop.is_set():
+            log.info("stopping", signal=sig.name)
+        stop.set()
+
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, requested, sig)
+    return stop
+
+
 async def serve(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
     host, port = split_listen(args.listen, "--listen")
@@ -114,18 +160,23 @@ async def serve(args: argparse.Namespace) -> int:
         full_check = fullchecks.FullChecker(gate, source, debounce=args.full_check_debounce)
         full_check.attach()
         tasks.append(full_check.run())
-    app = servers.make_app(gate, source, certs=reloader, review_timeout=args.review_timeout)
-    runner = web.AppRunner(app, access_log=None)
-    metrics_runner = web.AppRunner(servers.make_metrics_app(), access_log=None)
+    if args.client_ca:
+        require_client_certificates(reloader.context, args.client_ca)
+    app = servers.make_app(gate, source, certs=reloader, review_timeout=args.review_timeout,
+                           body_timeout=args.body_timeout)
+    guards = connections.Guards(connection_limits(args))
+    guards.install(app)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=drain_bound(args),
+                           **connections.runner_options(guards.limits), **servers.SERVER_OPTIONS)
+    metrics_app = servers.make_metrics_app()
+    servers.add_probes(metrics_app, app)
+    metrics_runner = web.AppRunner(metrics_app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     await metrics_runner.setup()
     background = [asyncio.ensure_future(t) for t in tasks]
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = _on_stop_signals()
     try:
-        await web.TCPSite(runner, host, port, ssl_context=reloader.context).start()
+        await connections.GuardedSite(runner, host, port, guards=guards, ssl_context=reloader.context).start()
         await web.TCPSite(metrics_runner, metrics_host, metrics_port).start()
         log.info("listening", url=f"https://{host}:{port}/validate", metrics=f"http://{metrics_host}:{metrics_port}/metrics")
         print(f"routegate: listening on https://{host}:{port}/validate", file=sys.stderr, flush=True)
@@ -139,13 +190,15 @@ async def serve(args: argparse.Namespace) -> int:
         log.error("cannot listen", error=str(exc))
         return 2
     finally:
+        # Drain first (the listener closes at once, reviews in flight are answered), then stop the
+        # background tasks that reviews may still read from.
+        await runner.cleanup()
+        await metrics_runner.cleanup()
         for task in background:
             task.cancel()
         for task in background:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await runner.cleanup()
-        await metrics_runner.cleanup()
         if api is not None:
             await api.close()
     log.info("stopped")

@@ -99,3 +99,41 @@ async def test_reviews_follow_the_cluster_state(kube: FakeKube, webhook: Served)
         out = await post(client, review(route("broken"), uid="u3"))
         assert out["allowed"] is False
         assert out["status"]["message"].startswith("HTTPRoute capture/broken: spec.rules[1]"), out
+
+
+async def test_a_forbidden_secret_warns_on_its_gateway_and_blocks_nothing_else(kube: FakeKube, webhook: Served) -> None:
+    from tests.cluster.clusterkit import gateway, secret
+
+    client, state = webhook
+    kube.create(secret("x", "shop"))
+    kube.forbid("secrets", "shop", "x")  # RBAC resourceNames that do not grant shop/x
+    gw = kube.create(gateway("gw", "shop", secrets=("x",)))
+    async with running(state):
+        await eventually(lambda: state.ready, within=10)
+        ready = await client.get("/readyz")
+        assert ready.status == 200, await ready.text()
+        body = await ready.json()
+        assert [u.split(":")[0] for u in body["state"]["kinds"]["Secret"]["unreadable"]] == ["shop/x"]
+
+        out = await post(client, review(route("shop")))
+        assert out["allowed"] is True, out
+        assert not any("cannot read" in w for w in out.get("warnings", [])), out
+
+        # the delete that undoes the reference is admitted, and says what could not be read
+        delete = review(gw, operation="DELETE", uid="u2")
+        delete["request"]["object"], delete["request"]["oldObject"] = None, gw
+        out = await post(client, delete)
+        assert out["allowed"] is True, out
+        assert any(w.startswith("cannot read Secret shop/x: forbidden (HTTP 403") for w in out["warnings"]), out
+
+
+async def test_a_kind_forbidden_at_startup_refuses_reviews_naming_the_error(kube: FakeKube, webhook: Served) -> None:
+    client, state = webhook
+    kube.forbid("endpointslices")
+    async with running(state):
+        await eventually(lambda: state.status()["kinds"]["EndpointSlice"]["errors"] >= 1, within=10)
+        out = await post(client, review(route("shop")))
+        assert out["allowed"] is False and out["status"]["code"] == 500
+        assert "cannot list EndpointSlice: forbidden (HTTP 403" in out["status"]["message"], out
+        ready = await client.get("/readyz")
+        assert ready.status == 503 and "cannot list EndpointSlice" in (await ready.json())["state"]["reason"]

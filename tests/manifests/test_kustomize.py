@@ -254,3 +254,26 @@ def test_self_managed_overlay_writes_certs_itself_with_narrow_rights() -> None:
     assert {tuple(r["verbs"]) for r in secret_rules} == {("create",), ("get", "update")}
     assert all(r.get("resourceNames") == [env["ROUTEGATE_CERT_SECRET"]["value"]]
                for r in secret_rules if r["verbs"] != ["create"])
+
+
+def test_the_webhook_port_rule_is_open_by_default_and_its_commented_from_is_a_valid_restriction() -> None:
+    import ipaddress
+
+    path = ROOT / "manifests" / "base" / "networkpolicy.yaml"
+    text = path.read_text()
+    default = yaml.safe_load(text)["spec"]["ingress"]
+    webhook = next(rule for rule in default if rule["ports"][0]["port"] == 8443)
+    assert "from" not in webhook  # works on every cluster as shipped
+    lines = text.splitlines()
+    start = lines.index("      # from:")
+    block = [start]
+    while lines[block[-1] + 1].startswith("      #   "):
+        block.append(block[-1] + 1)
+    uncommented = [line.replace("# ", "", 1) if i in block else line for i, line in enumerate(lines)]
+    restricted = yaml.safe_load("\n".join(uncommented))["spec"]["ingress"]
+    peers = next(rule for rule in restricted if rule["ports"][0]["port"] == 8443)["from"]
+    assert [sorted(p) for p in peers] == [["ipBlock"], ["ipBlock"], ["namespaceSelector"]]
+    for peer in peers[:2]:
+        ipaddress.ip_network(peer["ipBlock"]["cidr"])
+    assert next(rule for rule in restricted if rule["ports"][0]["port"] == 9090) == next(
+        rule for rule in default if rule["ports"][0]["port"] == 9090)

@@ -112,3 +112,35 @@ strict: true
     assert cfg.strict is True
     with pytest.raises(ValueError, match=r"rules\.RG0101: True is not one of deny, warn, off"):
         Enforcement.from_mapping(yaml.safe_load("rules: {RG0101: on}"))
+
+
+def test_raising_a_rule_to_deny_never_denies_the_subject_for_another_objects_finding() -> None:
+    # The older route wins a claims conflict; RG0508 on it names the newer loser. Raising RG0508 to
+    # deny must deny the loser's own change, never the winner's.
+    from tests.attachments.gwbuilders import gateway, listener, parent, service
+    from tests.attachments.gwbuilders import route as gw_route
+    from validators.changes import Change, Operation
+    from validators.checks import Checks
+    from validators.states import MemoryState
+
+    rule = {"matches": [{"path": {"value": "/api"}}], "backendRefs": [{"name": "svc", "port": 80}]}
+    old = gw_route("HTTPRoute", "old", parent("gw"), hosts=["a.com"], rules=[rule], ts="2026-01-01T00:00:00Z")
+    new = gw_route("HTTPRoute", "new", parent("gw"), hosts=["a.com"], rules=[rule], ts="2026-03-01T00:00:00Z")
+    state = MemoryState([gateway("gw", listener("http", 80, frm="All")), service("svc"), old, new])
+    checks = Checks(schemas=None, enforcement=Enforcement.from_mapping({"rules": {"RG0508": "deny"}}))
+
+    def claim_findings(o: dict[str, Any]) -> list[tuple[str, bool]]:
+        found = checks.check(Change(Operation.UPDATE, o, o), state)
+        return [(str(f.severity), f.subject) for f in found if f.code == "RG0508"]
+
+    assert claim_findings(old) == [("warn", False)]
+    assert claim_findings(new) == [("deny", True)]
+
+
+def test_enforcement_leaves_findings_about_other_objects_at_warn_but_can_turn_them_off() -> None:
+    from validators.findings import Finding, Severity
+
+    other = Finding("RG0508", "lost", (), Severity.WARN, subject=False, about="HTTPRoute n/b")
+    deny = Enforcement.from_mapping({"rules": {"RG0508": "deny"}})
+    assert [f.severity for f in deny.apply([other])] == [Severity.WARN]
+    assert Enforcement.from_mapping({"rules": {"RG0508": "off"}}).apply([other]) == []

@@ -45,10 +45,27 @@ def review(**request: Any) -> bytes:
     pytest.param(review(operation="DELETE", object=None, oldObject=None), "oldObject is required",
                  id="DELETE without oldObject"),
     pytest.param(review(oldObject=7), "request.oldObject must be an object", id="non-object oldObject"),
+    pytest.param(b"[" * 1000 + b"]" * 1000, "nested deeper than 64 levels", id="JSON nested 1000 deep"),
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, "nested deeper than 64 levels", id="JSON nested 100000 deep"),
+    pytest.param(review(object={**ROUTE, "spec": json.loads('{"a":' * 70 + "1" + "}" * 70)}),
+                 "nested deeper than 64 levels", id="object nested 70 deep"),
+    pytest.param(b'{"a": ' + b"7" * 4301 + b"}", "integer with 4301 digits", id="4301-digit integer"),
+    pytest.param(review(object={**ROUTE, "spec": {"n": 12345}}).replace(b"12345", b"9" * 5001),
+                 "integer with 5001 digits",
+                 id="5001-digit integer in the object"),
+    pytest.param(b'{"a": NaN}', "NaN is not JSON", id="NaN"),
+    pytest.param(b'{"a": -Infinity}', "-Infinity is not JSON", id="-Infinity"),
 ])
 def test_broken_requests_raise_bad_review_naming_the_problem(body: bytes, says: str) -> None:
     with pytest.raises(reviews.BadReview, match=says.replace("(", r"\(").replace(".", r"\.")):
         reviews.parse(body)
+
+
+def test_the_depth_bound_leaves_room_for_real_objects() -> None:
+    deep = json.loads('{"a":' * 60 + "1" + "}" * 60)
+    parsed = reviews.parse(review(object={**ROUTE, "spec": deep}))
+    assert parsed.change.obj is not None and parsed.change.obj["spec"] == deep
+    assert reviews.parse(review(object={**ROUTE, "spec": {"n": -(10**40), "f": 1.5e300}})).uid == "u-1"
 
 
 def test_delete_carries_the_old_object_as_subject() -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import ssl
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -42,7 +44,7 @@ async def client(gate: Gate, tmp_path: Path) -> AsyncIterator[Client]:
     state = MemoryState(load_objects(STATE_DIR), version="test")
     app = servers.make_app(gate, StaticSource(state, origin=str(STATE_DIR)), certs=reloader)
     server = TestServer(app, host="127.0.0.1")
-    await server.start_server(ssl=reloader.context)
+    await server.start_server(ssl=reloader.context, **servers.SERVER_OPTIONS)
     trust = ssl.create_default_context(cafile=str(paths.ca))
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trust)) as session:
         yield Client(session, f"https://localhost:{server.port}")
@@ -117,6 +119,52 @@ async def test_delete_is_allowed_when_the_rest_still_checks(client: Client) -> N
 async def test_malformed_bodies_get_400_with_a_json_error(client: Client, body: bytes, says: str) -> None:
     status, out = await client.post(body)
     assert status == 400 and says in out["error"]
+
+
+async def _post_raw(client: Client, body: bytes, **headers: str) -> tuple[int, dict[str, Any]]:
+    async with client.session.post(client.base + "/validate", data=body,
+                                   headers={"Content-Type": "application/json", **headers}) as resp:
+        return resp.status, await resp.json(content_type=None)
+
+
+@pytest.mark.parametrize(("body", "headers", "says"), [
+    pytest.param(b"[" * 1000 + b"]" * 1000, {}, "nested deeper than 64 levels", id="nested 1000 deep"),
+    pytest.param(b'{"a": ' + b"1" * 4300 + b"}", {}, "integer with 4300 digits", id="4300-digit integer"),
+    pytest.param(b"not gzip at all", {"Content-Encoding": "gzip"}, "Content-Encoding gzip", id="invalid gzip"),
+    pytest.param(b"not deflate data", {"Content-Encoding": "deflate"}, "Content-Encoding deflate",
+                 id="invalid deflate"),
+    # a corrupt stream that ends with the request: aiohttp's parser answered a text/plain "deflate"
+    pytest.param(zlib.compress(b'{"apiVersion": "admission.k8s.io/v1"}' * 50)[:-9], {"Content-Encoding": "deflate"},
+                 "the stream is truncated", id="truncated deflate"),
+    pytest.param(gzip.compress(b"{}")[:-4], {"Content-Encoding": "gzip"}, "Content-Encoding gzip",
+                 id="truncated gzip"),
+    pytest.param(gzip.compress(b"{}") + b"trailing", {"Content-Encoding": "gzip"}, "after the end of the stream",
+                 id="gzip with trailing bytes"),
+])
+async def test_bodies_that_break_parsers_get_400_with_a_specific_json_error(
+        client: Client, body: bytes, headers: dict[str, str], says: str) -> None:
+    status, out = await _post_raw(client, body, **headers)
+    assert status == 400 and says in out["error"], out
+
+
+@pytest.mark.parametrize(("body", "headers", "status", "says"), [
+    pytest.param(gzip.compress(b" " * (17 * 1024**2)), {"Content-Encoding": "gzip"}, 413, "once decoded",
+                 id="gzip bomb"),
+    pytest.param(zlib.compress(b" " * (17 * 1024**2)), {"Content-Encoding": "deflate"}, 413, "once decoded",
+                 id="deflate bomb"),
+    pytest.param(b"{}", {"Content-Encoding": "br"}, 415, "'br' is not supported", id="brotli"),
+    pytest.param(b"{}", {"Content-Encoding": "gzip, deflate"}, 415, "is not supported", id="two encodings"),
+])
+async def test_bombs_and_unsupported_encodings_get_a_json_error(
+        client: Client, body: bytes, headers: dict[str, str], status: int, says: str) -> None:
+    got, out = await _post_raw(client, body, **headers)
+    assert got == status and says in out["error"], out
+
+
+async def test_a_valid_gzip_body_is_reviewed(client: Client) -> None:
+    status, out = await _post_raw(client, gzip.compress(json.dumps(review(route("shop"))).encode()),
+                                  **{"Content-Encoding": "gzip"})
+    assert status == 200 and out["response"]["allowed"] is True, out
 
 
 async def test_a_17_mib_body_gets_413(client: Client) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -80,10 +80,15 @@ async def get_json(
 
 
 async def stream_lines(
-    api: client.ApiClient, path: str, query: Sequence[tuple[str, str]], *, read_timeout: float
+    api: client.ApiClient, path: str, query: Sequence[tuple[str, str]], *, read_timeout: float,
+    opened: Callable[[], None] = lambda: None,
 ) -> AsyncIterator[JSON]:
-    """Open a watch and yield its events (one JSON object per line) until the server ends it."""
+    """Open a watch and yield its events (one JSON object per line) until the server ends it.
+
+    ``opened`` is called once the server accepted the watch (a 2xx answer), before any event.
+    """
     resp = await _open(api, path, query, aiohttp.ClientTimeout(sock_connect=10, sock_read=read_timeout))
+    opened()
     try:
         async for line in resp.content:
             if not line.strip():

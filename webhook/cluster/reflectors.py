@@ -9,7 +9,11 @@ kubernetes-asyncio has no informer, so this is the small part of client-go's tha
 3. 410 Gone (HTTP status or ERROR event, on watch or on a continue token) re-lists: the store is
    replaced, so objects deleted in the gap disappear and nothing is applied twice.
 4. Any other failure (connection reset, 5xx, bad JSON) waits a jittered, capped backoff and resumes
-   the watch from the last version; the store keeps serving the last known state meanwhile.
+   the watch from the last version; the store keeps serving the last known state meanwhile. The cap
+   is low (an apiserver restart is followed within seconds); a refusal that will not heal by itself
+   (401, 403, 404: RBAC or a missing API) is retried PERMANENT_BACKOFF_FACTOR times less often.
+5. ``failing_since`` says how long the store has been without a working list or watch: what the
+   state's staleness is made of.
 
 Objects are keyed by (namespace, name), so a replayed event overwrites instead of duplicating.
 """
@@ -35,6 +39,10 @@ from webhook.cluster.stores import Key, Store, key_of
 log = structlog.get_logger(__name__)
 
 PAGE_SIZE = 500
+DEFAULT_BACKOFF_CAP = 5.0
+PERMANENT_STATUSES = frozenset({401, 403, 404})
+PERMANENT_BACKOFF_FACTOR = 6.0
+REASONS = {401: "unauthorized", 403: "forbidden", 404: "not found", 410: "expired"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +85,7 @@ class Reflector:
         store: Store,
         *,
         slimmer: Slimmer,
-        backoff_cap: float = 30.0,
+        backoff_cap: float = DEFAULT_BACKOFF_CAP,
         watch_timeout: tuple[int, int] = (300, 600),
     ) -> None:
         self.api = api
@@ -85,6 +93,7 @@ class Reflector:
         self.store = store
         self._slim = slimmer
         self._backoff = Backoff(base=min(0.2, backoff_cap), cap=backoff_cap)
+        self._permanent_backoff = Backoff(base=min(0.2, backoff_cap), cap=backoff_cap * PERMANENT_BACKOFF_FACTOR)
         self._watch_timeout = watch_timeout
         self.resource_version: str | None = None
         self.synced = False  # completed a first list
@@ -93,7 +102,43 @@ class Reflector:
         self.errors = 0
         self.events = 0
         self.last_error: str | None = None
+        self.last_status: int | None = None  # HTTP status of the last failure, when the server answered
+        self.failing_since: float | None = None  # monotonic time of the first failure since the last success
         self.listed = asyncio.Event()  # set after every completed list
+
+    @property
+    def settled(self) -> bool:
+        """The first list either completed or failed: the gate knows what it can say about this object."""
+        return self.synced or self.last_error is not None
+
+    @property
+    def stale_for(self) -> float:
+        """Seconds since the last working list or watch, while failing; 0 while in contact."""
+        return 0.0 if self.failing_since is None else time.monotonic() - self.failing_since
+
+    def problem(self) -> str:
+        """The last failure in words, reason first: "forbidden (HTTP 403: secrets "x" is forbidden: ...)"."""
+        if self.last_error is None:
+            return ""
+        reason = REASONS.get(self.last_status or 0)
+        return f"{reason} ({self.last_error})" if reason else self.last_error
+
+    def _failed(self, error: BaseException, text: str) -> float:
+        """Record a failure; the delay before the next attempt."""
+        self.errors += 1
+        self.last_error = text
+        self.last_status = error.status if isinstance(error, clients.ApiError) else None
+        if self.failing_since is None:
+            self.failing_since = time.monotonic()
+        if self.last_status in PERMANENT_STATUSES:
+            return self._permanent_backoff.next()
+        return self._backoff.next()
+
+    def _in_contact(self) -> None:
+        self.failing_since = None
+        self.last_error = None
+        self.last_status = None
+        self._permanent_backoff.reset()
 
     async def run(self) -> None:
         """List and watch until cancelled. Never returns otherwise, never raises but CancelledError."""
@@ -121,9 +166,7 @@ class Reflector:
                 KeyError,
                 TypeError,
             ) as e:
-                self.errors += 1
-                self.last_error = str(e) or type(e).__name__
-                delay = self._backoff.next()
+                delay = self._failed(e, str(e) or type(e).__name__)
                 log.warning(
                     "watch failed, backing off",
                     kind=self.collection.kind,
@@ -132,10 +175,9 @@ class Reflector:
                 )
                 await asyncio.sleep(delay)
             except Exception as e:  # a bug must not silently stop a kind from following the cluster
-                self.errors += 1
-                self.last_error = repr(e)
+                delay = self._failed(e, repr(e))
                 log.exception("reflector failed unexpectedly", kind=self.collection.kind)
-                await asyncio.sleep(self._backoff.next())
+                await asyncio.sleep(delay)
 
     def _query(self, *extra: tuple[str, str]) -> list[tuple[str, str]]:
         query = [("fieldSelector", self.collection.field_selector)] if self.collection.field_selector else []
@@ -164,7 +206,7 @@ class Reflector:
         self.synced = True
         self.last_sync = time.time()
         self.lists += 1
-        self.last_error = None
+        self._in_contact()
         self.listed.set()
 
     async def _watch(self) -> None:
@@ -176,7 +218,7 @@ class Reflector:
             ("timeoutSeconds", str(timeout)),
         )
         async for event in clients.stream_lines(
-            self.api, self.collection.path, query, read_timeout=timeout + 30
+            self.api, self.collection.path, query, read_timeout=timeout + 30, opened=self._in_contact
         ):
             self._apply(event)
             self.events += 1

@@ -7,6 +7,17 @@ written after being handed out, and all writes happen on the loop that runs ``ru
 picked up), keeps one reflector per served kind, and one per Secret/ConfigMap that a Gateway,
 ListenerSet or BackendTLSPolicy references. ``snapshot()`` is what a review reads: a frozen
 ``validators.states.State`` whose ``version`` changes exactly when some stored object changed.
+
+Readiness is global only where the whole state is at stake:
+
+- the first sync (discovery, and the first list of every served kind) — "still syncing", or the
+  error that keeps a kind from listing ("cannot list EndpointSlice: forbidden (...)");
+- losing the cluster: when no kind's watch has worked for ``stale_after`` seconds (an apiserver
+  restart), the state is too stale to judge by, and says how stale it is.
+
+A referenced Secret/ConfigMap that cannot be read (RBAC ``resourceNames`` that do not grant it, a
+failing watch) never makes the state unready: ``reference_problems(obj)`` turns it into a warning on
+the objects that reference it.
 """
 
 from __future__ import annotations
@@ -23,13 +34,14 @@ from kubernetes_asyncio import client
 
 from validators.objects import KINDS, KindInfo, Obj
 from webhook.cluster import clients, discovery, references, slimming
-from webhook.cluster.reflectors import Backoff, Collection, Reflector
+from webhook.cluster.reflectors import DEFAULT_BACKOFF_CAP, Backoff, Collection, Reflector
 from webhook.cluster.stores import ClusterSnapshot, KindView, Store
 
 log = structlog.get_logger(__name__)
 
 CRD_KIND = discovery.CRD_INFO.kind
 REFERENCED_KINDS = references.WANTED_KINDS  # watched per referenced name, never as a whole
+DEFAULT_STALE_AFTER = 60.0
 
 
 def _slim(raw: Mapping[str, Any], collection: Collection) -> Obj | None:
@@ -44,8 +56,9 @@ class ClusterState:
         api: client.ApiClient,
         *,
         kinds: Sequence[str] | None = None,
-        resync_backoff_cap: float = 30.0,
+        resync_backoff_cap: float = DEFAULT_BACKOFF_CAP,
         rediscovery_interval: float = 30.0,
+        stale_after: float = DEFAULT_STALE_AFTER,
     ) -> None:
         wanted = list(KINDS) if kinds is None else list(dict.fromkeys(kinds))
         unknown = [k for k in wanted if k not in KINDS]
@@ -70,6 +83,9 @@ class ClusterState:
         self._tasks: dict[object, asyncio.Task[None]] = {}
         self._crd_reflector: Reflector | None = None
         self._planned = False
+        self._first_synced = False  # latched: after the first sync, "still syncing" is never said again
+        self.stale_after = stale_after
+        self._discovery_error: str | None = None
 
     # ---- what readers use ------------------------------------------------------------------------
 
@@ -90,8 +106,58 @@ class ClusterState:
 
     @property
     def ready(self) -> bool:
-        """Discovery is done and every watched kind completed its first list."""
-        return self._planned and all(self._synced(kind) for kind in self._watched())
+        """The first sync is done, and the state is not older than ``stale_after`` seconds."""
+        return self._first_sync_done() and self.staleness() <= self.stale_after
+
+    def _first_sync_done(self) -> bool:
+        if not self._first_synced:
+            self._first_synced = self._planned and all(self._synced(kind) for kind in self._watched())
+        return self._first_synced
+
+    def staleness(self) -> float:
+        """Seconds since any collection's list or watch last worked, while all of them fail; else 0."""
+        reflectors = [*self._reflectors.values(), *([self._crd_reflector] if self._crd_reflector else [])]
+        if not reflectors:
+            return 0.0
+        return min(r.stale_for for r in reflectors)
+
+    def why_not_ready(self) -> str:
+        """Why reviews cannot be judged now, in words; "" when ready."""
+        if not self._first_sync_done():
+            if not self._planned:
+                detail = f": {self._discovery_error}" if self._discovery_error else ""
+                return f"still syncing cluster state: discovering the served APIs{detail}; retry"
+            failing = [(k, r) for k in self._watched() for r in self._reflectors_of(k)
+                       if not r.synced and r.last_error and k not in REFERENCED_KINDS]
+            if failing:
+                return "; ".join(f"cannot list {k}: {r.problem()}" for k, r in failing) + "; retrying"
+            pending = [k for k in self._watched() if not self._synced(k)]
+            return f"still syncing cluster state ({', '.join(pending)} not listed yet); retry"
+        stale = self.staleness()
+        if stale > self.stale_after:
+            errors = sorted({r.problem() for r in self._reflectors.values() if r.last_error})
+            return (f"the cluster state is {stale:.0f}s stale (every watch failing; bound {self.stale_after:g}s)"
+                    + (f": {errors[0]}" if errors else ""))
+        return ""
+
+    def reference_problems(self, obj: Obj) -> list[str]:
+        """What the gate could not read of the Secrets/ConfigMaps ``obj`` references: O(references of obj)."""
+        out: list[str] = []
+        for target in sorted(references.referenced([obj])):
+            reflector = self._referenced.get(target)
+            if reflector is None:
+                continue  # not referenced by a stored object yet (e.g. the object under review)
+            kind, namespace, name = target
+            if not reflector.synced and reflector.last_error:
+                out.append(f"cannot read {kind} {namespace}/{name}: {reflector.problem()}; "
+                           "what it holds is not checked")
+            elif not reflector.synced:
+                out.append(f"{kind} {namespace}/{name} is not read yet (its watch is starting); "
+                           "what it holds is not checked")
+            elif reflector.failing_since is not None:
+                out.append(f"{kind} {namespace}/{name} may be stale: its watch fails since "
+                           f"{reflector.stale_for:.0f}s: {reflector.problem()}")
+        return out
 
     def snapshot(self) -> ClusterSnapshot:
         """The current state as a read-only ``State``: O(number of kinds), no object is copied."""
@@ -121,10 +187,18 @@ class ClusterState:
                 else None,
                 "relists": sum(r.lists for r in reflectors),
                 "errors": sum(r.errors for r in reflectors),
-                "lastError": next((r.last_error for r in reflectors if r.last_error), None),
+                "lastError": next((r.problem() for r in reflectors if r.last_error), None),
+                "staleSeconds": round(max((r.stale_for for r in reflectors), default=0.0), 1),
             }
+            if kind in REFERENCED_KINDS:
+                kinds[kind]["unreadable"] = sorted(
+                    f"{ns}/{name}: {r.problem()}" for (k, ns, name), r in self._referenced.items()
+                    if k == kind and r.last_error)
         return {
             "ready": self.ready,
+            "reason": self.why_not_ready() or None,
+            "staleSeconds": round(self.staleness(), 1),
+            "staleAfter": self.stale_after,
             "version": str(self._version),
             "crds": "watch" if self._crd_reflector is not None else "discovery",
             "kinds": kinds,
@@ -151,10 +225,12 @@ class ClusterState:
         return [k for k in self._infos if k in REFERENCED_KINDS or self._chosen.get(k) is not None]
 
     def _synced(self, kind: str) -> bool:
-        if kind in REFERENCED_KINDS:  # complete once the referrers are listed and each target too
+        if kind in REFERENCED_KINDS:
+            # complete once the referrers are listed and each target was tried: one that cannot be
+            # read is a problem of the objects referencing it, never of the whole state
             referrers = [k for k in references.REFERRING_KINDS if k in self._reflectors]
             return all(self._reflectors[k].synced for k in referrers) and all(
-                r.synced for r in self._reflectors_of(kind)
+                r.settled for r in self._reflectors_of(kind)
             )
         reflector = self._reflectors.get(kind)
         return reflector is not None and reflector.synced
@@ -218,8 +294,10 @@ class ClusterState:
         try:
             self._served = await discovery.discover(self.api, groups | {discovery.CRD_INFO.group})
         except (clients.ApiError, aiohttp.ClientError, TimeoutError, ValueError) as e:
-            log.warning("API discovery failed", error=str(e) or type(e).__name__)
+            self._discovery_error = str(e) or type(e).__name__
+            log.warning("API discovery failed", error=self._discovery_error)
             return False
+        self._discovery_error = None
         return True
 
     async def _crds_readable(self) -> bool:

@@ -1,0 +1,164 @@
+"""Slow and idle clients are cut off within the configured bounds (short bounds here), over real TLS."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from certs import bootstrap, reloading
+from webhook import servers
+from webhook.connections import LINGERING, ConnectionLimits, GuardedSite, Guards, runner_options
+from webhook.gates import Gate
+from webhook.sources import StaticSource
+
+pytestmark = pytest.mark.haproxy
+
+# the header bound is longer than body + lingering here, so that the body bound alone is measured
+LIMITS = ConnectionLimits(max_connections=150, header_timeout=2.5, body_timeout=1.0, idle_timeout=4.0)
+SLACK = 3.0  # the machine is shared: a bound is met when the cut comes within bound + SLACK
+
+
+@dataclass
+class Served:
+    port: int
+    trust: ssl.SSLContext
+    guards: Guards
+
+    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection("127.0.0.1", self.port, ssl=self.trust, server_hostname="localhost")
+
+
+@pytest.fixture
+async def served(gate: Gate, tmp_path: Path) -> AsyncIterator[Served]:
+    paths = bootstrap.ensure_self_signed(tmp_path / "certs")
+    reloader = reloading.CertReloader(paths.cert, paths.key)
+    reloader.load()
+    app = servers.make_app(gate, StaticSource(), certs=reloader, body_timeout=LIMITS.body_timeout)
+    guards = Guards(LIMITS)
+    guards.install(app)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, **runner_options(LIMITS),
+                           **servers.SERVER_OPTIONS)
+    await runner.setup()
+    site = GuardedSite(runner, "127.0.0.1", 0, guards=guards, ssl_context=reloader.context)
+    await site.start()
+    port = site.bound_port
+    trust = ssl.create_default_context(cafile=str(paths.ca))
+    yield Served(port, trust, guards)
+    await runner.cleanup()
+
+
+async def closed_after(reader: asyncio.StreamReader, *, within: float) -> float:
+    """Seconds until the server closes the connection (everything it sends is read and dropped)."""
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(within):
+            while await reader.read(65536):
+                pass
+    except (ConnectionResetError, ssl.SSLError):
+        pass
+    return time.monotonic() - started
+
+
+async def test_idle_tls_connections_are_capped_and_cut(served: Served) -> None:
+    opened = await asyncio.gather(*(served.connect() for _ in range(200)), return_exceptions=True)
+    conns = [c for c in opened if not isinstance(c, BaseException)]
+    # a handshake slower than the header bound (a loaded machine) is cut by the handshake timeout
+    unshaken = len(opened) - len(conns)
+    started = time.monotonic()
+    waits = await asyncio.gather(*(closed_after(r, within=LIMITS.header_timeout + SLACK + 5) for r, _ in conns))
+    elapsed = time.monotonic() - started
+    cut = served.guards.cut
+    assert cut["idle"] <= LIMITS.max_connections and cut["refused"] >= 200 - LIMITS.max_connections - unshaken, cut
+    assert cut["idle"] + cut["refused"] + unshaken == 200, (cut, unshaken)
+    assert max(waits) < LIMITS.header_timeout + SLACK and elapsed < LIMITS.header_timeout + SLACK
+    assert len(served.guards) == 0
+    for _, writer in conns:
+        writer.close()
+    # the cap freed up: a new client is served
+    reader, writer = await served.connect()
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+    assert (await reader.read()).startswith(b"HTTP/1.1 200")
+    writer.close()
+
+
+async def test_headers_sent_a_byte_at_a_time_are_cut_at_the_header_bound(served: Served) -> None:
+    reader, writer = await served.connect()
+    request = b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n"
+    started = time.monotonic()
+    cut = None
+    for byte in request:
+        try:
+            writer.write(bytes([byte]))
+            await writer.drain()
+        except (ConnectionResetError, BrokenPipeError):
+            cut = time.monotonic() - started
+            break
+        if reader.at_eof() or writer.is_closing():
+            cut = time.monotonic() - started
+            break
+        try:
+            async with asyncio.timeout(0.3):
+                if not await reader.read(1):
+                    cut = time.monotonic() - started
+                    break
+        except TimeoutError:
+            pass
+        except ConnectionResetError:
+            cut = time.monotonic() - started
+            break
+    assert cut is not None, "the server waited for the whole trickled header"
+    assert LIMITS.header_timeout - 0.1 < cut < LIMITS.header_timeout + SLACK
+    assert served.guards.cut["header"] == 1
+    writer.close()
+
+
+async def test_a_slow_body_gets_408_at_the_body_bound_and_the_connection_closes(served: Served) -> None:
+    reader, writer = await served.connect()
+    writer.write(b"POST /validate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 1000\r\n\r\n{")
+    started = time.monotonic()
+
+    async def trickle() -> None:
+        with pytest.raises((ConnectionResetError, BrokenPipeError, asyncio.CancelledError)):
+            while True:
+                await asyncio.sleep(0.3)
+                writer.write(b" ")
+                await writer.drain()
+
+    feeder = asyncio.create_task(trickle())
+    async with asyncio.timeout(LIMITS.body_timeout + SLACK + 5):
+        answer = await reader.read()
+    elapsed = time.monotonic() - started
+    feeder.cancel()
+    await asyncio.gather(feeder, return_exceptions=True)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert json.loads(body)["error"] == f"request body not received within {LIMITS.body_timeout:g}s"
+    assert LIMITS.body_timeout - 0.1 < elapsed < LIMITS.body_timeout + LINGERING + SLACK / 2
+    writer.close()
+
+
+async def test_an_idle_keep_alive_connection_is_closed_after_the_idle_bound(served: Served) -> None:
+    reader, writer = await served.connect()
+    answered = 0.0
+    for _ in range(2):  # keep-alive works: two requests on one connection, each after a pause
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200")
+        length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
+        await reader.readexactly(length)
+        answered = time.monotonic()
+        await asyncio.sleep(LIMITS.header_timeout + 0.2)  # longer than the header bound, within idle
+    await closed_after(reader, within=LIMITS.idle_timeout + SLACK + 5)
+    idle_for = time.monotonic() - answered
+    assert LIMITS.idle_timeout - 0.1 < idle_for < LIMITS.idle_timeout + SLACK
+    assert served.guards.cut["idle"] == 1
+    writer.close()
