@@ -84,7 +84,8 @@ def change_of(op: str, size: int, objects: list[dict[str, Any]]) -> Change:
 async def bench(size: int, *, crds: list[str], runs: int, churn: bool, modes: list[str], ops: list[str],
                 full_runs: int) -> None:
     binary = await binaries.detect(None)
-    gate = assembly.build_gate(binary, assembly.GateSettings(crds=crds))
+    # A long haproxy -c deadline: the full check of 10,000 routes takes seconds on a loaded machine.
+    gate = assembly.build_gate(binary, assembly.GateSettings(crds=crds, check_timeout=120.0))
     full = Gate(rules=gate.rules, renderer=gate.renderer, checker=gate.checker, delta=False)
     base = await floor(gate, 20)
     objects = [gateway(), *(service(i) for i in range(size + 2)), *(route(i) for i in range(size))]

@@ -2,8 +2,9 @@
 as the reference the delta check (``validators.closures``) is monitored against.
 
 Reviews judge only a change's closure. This loop checks everything, after the state stopped changing
-for ``debounce`` seconds, at most one run at a time, in one worker thread of its own at the lowest CPU
-priority (Linux nice values are per thread). When the whole configuration fails and an alert is blamed
+for ``debounce`` seconds, at most one run at a time, rendering in a worker process of its own at the
+lowest CPU priority (a render of 10,000 routes holds the GIL for seconds: in a thread it would slow
+the event loop that answers reviews). When the whole configuration fails and an alert is blamed
 on an object whose latest delta review passed haproxy -c on the object's closure, the two checks
 disagree: that is logged with both sides and counted in ``routegate_delta_disagreements_total``.
 The outcome of every run is exported too (``routegate_full_check_*``), so a configuration that some
@@ -16,20 +17,24 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
+import functools
+import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import structlog
 
 from haproxy_check.checks import CheckTimedOut
+from haproxy_check.rendering import Renderer, RenderSettings
 from haproxy_check.results import CheckResult, RenderError, RenderResult
 from validators.changes import Change, Operation
-from validators.objects import Obj, Ref, dig
-from validators.states import State
+from validators.objects import KINDS, Obj, Ref, dig
+from validators.states import MemoryState, State
 from webhook import metrics
 from webhook.gates import Gate
 from webhook.sources import StateSource
@@ -38,6 +43,13 @@ from webhook.verdicts import Verdict
 log = structlog.get_logger("routegate.fullcheck")
 
 RECENT = 1000  # delta verdicts remembered per object ref (the newest wins)
+
+
+def _render_whole(settings: RenderSettings, template_dirs: tuple[str, ...], objects: list[Obj],
+                  version: str) -> RenderResult:
+    """The whole state rendered in the worker process (what the gate's renderer would produce)."""
+    renderer = Renderer(settings=settings, template_dirs=[Path(d) for d in template_dirs])
+    return renderer.render(MemoryState(objects, version=version), subject=None)
 
 
 def _lowest_priority() -> None:
@@ -55,8 +67,9 @@ class Disagreement:
 class FullChecker:
     """Runs the full check whenever the state version changed and then stayed put for ``debounce`` s."""
 
-    def __init__(self, gate: Gate, source: StateSource, *, debounce: float = 5.0,
-                 poll: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, gate: Gate, source: StateSource, *, debounce: float = 5.0, poll: float = 1.0,
+                 template_dirs: Sequence[str] = (), clock: Callable[[], float] = time.monotonic) -> None:
+        self.template_dirs = tuple(template_dirs)  # the gate's --templates, for the worker's renderer
         self.gate = gate
         self.source = source
         self.debounce = debounce
@@ -64,8 +77,13 @@ class FullChecker:
         self._clock = clock
         # ref -> (the spec the delta check passed, its verdict)
         self._recent: collections.OrderedDict[Ref, tuple[Any, Verdict]] = collections.OrderedDict()
-        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="routegate-fullcheck",
-                                                           initializer=_lowest_priority)
+        self._pool: concurrent.futures.Executor
+        if isinstance(gate.renderer, Renderer):
+            self._pool = concurrent.futures.ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context("spawn"), initializer=_lowest_priority)
+        else:  # a renderer that cannot be rebuilt in another process (tests): one low-priority thread
+            self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="routegate-fullcheck",
+                                                               initializer=_lowest_priority)
         self._lock = asyncio.Lock()
         self.checked_version: str | None = None
         self.last: CheckResult | None = None
@@ -116,8 +134,7 @@ class FullChecker:
             started = self._clock()
             loop = asyncio.get_running_loop()
             try:
-                render: RenderResult = await loop.run_in_executor(
-                    self._pool, lambda: self.gate.renderer.render(state, subject=None))
+                render: RenderResult = await loop.run_in_executor(self._pool, self._job(state))
                 result = await self.gate.checker.check(render)
             except (RenderError, CheckTimedOut) as exc:
                 metrics.FULL_CHECKS.labels("undecided").inc()
@@ -137,6 +154,14 @@ class FullChecker:
                 log.info("full check fails; no delta review allowed the objects it blames",
                          version=state.version, alerts=[a.message for a in result.alerts[:3]])
             return found
+
+    def _job(self, state: State) -> Callable[[], RenderResult]:
+        """The render to run in the pool: picklable (a partial of a module function) for the process."""
+        renderer = self.gate.renderer
+        if isinstance(renderer, Renderer):
+            objects = [o for kind in KINDS for o in state.list(kind)]
+            return functools.partial(_render_whole, renderer.settings, self.template_dirs, objects, state.version)
+        return lambda: renderer.render(state, subject=None)
 
     def _disagreements(self, result: CheckResult, state: State) -> list[Disagreement]:
         if result.ok:

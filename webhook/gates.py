@@ -146,6 +146,7 @@ class Gate:
                 change = replace(change, obj=validated.defaulted)
         mark = self._clock()
         original, full_state = change, state
+        # From here on ``state`` is what the render sees: the change's closure (the baseline view).
         state = await self._scope(state, change)
         timings["scope"] = self._clock() - mark
         proposed = Overlay(state, change)

@@ -157,7 +157,8 @@ async def serve(args: argparse.Namespace) -> int:
     if isinstance(source, ClusterSource) and isinstance(gate.rules, Checks):
         tasks.append(liveschemas.follow(source, gate.rules, files=load_crd_documents(args.crds)))
     if getattr(args, "full_check_debounce", 0) > 0:
-        full_check = fullchecks.FullChecker(gate, source, debounce=args.full_check_debounce)
+        full_check = fullchecks.FullChecker(gate, source, debounce=args.full_check_debounce,
+                                            template_dirs=settings_from(args).templates)
         full_check.attach()
         tasks.append(full_check.run())
     if args.client_ca:

@@ -217,7 +217,8 @@ def backend_tls_policy(draw: st.DrawFn, name: str) -> Obj:
     return {"apiVersion": GW, "kind": "BackendTLSPolicy", "metadata": _meta(name, ns, draw(st.sampled_from(TIMES))),
             "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": draw(st.sampled_from(SERVICES))}],
                      "validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap",
-                                                           "name": draw(st.sampled_from(("ca", "ca-junk", "none")))}],
+                                                           "name": draw(st.sampled_from(("ca", "ca-junk", "ca-junk",
+                                                                                         "none")))}],
                                     "hostname": draw(st.sampled_from(("web.example.com", "bad host")))}}}
 
 
@@ -258,12 +259,12 @@ def cluster_and_change(draw: st.DrawFn) -> tuple[list[Obj], Change]:
         objects.append(draw(route(kind, f"r{i}", draw(st.sampled_from(NAMESPACES)), sources)))
     for i in range(draw(st.integers(0, 1))):
         objects.append(draw(reference_grant(f"grant{i}")))
-    for i in range(draw(st.integers(0, 1))):
+    for i in range(draw(st.integers(0, 2))):  # an unloadable CA is what HAProxy rejects after the validators
         objects.append(draw(backend_tls_policy(f"btls{i}")))
     reviewed = [o for o in objects if o["kind"] in CHANGE_KINDS]
     operation = draw(st.sampled_from((Operation.CREATE, Operation.UPDATE, Operation.UPDATE, Operation.DELETE)))
     if operation is Operation.CREATE:
-        kind = draw(st.sampled_from(CHANGE_KINDS))
+        kind = draw(st.sampled_from((*CHANGE_KINDS, "BackendTLSPolicy", "HTTPRoute")))
         obj = draw(new_object(kind, "new", gateways, sources))
         return objects, Change(operation, obj)
     old = draw(st.sampled_from(reviewed))

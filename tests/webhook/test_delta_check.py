@@ -25,7 +25,7 @@ from webhook.gates import _LINE_NUMBERS, Gate, _alert_key
 from webhook.verdicts import Verdict
 
 pytestmark = pytest.mark.haproxy
-EXAMPLES = 60  # per binary: about 15 s each on the shared 2-core machine
+EXAMPLES = 40  # per binary: about 10 s each alone on the 2-core machine
 
 
 def _gates(path: str, schemas: SchemaSet | None) -> tuple[Gate, Gate]:

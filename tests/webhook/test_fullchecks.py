@@ -73,8 +73,11 @@ async def test_a_dry_run_or_an_object_changed_since_is_no_disagreement(gate: Gat
     changed = copy.deepcopy(broken)
     changed["spec"]["hostnames"] = ["elsewhere.example.com"]
     checker.record(Change(Operation.CREATE, changed), passed)  # the stored spec is not the one judged
-    assert await checker.check_once() == []
-    assert checker.last is not None and not checker.last.ok
+    try:
+        assert await checker.check_once() == []
+        assert checker.last is not None and not checker.last.ok
+    finally:
+        checker.close()
 
 
 async def test_the_loop_checks_the_state_once_it_settles(gate: Gate) -> None:
