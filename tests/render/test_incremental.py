@@ -158,7 +158,7 @@ def assert_same(got: RenderResult | str, want: RenderResult | str) -> None:
 
 
 # no shrink phase: shrinking these sequences takes minutes; the failing draws are printed as they were
-@settings(max_examples=20, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+@settings(max_examples=12, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), start=st.lists(st.sampled_from(REFS), min_size=10, max_size=60, unique=True))
 def test_incremental_equals_from_scratch(data: st.DataObject, start: list[Ref]) -> None:
