@@ -285,6 +285,17 @@ def test_the_cache_forgets_routes_that_are_gone(monkeypatch: pytest.MonkeyPatch)
         assert len(renderer.cache.generation().routes) == 10  # only the last wave's routes
 
 
+def test_small_renders_do_not_evict_the_whole_states_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(increments, "SLACK_ROUTES", 0)
+    objs = _http_state(20)
+    renderer = Renderer()
+    assert _misses(renderer, MemoryState(objs)) == 20
+    for k in range(3):  # a change's sub-state: two routes with what they read
+        sub = [objs[0], *objs[2 + 3 * k: 2 + 3 * k + 6]]
+        assert _misses(renderer, MemoryState(sub)) == 0
+    assert _misses(renderer, MemoryState(objs)) == 0
+
+
 def test_a_marker_table_that_outgrew_the_state_is_started_again(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(increments, "SLACK_ORIGINS", 0)
     renderer = Renderer()
