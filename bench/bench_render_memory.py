@@ -69,8 +69,8 @@ async def main() -> None:
         start = time.perf_counter()
         verdict = await gate.review(change, state=state)
         times.append(time.perf_counter() - start)
-        if n == 0:
-            print(f"after the first review ({times[0]:.1f} s, {verdict.decision}): "
+        if n == 0 or (n + 1) % 10 == 0:
+            print(f"after review {n + 1} ({times[-1]:.1f} s, {verdict.decision}): "
                   f"RSS {_mb('VmRSS'):.0f} MB", flush=True)
     times.sort()
     print(f"after {args.reviews} reviews (median {times[len(times) // 2]:.2f} s): RSS {_mb('VmRSS'):.0f} MB, "

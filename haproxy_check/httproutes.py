@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from haproxy_check import backendtls, escaping, httpfilters, precedence, rulepolicies
 from haproxy_check.endpoints import servers_for, servers_within
@@ -28,6 +28,7 @@ REF_FINDING = "RG0402"
 BACKEND_TLS = "RG0515"
 
 Mark = Callable[[Ref, Sequence[PathPart]], str]
+T = TypeVar("T")
 
 
 _PCRE_SPECIAL = set("\\.^$|?*+()[]{}/")
@@ -154,6 +155,14 @@ class StagedRoute:
     weighted: tuple[tuple[str, tuple[str, ...]], ...]  # (rule id, its 100 weight slots' backends)
 
 
+_NONE: frozenset[Any] = frozenset()
+
+
+def _frozen(items: set[T]) -> frozenset[T]:
+    """A frozenset, the one shared empty one when there is nothing (most routes use few features)."""
+    return frozenset(items) if items else _NONE
+
+
 def _staged(model: HttpModel, rules: list[RuleModel], targets: Mapping[str, tuple[FrontendModel, list[str]]],
             weighted: list[tuple[str, tuple[str, ...]]]) -> StagedRoute:
     names = sorted(targets)
@@ -174,11 +183,11 @@ def _staged(model: HttpModel, rules: list[RuleModel], targets: Mapping[str, tupl
     h = model.headers
     return StagedRoute(
         maps=tuple((name, tuple(entries)) for name, entries in model.maps.items()),
-        ordered=frozenset(model.ordered), backends=tuple(model.backends.items()), uses=frozenset(model.uses),
-        auth_headers=frozenset(model.auth_headers), mirrors=model.mirrors,
-        session_headers=frozenset(model.session_headers), redirect_plens=frozenset(model.redirect_plens),
-        rewrite_plens=frozenset(model.rewrite_plens),
-        headers=(frozenset(h.request), frozenset(h.response), frozenset(h.request_be), frozenset(h.response_be)),
+        ordered=_frozen(model.ordered), backends=tuple(model.backends.items()), uses=_frozen(model.uses),
+        auth_headers=_frozen(model.auth_headers), mirrors=model.mirrors,
+        session_headers=_frozen(model.session_headers), redirect_plens=_frozen(model.redirect_plens),
+        rewrite_plens=_frozen(model.rewrite_plens),
+        headers=(_frozen(h.request), _frozen(h.response), _frozen(h.request_be), _frozen(h.response_be)),
         pending=tuple((name, tuple(lines)) for name, lines in model.pending.items()),
         rules=tuple(rules), targets=tuple(names), hosts=tuple(hosts), any_host=tuple(any_host),
         weighted=tuple(weighted))

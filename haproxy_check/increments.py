@@ -19,8 +19,10 @@ else is committed from the cache in state order, exactly as a from-scratch rende
 
 Markers: compiled text carries source-map markers, numbered per origin by an ``Origins`` table that
 lives as long as the cache generation, so a marker means the same origin in every render that uses the
-generation. A generation is replaced (everything recompiled once) when its tables outgrow the state
-(deleted routes, origins no longer used): memory stays bounded by a small multiple of one render.
+generation. Entries of routes no render uses any more go least recently used first; a generation is
+replaced (everything recompiled once) when its marker table outgrows the state (origins no longer
+used). Both bounds follow the largest render, so small sub-state renders by the same Renderer never
+evict the whole state's entries: memory stays bounded by a small multiple of one render.
 
 Thread safety: entries are immutable once stored and only read by commits; a render holds the
 generation it started with, so a generation swap in another thread never mixes marker tables.
@@ -45,6 +47,7 @@ FileKind = Literal["cert", "ca", "other"]
 FrontKey = tuple[str, str]
 SLACK_ROUTES = 1024  # entries of routes no render saw lately, kept before a sweep
 SLACK_ORIGINS = 100_000
+MODEL_VARIANTS = 4
 
 
 class FileLog:
@@ -123,19 +126,28 @@ class ModelEntry:
 
 @dataclass(slots=True)
 class Generation:
-    """One marker table and the entries compiled with it."""
+    """One marker table and the entries compiled with it.
+
+    Bounds follow the largest render of the generation, not the last one: the same Renderer renders the
+    whole state and small sub-states of one change, and a small render must not evict the large one's
+    entries. Route entries beyond the largest render's count (plus slack) go least recently used first
+    (deleted routes); the marker table is started again once it holds twice the origins it held after
+    the largest render (plus slack).
+    """
 
     origins: Origins = field(default_factory=Origins)
     recorder: helpers.RecorderMemo = field(default_factory=helpers.RecorderMemo)
     routes: dict[Ref, RouteEntry] = field(default_factory=dict)
-    models: dict[str, ModelEntry] = field(default_factory=dict)
-    origins_after_first: int = -1  # table size once the first render filled it
+    models: dict[str, list[ModelEntry]] = field(default_factory=dict)  # newest first, MODEL_VARIANTS at most
+    used: dict[Ref, int] = field(default_factory=dict)  # the last render (count) that used a route entry
+    renders: int = 0
+    peak_routes: int = 0
+    origins_at_peak: int = 0
+    peak_entries: int = 0
+    peak_backends: int = 0
 
-    def outgrown(self, routes_seen: int) -> bool:
-        if self.origins_after_first < 0:
-            self.origins_after_first = len(self.origins)
-        return len(self.origins) > 2 * self.origins_after_first + SLACK_ORIGINS or \
-            len(self.routes) > 2 * routes_seen + SLACK_ROUTES
+    def outgrown(self) -> bool:
+        return len(self.origins) > 2 * self.origins_at_peak + SLACK_ORIGINS
 
 
 class RouteCache:
@@ -150,14 +162,25 @@ class RouteCache:
         return self._current
 
     def done(self, gen: Generation, seen: Sequence[Ref], recorder: helpers.Recorder) -> None:
-        """After a render of ``gen`` that met the routes ``seen``: sweep entries of routes it did not see
-        when there are many, and start a new generation when the marker table outgrew the state."""
-        gen.recorder.trim(sum(len(entries) for _, entries in recorder.maps.values()), len(recorder.backends))
-        if len(gen.routes) > len(seen) + SLACK_ROUTES:
-            keep = set(seen)
-            for ref in [r for r in list(gen.routes) if r not in keep]:
+        """After a render of ``gen`` that met the routes ``seen``: note their use, evict the least recently
+        used entries beyond the largest render's size, start a new generation when the marker table
+        outgrew the state."""
+        gen.renders += 1
+        epoch = gen.renders
+        used = gen.used
+        for ref in seen:
+            used[ref] = epoch
+        if len(seen) > gen.peak_routes:
+            gen.peak_routes, gen.origins_at_peak = len(seen), len(gen.origins)
+        gen.peak_entries = max(gen.peak_entries, sum(len(entries) for _, entries in recorder.maps.values()))
+        gen.peak_backends = max(gen.peak_backends, len(recorder.backends))
+        gen.recorder.trim(gen.peak_entries, gen.peak_backends)
+        if len(gen.routes) > gen.peak_routes + SLACK_ROUTES:
+            by_age = sorted(gen.routes, key=lambda r: used.get(r, 0))
+            for ref in by_age[: len(by_age) - gen.peak_routes]:
                 gen.routes.pop(ref, None)
-        if gen.outgrown(len(seen)):
+                used.pop(ref, None)
+        if gen.outgrown():
             with self._lock:
                 if self._current is gen:
                     self._current = Generation()
@@ -166,13 +189,16 @@ class RouteCache:
     @staticmethod
     def model(gen: Generation, name: str, state: State, files: helpers.Recorder | FileLog,
               build: Callable[[State, FileLog], Any]) -> Any:
-        """``build(state, files)`` of a whole-state model, reused while everything it read holds."""
-        entry = gen.models.get(name)
-        if entry is None or not entry.reads.hold(state):
+        """``build(state, files)`` of a whole-state model, reused while everything it read holds (a few
+        variants are kept: the whole state's and the sub-states' renders take turns)."""
+        variants = gen.models.get(name, [])
+        entry = next((e for e in variants if e.reads.hold(state)), None)
+        if entry is None:
             view = Recording(state)
             log = FileLog()
             value = build(view, log)
-            entry = gen.models[name] = ModelEntry(view.reads.frozen(), value, tuple(log.added))
+            entry = ModelEntry(view.reads.frozen(), value, tuple(log.added))
+        gen.models[name] = [entry, *(e for e in variants if e is not entry)][:MODEL_VARIANTS]
         for path, content, kind in entry.files:
             files.add_file(path, content, kind)
         return entry.model

@@ -5,6 +5,10 @@ snippets (``templates/NNN-*.cfg.j2``, user template dirs first so they can overr
 jinja2 (StrictUndefined, no autoescape: every user value is escaped by ``escaping`` instead), inserts
 the named ``defaults`` profiles Backend() collected, strips the source-map markers and returns a
 ``RenderResult``. Pure: no I/O except reading templates; safe to run in a worker thread.
+
+A Renderer is incremental by default: each route's compiled share of the HTTP model and the L4/CRD
+models are reused from earlier renders while what they read holds (``increments``); templates run on
+every render. ``Renderer(incremental=False)`` is the from-scratch reference it is tested against.
 """
 
 from __future__ import annotations
@@ -219,7 +223,6 @@ class Renderer:
             httproutes.compile_route(model, ctx, route, atts, fronts, findings)
         except escaping.FieldError as exc:
             findings.append(_unsafe(ref, str(exc), exc.path, subject))
-
 
     def _cached_route(self, gen: increments.Generation, route: Obj, state: State,
                       fronts: dict[tuple[str, str], FrontendModel], by_name: dict[str, FrontendModel],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from haproxy_check.results import Origin
@@ -65,7 +66,7 @@ class SourceMap:
         self._origins = origins if origins is not None else Origins()
         self.mark = self._origins.mark
         self.lines: dict[tuple[str, int], Origin] = {}
-        self._pending: list[tuple[str, str]] = []
+        self._pending: list[tuple[str, bytes]] = []
 
     def strip_line(self, text: str) -> tuple[str, Origin | None]:
         """One line without markers, and its most specific (last) origin."""
@@ -91,10 +92,11 @@ class SourceMap:
         return _MARK.sub("", text)
 
     def strip(self, file: str, text: str) -> str:
-        """``resolve`` that leaves finding the lines' origins to ``origins()``, the first time they are read."""
+        """``resolve`` that leaves finding the lines' origins to ``origins()``, the first time they are read.
+        The marked text waits compressed (a tenth of its size): results are kept, few are ever traced."""
         if _OPEN not in text:
             return text
-        self._pending.append((file, text))
+        self._pending.append((file, zlib.compress(text.encode(), 1)))
         return _MARK.sub("", text)
 
     def origins(self) -> Mapping[tuple[str, int], Origin]:
@@ -113,10 +115,10 @@ def _marked_lines(file: str, text: str, table: Sequence[Origin]) -> Iterator[tup
 
 
 class LazyOrigins(Mapping[tuple[str, int], Origin]):
-    """(file, line) -> Origin, worked out from the marked texts on first use. Holds only plain values, so
-    it pickles; two threads reading it at once at worst both work it out."""
+    """(file, line) -> Origin, worked out from the (compressed) marked texts on first use. Holds only plain
+    values, so it pickles; two threads reading it at once at worst both work it out."""
 
-    def __init__(self, known: dict[tuple[str, int], Origin], texts: tuple[tuple[str, str], ...],
+    def __init__(self, known: dict[tuple[str, int], Origin], texts: tuple[tuple[str, bytes], ...],
                  table: Sequence[Origin]) -> None:
         self._known, self._texts, self._table = known, texts, table
         self._all: dict[tuple[str, int], Origin] | None = None if texts else known
@@ -125,8 +127,8 @@ class LazyOrigins(Mapping[tuple[str, int], Origin]):
         found = self._all
         if found is None:
             found = dict(self._known)
-            for file, text in self._texts:
-                found.update(_marked_lines(file, text, self._table))
+            for file, packed in self._texts:
+                found.update(_marked_lines(file, zlib.decompress(packed).decode(), self._table))
             self._all, self._texts = found, ()
         return found
 

@@ -158,7 +158,7 @@ def assert_same(got: RenderResult | str, want: RenderResult | str) -> None:
 
 
 # no shrink phase: shrinking these sequences takes minutes; the failing draws are printed as they were
-@settings(max_examples=20, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+@settings(max_examples=12, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), start=st.lists(st.sampled_from(REFS), min_size=10, max_size=60, unique=True))
 def test_incremental_equals_from_scratch(data: st.DataObject, start: list[Ref]) -> None:
@@ -283,6 +283,17 @@ def test_the_cache_forgets_routes_that_are_gone(monkeypatch: pytest.MonkeyPatch)
     for wave in range(1, 4):
         _renamed_waves(renderer, wave)
         assert len(renderer.cache.generation().routes) == 10  # only the last wave's routes
+
+
+def test_small_renders_do_not_evict_the_whole_states_entries(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(increments, "SLACK_ROUTES", 0)
+    objs = _http_state(20)
+    renderer = Renderer()
+    assert _misses(renderer, MemoryState(objs)) == 20
+    for k in range(3):  # a change's sub-state: two routes with what they read
+        sub = [objs[0], *objs[2 + 3 * k: 2 + 3 * k + 6]]
+        assert _misses(renderer, MemoryState(sub)) == 0
+    assert _misses(renderer, MemoryState(objs)) == 0
 
 
 def test_a_marker_table_that_outgrew_the_state_is_started_again(monkeypatch: pytest.MonkeyPatch) -> None:
