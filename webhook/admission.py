@@ -126,7 +126,8 @@ class Admission:
         Raises :class:`Refused` without starting the work when it cannot finish in time (checked on
         arrival and again every ``recheck`` seconds while it waits), and TimeoutError when the work
         started but ran past the deadline."""
-        if self._running >= self.concurrency or self._waiters:
+        queued = self._running >= self.concurrency or bool(self._waiters)
+        if queued:
             if len(self._waiters) >= self.max_waiting:
                 raise Refused(f"the server is overloaded ({len(self._waiters)} reviews waiting); retry",
                               reason="full")
@@ -136,10 +137,12 @@ class Admission:
             self._running += 1
         token = object()
         try:
-            # Reviews ahead may have taken longer than expected: check again before spending CPU.
+            # A review that waited: those ahead may have taken longer than expected, so check again
+            # before spending CPU. One that starts at once always runs: refusing it would only keep an
+            # old estimate (say one review cut off at its deadline) from ever being corrected.
             remaining = deadline - self._clock()
             typical = self.typical()
-            if remaining <= 0 or (typical is not None and typical > remaining):
+            if remaining <= 0 or (queued and typical is not None and typical > remaining):
                 raise Refused(f"its turn came {self._late(remaining, typical)}; retry", reason="late")
             started = self._started[token] = self._clock()
             try:

@@ -130,6 +130,21 @@ async def test_a_waiting_review_gives_up_as_soon_as_the_review_ahead_shows_it_ca
     assert queue.running == 0
 
 
+async def test_a_review_that_can_start_at_once_runs_even_after_a_review_ran_out_of_time() -> None:
+    clock = FakeClock()
+    queue = Admission(concurrency=1, clock=clock)
+    await seed(queue, clock, 9.0, times=1)  # one review cut off at a 9 s deadline
+    calls = []
+
+    async def work() -> str:
+        calls.append(True)
+        clock.now += 0.1
+        return "done"
+
+    assert await queue.run(work, deadline=clock.now + 5.0) == "done", "no queue: try, and learn"
+    assert calls == [True]
+
+
 async def test_a_full_queue_refuses_at_once() -> None:
     queue = Admission(concurrency=1, max_waiting=2)
     release = asyncio.Event()
