@@ -64,6 +64,10 @@ def parser() -> argparse.ArgumentParser:
                        help="check the whole state in the background once it stayed unchanged this long "
                             "(the reference for the per-change delta check); 0 turns it off")
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    from webhook import reconciling
+
+    reconciling.add_serve_options(serve)
+    reconciling.add_parser(sub, _add_gate_options)
 
     check = sub.add_parser("check", help="dry-run manifests through the gate (for CI, before kubectl apply)")
     _add_gate_options(check)
@@ -106,6 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from webhook import checking
 
             return asyncio.run(checking.render(args))
+        if args.command == "reconcile":
+            from webhook import reconciling
+
+            return asyncio.run(reconciling.reconcile(args))
         if args.command == "rules":
             return print_rules()
         if args.command == "version":

@@ -20,7 +20,6 @@ from haproxy_check import binaries
 from validators.checks import Checks
 from webhook import fullchecks, liveschemas, logs, metrics, servers
 from webhook.assembly import SetupError, build_gate, load_crd_documents, load_state
-from webhook.checking import settings_from
 from webhook.sources import StateSource, StaticSource
 
 log = structlog.get_logger("routegate")
@@ -107,13 +106,17 @@ async def serve(args: argparse.Namespace) -> int:
     tasks: list[Awaitable[Any]] = []
     source, api = await _state_source(args, tasks)
     reloader = await _certificates(args, api, tasks)
-    gate = build_gate(binary, settings_from(args))
+    from webhook import reconciling
+
+    gate = build_gate(binary, reconciling.gate_settings(args))
     if isinstance(source, ClusterSource) and isinstance(gate.rules, Checks):
         tasks.append(liveschemas.follow(source, gate.rules, files=load_crd_documents(args.crds)))
     if getattr(args, "full_check_debounce", 0) > 0:
         full_check = fullchecks.FullChecker(gate, source, debounce=args.full_check_debounce)
         full_check.attach()
         tasks.append(full_check.run())
+    if getattr(args, "reconcile", False):
+        tasks.append(reconciling.alongside(gate, source, api, args))
     app = servers.make_app(gate, source, certs=reloader, review_timeout=args.review_timeout)
     runner = web.AppRunner(app, access_log=None)
     metrics_runner = web.AppRunner(servers.make_metrics_app(), access_log=None)
