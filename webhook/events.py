@@ -34,6 +34,7 @@ _REASONS = {info.code: info.name for info in codes.INFOS if info.name}
 _UNVERIFIABLE = "BackendTLSPolicyUnverifiable"
 _REASONS.update(dict.fromkeys((codes.SAN_SEVERAL, codes.SAN_URI, codes.SAN_MISMATCH, codes.TLS_NO_TRUST),
                               _UNVERIFIABLE))
+_REASONS.update({codes.HAPROXY_REJECTED: "HAProxyRejected", codes.RENDER_REFUSED: "RenderRefused"})
 
 
 def reason_for(finding: Finding) -> str:
