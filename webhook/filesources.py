@@ -64,7 +64,7 @@ class FileSource:
             return False
         self._hash = digest
         try:
-            state, objects = load_state(str(self.root))
+            _, objects = load_state(str(self.root))
         except SetupError as exc:
             self._error = str(exc)
             log.error("state files not loaded; keeping the previous state", error=self._error)

@@ -38,8 +38,11 @@ def _events(kube: FakeKube) -> list[dict[str, Any]]:
     return list(kube.objects[("", "events")].values())
 
 
+Running = tuple[Path, FileSource, Reconciler, list[Any]]
+
+
 @pytest.fixture
-async def running(tmp_path: Path, gate: Gate, api: Any) -> AsyncIterator[tuple[Path, FileSource, Reconciler, list[Any]]]:
+async def running(tmp_path: Path, gate: Gate, api: Any) -> AsyncIterator[Running]:
     state = tmp_path / "state"
     state.mkdir()
     shutil.copy(DATA / "state" / "cluster.yaml", state / "cluster.yaml")
@@ -73,8 +76,7 @@ async def _settled(source: FileSource, reconciler: Reconciler, after: str | None
                 return last.result
 
 
-async def test_valid_broken_fixed_and_left_out(running: tuple[Path, FileSource, Reconciler, list[Any]],
-                                               tmp_path: Path, kube: FakeKube) -> None:
+async def test_valid_broken_fixed_and_left_out(running: Running, tmp_path: Path, kube: FakeKube) -> None:
     state, source, reconciler, hooks = running
     out = tmp_path / "out"
     rejected = _metric("routegate_promotions_rejected_total")
