@@ -99,9 +99,9 @@ class Reconciler:
         """One run over ``state``; runs are serialized (a promotion is never interleaved with another)."""
         async with self._lock:
             outcome = await self._run(state)
-        self.last = outcome
-        metrics.RECONCILES.labels(str(outcome.result)).inc()
-        await self._report(outcome, state)
+            metrics.RECONCILES.labels(str(outcome.result)).inc()
+            await self._report(outcome, state)
+            self.last = outcome  # once its findings are logged, counted and written as Events
         return outcome
 
     async def _timed(self, step: str, timings: dict[str, float], work: Awaitable[object]) -> object:

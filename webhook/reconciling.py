@@ -33,7 +33,7 @@ from webhook.sources import StateSource
 
 log = structlog.get_logger("routegate.reconcile")
 
-DEFAULT_SOCKET = "/var/run/haproxy/admin.sock"
+DEFAULT_SOCKET = "/var/run/haproxy.sock"  # haproxy-reload-wrapper's default HAPROXY_SOCKET
 
 
 def add_reconcile_options(parser: argparse.ArgumentParser, *, required: bool) -> None:

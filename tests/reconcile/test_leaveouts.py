@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import copy
 
+from tests.reconcile.conftest import DATA
 from tests.render_l4.conftest import ca_config_map, fixture
 from tests.render_l4.test_tcproutes_render import section
-from tests.reconcile.conftest import DATA
 from validators.objects import Obj
 from validators.states import MemoryState
 from webhook import assembly, audits, leaveouts
@@ -45,7 +45,8 @@ def test_an_invalid_session_name_loses_session_persistence_only(gate: Gate) -> N
     objects = [assembly.with_namespace(o) for o in fixture_objects()]
     stored = MemoryState(objects)
     view, left = leaveouts.apply(stored, audits.audit(gate.rules, stored))
-    assert [(str(x.ref), x.what) for x in left] == [("HTTPRoute capture/sticky", "no session persistence on spec.rules[0]")]
+    assert [(str(x.ref), x.what) for x in left] == [
+        ("HTTPRoute capture/sticky", "no session persistence on spec.rules[0]")]
     route = view.get("HTTPRoute", "capture", "sticky")
     assert route is not None and "sessionPersistence" not in route["spec"]["rules"][0]
     assert stored.get("HTTPRoute", "capture", "sticky")["spec"]["rules"][0]["sessionPersistence"]  # type: ignore[index]
