@@ -161,7 +161,7 @@ class Reconciler:
     def _add_render_findings(self, render: RenderResult, by_ref: dict[Ref, list[Finding]]) -> None:
         """Render findings about stored objects, under the same enforcement settings as admission."""
         for finding in render.findings:
-            ref = _parse_ref(finding.about)
+            ref = audits.parse_ref(finding.about)
             if ref is None:
                 continue
             found = self.gate.rules.enforcement.apply([finding], namespace=ref.namespace)
@@ -227,15 +227,6 @@ class Reconciler:
 
 def _faults(by_ref: dict[Ref, list[Finding]]) -> tuple[Fault, ...]:
     return tuple(Fault(ref, tuple(found)) for ref, found in sorted(by_ref.items()) if found)
-
-
-def _parse_ref(about: str) -> Ref | None:
-    """``"HTTPRoute ns/name"`` (``str(Ref)``) back to a Ref."""
-    kind, _, rest = about.partition(" ")
-    if not kind or not rest:
-        return None
-    namespace, _, name = rest.rpartition("/")
-    return Ref(kind, namespace, name)
 
 
 def _description(render: RenderResult) -> bytes:
