@@ -156,3 +156,5 @@ class Promoter:
         for old in versions[:-self.keep]:
             if old.name != live:
                 shutil.rmtree(old, ignore_errors=True)
+        for stale in self.output.glob(".tmp..v*"):  # left by a promotion that crashed midway
+            shutil.rmtree(stale, ignore_errors=True)

@@ -41,5 +41,7 @@ async def follow(source: StateSource, reconciler: Reconciler, *, debounce: float
             try:
                 await reconciler.reconcile(state)
             except Exception as exc:  # the loop outlives one bad run; the data plane keeps last-known-good
-                log.error("reconcile failed", version=state.version, error=repr(exc))
+                log.error("reconcile failed; retrying after the debounce", version=state.version, error=repr(exc))
+                changed = pending = clock()  # e.g. the output disk was full: try again, not at once
+                continue
             done = state.version

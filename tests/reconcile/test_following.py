@@ -89,3 +89,22 @@ async def test_not_ready_waits() -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+class FailingOnce(Recording):
+    async def reconcile(self, state: MemoryState) -> None:
+        if not self.versions:
+            self.versions.append("failed")
+            raise OSError("No space left on device")
+        await super().reconcile(state)
+
+
+async def test_a_failed_run_is_retried_after_the_debounce() -> None:
+    source, runs = Source(), FailingOnce()
+    task = await _running(source, runs, debounce=0.1, max_wait=30)
+    try:
+        await _until(lambda: runs.versions == ["failed", "0"])
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

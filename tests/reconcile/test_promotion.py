@@ -34,9 +34,11 @@ def test_layout_record_and_modes(tmp_path: Path) -> None:
 
 def test_keeps_the_last_versions_and_never_the_live_one_goes(tmp_path: Path) -> None:
     promoter = Promoter(tmp_path / "out", keep=2)
+    (tmp_path / "out" / ".tmp..v000009-000000000000").mkdir(parents=True)  # a crashed promotion's
     records = [promoter.promote(_files(n), state_version=f"v{n}") for n in range(5)]
     kept = sorted(p.name for p in (tmp_path / "out").iterdir() if p.name.startswith("..v"))
     assert kept == [r.version for r in records[-2:]]
+    assert not list((tmp_path / "out").glob(".tmp*"))
     assert promoter.live() == tmp_path / "out" / records[-1].version
 
 
