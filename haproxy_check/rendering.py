@@ -91,6 +91,9 @@ class RenderSettings:
     share_https_with_passthrough: bool = False  # engineer B's TCP frontend owns the HTTPS port
     system_ca_file: str = ""
     limits: Limits = field(default_factory=Limits)  # servers per backend, lines per route
+    # Output for a running data plane (routegate reconcile): the master's admin socket, with the listeners'
+    # file descriptors handed over on reload, and map/cert paths relative to haproxy.cfg, not the cwd.
+    stats_socket: str = ""
 
     def base_lines(self) -> tuple[str, ...]:
         return (f"timeout connect {self.timeout_connect}", f"timeout client {self.timeout_client}",
@@ -110,6 +113,7 @@ class Renderer:
             escaping.check(value, key=False)
         escaping.check(self.settings.dynamic_cookie_key, key=False)
         escaping.check(self.settings.system_ca_file, key=True, what="system_ca_file")  # one server-line word
+        escaping.check(self.settings.stats_socket, key=True, what="stats_socket")  # one global-line word
         self._dirs = [Path(d) for d in template_dirs] + [BUILTIN]
         # Templates are code: built-in and user ones alike run sandboxed, with only the documented helpers
         # (haproxy_check/templatestate.py says what the sandbox and the state view keep out).

@@ -53,7 +53,9 @@ BUILTINS = (
     Resource("", "v1", "configmaps", "ConfigMap", True),
     Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True),
     Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False),
+    Resource("", "v1", "events", "Event", True),
 )
+WRITABLE = frozenset({("", "events")})  # POST (create) and merge PATCH served for these only
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
@@ -105,6 +107,8 @@ class FakeKube:
     async def __aenter__(self) -> FakeKube:
         app = web.Application()
         app.router.add_get("/{tail:.*}", self._handle)
+        app.router.add_post("/{tail:.*}", self._write)
+        app.router.add_patch("/{tail:.*}", self._write)
         self._runner = web.AppRunner(app, shutdown_timeout=0.1, handler_cancellation=True)
         await self._runner.setup()
         context = None
@@ -350,6 +354,36 @@ class FakeKube:
             return await self._watch(request, res, namespace)
         return self._list(request, res, namespace)
 
+    async def _write(self, request: web.Request) -> web.Response:
+        """Create (POST on a collection) or merge-patch (PATCH on an object) a writable kind (Events)."""
+        self.requests.append(f"{request.method} {request.path_qs}")
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
+            return _status(401, "Unauthorized", "missing or wrong bearer token")
+        parts = [p for p in request.path.split("/") if p]
+        group, version, rest = ("", parts[1], parts[2:]) if parts[:1] == ["api"] else (parts[1], parts[2], parts[3:])
+        namespace = ""
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        res = self.resources.get((group, version, rest[0])) if rest else None
+        if res is None or (group, res.plural) not in WRITABLE:
+            return _status(405, "MethodNotAllowed", f"{request.method} is not served for {request.path}")
+        body = await request.json()
+        status = self._take_failure(request.method.lower(), res.plural)
+        if status is not None:
+            return _status(status, "Failure", "injected failure")
+        if request.method == "POST" and len(rest) == 1:
+            body.setdefault("metadata", {})["namespace"] = namespace
+            try:
+                return web.json_response(self.create(body), status=201)
+            except KeyError:
+                return _status(409, "AlreadyExists", f"{res.kind} {body['metadata'].get('name')} already exists")
+        if request.method == "PATCH" and len(rest) == 2:
+            stored = self.get(group, res.plural, namespace, rest[1])
+            if stored is None:
+                return _status(404, "NotFound", f"{res.plural} {rest[1]} not found")
+            return web.json_response(self.update(_merge(stored, body)))
+        return _status(405, "MethodNotAllowed", f"{request.method} is not served for {request.path}")
+
     def _groups(self) -> Obj:
         versions: dict[str, list[str]] = {}
         for group, version, _ in sorted(self.resources):
@@ -551,6 +585,19 @@ def _server_tls() -> tuple[ssl.SSLContext, bytes]:
         Path(tmp, "tls.key").write_bytes(key_pem)
         context.load_cert_chain(Path(tmp, "tls.crt"), Path(tmp, "tls.key"))
     return context, cert_pem
+
+
+def _merge(target: Obj, patch: Obj) -> Obj:
+    """RFC 7386 JSON merge patch."""
+    out = copy.deepcopy(target)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 def _truthy(value: str | None) -> bool:

@@ -77,6 +77,10 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-state-staleness", type=float, default=60.0, metavar="SECONDS",
                        help="not ready once every cluster watch has failed this long (default 60)")
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    from webhook import reconciling
+
+    reconciling.add_serve_options(serve)
+    reconciling.add_parser(sub, _add_gate_options)
 
     check = sub.add_parser("check", help="dry-run manifests through the gate (for CI, before kubectl apply)")
     _add_gate_options(check)
@@ -119,6 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from webhook import checking
 
             return asyncio.run(checking.render(args))
+        if args.command == "reconcile":
+            from webhook import reconciling
+
+            return asyncio.run(reconciling.reconcile(args))
         if args.command == "rules":
             return print_rules()
         if args.command == "version":

@@ -112,3 +112,31 @@ DELTA_DISAGREEMENTS = Counter(
     "Objects the background full check blames for a failure after their delta review passed haproxy -c.",
     ("kind",), registry=REGISTRY,
 )
+RECONCILE_SECONDS = Histogram(
+    "routegate_reconcile_step_duration_seconds", "Time of one reconcile step (audit, render, check, promote).",
+    ("step",), buckets=(*_BUCKETS, 30.0, 60.0), registry=REGISTRY,
+)
+RECONCILES = Counter(
+    "routegate_reconciles_total", "Reconcile runs by outcome (promoted, unchanged, rejected, undecided).",
+    ("outcome",), registry=REGISTRY,
+)
+PROMOTIONS_REJECTED = Counter(
+    "routegate_promotions_rejected_total", "Renders not promoted (haproxy -c failed or the render was refused); "
+    "the last-known-good version stays live.", registry=REGISTRY,
+)
+LAST_PROMOTION = Gauge(
+    "routegate_last_promotion_timestamp_seconds", "Unix time of the last promotion into --output-dir.",
+    registry=REGISTRY,
+)
+OBJECTS_AT_FAULT = Gauge(
+    "routegate_objects_at_fault", "Stored objects with admission denials or left out of the output in part, "
+    "by kind, in the last reconcile.", ("kind",), registry=REGISTRY,
+)
+VIOLATIONS = Gauge(
+    "routegate_violations", "Findings on stored objects by rule code and severity, in the last audit.",
+    ("code", "severity"), registry=REGISTRY,
+)
+EVENTS = Counter(
+    "routegate_events_total", "Kubernetes Warning Events by outcome (written, deduplicated, rate_limited, failed).",
+    ("outcome",), registry=REGISTRY,
+)

@@ -26,7 +26,6 @@ from haproxy_check import binaries
 from validators.checks import Checks
 from webhook import connections, fullchecks, liveschemas, logs, metrics, servers
 from webhook.assembly import SetupError, build_gate, load_crd_documents, load_state
-from webhook.checking import settings_from
 from webhook.sources import StateSource, StaticSource
 
 log = structlog.get_logger("routegate")
@@ -153,14 +152,19 @@ async def serve(args: argparse.Namespace) -> int:
     tasks: list[Awaitable[Any]] = []
     source, api = await _state_source(args, tasks)
     reloader = await _certificates(args, api, tasks)
-    gate = build_gate(binary, settings_from(args))
+    from webhook import reconciling
+
+    settings = reconciling.gate_settings(args)
+    gate = build_gate(binary, settings)
     if isinstance(source, ClusterSource) and isinstance(gate.rules, Checks):
         tasks.append(liveschemas.follow(source, gate.rules, files=load_crd_documents(args.crds)))
     if getattr(args, "full_check_debounce", 0) > 0:
         full_check = fullchecks.FullChecker(gate, source, debounce=args.full_check_debounce,
-                                            template_dirs=settings_from(args).templates)
+                                            template_dirs=settings.templates)
         full_check.attach()
         tasks.append(full_check.run())
+    if getattr(args, "reconcile", False):
+        tasks.append(reconciling.alongside(gate, source, api, args))
     if args.client_ca:
         require_client_certificates(reloader.context, args.client_ca)
     app = servers.make_app(gate, source, certs=reloader, review_timeout=args.review_timeout,

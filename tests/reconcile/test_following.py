@@ -1,0 +1,110 @@
+"""The follow loop: a burst of changes is one run on the newest state; a steady stream still runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from validators.states import MemoryState
+from webhook.following import follow
+
+
+class Source:
+    def __init__(self) -> None:
+        self.ready = True
+        self.version = 0
+
+    def snapshot(self) -> MemoryState:
+        return MemoryState(version=str(self.version))
+
+    def status(self) -> dict[str, Any]:
+        return {}
+
+
+class Recording:
+    """Records which state versions were reconciled (the loop is what is under test here)."""
+
+    def __init__(self) -> None:
+        self.versions: list[str] = []
+
+    async def reconcile(self, state: MemoryState) -> None:
+        self.versions.append(state.version)
+
+
+async def _until(check: Any, seconds: float = 10) -> None:
+    async with asyncio.timeout(seconds):
+        while True:
+            if check():
+                return
+            await asyncio.sleep(0.01)
+
+
+async def _running(source: Source, runs: Recording, **kw: float) -> asyncio.Task[None]:
+    return asyncio.ensure_future(follow(source, runs, poll=0.01, **kw))  # type: ignore[arg-type]
+
+
+async def test_a_burst_is_one_run_on_the_newest_state() -> None:
+    source, runs = Source(), Recording()
+    task = await _running(source, runs, debounce=0.5, max_wait=30)
+    try:
+        await _until(lambda: runs.versions == ["0"])
+        for v in range(1, 6):  # five changes, 50 ms apart: never quiet for 500 ms
+            source.version = v
+            await asyncio.sleep(0.05)
+        await _until(lambda: len(runs.versions) > 1)
+        assert runs.versions == ["0", "5"]
+        await asyncio.sleep(0.6)
+        assert runs.versions == ["0", "5"]  # nothing new, nothing run
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_steady_stream_runs_after_max_wait() -> None:
+    source, runs = Source(), Recording()
+    task = await _running(source, runs, debounce=5, max_wait=0.3)
+    try:
+        for v in range(1, 40):  # a change every 20 ms for 0.8 s: never quiet
+            source.version = v
+            await asyncio.sleep(0.02)
+        assert len(runs.versions) >= 2 and runs.versions[0] != "39"
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_not_ready_waits() -> None:
+    source, runs = Source(), Recording()
+    source.ready = False
+    task = await _running(source, runs, debounce=0.0, max_wait=0.0)
+    try:
+        await asyncio.sleep(0.1)
+        assert runs.versions == []
+        source.ready = True
+        await _until(lambda: runs.versions == ["0"])
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+class FailingOnce(Recording):
+    async def reconcile(self, state: MemoryState) -> None:
+        if not self.versions:
+            self.versions.append("failed")
+            raise OSError("No space left on device")
+        await super().reconcile(state)
+
+
+async def test_a_failed_run_is_retried_after_the_debounce() -> None:
+    source, runs = Source(), FailingOnce()
+    task = await _running(source, runs, debounce=0.1, max_wait=30)
+    try:
+        await _until(lambda: runs.versions == ["failed", "0"])
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,0 +1,140 @@
+"""The reconcile gate end to end: real files, real haproxy -c, the fake API server for Events.
+
+valid state -> promoted; a stored object haproxy -c rejects -> nothing written, last-known-good live,
+an Event on the object, the rejection counted; fixed -> promoted again; a stored route with an invalid
+session name -> promoted without its session persistence (seed 004), with its Event; the same state
+again -> unchanged, no Event repeated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from haproxy_check.promotion import Promoted, Promoter
+from tests.fakekube import FakeKube
+from tests.reconcile.conftest import DATA
+from webhook.events import EventRecorder
+from webhook.filesources import FileSource
+from webhook.following import follow
+from webhook.gates import Gate
+from webhook.reconcile import Reconciler, Result
+
+FIXED_REGEX = (DATA / "inputs" / "bad-regex.yaml").read_text().replace("/a{2,1}", "/a{1,2}")
+
+
+def _metric(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def _events(kube: FakeKube) -> list[dict[str, Any]]:
+    return list(kube.objects[("", "events")].values())
+
+
+Running = tuple[Path, FileSource, Reconciler, list[Any]]
+
+
+@pytest.fixture
+async def running(tmp_path: Path, gate: Gate, api: Any) -> AsyncIterator[Running]:
+    state = tmp_path / "state"
+    state.mkdir()
+    shutil.copy(DATA / "state" / "cluster.yaml", state / "cluster.yaml")
+    source = FileSource(str(state), poll=0.05)
+    hooks: list[tuple[Promoted | None, Promoted]] = []
+
+    async def after(previous: Promoted | None, new: Promoted) -> None:
+        hooks.append((previous, new))
+
+    reconciler = Reconciler(gate, Promoter(tmp_path / "out", keep=3), recorder=EventRecorder(api),
+                            on_promoted=[after])
+    tasks = [asyncio.ensure_future(source.run()),
+             asyncio.ensure_future(follow(source, reconciler, debounce=0.1, poll=0.05))]
+    try:
+        yield state, source, reconciler, hooks
+    finally:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _settled(source: FileSource, reconciler: Reconciler, after: str | None) -> Result:
+    """Wait until the loop has reconciled a state newer than ``after`` and the files stopped changing."""
+    async with asyncio.timeout(60):
+        while True:
+            await asyncio.sleep(0.05)
+            last = reconciler.last
+            if (source.ready and last is not None and last.state_version != after
+                    and last.state_version == source.snapshot().version):
+                return last.result
+
+
+async def test_valid_broken_fixed_and_left_out(running: Running, tmp_path: Path, kube: FakeKube) -> None:
+    state, source, reconciler, hooks = running
+    out = tmp_path / "out"
+    rejected = _metric("routegate_promotions_rejected_total")
+
+    # valid -> promoted
+    assert await _settled(source, reconciler, None) is Result.PROMOTED
+    first = reconciler.promoter.last_known_good()
+    assert first is not None and first.state_version == source.snapshot().version
+    live_cfg = (out / "haproxy.cfg").read_bytes()
+    assert hooks == [(None, first)]
+
+    # a stored route haproxy -c rejects -> nothing written, last-known-good stays, Event, counted
+    version = source.snapshot().version
+    shutil.copy(DATA / "inputs" / "bad-regex.yaml", state / "broken.yaml")
+    assert await _settled(source, reconciler, version) is Result.REJECTED
+    assert reconciler.promoter.last_known_good() == first
+    assert (out / "haproxy.cfg").read_bytes() == live_cfg
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("..v")) == [first.version]
+    assert _metric("routegate_promotions_rejected_total") == rejected + 1
+    assert _metric("routegate_objects_at_fault", kind="HTTPRoute") == 1
+    outcome = reconciler.last
+    assert outcome is not None and [str(r) for r in outcome.at_fault] == ["HTTPRoute capture/broken"]
+    assert "HTTPRoute capture/broken: spec.rules[1].matches[0].path.value" in outcome.rejection[0]
+    [event] = _events(kube)
+    assert event["type"] == "Warning" and event["reason"] == "HAProxyRejected"
+    assert event["involvedObject"] == {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                                       "name": "broken", "namespace": "capture"}
+    assert event["metadata"]["namespace"] == "capture" and "a{2,1}" in event["message"]
+
+    # fixed -> promoted again
+    version = source.snapshot().version
+    (state / "broken.yaml").write_text(FIXED_REGEX)
+    assert await _settled(source, reconciler, version) is Result.PROMOTED
+    second = reconciler.promoter.last_known_good()
+    assert second is not None and second.version != first.version
+    assert b"broken" in (out / "haproxy.cfg").read_bytes()
+    assert hooks[-1] == (first, second)
+    assert _metric("routegate_objects_at_fault", kind="HTTPRoute") == 0
+
+    # an invalid session name -> promoted without session persistence, Event with the seed's reason
+    version = source.snapshot().version
+    shutil.copy(DATA / "inputs" / "bad-session.yaml", state / "sticky.yaml")
+    assert await _settled(source, reconciler, version) is Result.PROMOTED
+    cfg = (out / "haproxy.cfg").read_text()
+    # the route is served (the renderer alone would leave the whole route out), without a cookie
+    assert "backend gw_h_capture_sticky_web_8080" in cfg and "# HTTPRoute capture/sticky rule 0" in cfg
+    assert "dynamic-cookie-key" not in cfg and "\n    cookie " not in cfg
+    outcome = reconciler.last
+    assert outcome is not None and [(str(x.ref), x.what) for x in outcome.left_out] == [
+        ("HTTPRoute capture/sticky", "no session persistence on spec.rules[0]")]
+    session = [e for e in _events(kube) if e["reason"] == "InvalidSessionPersistence"]
+    assert len(session) == 1 and session[0]["involvedObject"]["name"] == "sticky"
+    assert "spec.rules[0].sessionPersistence.sessionName" in session[0]["message"]
+    assert _metric("routegate_violations", code="RG0101", severity="deny") == 1
+
+    # the same state again: nothing to write, no Event repeated
+    written = len(_events(kube))
+    again = await reconciler.reconcile(source.snapshot())
+    assert again.result is Result.UNCHANGED
+    assert len(_events(kube)) == written
+    assert [e["count"] for e in _events(kube)] == [1] * written

@@ -1,0 +1,83 @@
+"""What the output leaves out of an object stored despite the admission rules (seed 004).
+
+Admission denies these; an object stored anyway is rendered as the seed says:
+- a route whose sessionPersistence name is not a token gets no session persistence (the rule keeps
+  routing, without the cookie or header);
+- a BackendTLSPolicy HAProxy cannot verify as written (several or URI subjectAltNames, a SAN that is
+  not validation.hostname) blocks its backend: it still governs its targets but yields no trust, so
+  the renderer serves that backend without servers rather than in plaintext. A policy without any
+  trust (RG0105) is blocked by the renderer already.
+
+Everything else is rendered as stored: whether HAProxy accepts it is the check's call.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from validators import codes
+from validators.changes import Change, Operation
+from validators.findings import Finding
+from validators.objects import Obj, Ref, dig
+from validators.states import Overlay, State
+from webhook.audits import Audited
+
+UNVERIFIABLE = frozenset({codes.SAN_SEVERAL, codes.SAN_URI, codes.SAN_MISMATCH, codes.TLS_NO_TRUST})
+ROUTE_KINDS = frozenset({"HTTPRoute", "GRPCRoute"})
+
+
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    ref: Ref
+    what: str  # what the output does without, in words for logs and events
+    findings: tuple[Finding, ...]  # the admission findings behind it
+
+
+def _without_session_persistence(obj: Obj, rules: set[int]) -> Obj:
+    out = copy.deepcopy(obj)
+    for i, rule in enumerate(dig(out, "spec", "rules") or []):
+        if i in rules and isinstance(rule, dict):
+            rule.pop("sessionPersistence", None)
+    return out
+
+
+def _without_trust(obj: Obj) -> Obj:
+    out = copy.deepcopy(obj)
+    validation = dig(out, "spec", "validation")
+    if isinstance(validation, dict):
+        validation.pop("caCertificateRefs", None)
+        validation.pop("wellKnownCACertificates", None)
+    return out
+
+
+def apply(state: State, audited: Audited) -> tuple[State, list[LeftOut]]:
+    """``state`` as the output renders it, and what was left out of which object."""
+    replaced: dict[Ref, Obj] = {}
+    left: list[LeftOut] = []
+    for ref, findings in audited:
+        obj = state.get(ref.kind, ref.namespace, ref.name)
+        if obj is None:
+            continue
+        if ref.kind in ROUTE_KINDS:
+            session = [f for f in findings if f.code == codes.SESSION_NAME]
+            rules = {f.path[2] for f in session if len(f.path) > 2 and isinstance(f.path[2], int)}
+            if rules:
+                replaced[ref] = _without_session_persistence(obj, rules)
+                which = ", ".join(f"spec.rules[{i}]" for i in sorted(rules))
+                left.append(LeftOut(ref, f"no session persistence on {which}", tuple(session)))
+        elif ref.kind == "BackendTLSPolicy":
+            unverifiable = [f for f in findings if f.code in UNVERIFIABLE]
+            if unverifiable:
+                replaced[ref] = _without_trust(obj)
+                left.append(LeftOut(ref, "its target backends are blocked (no servers)", tuple(unverifiable)))
+    return _replacing(state, replaced), left
+
+
+def _replacing(state: State, replaced: Mapping[Ref, Obj]) -> State:
+    view = state
+    for ref in sorted(replaced):
+        old = state.get(ref.kind, ref.namespace, ref.name)
+        view = Overlay(view, Change(Operation.UPDATE, replaced[ref], old))
+    return view

@@ -1,0 +1,235 @@
+"""The reconcile gate: promote only configuration the Gate passes, keep last-known-good otherwise.
+
+``Reconciler.reconcile(state)`` is the library entry point a controller embeds. It uses the Gate's own
+steps, never copies of them:
+
+  audit (the Gate's rules on every stored object, ``webhook.audits``)
+  -> leave out what seed 004 says an object stored despite admission loses (``webhook.leaveouts``)
+  -> render the whole state with the Gate's renderer (incremental across state versions)
+  -> ``haproxy -c`` with the Gate's checker
+  -> passed: promote atomically (``haproxy_check.promotion``), then call the ``on_promoted`` hooks
+     with the previous and the new version (the place where Runtime API application plugs in);
+     failed or refused: write nothing, last-known-good stays live.
+
+Nothing is denied here: problems become findings on the objects at fault, logged with the message
+admission would give (``Verdict.message``), counted, and written as Warning Events when a recorder is
+given. A check that could not decide (timeout) promotes nothing and is not a rejection either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import structlog
+
+from haproxy_check.checks import CheckTimedOut
+from haproxy_check.promotion import Promoted, Promoter, content_hash
+from haproxy_check.results import CheckResult, RenderError, RenderResult
+from validators import codes
+from validators.findings import Finding, Severity, denies
+from validators.objects import Ref, dig
+from validators.states import State
+from webhook import audits, events, leaveouts, metrics
+from webhook.gates import Gate
+from webhook.verdicts import Decision, Verdict
+
+log = structlog.get_logger("routegate.reconcile")
+
+# Called after a promotion with the previous live version (None on the first) and the new one; each
+# version directory holds description.json, the Backend()/RegisterMap() records a runtime planner diffs.
+OnPromoted = Callable[[Promoted | None, Promoted], Awaitable[None]]
+
+
+class Result(StrEnum):
+    PROMOTED = "promoted"  # a new version is live
+    UNCHANGED = "unchanged"  # passed, and byte for byte what is live already
+    REJECTED = "rejected"  # haproxy -c failed or the renderer refused: last-known-good stays
+    UNDECIDED = "undecided"  # the check could not finish: nothing written
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    ref: Ref
+    findings: tuple[Finding, ...]
+
+    @property
+    def message(self) -> str:
+        """Admission's one-line message: the object, then every field at fault (denials first)."""
+        denied = Verdict(Decision.DENY, self.ref, findings=self.findings).message
+        if denies(self.findings):
+            return denied
+        parts = [f"{f.field}: {f.message}" if f.field else f.message for f in self.findings]
+        return f"{self.ref}: " + "; ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    result: Result
+    state_version: str
+    promoted: Promoted | None  # the live version after this run (last-known-good when not promoted)
+    faults: tuple[Fault, ...] = ()  # stored objects with findings (audit and render)
+    left_out: tuple[leaveouts.LeftOut, ...] = ()
+    rejection: tuple[str, ...] = ()  # why nothing was promoted, one line per alert, naming the object
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def at_fault(self) -> list[Ref]:
+        rejected = {f.ref for f in self.faults if any(x.code in (codes.HAPROXY_REJECTED, codes.RENDER_REFUSED)
+                                                      for x in f.findings)}
+        return sorted({f.ref for f in self.faults if denies(f.findings)} | {x.ref for x in self.left_out} | rejected)
+
+
+class Reconciler:
+    def __init__(self, gate: Gate, promoter: Promoter, *, recorder: events.EventRecorder | None = None,
+                 on_promoted: list[OnPromoted] | None = None, clock: Callable[[], float] = time.perf_counter,
+                 ) -> None:
+        self.gate = gate
+        self.promoter = promoter
+        self.recorder = recorder
+        self.on_promoted = list(on_promoted or [])
+        self._clock = clock
+        self._lock = asyncio.Lock()
+        self.last: Outcome | None = None
+
+    async def reconcile(self, state: State) -> Outcome:
+        """One run over ``state``; runs are serialized (a promotion is never interleaved with another)."""
+        async with self._lock:
+            outcome = await self._run(state)
+            metrics.RECONCILES.labels(str(outcome.result)).inc()
+            await self._report(outcome, state)
+            self.last = outcome  # once its findings are logged, counted and written as Events
+        return outcome
+
+    async def _timed(self, step: str, timings: dict[str, float], work: Awaitable[object]) -> object:
+        mark = self._clock()
+        try:
+            return await work
+        finally:
+            timings[step] = self._clock() - mark
+            metrics.RECONCILE_SECONDS.labels(step).observe(timings[step])
+
+    async def _run(self, state: State) -> Outcome:
+        timings: dict[str, float] = {}
+        live = self.promoter.last_known_good()
+        audited = await self._timed("audit", timings, asyncio.to_thread(audits.audit, self.gate.rules, state))
+        assert isinstance(audited, list)
+        view, left = leaveouts.apply(state, audited)
+        by_ref: dict[Ref, list[Finding]] = {ref: list(found) for ref, found in audited}
+        try:
+            render = await self._timed("render", timings,
+                                       asyncio.to_thread(self.gate.renderer.render, view, subject=None))
+        except RenderError as exc:
+            return self._refused(exc, state, by_ref, left, live, timings)
+        assert isinstance(render, RenderResult)
+        self._add_render_findings(render, by_ref)
+        try:
+            checked = await self._timed("check", timings, self.gate.checker.check(render))
+        except CheckTimedOut as exc:
+            log.warning("reconcile could not decide; nothing promoted", version=state.version, error=str(exc))
+            return Outcome(Result.UNDECIDED, state.version, live, _faults(by_ref), tuple(left), (str(exc),),
+                           timings)
+        assert isinstance(checked, CheckResult)
+        if not checked.ok:
+            lines = []
+            for alert in checked.alerts:
+                owner = alert.origin.ref if alert.origin is not None else None
+                finding = self.gate._alert_finding(owner or Ref("", "", ""), alert)
+                if owner is not None:
+                    by_ref.setdefault(owner, []).append(finding)
+                lines.append(f"{owner}: {finding.field + ': ' if finding.field else ''}{finding.message}"
+                             if owner else finding.message)
+            metrics.PROMOTIONS_REJECTED.inc()
+            return Outcome(Result.REJECTED, state.version, live, _faults(by_ref), tuple(left), tuple(lines), timings)
+        files = {**render.files, "description.json": _description(render)}
+        if live is not None and live.content_hash == content_hash(files) and self.promoter.live() is not None:
+            return Outcome(Result.UNCHANGED, state.version, live, _faults(by_ref), tuple(left), (), timings)
+        promoted = await self._timed("promote", timings, asyncio.to_thread(
+            self.promoter.promote, files, state_version=state.version))
+        assert isinstance(promoted, Promoted)
+        metrics.LAST_PROMOTION.set(promoted.promoted_at)
+        for hook in self.on_promoted:
+            try:
+                await hook(live, promoted)
+            except Exception as exc:  # a hook (runtime apply) failing never un-promotes the files
+                log.error("after-promotion hook failed", hook=getattr(hook, "__name__", repr(hook)), error=repr(exc))
+        return Outcome(Result.PROMOTED, state.version, promoted, _faults(by_ref), tuple(left), (), timings)
+
+    def _add_render_findings(self, render: RenderResult, by_ref: dict[Ref, list[Finding]]) -> None:
+        """Render findings about stored objects, under the same enforcement settings as admission."""
+        for finding in render.findings:
+            ref = audits.parse_ref(finding.about)
+            if ref is None:
+                continue
+            found = self.gate.rules.enforcement.apply([finding], namespace=ref.namespace)
+            known = by_ref.setdefault(ref, [])
+            known.extend(f for f in found if f not in known)
+
+    def _refused(self, exc: RenderError, state: State, by_ref: dict[Ref, list[Finding]],
+                 left: list[leaveouts.LeftOut], live: Promoted | None, timings: dict[str, float]) -> Outcome:
+        origin = exc.origin
+        finding = Finding(codes.RENDER_REFUSED, exc.message, origin.path if origin else (), Severity.DENY)
+        if origin is not None:
+            by_ref.setdefault(origin.ref, []).append(finding)
+        line = f"{origin.ref}: {finding.field + ': ' if finding.field else ''}{exc.message}" if origin else exc.message
+        metrics.PROMOTIONS_REJECTED.inc()
+        return Outcome(Result.REJECTED, state.version, live, _faults(by_ref), tuple(left), (line,), timings)
+
+    async def _report(self, outcome: Outcome, state: State) -> None:
+        kinds: dict[str, int] = {}
+        for ref in outcome.at_fault:
+            kinds[ref.kind] = kinds.get(ref.kind, 0) + 1
+        metrics.OBJECTS_AT_FAULT.clear()
+        for kind, count in kinds.items():
+            metrics.OBJECTS_AT_FAULT.labels(metrics.kind_label(kind)).set(count)
+        violations: dict[tuple[str, str], int] = {}
+        for fault in outcome.faults:
+            for f in fault.findings:
+                violations[(f.code, str(f.severity))] = violations.get((f.code, str(f.severity)), 0) + 1
+        metrics.VIOLATIONS.clear()
+        for (code, severity), count in violations.items():
+            metrics.VIOLATIONS.labels(code, severity).set(count)
+        for fault in outcome.faults:
+            level = log.warning if denies(fault.findings) else log.info
+            level("stored object has findings", object=str(fault.ref), message=fault.message,
+                  codes=sorted({f.code for f in fault.findings}), version=outcome.state_version)
+        for item in outcome.left_out:
+            log.warning("left out of the output", object=str(item.ref), what=item.what)
+        if outcome.result is Result.REJECTED:
+            log.error("not promoted; last-known-good stays live", version=outcome.state_version,
+                      live=outcome.promoted.version if outcome.promoted else None, why=list(outcome.rejection))
+        elif outcome.result is Result.PROMOTED and outcome.promoted is not None:
+            log.info("promoted", version=outcome.promoted.version, state=outcome.state_version,
+                     hash=outcome.promoted.content_hash[:12])
+        if self.recorder is not None:
+            await self._events(outcome, state)
+
+    async def _events(self, outcome: Outcome, state: State) -> None:
+        assert self.recorder is not None
+        left = {item.ref: item for item in outcome.left_out}
+        for fault in outcome.faults:
+            stored = state.get(fault.ref.kind, fault.ref.namespace, fault.ref.name)
+            uid = str(dig(stored, "metadata", "uid") or "") if stored is not None else ""
+            api_version = str(stored.get("apiVersion") or "") if stored is not None else ""
+            by_reason: dict[str, list[Finding]] = {}
+            for f in fault.findings:
+                if events.worth_an_event(f):
+                    by_reason.setdefault(events.reason_for(f), []).append(f)
+            for reason, found in sorted(by_reason.items()):
+                message = "; ".join(f"{f.field}: {f.message}" if f.field else f.message for f in found)
+                if fault.ref in left and any(f in left[fault.ref].findings for f in found):
+                    message += f"; in the HAProxy configuration: {left[fault.ref].what}"
+                await self.recorder.warn(fault.ref, reason, message, uid=uid, api_version=api_version)
+
+
+def _faults(by_ref: dict[Ref, list[Finding]]) -> tuple[Fault, ...]:
+    return tuple(Fault(ref, tuple(found)) for ref, found in sorted(by_ref.items()) if found)
+
+
+def _description(render: RenderResult) -> bytes:
+    import json
+
+    return (json.dumps(render.description.as_dict(), indent=2) + "\n").encode()

@@ -1,0 +1,184 @@
+"""``routegate reconcile`` (and ``serve --reconcile``): follow the state, promote what the Gate passes.
+
+The command wires a state source (``--kubeconfig``/in-cluster watches, or ``--state DIR`` polled for
+changes), the same Gate ``serve`` builds, a Promoter over ``--output-dir``, Warning Events when a
+cluster is there, and a plain-HTTP port with ``/metrics``, ``/healthz`` and ``/readyz``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from haproxy_check import binaries
+from haproxy_check.promotion import Promoter
+from webhook import following, logs, metrics, servers
+from webhook.assembly import GateSettings, SetupError, build_gate
+from webhook.checking import settings_from
+from webhook.filesources import FileSource
+from webhook.gates import Gate
+from webhook.reconcile import Reconciler, Result
+from webhook.sources import StateSource
+
+log = structlog.get_logger("routegate.reconcile")
+
+DEFAULT_SOCKET = "/var/run/haproxy.sock"  # haproxy-reload-wrapper's default HAPROXY_SOCKET
+
+
+def add_reconcile_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """The flags ``reconcile`` and ``serve --reconcile`` share."""
+    parser.add_argument("--output-dir", required=required, metavar="DIR",
+                        help="where versions are promoted (..data symlink, haproxy.cfg, maps/, certs/)")
+    parser.add_argument("--stats-socket", default=DEFAULT_SOCKET, metavar="PATH",
+                        help="the data plane's admin socket, rendered into global as 'stats socket PATH level "
+                             f"admin expose-fd listeners' (default {DEFAULT_SOCKET}; '' leaves it out)")
+    parser.add_argument("--keep", type=int, default=5, metavar="N", help="promoted versions kept (default 5)")
+    parser.add_argument("--debounce", type=float, default=1.0, metavar="SECONDS",
+                        help="reconcile once the state stayed unchanged this long (default 1)")
+    parser.add_argument("--max-wait", type=float, default=30.0, metavar="SECONDS",
+                        help="reconcile at the latest this long after the first pending change (default 30)")
+
+
+def add_parser(sub: Any, add_gate_options: Callable[[argparse.ArgumentParser], None]) -> None:
+    parser = sub.add_parser("reconcile", help="render and check the whole state; promote it only when valid")
+    add_gate_options(parser)
+    add_reconcile_options(parser, required=True)
+    parser.add_argument("--state", metavar="DIR", help="YAML manifests that stand for the cluster state (watched)")
+    parser.add_argument("--kubeconfig", metavar="FILE", help="watch a cluster (in a pod: the service account)")
+    parser.add_argument("--metrics-listen", default="127.0.0.1:9090", metavar="HOST:PORT")
+    parser.add_argument("--once", action="store_true",
+                        help="reconcile the current state once and exit (0 promoted/unchanged, 1 not)")
+    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+
+
+def add_serve_options(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument("--reconcile", action="store_true",
+                       help="also run the reconcile gate in this process (needs --output-dir)")
+    add_reconcile_options(serve, required=False)
+
+
+def gate_settings(args: argparse.Namespace) -> GateSettings:
+    """The Gate's settings, rendering the global section a running data plane needs."""
+    settings = settings_from(args)
+    socket_path = getattr(args, "stats_socket", "") if getattr(args, "reconcile", True) else ""
+    if socket_path:
+        settings = replace(settings, render={**settings.render, "stats_socket": socket_path})
+    return settings
+
+
+def reconciler_for(gate: Gate, args: argparse.Namespace, api: Any) -> Reconciler:
+    if not args.output_dir:
+        raise SetupError("--reconcile needs --output-dir")
+    recorder = None
+    if api is not None:
+        from webhook.events import EventRecorder
+
+        recorder = EventRecorder(api, host=socket.gethostname())
+    return Reconciler(gate, Promoter(Path(args.output_dir), keep=max(args.keep, 2)), recorder=recorder)
+
+
+def alongside(gate: Gate, source: StateSource, api: Any, args: argparse.Namespace) -> Awaitable[None]:
+    """The loop ``serve --reconcile`` runs next to the webhook, on the webhook's own state and Gate."""
+    return following.follow(source, reconciler_for(gate, args, api), debounce=args.debounce, max_wait=args.max_wait)
+
+
+async def _source(args: argparse.Namespace, tasks: list[Awaitable[Any]]) -> tuple[StateSource, Any]:
+    if args.state and not args.kubeconfig:
+        files = FileSource(args.state)
+        await asyncio.to_thread(files.load)
+        if not files.ready:
+            raise SetupError(f"--state {args.state}: {files.status().get('error', 'cannot be read')}")
+        tasks.append(files.run())
+        return files, None
+    from webhook import serving
+
+    return await serving._state_source(args, tasks)
+
+
+def _health_app(reconciler: Reconciler, source: StateSource) -> web.Application:
+    async def healthz(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(request: web.Request) -> web.Response:
+        live = reconciler.promoter.last_known_good()
+        last = reconciler.last
+        ready = source.ready and live is not None
+        body = {"ready": ready, "state": {"ready": source.ready, **source.status()},
+                "live": live.version if live else None,
+                "last": {"result": str(last.result), "stateVersion": last.state_version} if last else None}
+        return web.json_response(body, status=200 if ready else 503)
+
+    app = web.Application()
+    app.router.add_get("/metrics", servers.serve_metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+async def reconcile(args: argparse.Namespace) -> int:
+    logs.configure(args.log_level)
+    from webhook.serving import split_listen
+
+    host, port = split_listen(args.metrics_listen, "--metrics-listen")
+    binary = await binaries.detect(args.haproxy)
+    metrics.haproxy_info(binary)
+    tasks: list[Awaitable[Any]] = []
+    source, api = await _source(args, tasks)
+    gate = build_gate(binary, gate_settings(args))
+    reconciler = reconciler_for(gate, args, api)
+    if args.once:
+        try:
+            outcome = await reconciler.reconcile(source.snapshot())
+        finally:
+            for task in tasks:
+                if asyncio.iscoroutine(task):
+                    task.close()
+            if api is not None:
+                await api.close()
+        print(f"routegate: {outcome.result}"
+              + (f" {outcome.promoted.version}" if outcome.promoted else ""), file=sys.stderr)
+        for line in outcome.rejection:
+            print(f"    {line}", file=sys.stderr)
+        return 0 if outcome.result in (Result.PROMOTED, Result.UNCHANGED) else 1
+    tasks.append(following.follow(source, reconciler, debounce=args.debounce, max_wait=args.max_wait))
+    runner = web.AppRunner(_health_app(reconciler, source), access_log=None)
+    await runner.setup()
+    background = [asyncio.ensure_future(t) for t in tasks]
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await web.TCPSite(runner, host, port).start()
+        print(f"routegate: reconciling into {args.output_dir}; metrics on http://{host}:{port}/metrics",
+              file=sys.stderr, flush=True)
+        waiter = asyncio.ensure_future(stop.wait())
+        done, _ = await asyncio.wait([waiter, *background], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not waiter and task.exception() is not None:
+                log.error("background task failed", error=repr(task.exception()))
+                return 1
+    except OSError as exc:
+        log.error("cannot listen", error=str(exc))
+        return 2
+    finally:
+        for task in background:
+            task.cancel()
+        for task in background:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await runner.cleanup()
+        if api is not None:
+            await api.close()
+    return 0
