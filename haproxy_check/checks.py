@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from haproxy_check import alerts, scratches
-from haproxy_check.results import Alert, CheckResult, HAProxyBinary, RenderResult
+from haproxy_check.results import CheckResult, HAProxyBinary, RenderResult
 from haproxy_check.sandboxes import Runner
 
 
@@ -28,20 +28,26 @@ class Checker:
         self.scratch_base = scratch_base
 
     async def check(self, render: RenderResult) -> CheckResult:
-        with scratches.scratch_dir(self.scratch_base) as workdir:
-            await asyncio.to_thread(scratches.write_tree, workdir, render.files)
-            run = await self.runner.run(workdir)
-            scratch = str(workdir)
+        try:
+            with scratches.scratch_dir(self.scratch_base) as workdir:
+                await asyncio.to_thread(scratches.write_tree, workdir, render.files)
+                run = await self.runner.run(workdir)
+                scratch = str(workdir)
+        except OSError as exc:  # scratch disk full or read-only, binary gone or not executable
+            return CheckResult(ok=False, binary=self.binary, decided=False,
+                               error=f"haproxy -c could not run: {exc.strerror or exc}"
+                               + (f" ({Path(exc.filename).name})" if exc.filename else ""))
         if run.timed_out:
             raise CheckTimedOut(f"haproxy -c did not finish within {self.runner.timeout:g}s and was killed")
         found, warned = alerts.parse(
             run.output, config=render.config, origins=render.origins, scratch=scratch
         )
-        ok = run.exit_code == 0
-        if not ok and not found:
-            # A failure with no ALERT line we could read (a crash, a signal): say so without raw output.
-            found = [Alert(message=f"haproxy -c failed with exit code {run.exit_code} and no readable alert")]
+        undecided = alerts.undecided_reason(run.exit_code, run.output, found)
+        if undecided is not None:
+            return CheckResult(ok=False, binary=self.binary, warnings=tuple(warned), duration=run.duration,
+                               exit_code=run.exit_code, decided=False, error=undecided)
+        ok = not found  # a judgement: exit 1 with ALERTs, or a valid exit 0 / 2 (no listener)
         return CheckResult(
-            ok=ok, binary=self.binary, alerts=tuple(found) if not ok else (), warnings=tuple(warned),
+            ok=ok, binary=self.binary, alerts=tuple(found), warnings=tuple(warned),
             duration=run.duration, timed_out=False, exit_code=run.exit_code,
         )
