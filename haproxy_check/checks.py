@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from haproxy_check import alerts, scratches
+from haproxy_check import alerts, sandboxes, scratches
 from haproxy_check.results import CheckResult, HAProxyBinary, RenderResult
 from haproxy_check.sandboxes import Runner
 
@@ -22,15 +22,24 @@ class Checker:
         timeout: float = 5.0,
         concurrency: int = 2,
         scratch_base: Path | None = None,
+        isolation: str = "auto",
     ) -> None:
         self.binary = binary
-        self.runner = Runner(binary.path, timeout=timeout, concurrency=concurrency)
+        self.runner = Runner(binary.path, timeout=timeout, concurrency=concurrency, isolation=isolation)
         self.scratch_base = scratch_base
+
+    @property
+    def isolation(self) -> str:
+        """How ``haproxy -c`` is kept off the network: sandboxes.NETWORK_NAMESPACE or NO_INIT_ADDR."""
+        return self.runner.isolation
 
     async def check(self, render: RenderResult) -> CheckResult:
         try:
             with scratches.scratch_dir(self.scratch_base) as workdir:
-                await asyncio.to_thread(scratches.write_tree, workdir, render.files)
+                files = render.files
+                if self.runner.isolation == sandboxes.NO_INIT_ADDR:  # only the checked copy; never promoted
+                    files = {**files, "haproxy.cfg": sandboxes.without_address_lookups(files["haproxy.cfg"])}
+                await asyncio.to_thread(scratches.write_tree, workdir, files)
                 run = await self.runner.run(workdir)
                 scratch = str(workdir)
         except OSError as exc:  # scratch disk full or read-only, binary gone or not executable
