@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import re
 import resource
@@ -63,8 +64,9 @@ NO_INIT_ADDR = "init-addr-none"
 ISOLATIONS = (NETWORK_NAMESPACE, NO_INIT_ADDR)
 
 
-def namespace_wrapper() -> list[str] | None:
-    """``unshare --net --`` when it works here (checked once, at startup), else None."""
+@functools.cache
+def namespace_wrapper() -> tuple[str, ...] | None:
+    """``unshare --net --`` when it works here (checked once per process, at startup), else None."""
     unshare = shutil.which("unshare", path=SANDBOX_ENV["PATH"])
     if unshare is None:
         return None
@@ -73,7 +75,7 @@ def namespace_wrapper() -> list[str] | None:
                                timeout=5, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return [unshare, "--net", "--"] if probe.returncode == 0 else None
+    return (unshare, "--net", "--") if probe.returncode == 0 else None
 
 
 def choose_isolation(wanted: str = "auto") -> tuple[str, list[str]]:
@@ -84,7 +86,7 @@ def choose_isolation(wanted: str = "auto") -> tuple[str, list[str]]:
         return NO_INIT_ADDR, []
     wrapper = namespace_wrapper()
     if wrapper is not None:
-        return NETWORK_NAMESPACE, wrapper
+        return NETWORK_NAMESPACE, list(wrapper)
     if wanted == NETWORK_NAMESPACE:
         raise RuntimeError("a network namespace was required but `unshare --net` does not work here")
     return NO_INIT_ADDR, []

@@ -93,7 +93,7 @@ async def test_a_missing_binary_is_undecided(swappable: tuple[Gate, Path]) -> No
     gate, path = swappable
     path.unlink()
     verdict = await gate.review(Change(Operation.CREATE, named("shop")), state=state_with(version="gone"))
-    assert verdict.decision is Decision.ERROR and "could not run" in verdict.message
+    assert verdict.decision is Decision.ERROR and "could not decide" in verdict.message
 
 
 @contextlib.contextmanager
