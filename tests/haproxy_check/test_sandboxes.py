@@ -8,7 +8,6 @@ hang on demand).
 from __future__ import annotations
 
 import asyncio
-import os
 import stat
 import textwrap
 import time
