@@ -19,6 +19,7 @@ validators (``validators.safety.unsafe_reason``) so admission and rendering agre
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import urllib.parse
 from collections.abc import Callable
@@ -167,6 +168,23 @@ def path(value: str) -> str:
     if not value.startswith("/"):
         raise Unsafe(f"path {value!r} must start with '/'")
     return value
+
+
+def server_address(value: str, *, what: str = "server address") -> str:
+    """The address word of a ``server`` line (without the port): an IP literal or a DNS name.
+
+    Python's ``ipaddress`` accepts an IPv6 zone of any characters (``fe80::1%eth0 weight 9``, ``%${X}``);
+    HAProxy would read the rest of the zone as more words of the line, so a zone is refused. IPv6
+    addresses come back bracketed, ready to take a ``:port``.
+    """
+    check(value, key=True, what=what)
+    try:
+        ip = ipaddress.ip_address(value)
+    except ValueError:
+        return ident(value, what=what)  # a DNS name: a plain word
+    if isinstance(ip, ipaddress.IPv6Address) and ip.scope_id is not None:
+        raise Unsafe(f"{what} {value!r} has an IPv6 zone ('%...'); a server address cannot carry one")
+    return f"[{ip}]" if ip.version == 6 else str(ip)
 
 
 def regex(value: str) -> str:

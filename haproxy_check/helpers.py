@@ -10,7 +10,6 @@ the key and the template location, as seed 000 requires.
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -80,12 +79,7 @@ def _server(raw: Any) -> ServerDesc:
 
 
 def _address(server: ServerDesc) -> str:
-    try:
-        ip = ipaddress.ip_address(server.address)
-    except ValueError:
-        escaping.ident(server.address, what="server address")  # a DNS name: a plain word
-        return f"{server.address}:{server.port}"
-    return f"[{ip}]:{server.port}" if ip.version == 6 else f"{ip}:{server.port}"
+    return f"{escaping.server_address(server.address)}:{server.port}"
 
 
 def profile_name(lines: Sequence[str]) -> str:
