@@ -4,12 +4,15 @@ they are user text (map entries, quoted words), so templates only lay out lines.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from haproxy_check.descriptions import ServerDesc
 
 WEIGHTED, FAIL = "@weighted", "@500"
 SLOTS = 100
+MAX_WORDS = 64  # HAProxy truncates (and fails on) a config line with more words
+LIST_CHUNK = 40  # list items per line when a list is split over several lines
 
 
 @dataclass(slots=True)
@@ -59,6 +62,23 @@ class Advanced:
     conditions: tuple[str, ...]  # ACL blocks, already escaped
     comment: str
     mark: str
+
+    @property
+    def split(self) -> bool:
+        """The one-line form would pass HAProxy's 64 words per line (16 hostnames, 16 headers and 16 query
+        params are within the CRD limits): the template then declares named ACLs over several lines."""
+        fixed = 22  # set-var, the two guards, the vhost block's own words
+        return fixed + len(self.vhosts) + sum(len(c.split()) for c in self.conditions) > MAX_WORDS - 4
+
+    @property
+    def acl(self) -> str:
+        """A frontend-unique ACL name prefix for the split form."""
+        return "gwa_" + hashlib.sha256(f"{self.value}\n{self.comment}".encode()).hexdigest()[:16]
+
+    @property
+    def acl_conditions(self) -> tuple[str, ...]:
+        """Each condition without its ``{ }``: the body of one ``acl`` line."""
+        return tuple(c.removeprefix("{ ").removesuffix(" }") for c in self.conditions)
 
 
 @dataclass(slots=True)
