@@ -13,6 +13,7 @@ WEIGHTED, FAIL = "@weighted", "@500"
 SLOTS = 100
 MAX_WORDS = 64  # HAProxy truncates (and fails on) a config line with more words
 LIST_CHUNK = 40  # list items per line when a list is split over several lines
+MAX_CRTS = 24  # `crt <file>` pairs on one bind line before a crt-list file takes them
 
 
 @dataclass(slots=True)
@@ -90,6 +91,7 @@ class FrontendModel:
     port: int | None
     mark: str = ""
     certs: list[str] = field(default_factory=list)
+    crt_list: str = ""  # a crt-list file replacing ``certs`` when they would not fit one bind line
     advanced: list[tuple[object, Advanced]] = field(default_factory=list)
     rules: list[RuleModel] = field(default_factory=list)
     misdirected: bool = False  # several HTTPS listeners with distinct hostnames

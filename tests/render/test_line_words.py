@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.render.conftest import Check, assert_valid, fixture, render
+from tests.render.conftest import Check, assert_valid, fixture, render, tls_secret
 from tests.render.test_injection import words
 from tests.render.test_live import get, running
 
@@ -71,3 +71,18 @@ def test_the_split_form_routes_like_the_one_line_form(haproxy_path: str, tmp_pat
         assert get(port, f"/api/x?{query}", host="h3.example.com", headers={**headers, "X-H7": "no"})[0] == 404
         assert get(port, f"/api/x?{query.replace('q9=w9', 'q9=no')}", host="h3.example.com", headers=headers)[0] == 404
         assert get(port, f"/api/x?{query}", host="other.example.com", headers=headers)[0] == 404
+
+
+def test_many_listener_certificates_stay_within_64_words(haproxy_check: Check) -> None:
+    """64 certificateRefs on one HTTPS listener (the CRD maximum): the bind line cannot list 64 `crt`s."""
+    secrets = [tls_secret(f"c{i}", "ns", f"h{i}.example.com") for i in range(64)]
+    gateway = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+               "metadata": {"name": "edge", "namespace": "ns"},
+               "spec": {"gatewayClassName": "c", "listeners": [{
+                   "name": "https", "protocol": "HTTPS", "port": 443,
+                   "tls": {"mode": "Terminate", "certificateRefs": [{"name": f"c{i}"} for i in range(64)]}}]}}
+    result = render([gateway, SVC, *secrets])
+    assert max(len(words(line)) for line in result.config.splitlines()) <= 64
+    bind = next(line for line in result.config.splitlines() if line.strip().startswith("bind "))
+    assert "crt-list" in bind or bind.count(" crt ") == 64
+    assert_valid(haproxy_check(result))
