@@ -86,3 +86,16 @@ def test_many_listener_certificates_stay_within_64_words(haproxy_check: Check) -
     bind = next(line for line in result.config.splitlines() if line.strip().startswith("bind "))
     assert "crt-list" in bind or bind.count(" crt ") == 64
     assert_valid(haproxy_check(result))
+
+
+def test_many_certificates_on_a_terminating_tls_listener(haproxy_check: Check) -> None:
+    secrets = [tls_secret(f"c{i}", "ns", f"h{i}.example.com") for i in range(64)]
+    gateway = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+               "metadata": {"name": "edge", "namespace": "ns"},
+               "spec": {"gatewayClassName": "c", "listeners": [{
+                   "name": "term", "protocol": "TLS", "port": 7443,
+                   "tls": {"mode": "Terminate", "certificateRefs": [{"name": f"c{i}"} for i in range(64)]}}]}}
+    result = render([gateway, SVC, *secrets])
+    assert max(len(words(line)) for line in result.config.splitlines()) <= 64
+    assert any("crt-list" in line for line in result.config.splitlines() if line.strip().startswith("bind "))
+    assert_valid(haproxy_check(result))
