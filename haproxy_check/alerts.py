@@ -15,6 +15,7 @@ scratch path stripped and a length cap, then is traced through the render's sour
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Iterable, Mapping
 
 from haproxy_check.results import Alert, Origin
@@ -142,3 +143,51 @@ def _dedupe(alerts: Iterable[Alert]) -> list[Alert]:
             seen.add(key)
             out.append(alert)
     return out
+
+
+# Lines HAProxy prints besides [ALERT]/[WARNING]/[NOTICE] ones: indented continuations ("   | ..."),
+# and the plain summaries of 2.x/3.x.
+_PLAIN_LINES = (
+    "Warnings were found.",
+    "Configuration file is valid",
+    "Configuration file has no error but will not start (no listener) => exit(2).",
+)
+_NO_LISTENER = "will not start (no listener)"
+
+
+def unexplained(output: str) -> list[str]:
+    """Lines of ``haproxy -c`` output that are not HAProxy's own (a broken or replaced binary)."""
+    out = []
+    for raw in output.splitlines():
+        if not raw.strip() or raw[0].isspace() or raw.strip() in _PLAIN_LINES or _LINE.match(raw.strip()):
+            continue
+        out.append(raw)
+    return out
+
+
+def undecided_reason(exit_code: int | None, output: str, found: list[Alert]) -> str | None:
+    """Why a finished ``haproxy -c`` run is no judgement, or None when it is one.
+
+    Judgements: exit 0 without an ALERT (valid); exit 2 saying "will not start (no listener)" without
+    an ALERT (valid: HAProxy's own meaning); exit 1 with at least one parsed ALERT (invalid). Anything
+    else (a signal, another exit code, an exit code no ALERT explains, an ALERT on exit 0, output that
+    is not HAProxy's) means the checker itself failed.
+    """
+    if exit_code is None:
+        return "haproxy -c did not report an exit status"
+    if exit_code < 0:
+        try:
+            name = signal.Signals(-exit_code).name
+        except ValueError:
+            name = f"signal {-exit_code}"
+        return f"haproxy -c was killed by {name}"
+    strange = unexplained(output)
+    if strange:
+        return f"haproxy -c printed output that is not HAProxy's (exit code {exit_code}): {clean(strange[0])[:80]}"
+    if exit_code == 0:
+        return "haproxy -c exited 0 but printed an ALERT" if found else None
+    if exit_code == 1:
+        return None if found else "haproxy -c exited 1 without an ALERT to explain it"
+    if exit_code == 2 and _NO_LISTENER in output and not found:
+        return None
+    return f"haproxy -c exited {exit_code}" + (" with" if found else " without") + " an ALERT"

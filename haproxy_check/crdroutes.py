@@ -9,6 +9,7 @@ be an IP literal or a DNS name, the header name a token; header values are URL-e
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 from dataclasses import dataclass, field
 
@@ -56,10 +57,9 @@ def _one(route: Obj) -> tuple[CrdRoute, list[str], list[tuple[str, str]]]:
         raise ValueError("spec.backend.address is required")
     if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
         raise ValueError(f"spec.backend.port {port!r} is not a port number")
-    try:
+    escaping.server_address(address, what="spec.backend.address")  # refuses an IPv6 zone too
+    with contextlib.suppress(ValueError):
         address = str(ipaddress.ip_address(address))
-    except ValueError:
-        escaping.ident(address, what="spec.backend.address")
     server = ServerDesc("primary", address, port)
     headers: list[tuple[str, str]] = []
     names: list[tuple[str, str]] = []

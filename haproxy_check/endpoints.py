@@ -33,9 +33,12 @@ def _ip(text: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     if not isinstance(text, str):
         return None
     try:
-        return ipaddress.ip_address(text)
+        ip = ipaddress.ip_address(text)
     except ValueError:
         return None
+    # A zone ("fe80::1%eth0") passes ipaddress with any characters in it, and HAProxy would read them
+    # as more words of the server line; a zone means nothing on another node anyway: not an endpoint.
+    return None if isinstance(ip, ipaddress.IPv6Address) and ip.scope_id is not None else ip
 
 
 def _slices_by_service(state: State) -> dict[tuple[str, str], list[Obj]]:

@@ -19,12 +19,13 @@ validators (``validators.safety.unsafe_reason``) so admission and rendering agre
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from validators import safety
+from validators import pcre, safety
 from validators.findings import PathPart
 
 
@@ -169,34 +170,37 @@ def path(value: str) -> str:
     return value
 
 
+def server_address(value: str, *, what: str = "server address") -> str:
+    """The address word of a ``server`` line (without the port): an IP literal or a DNS name.
+
+    Python's ``ipaddress`` accepts an IPv6 zone of any characters (``fe80::1%eth0 weight 9``, ``%${X}``);
+    HAProxy would read the rest of the zone as more words of the line, so a zone is refused. IPv6
+    addresses come back bracketed, ready to take a ``:port``.
+    """
+    check(value, key=True, what=what)
+    try:
+        ip = ipaddress.ip_address(value)
+    except ValueError:
+        return ident(value, what=what)  # a DNS name: a plain word
+    if isinstance(ip, ipaddress.IPv6Address) and ip.scope_id is not None:
+        raise Unsafe(f"{what} {value!r} has an IPv6 zone ('%...'); a server address cannot carry one")
+    return f"[{ip}]" if ip.version == 6 else str(ip)
+
+
 def regex(value: str) -> str:
-    """A PCRE pattern for a map key or an ACL word: no whitespace, balanced groups and classes."""
+    """A PCRE pattern for a map key or an ACL word: inside the allow-listed subset (``validators.pcre``),
+    so the group the renderer wraps it in closes where the renderer closes it."""
     check(value, key=True, what="regular expression")
-    depth, in_class, escaped = 0, False, False
-    for ch in value:
-        if escaped:
-            escaped = False
-        elif ch == "\\":
-            escaped = True
-        elif in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth < 0:
-                raise Unsafe(f"regular expression {value!r} closes a group it never opened")
-    if escaped:
-        raise Unsafe(f"regular expression {value!r} ends with a lone backslash")
-    if in_class or depth:
-        raise Unsafe(f"regular expression {value!r} leaves a group or [ ] class open")
+    problem = pcre.problem(value, top_level_alternation=True)
+    if problem is not None:
+        raise Unsafe(f"regular expression {value!r} is refused: {problem}")
     return value
 
 
 def value_regex(value: str) -> str:
-    """A regex matched against a header or query value: any printable text, balanced like regex()."""
+    """A regex matched against a header or query value: the same subset, literal spaces allowed."""
     check(value, key=False, what="regular expression")
-    regex(value.replace(" ", "\\x20"))
+    problem = pcre.problem(value, top_level_alternation=True, spaces=True)
+    if problem is not None:
+        raise Unsafe(f"regular expression {value!r} is refused: {problem}")
     return value

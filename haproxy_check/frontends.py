@@ -13,7 +13,7 @@ from typing import Any
 
 from haproxy_check import escaping, l4contexts, listenercerts, tlscerts, tlsroutes
 from haproxy_check.helpers import Recorder
-from haproxy_check.httpmodels import FrontendModel, HttpModel
+from haproxy_check.httpmodels import MAX_CRTS, FrontendModel, HttpModel
 from validators.attachments import Listener
 from validators.findings import Finding, PathPart, Severity
 from validators.objects import Ref
@@ -60,8 +60,18 @@ def build(state: State, listeners: Sequence[Listener], *, recorder: Recorder, mo
             _misdirected(fe, [x for x in group if x.protocol == "HTTPS"], model)
             if not fe.certs:
                 fe.certs.append(recorder.add_file(tlscerts.PLACEHOLDER_PATH, tlscerts.placeholder_pem(), "cert"))
+            _crt_list(fe, recorder)
         out[(protocol, str(port))] = fe
     return out
+
+
+def _crt_list(fe: FrontendModel, recorder: Recorder) -> None:
+    """Many certificates (64 certificateRefs per listener are valid) go to a crt-list file: two words per
+    ``crt`` would pass HAProxy's 64 words per line. The first entry stays the default certificate."""
+    if len(fe.certs) > MAX_CRTS:
+        body = "".join(f"{path}\n" for path in fe.certs).encode()
+        fe.crt_list = recorder.add_file(f"certs/{fe.name}.crt-list", body)
+        fe.certs = []
 
 
 def synthetic() -> FrontendModel:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import ipaddress
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -88,12 +87,7 @@ def _address(server: ServerDesc) -> str:
 def _address_of(address: str, port: int) -> str:
     """``ip:port`` / ``[ip6]:port`` / ``name:port``; remembered, since the same endpoints come back in every
     render and parsing an address costs more than the rest of the server line."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        escaping.ident(address, what="server address")  # a DNS name: a plain word
-        return f"{address}:{port}"
-    return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
+    return f"{escaping.server_address(address)}:{port}"
 
 
 def check_file_path(path: str) -> None:

@@ -160,7 +160,10 @@ def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path:
               "without allow_plaintext; the rule answers 500", path)
         model.add("gw-extauth.map", f"{rm.rid} {FAIL}{mark}")
         return
-    url = f"{'https' if https else 'http'}://{svc}.{svc_ns}.svc.cluster.local:{port}{dig(spec, 'http', 'path') or ''}"
+    auth_path = dig(spec, "http", "path") or ""
+    if auth_path:  # "@evil.example/x" or ".evil.example" after the port would move the URL to another host
+        guard((*path, "http", "path"), escaping.path, auth_path)
+    url = f"{'https' if https else 'http'}://{svc}.{svc_ns}.svc.cluster.local:{port}{auth_path}"
     model.add("gw-extauth.map", f"{rm.rid} {guard((*path, 'http', 'path'), escaping.url_value, url)}{mark}")
     allowed = [guard((*path, "http", "allowedHeaders", k), escaping.header_name, str(h)).lower()
                for k, h in enumerate(as_list(dig(spec, "http", "allowedHeaders")))]

@@ -4,12 +4,16 @@ they are user text (map entries, quoted words), so templates only lay out lines.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from haproxy_check.descriptions import ServerDesc
 
 WEIGHTED, FAIL = "@weighted", "@500"
 SLOTS = 100
+MAX_WORDS = 64  # HAProxy truncates (and fails on) a config line with more words
+LIST_CHUNK = 40  # list items per line when a list is split over several lines
+MAX_CRTS = 24  # `crt <file>` pairs on one bind line before a crt-list file takes them
 
 
 @dataclass(slots=True)
@@ -60,6 +64,23 @@ class Advanced:
     comment: str
     mark: str
 
+    @property
+    def split(self) -> bool:
+        """The one-line form would pass HAProxy's 64 words per line (16 hostnames, 16 headers and 16 query
+        params are within the CRD limits): the template then declares named ACLs over several lines."""
+        fixed = 22  # set-var, the two guards, the vhost block's own words
+        return fixed + len(self.vhosts) + sum(len(c.split()) for c in self.conditions) > MAX_WORDS - 4
+
+    @property
+    def acl(self) -> str:
+        """A frontend-unique ACL name prefix for the split form."""
+        return "gwa_" + hashlib.sha256(f"{self.value}\n{self.comment}".encode()).hexdigest()[:16]
+
+    @property
+    def acl_conditions(self) -> tuple[str, ...]:
+        """Each condition without its ``{ }``: the body of one ``acl`` line."""
+        return tuple(c.removeprefix("{ ").removesuffix(" }") for c in self.conditions)
+
 
 @dataclass(slots=True)
 class FrontendModel:
@@ -70,6 +91,7 @@ class FrontendModel:
     port: int | None
     mark: str = ""
     certs: list[str] = field(default_factory=list)
+    crt_list: str = ""  # a crt-list file replacing ``certs`` when they would not fit one bind line
     advanced: list[tuple[object, Advanced]] = field(default_factory=list)
     rules: list[RuleModel] = field(default_factory=list)
     misdirected: bool = False  # several HTTPS listeners with distinct hostnames

@@ -73,6 +73,14 @@ class HAProxyBinary:
 
 @dataclass(frozen=True, slots=True)
 class CheckResult:
+    """What one ``haproxy -c`` run said.
+
+    ``decided`` is False when the run did not end in a judgement (a signal, an exit code no ALERT
+    explains, exit 0 with an ALERT, output that is not HAProxy's): then ``ok`` is False too, ``alerts``
+    is empty and ``error`` says what happened. Such a result is "could not decide", never an allow and
+    never a deny, and a baseline that ended that way excuses nothing.
+    """
+
     ok: bool
     binary: HAProxyBinary
     alerts: tuple[Alert, ...] = ()
@@ -80,6 +88,8 @@ class CheckResult:
     duration: float = 0.0
     timed_out: bool = False
     exit_code: int | None = None
+    decided: bool = True
+    error: str = ""
 
 
 class RenderError(Exception):

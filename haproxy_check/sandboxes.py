@@ -7,16 +7,26 @@ Why each piece:
 - cwd is the private scratch dir so relative map/cert paths resolve there and nowhere else;
 - rlimits: CPU seconds and core size 0; address space >= 4 GiB (50k backends need about 1 GiB);
 - a new session (process group) so a deadline kills haproxy and anything it forked;
-- bounded concurrency: parallel checks gain nothing on 2 cores and would only add latency to all.
+- bounded concurrency: parallel checks gain nothing on 2 cores and would only add latency to all;
+- no network: ``haproxy -c`` resolves server names with getaddrinfo (``-dr`` only ignores failures),
+  which sends DNS packets a stored object chooses and stalls every review on a resolver that does not
+  answer. Where the kernel lets us, haproxy runs in its own empty network namespace (``unshare --net``:
+  only a loopback that is down, so every lookup fails at once); where it does not (a non-root pod),
+  the scratch copy gets ``init-addr none`` on every server line so nothing is looked up at all
+  (docs/SANDBOX.md argues why that changes no verdict). ``Runner.isolation`` says which one is active.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
+import re
 import resource
+import shutil
 import signal
+import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -49,17 +59,63 @@ class RunOutput:
     timed_out: bool
 
 
+NETWORK_NAMESPACE = "network-namespace"
+NO_INIT_ADDR = "init-addr-none"
+ISOLATIONS = (NETWORK_NAMESPACE, NO_INIT_ADDR)
+
+
+@functools.cache
+def namespace_wrapper() -> tuple[str, ...] | None:
+    """``unshare --net --`` when it works here (checked once per process, at startup), else None."""
+    unshare = shutil.which("unshare", path=SANDBOX_ENV["PATH"])
+    if unshare is None:
+        return None
+    try:
+        probe = subprocess.run([unshare, "--net", "--", "true"], env=dict(SANDBOX_ENV), capture_output=True,
+                               timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (unshare, "--net", "--") if probe.returncode == 0 else None
+
+
+def choose_isolation(wanted: str = "auto") -> tuple[str, list[str]]:
+    """(isolation, argv prefix): the network namespace when possible; ``wanted`` may force one."""
+    if wanted not in ("auto", *ISOLATIONS):
+        raise ValueError(f"unknown isolation {wanted!r}; expected auto, {' or '.join(ISOLATIONS)}")
+    if wanted == NO_INIT_ADDR:
+        return NO_INIT_ADDR, []
+    wrapper = namespace_wrapper()
+    if wrapper is not None:
+        return NETWORK_NAMESPACE, list(wrapper)
+    if wanted == NETWORK_NAMESPACE:
+        raise RuntimeError("a network namespace was required but `unshare --net` does not work here")
+    return NO_INIT_ADDR, []
+
+
+_SERVER_LINE = re.compile(rb"^([ \t]*server[ \t]+\S.*?)([ \t]*(?:[ \t]#.*)?)$", re.MULTILINE)
+
+
+def without_address_lookups(config: bytes) -> bytes:
+    """The scratch copy's config with ``init-addr none`` ending every server line (same line numbers).
+
+    The last ``init-addr`` on a line wins in HAProxy, so a rendered one cannot re-enable a lookup.
+    """
+    return _SERVER_LINE.sub(rb"\1 init-addr none\2", config)
+
+
 class Runner:
     """Runs ``haproxy -dr -c -f haproxy.cfg`` sandboxed, at most ``concurrency`` at a time."""
 
-    def __init__(self, binary: str, *, timeout: float = 5.0, concurrency: int = 2) -> None:
+    def __init__(self, binary: str, *, timeout: float = 5.0, concurrency: int = 2,
+                 isolation: str = "auto") -> None:
         self.binary = binary
         self.timeout = timeout
         self._slots = asyncio.Semaphore(concurrency)
+        self.isolation, self._prefix = choose_isolation(isolation)
 
     def argv(self) -> list[str]:
         # Never -q: it hides ALERTs. -dr: unresolvable server names must not fail the check.
-        return [self.binary, "-dr", "-c", "-f", "haproxy.cfg"]
+        return [*self._prefix, self.binary, "-dr", "-c", "-f", "haproxy.cfg"]
 
     async def run(self, workdir: Path) -> RunOutput:
         async with self._slots:

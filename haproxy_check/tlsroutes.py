@@ -16,6 +16,7 @@ from typing import Any
 
 from haproxy_check import escaping, listenercerts, rulebackends, tlscerts
 from haproxy_check.backendtls import FileSink
+from haproxy_check.httpmodels import MAX_CRTS
 from haproxy_check.rulebackends import RuleBackend
 from validators import attachments
 from validators.findings import Finding, Severity
@@ -31,6 +32,7 @@ class TLSFrontend:
     port: int
     mode: str  # Passthrough | Terminate
     certs: list[str] = field(default_factory=list)
+    crt_list: str = ""  # a crt-list file replacing ``certs`` when they would not fit one bind line
     exact: list[tuple[str, str, Ref]] = field(default_factory=list)  # (sni, backend, route)
     wild: list[tuple[str, str, Ref]] = field(default_factory=list)  # (".suffix", backend, route)
     shared_https: bool = False  # passthrough on the HTTPS port: the rest goes to the HTTP engine
@@ -137,6 +139,9 @@ def build(state: State, files: FileSink, *, https_shared: bool = False,
                 model.findings.append(_finding("RG0521", f"terminating TLS port {front.port} has no usable "
                                                "certificate; a placeholder is used for the check", source,
                                                (*path, "tls", "certificateRefs")))
+        if len(front.certs) > MAX_CRTS:  # two words per `crt`: a crt-list keeps the bind line under 64 words
+            body = "".join(f"{path}\n" for path in front.certs).encode()
+            front.crt_list, front.certs = files.add_file(f"certs/{front.name}.crt-list", body), []
     model.frontends = [f for _, f in sorted(fronts.items())]
     model.backends.sort(key=lambda b: b.name)
     return model

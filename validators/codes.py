@@ -89,7 +89,8 @@ INFOS: tuple[RuleInfo, ...] = (
     RuleInfo(TLS_NO_TRUST, DENY,
              "BackendTLSPolicy without caCertificateRefs or wellKnownCACertificates: System."),
     RuleInfo(REGEX_UNBALANCED, DENY,
-             "A RegularExpression whose groups/classes do not close, or with a top-level '|'."),
+             "A RegularExpression outside the PCRE subset routegate can wrap (validators/pcre.py), "
+             "or a top-level '|' in a path."),
     RuleInfo(HEADER_NAME, DENY, "Header name (modifier, match, query parameter) is not a token."),
     RuleInfo(HEADER_VALUE, DENY, "Header modifier value contains a control character."),
     RuleInfo(PREFIX_REWRITE, DENY,

@@ -69,8 +69,9 @@ def _alert_key(alert: Alert) -> tuple[str, str]:
 
 
 def _binds_nothing(result: CheckResult) -> bool:
-    """haproxy -c found no error but no listener either (exit code 2 without an alert)."""
-    return not result.ok and result.exit_code == 2 and all(a.file == "" and a.origin is None for a in result.alerts)
+    """haproxy -c found no error but no listener either (exit code 2 without an alert): valid, but with no
+    frontend nothing loaded the maps, so the change's map entries were not judged."""
+    return result.decided and result.exit_code == 2 and not result.alerts
 
 
 def _already_failing(first: Alert, ref: Ref) -> str:
@@ -338,16 +339,26 @@ class Gate:
         timings: dict[str, float], started: float,
     ) -> Verdict:
         ref = change.ref
+        if not result.decided:  # the checker failed (signal, garbage, ...): no judgement, never an allow
+            return Verdict(Decision.ERROR, ref, findings=tuple(findings), error=result.error, haproxy=self.binary,
+                           timings=timings)
         mark = self._clock()
         try:
             baseline = await self._baseline(state)
         except (CheckTimedOut, RenderError):
             baseline = None
+        if baseline is not None and not baseline.decided:
+            baseline = None  # a baseline the checker could not judge excuses nothing
         timings["baseline"] = self._clock() - mark
         known = {_alert_key(a) for a in baseline.alerts} if baseline is not None and not baseline.ok else set()
         new = [a for a in result.alerts if _alert_key(a) not in known]
         if not new and baseline is not None:
-            new = await self._isolated(change, state, baseline)
+            isolated = await self._isolated(change, state, baseline)
+            if isolated is None:
+                return Verdict(Decision.ERROR, ref, findings=tuple(findings), haproxy=self.binary, timings=timings,
+                               error="haproxy -c could not judge the change apart from the objects that "
+                                     "already break the configuration")
+            new = isolated
         timings["total"] = self._clock() - started
         if not new:
             note = _already_failing(result.alerts[0], ref)
@@ -357,8 +368,8 @@ class Gate:
         return Verdict(Decision.DENY, ref, findings=tuple(findings + denial), alerts=tuple(new),
                        haproxy=self.binary, timings=timings)
 
-    async def _isolated(self, change: Change, state: State, baseline: CheckResult) -> list[Alert]:
-        """Alerts of the change checked apart from the objects the baseline blames.
+    async def _isolated(self, change: Change, state: State, baseline: CheckResult) -> list[Alert] | None:
+        """Alerts of the change checked apart from the objects the baseline blames (None: undecided).
 
         HAProxy reports one error per map file or section, so an object that already breaks the
         configuration can hide a new error of the same kind; hide the culprits and check again. Hiding
@@ -374,11 +385,17 @@ class Gate:
             try:
                 render = await asyncio.to_thread(self.renderer.render, Overlay(without, change), subject=change.ref)
                 result = await self.checker.check(render)
+                if not result.decided:
+                    return None
                 if result.ok:
                     return []
                 before = await self._baseline(without)
-            except (RenderError, CheckTimedOut):
+            except RenderError:
                 return []
+            except CheckTimedOut:
+                return None
+            if not before.decided:
+                return None
             known = {_alert_key(a) for a in before.alerts} if not before.ok else set()
             new = [a for a in result.alerts if _alert_key(a) not in known]
             if new:
