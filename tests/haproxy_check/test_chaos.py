@@ -112,13 +112,15 @@ def tmpfs(where: Path, *, options: str) -> Iterator[Path]:
 async def test_a_full_or_read_only_scratch_disk_is_undecided(binary: HAProxyBinary, tmp_path: Path,
                                                              kind: str) -> None:
     with tmpfs(tmp_path / "scratch", options="size=64k,mode=0700") as scratch:
+        # Built first, as serve does at start (it checks the scratch base); the disk fills or turns
+        # read-only afterwards.
+        gate = assembly.build_gate(binary, assembly.GateSettings(scratch_dir=str(scratch / "checks")), schemas=None)
         if kind == "full":
             with contextlib.suppress(OSError), (scratch / "fill").open("wb") as fill:
                 while True:
                     fill.write(b"\0" * 4096)
         else:
             subprocess.run(["mount", "-o", "remount,ro", str(scratch)], check=True)  # noqa: ASYNC221
-        gate = assembly.build_gate(binary, assembly.GateSettings(scratch_dir=str(scratch / "checks")), schemas=None)
         verdict = await gate.review(Change(Operation.CREATE, named("shop")), state=state_with(version=kind))
         assert verdict.decision is Decision.ERROR, verdict.message
         assert "could not run" in verdict.message
