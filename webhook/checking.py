@@ -230,7 +230,7 @@ async def check(args: argparse.Namespace) -> int:
     gate = build_gate(binary, settings_from(args))
     results = await judge(gate, base, base_objects, located, skip) if located else []
     report = reports.Report(problems=sorted(problems, key=lambda p: (p.file, p.line, p.column)),
-                            warnings=loaded.warnings, haproxy=binary, version=_version())
+                            warnings=[*loaded.warnings, *_cel_warning()], haproxy=binary, version=_version())
     for item, verdict in results:
         line, column = positions.of(item) if item.file != CLUSTER else (0, 0)
 
@@ -244,6 +244,15 @@ async def check(args: argparse.Namespace) -> int:
     if report.problems:
         return EXIT_INPUT
     return EXIT_OK if all(v.allowed for _, v in results) else EXIT_DENIED
+
+
+def _cel_warning() -> list[str]:
+    from validators import celchecks
+
+    if celchecks.engine_name() != "none":
+        return []
+    return ["no CEL engine could be loaded, so the CRDs' x-kubernetes-validations rules are not checked "
+            "(each is a RG0301 warning): install common-expression-language or cel-expr-python"]
 
 
 def _colour() -> bool:
