@@ -216,6 +216,9 @@ async def check(args: argparse.Namespace) -> int:
         raise SetupError("check needs -f PATH (files, directories or - for stdin), or --kubeconfig --all")
     if (args.all or args.context) and not args.kubeconfig:
         raise SetupError(f"{'--all' if args.all else '--context'} needs --kubeconfig")
+    from webhook import logs
+
+    logs.configure("warning")  # stdout is the report: library logs go to stderr, and only problems
     binary = await binaries.detect(args.haproxy)
     loaded = _read_inputs(args)
     positions = Positions(loaded.texts)

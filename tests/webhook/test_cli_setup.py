@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,8 @@ from tests.webhook.clirun import routegate
 from tests.webhook.conftest import INPUTS, STATE_DIR
 
 
-def one_line_error(result: object, *needles: str) -> str:
-    code, err = getattr(result, "returncode"), getattr(result, "stderr")
+def one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> str:
+    code, err = result.returncode, result.stderr
     assert code == 2, err
     assert "Traceback" not in err, err
     # JSON log lines and the certificate notice are progress, not errors
@@ -58,7 +59,7 @@ def test_render_out_under_a_file_names_the_flag(tmp_path: Path, haproxy_path: st
     one_line_error(result, "--out", "cannot create")
 
 
-def serve_until_exit(tmp_path: Path, *flags: str, **env: str) -> object:
+def serve_until_exit(tmp_path: Path, *flags: str, **env: str) -> subprocess.CompletedProcess[str]:
     return routegate("serve", "--state", str(STATE_DIR), *flags, timeout=60, **{"HOME": str(tmp_path), **env})
 
 
