@@ -3,7 +3,8 @@
 ``routegate check`` reports ``file:line:column kind ns/name``, so every object remembers where it came
 from. Files may come from an untrusted pull request, so reading is defensive:
 
-- libyaml's C parser (``yaml.CSafeLoader``) where it is installed, JSON's C decoder for JSON files;
+- libyaml's C parser (``yaml.CSafeLoader``) where it is installed, with a shorter construction path
+  (:mod:`webhook.yamlloading`), JSON's C decoder for JSON files;
 - YAML aliases are refused in object documents (an 830-byte "billion laughs" document expands to
   10^8 nodes in every later walk), and nesting deeper than :data:`MAX_DEPTH` is refused before the
   composer recurses (libyaml's composer crashes the interpreter past some 50,000 levels);
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from webhook import yamlloading
 
 SUFFIXES = (".yaml", ".yml", ".json")
 MAX_DEPTH = 100  # Kubernetes objects nest ~20 levels; validators walk objects recursively
@@ -73,18 +76,6 @@ class Loaded:
     problems: list[Problem] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     texts: dict[str, str] = field(default_factory=dict)  # file -> text, to find field positions later
-
-
-class _ObjectLoader(_Base):  # type: ignore[misc]
-    """The safe loader, refusing aliases: a node constructed a second time is an alias (or a merge key
-    pulling in an anchor), which in a Kubernetes object can only be an attempt to multiply it."""
-
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
-        if node in self.constructed_objects:
-            raise yaml.constructor.ConstructorError(
-                None, None, "YAML aliases (*name, <<: *name) are not accepted in Kubernetes objects: "
-                "write the value out", node.start_mark)
-        return super().construct_object(node, deep)
 
 
 def expand(paths: Sequence[str], *, follow_symlinks: bool = False,
@@ -204,7 +195,8 @@ def parse_text(text: str, file: str) -> Iterator[Located | Problem]:
     if deep is not None:
         yield Problem(file, deep.line + 1, deep.column + 1, f"invalid YAML: nesting deeper than {MAX_DEPTH} levels")
         return
-    loader = (_ObjectLoader if "&" in text else _Base)(text)
+    # Aliases need an anchor: a text without "&" cannot hold one, and takes the loader without the check.
+    loader = (yamlloading.NoAliasLoader if "&" in text else yamlloading.FastSafeLoader)(text)
     try:
         index = 0
         while loader.check_node():
