@@ -54,8 +54,8 @@ class FastSafeLoader(Base):  # type: ignore[misc]
             return self._build(node)
         finally:
             self._seen.clear()
-            self.constructed_objects = {}
-            self.recursive_objects = {}
+            self.constructed_objects.clear()
+            self.recursive_objects.clear()
 
     def _refuse(self, node: yaml.Node) -> None:
         raise AliasRefused(None, None, "YAML aliases (*name, <<: *name) are not accepted in Kubernetes objects: "
@@ -103,11 +103,11 @@ class _NoAliasConstructor:
             loader._seen.add(id(child))
             return original(child, deep)
 
-        loader.construct_object = once  # type: ignore[method-assign]
+        loader.construct_object = once
         try:
             return original(node, deep=True)
         finally:
-            loader.construct_object = original  # type: ignore[method-assign]
+            loader.construct_object = original
 
 
 class NoAliasLoader(FastSafeLoader):
