@@ -130,9 +130,9 @@ async def _progress(count: int) -> AsyncIterator[None]:
 
     async def tick() -> None:
         while True:
-            await asyncio.sleep(1)
             print(f"\rroutegate: judging {count} objects... {time.monotonic() - started:.0f}s",
                   end="", file=sys.stderr, flush=True)
+            await asyncio.sleep(1)
 
     ticker = asyncio.ensure_future(tick())
     try:

@@ -29,14 +29,20 @@ class AliasRefused(yaml.constructor.ConstructorError):
     pass
 
 
+class TooDeep(yaml.constructor.ConstructorError):
+    pass
+
+
 class FastSafeLoader(Base):  # type: ignore[misc]
     refuse_aliases = False
+    max_depth = 100  # Kubernetes objects nest ~20 levels; what reads them later walks them recursively
 
     def __init__(self, stream: Any) -> None:
         super().__init__(stream)
         self._resolved: dict[tuple[str, bool], str] = {}
         self._seen: set[int] = set()
         self._scalar_constructors = {tag: self.yaml_constructors[tag] for tag in _SCALARS}
+        self.used_slow_path = False  # PyYAML's constructor built part of the last document (depth unchecked)
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
         if kind is yaml.ScalarNode:
@@ -50,8 +56,9 @@ class FastSafeLoader(Base):  # type: ignore[misc]
         return super().resolve(kind, value, implicit)
 
     def construct_document(self, node: yaml.Node) -> Any:
+        self.used_slow_path = False
         try:
-            return self._build(node)
+            return self._build(node, 1)
         finally:
             self._seen.clear()
             self.constructed_objects.clear()
@@ -61,7 +68,9 @@ class FastSafeLoader(Base):  # type: ignore[misc]
         raise AliasRefused(None, None, "YAML aliases (*name, <<: *name) are not accepted in Kubernetes objects: "
                            "write the value out", node.start_mark)
 
-    def _build(self, node: yaml.Node) -> Any:
+    def _build(self, node: yaml.Node, depth: int) -> Any:
+        if depth > self.max_depth:
+            raise TooDeep(None, None, f"nesting deeper than {self.max_depth} levels", node.start_mark)
         if self.refuse_aliases:
             if id(node) in self._seen:
                 self._refuse(node)
@@ -74,15 +83,16 @@ class FastSafeLoader(Base):  # type: ignore[misc]
             for key, value in node.value:
                 if key.tag != STR or not isinstance(key, yaml.ScalarNode):
                     return self._slow(node)  # merge keys, non-string keys: PyYAML's rules
-                out[key.value] = self._build(value)
+                out[key.value] = self._build(value, depth + 1)
             return out
         if tag == SEQ and isinstance(node, yaml.SequenceNode):
-            return [self._build(child) for child in node.value]
+            return [self._build(child, depth + 1) for child in node.value]
         if isinstance(node, yaml.ScalarNode) and tag in self._scalar_constructors:
             return self._scalar_constructors[tag](self, node)
         return self._slow(node)
 
     def _slow(self, node: yaml.Node) -> Any:
+        self.used_slow_path = True
         if self.refuse_aliases:
             self._seen.discard(id(node))
             return _NoAliasConstructor.construct(self, node)

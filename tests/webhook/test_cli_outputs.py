@@ -178,3 +178,24 @@ def test_kubectl_plugin_entry_point() -> None:
                           "from webhook.cli import run_kubectl_plugin; run_kubectl_plugin()"],
                          capture_output=True, text=True, env=env(), cwd=REPO, timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("usage: kubectl routegate")
+
+
+def test_progress_goes_to_stderr_on_a_terminal_only(haproxy_path: str) -> None:
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "webhook", "check", *BOTH], stdout=subprocess.PIPE,
+                            stderr=follower, env=env(), cwd=REPO, text=True)
+    os.close(follower)
+    out, _ = proc.communicate(timeout=120)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert b"routegate: judging 2 objects..." in seen
+    assert "judging" not in out
+    assert "judging" not in routegate("check", *BOTH).stderr  # not a terminal: no progress

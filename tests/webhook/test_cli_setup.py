@@ -97,3 +97,13 @@ def test_private_dirs_stay_private(tmp_path: Path, haproxy_path: str) -> None:
     result = routegate("certs", "generate", "--service", "s", "--namespace", "n", "--out", str(tmp_path / "c"))
     assert result.returncode == 0, result.stderr
     assert stat.S_IMODE((tmp_path / "c" / "tls.key").stat().st_mode) == 0o600
+
+
+def test_check_without_inputs_and_bad_state_files(tmp_path: Path) -> None:
+    one_line_error(routegate("check"), "-f PATH")
+    (tmp_path / "state.yaml").write_text("apiVersion: v1\x00\n")
+    result = routegate("check", "--state", str(tmp_path / "state.yaml"), "-f", str(INPUTS / "good.yaml"))
+    one_line_error(result, "--state", f"{tmp_path / 'state.yaml'}:1:1", "NUL")
+    (tmp_path / "crds.yaml").write_text("a: " + "[" * 100_000 + "]" * 100_000)
+    result = routegate("check", "--crds", str(tmp_path / "crds.yaml"), "-f", str(INPUTS / "good.yaml"))
+    one_line_error(result, "--crds", "nesting deeper")

@@ -72,3 +72,21 @@ def test_aliases_are_refused_also_through_merge_keys_and_slow_paths() -> None:
     # an anchor used once is no alias
     assert yaml.load("a: &a {b: 2001-01-01}\n", Loader=yamlloading.NoAliasLoader) == \
         {"a": {"b": datetime.date(2001, 1, 1)}}
+
+
+json_values = st.recursive(st.one_of(st.text(alphabet='[]{}"\\ab', max_size=6), st.integers(), st.none()),
+                           lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                   st.dictionaries(st.text(alphabet='[]{}"\\k', max_size=4), inner,
+                                                                   max_size=3)), max_leaves=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values)
+def test_the_json_depth_scan_equals_a_walk_of_the_decoded_value(value: Any) -> None:
+    import json
+
+    from webhook import inputs
+
+    text = json.dumps(value)
+    assert inputs._json_depth(text) == min(inputs._depth(value) if isinstance(value, dict | list) else 0,
+                                           inputs.MAX_DEPTH + 1)
