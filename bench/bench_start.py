@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_render  # noqa: E402
+import bench_render
 
 
 def median_run(argv: list[str], env: dict[str, str], cwd: str, runs: int = 5) -> float:
