@@ -22,7 +22,6 @@ from webhook.verdicts import Decision, Verdict
 
 DOCS = "docs/RULES.md"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-PROJECT_URI = "https://github.com/routegate/routegate"
 
 # C0, DEL, C1, the line/paragraph separators and the bidirectional overrides (a "Trojan Source" name
 # would read differently from what it is).
@@ -306,8 +305,7 @@ def sarif(report: Report, rule_infos: Iterable[Any] = ()) -> str:
                       "locations": [_sarif_location(p.file, p.line, p.column, "")]} for p in report.problems]
     notifications += [{"level": "warning", "message": {"text": w}} for w in report.warnings]
     run = {
-        "tool": {"driver": {"name": "routegate", "version": report.version or "0", "informationUri": PROJECT_URI,
-                            "rules": rules}},
+        "tool": {"driver": {"name": "routegate", "version": report.version or "0", "rules": rules}},
         "invocations": [{"executionSuccessful": not report.problems,
                          "toolExecutionNotifications": notifications}],
         "results": results,
@@ -318,7 +316,7 @@ def sarif(report: Report, rule_infos: Iterable[Any] = ()) -> str:
 def _sarif_rule(code: str, info: Any) -> dict[str, Any]:
     summary = getattr(info, "summary", "") or code
     rule: dict[str, Any] = {"id": code, "shortDescription": {"text": summary},
-                            "helpUri": f"{PROJECT_URI}/blob/main/{anchor(code)}"}
+                            "help": {"text": f"routegate explain {code}; {anchor(code)}"}}
     if getattr(info, "name", ""):
         rule["name"] = info.name
     severity = getattr(info, "default_severity", None)

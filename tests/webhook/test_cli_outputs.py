@@ -37,7 +37,7 @@ SARIF_SUBSET = {
                         "name": {"type": "string"}, "version": {"type": "string"},
                         "rules": {"type": "array", "items": {
                             "type": "object", "required": ["id"], "properties": {
-                                "id": {"type": "string"}, "helpUri": {"type": "string", "pattern": "^https://"},
+                                "id": {"type": "string"}, "help": {"type": "object", "required": ["text"]},
                                 "shortDescription": {"type": "object", "required": ["text"]},
                                 "defaultConfiguration": {"type": "object", "properties": {
                                     "level": {"enum": ["none", "note", "warning", "error"]}}}}}}}}}},
