@@ -102,20 +102,20 @@ def expand(paths: Sequence[str], *, follow_symlinks: bool = False,
 def _walk(top: Path, follow_symlinks: bool, warnings: list[str]) -> list[str]:
     root = top.resolve()
     found: list[str] = []
+    visited: set[str] = set()  # real directories already read: a followed symlink loop ends here
     for current, dirs, files in os.walk(top, followlinks=follow_symlinks):
         here = Path(current)
-        kept = []
+        real = os.path.realpath(here)
+        if real in visited:
+            dirs[:] = []
+            continue
+        visited.add(real)
         for d in sorted(dirs):
             link = here / d
-            if link.is_symlink() and not follow_symlinks:
-                if not _inside(link, root):
-                    warnings.append(f"{link}: skipped: a symlink to {os.readlink(link)}, outside {top} "
-                                    "(pass --follow-symlinks to read it)")
-                else:
-                    kept.append(d)
-            else:
-                kept.append(d)
-        dirs[:] = kept
+            if link.is_symlink() and not follow_symlinks and not _inside(link, root):
+                # not descended into either way (os.walk without followlinks); say why it is not read
+                warnings.append(f"{link}: skipped: a symlink to {os.readlink(link)}, outside {top} "
+                                "(pass --follow-symlinks to read it)")
         for f in sorted(files):
             path = here / f
             if path.suffix not in SUFFIXES:
