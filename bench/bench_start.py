@@ -26,11 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_render
 
 
-def median_run(argv: list[str], env: dict[str, str], cwd: str, runs: int = 5) -> float:
+def median_run(argv: list[str], env: dict[str, str], cwd: str, runs: int = 5) -> float | None:
+    """Median wall time, or None when the command fails (an older checkout without the flag)."""
     times = []
     for _ in range(runs):
         started = time.perf_counter()
-        subprocess.run(argv, env=env, cwd=cwd, capture_output=True, check=True)
+        if subprocess.run(argv, env=env, cwd=cwd, capture_output=True).returncode != 0:
+            return None
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 
@@ -56,10 +58,13 @@ def main() -> None:
     args = parser.parse_args()
     env = {**os.environ, "PYTHONPATH": args.tree}
     py = sys.executable
-    floor = median_run([py, "-c", "pass"], env, args.tree)
+    floor = median_run([py, "-c", "pass"], env, args.tree) or 1.0
     print(f"floor: python -c pass {floor * 1000:.0f} ms")
     for flags in (["--help"], ["--version"], ["check", "--help"]):
         seconds = median_run([py, "-m", "webhook", *flags], env, args.tree)
+        if seconds is None:
+            print(f"routegate {' '.join(flags):12} not supported by this checkout")
+            continue
         print(f"routegate {' '.join(flags):12} {seconds * 1000:6.0f} ms = {seconds / floor:.1f}x the floor")
 
     objects = bench_render.objects(args.routes)
