@@ -207,7 +207,7 @@ def parse_text(text: str, file: str) -> Iterator[Located | Problem]:
             try:
                 doc = loader.construct_document(node)
             except yaml.YAMLError as exc:
-                yield _yaml_problem(exc, file)
+                yield yaml_problem(exc, file)
                 loader.constructed_objects, loader.recursive_objects = {}, {}
             else:
                 if loader.used_slow_path and _depth(doc) > MAX_DEPTH:
@@ -216,7 +216,7 @@ def parse_text(text: str, file: str) -> Iterator[Located | Problem]:
                     yield from objects(doc, file, line, column, index)
             index += 1
     except yaml.YAMLError as exc:
-        yield _yaml_problem(exc, file)
+        yield yaml_problem(exc, file)
     except RecursionError:
         yield Problem(file, 0, 0, f"nesting deeper than {MAX_DEPTH} levels")
     finally:
@@ -292,7 +292,7 @@ def _too_deep(text: str) -> Any:
     return None
 
 
-def _yaml_problem(exc: yaml.YAMLError, file: str) -> Problem:
+def yaml_problem(exc: yaml.YAMLError, file: str) -> Problem:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     if isinstance(exc, yaml.reader.ReaderError):

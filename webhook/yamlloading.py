@@ -65,8 +65,8 @@ class FastSafeLoader(Base):  # type: ignore[misc]
             self.recursive_objects.clear()
 
     def _refuse(self, node: yaml.Node) -> None:
-        raise AliasRefused(None, None, "YAML aliases (*name, <<: *name) are not accepted in Kubernetes objects: "
-                           "write the value out", node.start_mark)
+        raise AliasRefused(None, None, "YAML aliases (*name, <<: *name) are not accepted (they can expand "
+                           "without bound): write the value out", node.start_mark)
 
     def _build(self, node: yaml.Node, depth: int) -> Any:
         if depth > self.max_depth:

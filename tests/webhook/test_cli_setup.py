@@ -107,3 +107,9 @@ def test_check_without_inputs_and_bad_state_files(tmp_path: Path) -> None:
     (tmp_path / "crds.yaml").write_text("a: " + "[" * 100_000 + "]" * 100_000)
     result = routegate("check", "--crds", str(tmp_path / "crds.yaml"), "-f", str(INPUTS / "good.yaml"))
     one_line_error(result, "--crds", "nesting deeper")
+
+
+def test_a_settings_file_with_an_alias_bomb_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "rules.yaml").write_text("rules: &a {RG0113: off}\nexemptNamespaces: *a\n")
+    result = routegate("check", "--config", str(tmp_path / "rules.yaml"), "-f", str(INPUTS / "good.yaml"))
+    one_line_error(result, f"--config {tmp_path / 'rules.yaml'}:1:8", "aliases")
