@@ -14,6 +14,11 @@ class CheckTimedOut(RuntimeError):
     """haproxy -c did not finish before the deadline: the gate cannot decide (not a deny)."""
 
 
+class ScratchUnsafe(CheckTimedOut):
+    """The scratch base became writable by others after start: no check runs there, and the gate cannot
+    decide (a subclass of the timeout so every caller already answers "could not decide")."""
+
+
 class Checker:
     def __init__(
         self,
@@ -28,10 +33,13 @@ class Checker:
         self.scratch_base = scratch_base
 
     async def check(self, render: RenderResult) -> CheckResult:
-        with scratches.scratch_dir(self.scratch_base) as workdir:
-            await asyncio.to_thread(scratches.write_tree, workdir, render.files)
-            run = await self.runner.run(workdir)
-            scratch = str(workdir)
+        try:
+            with scratches.scratch_dir(self.scratch_base) as workdir:
+                await asyncio.to_thread(scratches.write_tree, workdir, render.files)
+                run = await self.runner.run(workdir)
+                scratch = str(workdir)
+        except scratches.UnsafeBase as exc:
+            raise ScratchUnsafe(f"--scratch-dir: {exc}") from None
         if run.timed_out:
             raise CheckTimedOut(f"haproxy -c did not finish within {self.runner.timeout:g}s and was killed")
         found, warned = alerts.parse(

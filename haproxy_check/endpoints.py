@@ -53,8 +53,13 @@ def slices_of(state: State, namespace: str, service: str) -> list[Obj]:
     return indexes.index(state, "endpoint-slices", _slices_by_service).get((namespace, service), [])
 
 
-def endpoint_addresses(state: State, service: Obj, port: int) -> list[tuple[str, int]]:
-    """Sorted unique (address, target port) of ready endpoints serving the Service port."""
+def endpoint_addresses(state: State, service: Obj, port: int, *, limit: int | None = None) -> list[tuple[str, int]]:
+    """Sorted unique (address, target port) of ready endpoints serving the Service port.
+
+    With ``limit`` the scan stops once more than ``limit`` addresses are found (slices in name order,
+    endpoints in slice order): a tenant's EndpointSlices cost every render O(limit) address parses,
+    not O(all endpoints). More than ``limit`` entries back means the Service is over the limit.
+    """
     sp = references.service_port(service, port)
     if sp is None:
         return []
@@ -72,11 +77,26 @@ def endpoint_addresses(state: State, service: Obj, port: int) -> list[tuple[str,
                 ip = _ip(addr)
                 if ip is not None:
                     found.add((ip.version, ip, target))
+            if limit is not None and len(found) > limit:
+                break
+        if limit is not None and len(found) > limit:
+            break
     return [(str(ip), target) for _, ip, target in sorted(found)]  # each address parsed once
 
 
 def servers_for(state: State, service: Obj, port: int, *, weight: int = 1,
-                options: Sequence[str] = ()) -> list[ServerDesc]:
+                options: Sequence[str] = (), limit: int | None = None) -> list[ServerDesc]:
     """Ready EndpointSlice endpoints of a Service port as servers named ``s1..sN``; [] when none."""
-    return [ServerDesc(f"s{i}", addr, target, weight, tuple(options))
-            for i, (addr, target) in enumerate(endpoint_addresses(state, service, port), start=1)]
+    return servers_within(state, service, port, weight=weight, options=options, limit=limit)[0]
+
+
+def servers_within(state: State, service: Obj, port: int, *, weight: int = 1, options: Sequence[str] = (),
+                   limit: int | None = None) -> tuple[list[ServerDesc], bool]:
+    """The servers (at most ``limit``: ``limits.serversPerBackend``, from the first ready endpoints in
+    EndpointSlice order, named in address order) and whether the Service has more ready endpoints than
+    that. EndpointSlices are a tenant's to fill, and every server costs every render and every
+    ``haproxy -c`` that includes the backend."""
+    addresses = endpoint_addresses(state, service, port, limit=limit)
+    servers = [ServerDesc(f"s{i}", addr, target, weight, tuple(options))
+               for i, (addr, target) in enumerate(addresses[:limit], start=1)]
+    return servers, limit is not None and len(addresses) > limit

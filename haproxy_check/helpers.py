@@ -9,6 +9,7 @@ the key and the template location, as seed 000 requires.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 import sys
@@ -80,12 +81,25 @@ def _server(raw: Any) -> ServerDesc:
 
 
 def _address(server: ServerDesc) -> str:
+    return _address_of(server.address, server.port)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _address_of(address: str, port: int) -> str:
+    """``ip:port`` / ``[ip6]:port`` / ``name:port``; remembered, since the same endpoints come back in every
+    render and parsing an address costs more than the rest of the server line."""
     try:
-        ip = ipaddress.ip_address(server.address)
+        ip = ipaddress.ip_address(address)
     except ValueError:
-        escaping.ident(server.address, what="server address")  # a DNS name: a plain word
-        return f"{server.address}:{server.port}"
-    return f"[{ip}]:{server.port}" if ip.version == 6 else f"{ip}:{server.port}"
+        escaping.ident(address, what="server address")  # a DNS name: a plain word
+        return f"{address}:{port}"
+    return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
+
+
+def check_file_path(path: str) -> None:
+    """A file path of the render: plain words between slashes (raises escaping.Unsafe otherwise)."""
+    for part in path.split("/"):
+        escaping.ident(part, what="file name")
 
 
 def profile_name(lines: Sequence[str]) -> str:
@@ -93,14 +107,49 @@ def profile_name(lines: Sequence[str]) -> str:
     return f"haptic-be-{digest}"
 
 
+class RecorderMemo:
+    """What Recorders sharing a source-map marker table may reuse: map entries already checked, and
+    Backend() calls already made (same arguments, same text and record). Shared between threads: only
+    whole values are stored, never changed."""
+
+    def __init__(self) -> None:
+        self.entries: set[str] = set()
+        self.backends: dict[tuple[Any, ...], tuple[str, BackendDesc, ProfileDesc]] = {}
+
+    def trim(self, entries: int, backends: int) -> None:
+        """Forget everything once it holds far more than one render uses (old entries, old servers)."""
+        if len(self.entries) > 2 * entries + 100_000:
+            self.entries = set()
+        if len(self.backends) > 2 * backends + 1_000:
+            self.backends = {}
+
+
+def _backend_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """Backend() arguments as a hashable key, or None when some value is not a plain string/list/record
+    (then the call is not remembered and fails or succeeds on its own)."""
+    key: list[Any] = []
+    for k, value in spec.items():
+        if type(value) is list:
+            value = tuple(value)
+        # the type too, unless a string: 1, 1.0 and True are equal keys but not equal Backend() text
+        key.append((k, value) if type(value) is str else (k, type(value), value))
+    frozen = tuple(key)
+    try:
+        hash(frozen)
+    except TypeError:
+        return None
+    return frozen
+
+
 class Recorder:
     """The state behind the helpers for one render: backends, profiles, maps, files."""
 
     def __init__(self, *, base_lines: Sequence[str], sources: SourceMap,
-                 haproxy_version: tuple[int, ...] = (2, 8)) -> None:
+                 haproxy_version: tuple[int, ...] = (2, 8), memo: RecorderMemo | None = None) -> None:
         self._base = tuple(base_lines)
         self._sources = sources
         self._version = haproxy_version
+        self._memo = memo if memo is not None else RecorderMemo()
         self.backends: dict[str, BackendDesc] = {}
         self.profiles: dict[str, ProfileDesc] = {}
         self.maps: dict[str, tuple[bool, list[str]]] = {}
@@ -111,6 +160,22 @@ class Recorder:
     def backend(self, spec: Mapping[str, Any]) -> str:
         if not isinstance(spec, Mapping):
             raise _fail("Backend() takes one mapping")
+        key = _backend_key(spec)
+        known = self._memo.backends.get(key) if key is not None else None
+        if known is not None:
+            text, desc, profile = known
+            if desc.name in self.backends:
+                raise _fail(f"Backend() called twice for {desc.name!r}")
+            self.profiles.setdefault(profile.name, profile)
+            self.backends[desc.name] = desc
+            return text
+        text = self._backend(spec)
+        if key is not None:
+            desc = self.backends[str(spec["name"])]
+            self._memo.backends[key] = (text, desc, self.profiles[desc.profile])
+        return text
+
+    def _backend(self, spec: Mapping[str, Any]) -> str:
         unknown = sorted(set(spec) - BACKEND_KEYS)
         if unknown:
             raise _fail(f"Backend() got unknown key {unknown[0]!r}; allowed: {', '.join(sorted(BACKEND_KEYS))}")
@@ -133,6 +198,10 @@ class Recorder:
         comments = _lines(spec.get("comments"), "comments")
         for line in (*body, *comments):
             escaping.check(self._sources.strip_line(line)[0], key=False, what="backend line")
+        # the record holds what haproxy.cfg will say: no source-map markers (their numbers depend on the
+        # render, and a description is compared with the next render's)
+        clean_body = tuple(self._sources.strip_line(line)[0] for line in body)
+        clean_comments = tuple(self._sources.strip_line(line)[0] for line in comments)
         servers = tuple(_server(s) for s in (spec.get("servers") or ()))
         profile_lines = (*self._base, f"mode {mode}", *_lines(spec.get("profile"), "profile"))
         if default_server:
@@ -147,8 +216,8 @@ class Recorder:
         if body:
             shape, reason = "structural", reason or "non-empty body"
         self.backends[name] = BackendDesc(
-            name=name, mode=mode, balance=balance, hash_type=hash_type, profile=pname, body=body,
-            servers=servers, default_server=default_server, guid=guid, comments=comments, shape=shape,
+            name=name, mode=mode, balance=balance, hash_type=hash_type, profile=pname, body=clean_body,
+            servers=servers, default_server=default_server, guid=guid, comments=clean_comments, shape=shape,
             shape_reason=reason)
         out = [f"backend {name} from {pname}"]
         out += [f"    # {c}" for c in comments]
@@ -179,16 +248,20 @@ class Recorder:
         if known is not None and known[0] != ordered:
             raise _fail(f"RegisterMap({name!r}) registered both ordered and unordered")
         bucket = self.maps.setdefault(path, (ordered, []))[1]
+        checked = self._memo.entries
         for entry in entries:
-            if not isinstance(entry, str):
-                raise _fail(f"RegisterMap({name!r}) entries must be strings")
-            escaping.map_entry(self._sources.strip_line(entry)[0])
+            if entry not in checked:
+                if not isinstance(entry, str):
+                    raise _fail(f"RegisterMap({name!r}) entries must be strings")
+                clean, origin = self._sources.strip_line(entry)
+                escaping.map_entry(clean)
+                if origin is not None:  # a marked entry: a cached route's, the same string next render
+                    checked.add(entry)
             bucket.append(entry)
         return path
 
     def add_file(self, path: str, content: bytes, kind: Literal["cert", "ca", "other"] = "other") -> str:
-        for part in path.split("/"):
-            escaping.ident(part, what="file name")
+        check_file_path(path)
         self.files[path] = (kind, content)
         return path
 
@@ -207,13 +280,14 @@ class Recorder:
         out: dict[str, str] = {}
         for path, (ordered, entries) in sorted(self.maps.items()):
             if ordered:
-                seen: dict[str, None] = {}
-                for e in entries:
-                    seen.setdefault(e, None)
-                lines = list(seen)
+                lines = list(dict.fromkeys(entries))
             else:
-                lines = sorted(set(entries), key=lambda e: self._sources.strip_line(e)[0])
-            out[path] = "".join(f"{line}\n" for line in lines)
+                # first occurrence order, then a stable sort: entries that differ only in their origin
+                # marker keep the order they were registered in, whatever numbers the markers got
+                unique = list(dict.fromkeys(entries))
+                clean = self._sources.strip_lines(unique)
+                lines = [unique[i] for i in sorted(range(len(unique)), key=clean.__getitem__)]
+            out[path] = "\n".join(lines) + "\n" if lines else ""
         return out
 
     def description(self, map_texts: Mapping[str, str]) -> Description:

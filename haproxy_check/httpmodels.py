@@ -46,7 +46,7 @@ class RuleModel:
     slots: tuple[str, ...] = ()
     cors: Cors | None = None
     first_filter: str = ""
-    frontends: set[str] = field(default_factory=set)
+    frontends: frozenset[str] = frozenset()  # the frontends the rule is in
 
 
 @dataclass(frozen=True, slots=True)

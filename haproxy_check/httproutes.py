@@ -8,21 +8,22 @@ out of the config entirely and reported as a deny finding naming the field.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from haproxy_check import backendtls, escaping, httpfilters, precedence, rulepolicies
-from haproxy_check.endpoints import servers_for
+from haproxy_check.endpoints import servers_for, servers_within
 from haproxy_check.escaping import FieldError, guard
 from haproxy_check.httpmodels import FAIL, SLOTS, WEIGHTED, Advanced, BackendSpec, FrontendModel, HttpModel, RuleModel
-from validators import references
+from validators import codes, references
 from validators.attachments import Attachment
 from validators.findings import Finding, PathPart, Severity
 from validators.objects import Obj, Ref, as_list, created_at, dig, name_of, namespace_of, ref_of
 from validators.states import State
 
 UNSAFE = "RG0120"
+WEIGHTED_MAP = "weighted-multi-backend.map"
 REF_FINDING = "RG0402"
 BACKEND_TLS = "RG0515"
 
@@ -129,9 +130,72 @@ def _conditions(raw: Any, base: tuple[PathPart, ...], grpc: bool) -> tuple[list[
     return conds, reason, isinstance(method, str) and bool(method)
 
 
+@dataclass(frozen=True, slots=True)
+class StagedRoute:
+    """Everything one route adds to the model, compiled apart from the other routes (``stage_route``)
+    and added by ``commit_route``: cacheable, since nothing in it points at one render's model. Tuples
+    and frozensets (empty ones cost nothing): an incremental render keeps one per route."""
+
+    maps: tuple[tuple[str, tuple[tuple[object, str], ...]], ...]  # map name -> (sort key, entry)
+    ordered: frozenset[str]
+    backends: tuple[tuple[str, BackendSpec], ...]
+    uses: frozenset[str]
+    auth_headers: frozenset[str]
+    mirrors: int
+    session_headers: frozenset[str]
+    redirect_plens: frozenset[int]
+    rewrite_plens: frozenset[int]
+    headers: tuple[frozenset[tuple[str, str]], ...]  # request, response, request_be, response_be
+    pending: tuple[tuple[str, tuple[tuple[object, Advanced], ...]], ...]  # frontend name -> advanced lines
+    rules: tuple[RuleModel, ...]
+    targets: tuple[str, ...]  # frontend names
+    hosts: tuple[tuple[str, tuple[object, str]], ...]  # host map name -> (sort key, entry)
+    any_host: tuple[str, ...]  # frontends where the route takes any host
+    weighted: tuple[tuple[str, tuple[str, ...]], ...]  # (rule id, its 100 weight slots' backends)
+
+
+def _staged(model: HttpModel, rules: list[RuleModel], targets: Mapping[str, tuple[FrontendModel, list[str]]],
+            weighted: list[tuple[str, tuple[str, ...]]]) -> StagedRoute:
+    names = sorted(targets)
+    in_frontends = frozenset(names)
+    for rm in rules:
+        rm.frontends = in_frontends
+    hosts: list[tuple[str, tuple[object, str]]] = []
+    any_host: list[str] = []
+    for fe_name in names:
+        for vh in targets[fe_name][1]:
+            host, _, token = vh.rpartition(":")
+            if host == "*":
+                any_host.append(fe_name)
+            elif host.startswith("*."):
+                hosts.append(("host-wildcard.map", ((-len(host), host, token), f"{host[1:]}:{token} {vh}")))
+            else:
+                hosts.append(("host.map", ("", f"{vh} {vh}")))
+    h = model.headers
+    return StagedRoute(
+        maps=tuple((name, tuple(entries)) for name, entries in model.maps.items()),
+        ordered=frozenset(model.ordered), backends=tuple(model.backends.items()), uses=frozenset(model.uses),
+        auth_headers=frozenset(model.auth_headers), mirrors=model.mirrors,
+        session_headers=frozenset(model.session_headers), redirect_plens=frozenset(model.redirect_plens),
+        rewrite_plens=frozenset(model.rewrite_plens),
+        headers=(frozenset(h.request), frozenset(h.response), frozenset(h.request_be), frozenset(h.response_be)),
+        pending=tuple((name, tuple(lines)) for name, lines in model.pending.items()),
+        rules=tuple(rules), targets=tuple(names), hosts=tuple(hosts), any_host=tuple(any_host),
+        weighted=tuple(weighted))
+
+
 def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Sequence[Attachment],
                   fronts: dict[tuple[str, str], FrontendModel], findings: list[Finding]) -> None:
     """Add one route to ``model``. Raises escaping.FieldError (nothing added) when a value is unsafe."""
+    staged = stage_route(ctx, route, attachments, fronts, findings, taken=model.backends)
+    commit_route(model, staged, {fe.name: fe for fe in fronts.values()})
+
+
+def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
+                fronts: Mapping[tuple[str, str], FrontendModel], findings: list[Finding], *,
+                taken: Container[str] = ()) -> StagedRoute:
+    """One route's share of the model; backends named in ``taken`` (already in the model) are not made
+    again. Raises escaping.FieldError when a value is unsafe."""
     ref = ref_of(route)
     grpc = ref.kind == "GRPCRoute"
     ns = guard(("metadata", "namespace"), escaping.ident, namespace_of(route), what="namespace")
@@ -151,10 +215,10 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
             if vh not in keys:
                 keys.append(vh)
     staged = HttpModel()
-    staged.headers = model.headers
     rules_out: list[RuleModel] = []
+    weighted: list[tuple[str, tuple[str, ...]]] = []
     res = httpfilters.Resolver(
-        backend_for=lambda raw, p: _side_backend(staged, model, ctx, route, raw, p, grpc),
+        backend_for=lambda raw, p: _side_backend(staged, taken, ctx, route, raw, p, grpc),
         backend_ref=lambda raw, p: references.filter_backend_ref(route, ctx.state, int(p[2]), raw, p),
         settings=ctx.settings)
     for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
@@ -177,7 +241,7 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
             if servable and bref.port is not None:
                 guard((*bref.path, "name"), escaping.ident, bref.name, what="Service name")
                 be = backend_name(route, bref, grpc=grpc, rule_suffix=suffix)
-                if be not in staged.backends and be not in model.backends:
+                if be not in staged.backends and be not in taken:
                     servers = []
                     if bref.service:
                         tls = backendtls.server_tls(ctx.state, bref.service, bref.port, ctx.files,
@@ -186,7 +250,7 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
                             findings.append(Finding(BACKEND_TLS, f"{tls.blocked}; the backend gets no servers",
                                                     bref.path, Severity.WARN, subject=True, about=str(ref)))
                         else:
-                            servers = servers_for(ctx.state, bref.service, bref.port, options=tls.options)
+                            servers = _servers(ctx, ref, bref, findings, options=tls.options)
                     staged.backends[be] = BackendSpec(
                         be, ctx.mark(ref, bref.path), tuple(servers), grpc=grpc,
                         profile=profile, comments=(f"{ref.kind} {ns}/{name} rule {i}",))
@@ -203,42 +267,53 @@ def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Seque
         elif live:
             rm.target = WEIGHTED
             rm.slots = slots(weights)
-            staged.maps.setdefault("weighted-multi-backend.map", []).extend(
-                ((rid, n), f"{n}:{rid} {target}") for n, target in enumerate(rm.slots))
-            staged.ordered.add("weighted-multi-backend.map")
+            weighted.append((rid, rm.slots))  # its 100 map entries are made when committed, never kept
+            staged.ordered.add(WEIGHTED_MAP)
         staged.add("rule-backend.map", f"{rid} {rm.target}{rm.mark}")
         plens = _matches(staged, ctx, route, rule, i, rm, targets, grpc)
         httpfilters.rule_filters(staged, rm, route, rule, i, plens, findings, ctx.mark, res)
         for j, be in chosen:
             httpfilters.backend_filters(staged, rm, route, i, j, be, plens, findings, ctx.mark)
         rules_out.append(rm)
-    # commit: nothing from this route reaches the model unless all of it rendered
-    for mapname, entries in staged.maps.items():
+    return _staged(staged, rules_out, targets, weighted)
+
+
+def commit_route(model: HttpModel, route: StagedRoute, fronts: Mapping[str, FrontendModel]) -> None:
+    """Add a staged route to ``model`` and its frontends (by name). Reads ``route``, never changes it, so
+    one staged route can be committed into many renders, concurrently."""
+    for mapname, entries in route.maps:
         model.maps.setdefault(mapname, []).extend(entries)
-    model.ordered |= staged.ordered
-    model.backends.update(staged.backends)
-    model.uses |= staged.uses
-    model.auth_headers |= staged.auth_headers
-    model.mirrors = max(model.mirrors, staged.mirrors)
-    model.session_headers |= staged.session_headers
-    model.redirect_plens |= staged.redirect_plens
-    model.rewrite_plens |= staged.rewrite_plens
-    for fe_name, (fe, vhosts) in sorted(targets.items()):
-        for vh in vhosts:
-            host, _, token = vh.rpartition(":")
-            if host == "*":
-                fe.any_host = True
-            elif host.startswith("*."):
-                model.add("host-wildcard.map", f"{host[1:]}:{token} {vh}", (-len(host), host, token), ordered=True)
-            else:
-                model.add("host.map", f"{vh} {vh}")
-        fe.advanced.extend(staged.pending.get(fe_name, []))
-        for rm in rules_out:
-            rm.frontends.add(fe_name)
-            fe.rules.append(rm)
+    if route.weighted:
+        slots_map = model.maps.setdefault(WEIGHTED_MAP, [])
+        for rid, targets in route.weighted:
+            slots_map.extend(((rid, n), f"{n}:{rid} {target}") for n, target in enumerate(targets))
+    model.ordered |= route.ordered
+    model.backends.update(route.backends)
+    model.uses |= route.uses
+    model.auth_headers |= route.auth_headers
+    model.mirrors = max(model.mirrors, route.mirrors)
+    model.session_headers |= route.session_headers
+    model.redirect_plens |= route.redirect_plens
+    model.rewrite_plens |= route.rewrite_plens
+    h = model.headers
+    h.request |= route.headers[0]
+    h.response |= route.headers[1]
+    h.request_be |= route.headers[2]
+    h.response_be |= route.headers[3]
+    for mapname, item in route.hosts:
+        model.maps.setdefault(mapname, []).append(item)
+        if mapname == "host-wildcard.map":
+            model.ordered.add(mapname)
+    for fe_name in route.any_host:
+        fronts[fe_name].any_host = True
+    pending = dict(route.pending)
+    for fe_name in route.targets:
+        fe = fronts[fe_name]
+        fe.advanced.extend(pending.get(fe_name, ()))
+        fe.rules.extend(route.rules)
 
 
-def _side_backend(staged: HttpModel, model: HttpModel, ctx: Context, route: Obj, raw: Any,
+def _side_backend(staged: HttpModel, taken: Container[str], ctx: Context, route: Obj, raw: Any,
                   path: tuple[PathPart, ...], grpc: bool) -> str:
     """A backend for a filter's backendRef (mirror target); FAIL when it cannot be used."""
     ref = ref_of(route)
@@ -248,8 +323,9 @@ def _side_backend(staged: HttpModel, model: HttpModel, ctx: Context, route: Obj,
     if bref.port is None or not (bref.resolved or bref.reason == references.BACKEND_NOT_FOUND):
         return FAIL
     be = backend_name(route, bref, grpc=grpc, rule_suffix="")
-    if be not in staged.backends and be not in model.backends:
-        servers = servers_for(ctx.state, bref.service, bref.port) if bref.service else []
+    if be not in staged.backends and be not in taken:
+        servers = servers_for(ctx.state, bref.service, bref.port, limit=ctx.settings.limits.servers_per_backend) \
+            if bref.service else []
         staged.backends[be] = BackendSpec(be, ctx.mark(ref, path), tuple(servers), grpc=grpc,
                                           profile=("default-server proto h2",) if grpc else (),
                                           comments=(f"{ref.kind} {ref.namespace}/{ref.name} mirror target",))
@@ -307,6 +383,22 @@ def _path_condition(ptype: str, value: str, prefix: str) -> str:
         return f"{{ var(txn.gw_path) -m reg -- {escaping.quote('^' + pcre_escape(prefix) + '(/|$)')} }}"
     body = value[1:] if value.startswith("^") else value
     return f"{{ var(txn.gw_path) -m reg -- {escaping.quote('^(?:' + body + ')')} }}"
+
+
+def _servers(ctx: Context, ref: Ref, bref: references.BackendRef, findings: list[Finding], *,
+             options: Sequence[str]) -> list[Any]:
+    """The backend's servers within ``limits.serversPerBackend``; a warning on the route when capped
+    (EndpointSlices are written by controllers: never a denial)."""
+    assert bref.service is not None and bref.port is not None
+    limit = ctx.settings.limits.servers_per_backend
+    servers, over = servers_within(ctx.state, bref.service, bref.port, options=options, limit=limit)
+    if over:
+        findings.append(Finding(
+            codes.RENDER_SERVERS_CAPPED, f"Service {namespace_of(bref.service)}/{name_of(bref.service)} port "
+            f"{bref.port} has more than {limit} ready endpoints; only {limit} are rendered, from the first "
+            "EndpointSlices by name (limits.serversPerBackend)", bref.path, Severity.WARN, subject=True,
+            about=str(ref)))
+    return servers
 
 
 def _ref_finding(ref: Ref, bref: references.BackendRef) -> Finding:

@@ -25,28 +25,44 @@ from validators.states import State
 HTTPS_SHARE_SOCKET = "abns@routegate-https-{port}"
 
 
-class Models:
-    """Lazily built L4/CRD models of one render; their findings go to the render's findings list."""
+Build = Callable[[State, FileSink], Any]
+Memo = Callable[[str, State, FileSink, Build], Any]  # (name, state, files, build) -> build(state, files)
 
-    def __init__(self, state: State, settings: Any, files: FileSink, findings: list[Finding]) -> None:
+
+def direct(name: str, state: State, files: FileSink, build: Build) -> Any:
+    return build(state, files)
+
+
+class Models:
+    """Lazily built L4/CRD models of one render; their findings go to the render's findings list.
+
+    ``memo`` builds a model: directly by default, or from a cache of models built for earlier states
+    (``increments.RouteCache.model``) that replays the files the build wrote.
+    """
+
+    def __init__(self, state: State, settings: Any, files: FileSink, findings: list[Finding],
+                 memo: Memo = direct) -> None:
         self._state, self._settings, self._files, self._findings = state, settings, files, findings
+        self._memo = memo
 
     @functools.cached_property
     def tls(self) -> TLSModel:
-        model = tlsroutes.build(self._state, self._files, https_shared=bool(
-            getattr(self._settings, "share_https_with_passthrough", False)), settings=self._settings)
+        shared = bool(getattr(self._settings, "share_https_with_passthrough", False))
+        model: TLSModel = self._memo("tls", self._state, self._files, lambda state, files: tlsroutes.build(
+            state, files, https_shared=shared, settings=self._settings))
         self._findings.extend(model.findings)
         return model
 
     @functools.cached_property
     def tcp(self) -> TCPModel:
-        model = tcproutes.build(self._state, self._files, settings=self._settings)
+        model: TCPModel = self._memo("tcp", self._state, self._files,
+                                     lambda state, files: tcproutes.build(state, files, settings=self._settings))
         self._findings.extend(model.findings)
         return model
 
     @functools.cached_property
     def crd(self) -> CrdModel:
-        model = crdroutes.build(self._state)
+        model: CrdModel = self._memo("crd", self._state, self._files, lambda state, _: crdroutes.build(state))
         self._findings.extend(model.findings)
         return model
 
@@ -73,9 +89,10 @@ def resources_of(state: State) -> Callable[[str], Sequence[Obj]]:
     return resources
 
 
-def template_globals(state: State, settings: Any, files: FileSink, findings: list[Finding]) -> dict[str, Any]:
+def template_globals(state: State, settings: Any, files: FileSink, findings: list[Finding],
+                     memo: Memo = direct) -> dict[str, Any]:
     """``l4`` (the lazy models), ``backend_tls(service, port)`` and ``resources(plural or Kind)``."""
-    models = Models(state, settings, files, findings)
+    models = Models(state, settings, files, findings, memo)
     backend_tls: Callable[[Obj, int], ServerTLS] = models.backend_tls
     return {"l4": models, "backend_tls": backend_tls, "https_share_socket": HTTPS_SHARE_SOCKET,
             "resources": resources_of(state)}

@@ -8,7 +8,7 @@ match beat a path-only map candidate of the same or lower path specificity, and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 EXACT, REGEX, PREFIX = "Exact", "RegularExpression", "PathPrefix"
 _BASE = {EXACT: 300000, REGEX: 200000, PREFIX: 100000}
@@ -23,9 +23,8 @@ def score(path_type: str, value: str) -> int:
     return _BASE[REGEX] + min(len(value), 99999)
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class Key:
-    """Sorts best match first."""
+class Key(NamedTuple):
+    """Sorts best match first (a tuple: compared in C, it sorts every path map entry of a render)."""
 
     neg_score: int
     no_method: bool

@@ -9,22 +9,27 @@ the named ``defaults`` profiles Backend() collected, strips the source-map marke
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jinja2
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from haproxy_check import escaping, frontends, httproutes, l4contexts
+from haproxy_check import escaping, frontends, httproutes, increments, l4contexts, routelines, templatestate
 from haproxy_check.helpers import Recorder, TemplateError
-from haproxy_check.httpmodels import HttpModel
+from haproxy_check.httpmodels import FrontendModel, HttpModel
 from haproxy_check.results import RenderError, RenderResult
 from haproxy_check.sourcemaps import SourceMap
 from validators import attachments, statuses
 from validators.findings import Finding, PathPart, Severity
+from validators.limits import Limits
 from validators.objects import Obj, Ref, dig, ref_of
+from validators.reads import Recording
 from validators.states import State
 
 BUILTIN = Path(__file__).parent / "templates"
@@ -81,6 +86,7 @@ class RenderSettings:
     timeout_http_request: str = "10s"
     share_https_with_passthrough: bool = False  # engineer B's TCP frontend owns the HTTPS port
     system_ca_file: str = ""
+    limits: Limits = field(default_factory=Limits)  # servers per backend, lines per route
 
     def base_lines(self) -> tuple[str, ...]:
         return (f"timeout connect {self.timeout_connect}", f"timeout client {self.timeout_client}",
@@ -88,17 +94,25 @@ class RenderSettings:
 
 
 class Renderer:
-    def __init__(self, *, settings: RenderSettings | None = None, template_dirs: Sequence[Path] = ()) -> None:
+    """Renders States. ``incremental`` (the default) reuses what each route compiled to in earlier renders
+    (``increments``): the output is byte for byte what a from-scratch render (``incremental=False``)
+    gives. One Renderer may render in several threads at once."""
+
+    def __init__(self, *, settings: RenderSettings | None = None, template_dirs: Sequence[Path] = (),
+                 incremental: bool = True) -> None:
         self.settings = settings or RenderSettings()
+        self.cache = increments.RouteCache() if incremental else None
         for value in self.settings.base_lines():
             escaping.check(value, key=False)
         escaping.check(self.settings.dynamic_cookie_key, key=False)
         escaping.check(self.settings.system_ca_file, key=True, what="system_ca_file")  # one server-line word
         self._dirs = [Path(d) for d in template_dirs] + [BUILTIN]
-        self._env = jinja2.Environment(
+        # Templates are code: built-in and user ones alike run sandboxed, with only the documented helpers
+        # (haproxy_check/templatestate.py says what the sandbox and the state view keep out).
+        self._env = ImmutableSandboxedEnvironment(
             loader=jinja2.FileSystemLoader([str(d) for d in self._dirs]),
             # not HTML: escaping.py applies HAProxy's escaping to every user value
-            undefined=jinja2.StrictUndefined, autoescape=False,  # noqa: S701
+            undefined=jinja2.StrictUndefined, autoescape=False,
             keep_trailing_newline=True,
             trim_blocks=True, lstrip_blocks=True)
         self._env.filters.update(
@@ -125,35 +139,50 @@ class Renderer:
         return sorted(names)
 
     def render(self, state: State, *, subject: Ref | None = None) -> RenderResult:
-        sources = SourceMap()
+        gen = self.cache.generation() if self.cache is not None else None
+        sources = SourceMap(gen.origins if gen is not None else None)
         recorder = Recorder(base_lines=self.settings.base_lines(), sources=sources,
-                            haproxy_version=self.settings.haproxy_version)
+                            haproxy_version=self.settings.haproxy_version,
+                            memo=gen.recorder if gen is not None else None)
         findings: list[Finding] = []
         model = HttpModel()
         lsts = attachments.listeners(state)
         fronts = frontends.build(state, lsts, recorder=recorder, model=model, mark=sources.mark, findings=findings,
                                  settings=self.settings)
         ctx = httproutes.Context(state, sources.mark, self.settings, recorder)
+        seen: list[Ref] = []
+        by_name = {fe.name: fe for fe in fronts.values()}
+        indexed: dict[str, Any] = {}  # this state's indexes, as the cache checks look them up
         for kind in HTTP_KINDS:
             for route in state.list(kind):
-                self._route(route, state, fronts, model, ctx, subject, findings)
+                if gen is None:
+                    self._route(route, state, fronts, model, ctx, subject, findings)
+                else:
+                    self._cached_route(gen, route, state, fronts, by_name, model, ctx, subject, findings, seen,
+                                       indexed)
         httproutes.dedupe_path_maps(model)
         for fe in fronts.values():
             fe.advanced.sort(key=lambda p: p[0])  # type: ignore[arg-type,return-value]
             fe.rules.sort(key=lambda r: r.rid)
+        visible = templatestate.TemplateState(state)  # Secrets without data
         context: dict[str, Any] = {
             "Backend": recorder.backend, "RegisterMap": recorder.register_map, "AddFile": recorder.add_file,
-            "origin": sources.mark, "get": state.get, "dig": dig, "state": state,
+            "SecretFile": templatestate.secret_file(state, recorder.add_file),
+            "origin": sources.mark, "get": visible.get, "dig": dig, "state": visible,
             "settings": self.settings, "http": model, "frontends": sorted(fronts.values(), key=lambda f: f.name),
             "listeners": lsts, "subject": subject, "MAPS": MAPS, "PROFILES": PROFILES,
             "attach": lambda route: attachments.attach(route, state),
-            "snippets": self._snippets, "findings": findings,
+            "snippets": self._snippets, "findings": tuple(findings),
         }
-        context.update(l4contexts.template_globals(state, self.settings, recorder, findings))
+        memo = l4contexts.direct if gen is None else functools.partial(increments.RouteCache.model, gen)
+        context.update(l4contexts.template_globals(state, self.settings, recorder, findings, memo))
+        context["resources"] = l4contexts.resources_of(visible)
         parts: list[str] = []
         for name in self.snippets:
             try:
                 parts.append(self._env.get_template(name).render(context))
+            except SecurityError as exc:
+                raise RenderError(f"template {_where(name, exc)}: not allowed in a template: {exc}") from exc
             except (TemplateError, jinja2.TemplateError) as exc:
                 # helpers' errors already end with "(at template:line)"; others get it from the traceback
                 where = name if isinstance(exc, TemplateError) else _where(name, exc)
@@ -161,11 +190,15 @@ class Renderer:
             except escaping.Unsafe as exc:
                 raise RenderError(f"template {_where(name, exc)} wrote an unescaped value: {exc}") from exc
         cfg = "".join(parts).replace(PROFILES, recorder.profile_sections())
-        files: dict[str, bytes] = {"haproxy.cfg": sources.resolve("haproxy.cfg", cfg).encode()}
-        map_texts = {path: sources.resolve(path, text) for path, text in recorder.map_files().items()}
+        files: dict[str, bytes] = {"haproxy.cfg": sources.strip("haproxy.cfg", cfg).encode()}
+        map_texts = {path: sources.strip(path, text) for path, text in recorder.map_files().items()}
         files.update((p, t.encode()) for p, t in map_texts.items())
         files.update((p, data) for p, (_, data) in recorder.files.items())
-        return RenderResult(files=dict(sorted(files.items())), origins=dict(sources.lines),
+        if self.cache is not None and gen is not None:
+            self.cache.done(gen, seen, recorder)
+        origins = sources.origins()
+        findings += routelines.oversized(origins, self.settings.limits.lines_per_route, subject)
+        return RenderResult(files=dict(sorted(files.items())), origins=origins,
                             description=recorder.description(map_texts),
                             findings=tuple(sorted(set(findings), key=lambda f: (f.about, f.field, f.code, f.message))),
                             statuses=_statuses(state, subject))
@@ -178,16 +211,89 @@ class Renderer:
         if not atts:
             if ref != subject:
                 return
-            fronts.setdefault(("HTTP", "0"), frontends.synthetic())
+            fronts.setdefault(SYNTHETIC_KEY, frontends.synthetic())
             atts = [attachments.Attachment(ref, 0, frontends.synthetic_listener(),
                                            tuple(attachments.route_hostnames(route)))]
-            findings.append(Finding(NOT_ATTACHED, f"{ref.kind} attaches to no known Gateway listener; it was checked "
-                                    "behind a synthetic HTTP listener", ("spec", "parentRefs"), Severity.WARN,
-                                    subject=True, about=str(ref)))
+            findings.append(_not_attached(ref))
         try:
             httproutes.compile_route(model, ctx, route, atts, fronts, findings)
         except escaping.FieldError as exc:
             findings.append(_unsafe(ref, str(exc), exc.path, subject))
+
+
+    def _cached_route(self, gen: increments.Generation, route: Obj, state: State,
+                      fronts: dict[tuple[str, str], FrontendModel], by_name: dict[str, FrontendModel],
+                      model: HttpModel, ctx: httproutes.Context, subject: Ref | None, findings: list[Finding],
+                      seen: list[Ref], indexed: dict[str, Any]) -> None:
+        """``_route`` from the cache: the route's staged contribution, compiled again only when the route
+        or something it read changed."""
+        ref = ref_of(route)
+        seen.append(ref)
+        is_subject = ref == subject
+        entry = gen.routes.get(ref)
+        if entry is None or not entry.holds(route, is_subject, state, _with_synthetic(fronts, entry.synthetic),
+                                            indexed):
+            entry = gen.routes[ref] = _stage(route, ref, state, fronts, ctx, is_subject)
+            assert self.cache is not None
+            self.cache.stats["misses"] += 1
+        else:
+            assert self.cache is not None
+            self.cache.stats["hits"] += 1
+        if entry.staged is not None and any(be in model.backends for be, _ in entry.staged.backends):
+            # another route already made a backend of this name: compile against the model, as from scratch
+            self._route(route, state, fronts, model, ctx, subject, findings)
+            return
+        if entry.synthetic and SYNTHETIC_KEY not in fronts:
+            fe = fronts[SYNTHETIC_KEY] = frontends.synthetic()
+            by_name[fe.name] = fe
+        findings.extend(entry.findings)
+        for path, content, kind in entry.files:
+            ctx.files.add_file(path, content, kind)
+        if entry.staged is not None:
+            httproutes.commit_route(model, entry.staged, by_name)
+
+
+SYNTHETIC_KEY = ("HTTP", "0")
+
+
+def _with_synthetic(fronts: dict[tuple[str, str], FrontendModel], synthetic: bool,
+                    ) -> Mapping[tuple[str, str], FrontendModel]:
+    if not synthetic or SYNTHETIC_KEY in fronts:
+        return fronts
+    return {**fronts, SYNTHETIC_KEY: frontends.synthetic()}
+
+
+def _stage(route: Obj, ref: Ref, state: State, fronts: dict[tuple[str, str], FrontendModel],
+           ctx: httproutes.Context, is_subject: bool) -> increments.RouteEntry:
+    """Compile one route apart from the render (the cached twin of ``Renderer._route``), logging what it
+    read from the state and the frontends."""
+    view = Recording(state)
+    files = increments.FileLog()
+    found: list[Finding] = []
+    atts, _ = attachments.attach(route, view)
+    atts = [a for a in atts if a.listener.protocol in ("HTTP", "HTTPS")]
+    synthetic = False
+    if not atts:
+        if not is_subject:
+            return increments.RouteEntry(route, is_subject, view.reads.frozen(), {}, False, None, (), ())
+        synthetic = True
+        atts = [attachments.Attachment(ref, 0, frontends.synthetic_listener(),
+                                       tuple(attachments.route_hostnames(route)))]
+        found.append(_not_attached(ref))
+    fronts_read = increments.FrontReads(_with_synthetic(fronts, synthetic))
+    staged: httproutes.StagedRoute | None = None
+    try:
+        staged = httproutes.stage_route(httproutes.Context(view, ctx.mark, ctx.settings, files), route, atts,
+                                        fronts_read, found)
+    except escaping.FieldError as exc:
+        found.append(_unsafe(ref, str(exc), exc.path, ref if is_subject else None))
+    return increments.RouteEntry(route, is_subject, view.reads.frozen(), fronts_read.seen, synthetic, staged,
+                                 tuple(found), tuple(files.added))
+
+
+def _not_attached(ref: Ref) -> Finding:
+    return Finding(NOT_ATTACHED, f"{ref.kind} attaches to no known Gateway listener; it was checked behind a "
+                   "synthetic HTTP listener", ("spec", "parentRefs"), Severity.WARN, subject=True, about=str(ref))
 
 
 def _unsafe(ref: Ref, message: str, path: tuple[PathPart, ...], subject: Ref | None) -> Finding:

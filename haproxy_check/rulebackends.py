@@ -18,7 +18,9 @@ from typing import Any
 from haproxy_check import backendtls, endpoints
 from haproxy_check.backendtls import FileSink
 from haproxy_check.descriptions import ServerDesc
-from validators import references
+from validators import codes, references
+from validators.findings import Finding, Severity
+from validators.limits import Limits
 from validators.objects import Obj, Ref, ref_of
 from validators.states import State
 
@@ -41,6 +43,7 @@ class RuleBackend:
     servers: tuple[ServerDesc, ...]
     body: tuple[str, ...]  # the reject-share rule, when any
     refs: tuple[RefOutcome, ...] = field(default=())
+    findings: tuple[Finding, ...] = field(default=())  # servers capped by limits.serversPerBackend
 
     @property
     def problems(self) -> list[RefOutcome]:
@@ -76,6 +79,7 @@ def build(state: State, route: Obj, rule_index: int, name: str, files: FileSink,
     """The backend of rule ``rule_index``; ``tls`` applies BackendTLSPolicy (never for passthrough)."""
     refs = references.rule_backend_refs(route, state, rule_index)
     per_ref: list[tuple[references.BackendRef, list[ServerDesc], str]] = []
+    capped: list[Finding] = []
     for ref in refs:
         if not ref.resolved or ref.service is None or ref.port is None:
             per_ref.append((ref, [], f"{ref.reason}: {ref.message}"))
@@ -87,7 +91,13 @@ def build(state: State, route: Obj, rule_index: int, name: str, files: FileSink,
                 per_ref.append((ref, [], stls.blocked))
                 continue
             options = stls.options
-        servers = endpoints.servers_for(state, ref.service, ref.port, options=options)
+        limit = getattr(settings, "limits", Limits()).servers_per_backend
+        servers, over = endpoints.servers_within(state, ref.service, ref.port, options=options, limit=limit)
+        if over:
+            capped.append(Finding(
+                codes.RENDER_SERVERS_CAPPED, f"Service {ref.namespace}/{ref.name} port {ref.port} has more than "
+                f"{limit} ready endpoints; only {limit} are rendered, from the first EndpointSlices by name "
+                "(limits.serversPerBackend)", ref.path, Severity.WARN, subject=True, about=str(ref_of(route))))
         per_ref.append((ref, servers, "" if servers else
                         f"Service {ref.namespace}/{ref.name} port {ref.port} has no ready endpoints"))
     weights = server_weights([(ref.weight, len(servers)) for ref, servers, _ in per_ref])
@@ -101,5 +111,6 @@ def build(state: State, route: Obj, rule_index: int, name: str, files: FileSink,
         name=name, route=ref_of(route), rule_index=rule_index,
         servers=tuple(out), body=reject_rule(total, total - serving),
         refs=tuple(RefOutcome(ref.path, ref.weight, len(servers), problem)
-                   for ref, servers, problem in per_ref))
+                   for ref, servers, problem in per_ref),
+        findings=tuple(capped))
 

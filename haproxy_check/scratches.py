@@ -1,13 +1,17 @@
 """Private scratch directories for one check: created 0700, files 0600, removed afterwards.
 
 Every rendered file name is checked to stay inside the directory (no absolute paths, no ``..``): a
-template or an object must never make the gate write elsewhere.
+template or an object must never make the gate write elsewhere. The base directory (``--scratch-dir``)
+is checked too (:func:`check_base`): in a directory another user can write without the sticky bit, or
+one another user owns, that user could rename our scratch directory away and put their own files
+(haproxy.cfg, certificates, maps) in its place between the render and ``haproxy -c``.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -35,11 +39,32 @@ def write_tree(root: Path, files: Mapping[str, bytes]) -> None:
             out.write(content)
 
 
+class UnsafeBase(ValueError):
+    """A scratch base directory other users could tamper with."""
+
+
+def check_base(base: Path) -> None:
+    """Refuse ``base`` when it, or a directory above it, is writable by other users without the sticky
+    bit, or owned by a user other than us or root. One line, naming the directory at fault."""
+    uid = os.geteuid()
+    resolved = base.resolve()
+    for where in (resolved, *resolved.parents):
+        info = where.stat()
+        if info.st_uid not in (uid, 0):
+            raise UnsafeBase(f"{where} is owned by another user (uid {info.st_uid}); use a directory you own")
+        shared = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if shared and not info.st_mode & stat.S_ISVTX:
+            raise UnsafeBase(f"{where} is writable by other users without the sticky bit (mode "
+                             f"{stat.S_IMODE(info.st_mode):04o}); use a private directory (chmod go-w) or one with "
+                             "the sticky bit")
+
+
 @contextmanager
 def scratch_dir(base: Path | None = None, *, keep: bool = False) -> Iterator[Path]:
     """A fresh private directory under ``base`` (default: the system temp dir)."""
     if base is not None:
         base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        check_base(base)  # again at every check: the directory may have changed since start
     path = Path(tempfile.mkdtemp(prefix="routegate-", dir=base))
     try:
         yield path

@@ -9,7 +9,8 @@ and the gate traces it back to ``spec.rules[i]...`` of the object.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from haproxy_check.results import Origin
 from validators.findings import PathPart
@@ -19,23 +20,52 @@ _OPEN, _CLOSE = "\x1e", "\x1f"
 _MARK = re.compile("\x1e(\\d+)\x1f")
 
 
-class SourceMap:
-    """Collects origins while templates render, then resolves them to (file, line)."""
+class Origins:
+    """The marker of each origin: one number per distinct origin, kept for as long as the table lives.
+
+    A table shared by many renders gives an origin the same marker in all of them, so text compiled
+    in one render (an incremental render's cached route) carries valid markers into the next. Safe
+    to share between threads: a new origin is numbered under a lock.
+    """
 
     def __init__(self) -> None:
         self._origins: list[Origin] = []
-        self._index: dict[Origin, int] = {}
-        self.lines: dict[tuple[str, int], Origin] = {}
+        self._index: dict[Origin, str] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._origins)
 
     def mark(self, ref: Ref | Origin | None, path: Iterable[PathPart] = ()) -> str:
         if ref is None:
             return ""
         origin = ref if isinstance(ref, Origin) else Origin(ref, tuple(path))
-        idx = self._index.get(origin)
-        if idx is None:
-            idx = self._index[origin] = len(self._origins)
-            self._origins.append(origin)
-        return f"{_OPEN}{idx}{_CLOSE}"
+        marker = self._index.get(origin)
+        if marker is None:
+            with self._lock:
+                marker = self._index.get(origin)
+                if marker is None:
+                    marker = f"{_OPEN}{len(self._origins)}{_CLOSE}"
+                    self._origins.append(origin)  # before the index: a reader finds its number's origin
+                    self._index[origin] = marker
+        return marker
+
+    def __getitem__(self, number: int) -> Origin:
+        return self._origins[number]
+
+    def table(self) -> Sequence[Origin]:
+        """The origins by number (only ever appended to: a number once given keeps its origin)."""
+        return self._origins
+
+
+class SourceMap:
+    """Collects origins while templates render, then resolves them to (file, line)."""
+
+    def __init__(self, origins: Origins | None = None) -> None:
+        self._origins = origins if origins is not None else Origins()
+        self.mark = self._origins.mark
+        self.lines: dict[tuple[str, int], Origin] = {}
+        self._pending: list[tuple[str, str]] = []
 
     def strip_line(self, text: str) -> tuple[str, Origin | None]:
         """One line without markers, and its most specific (last) origin."""
@@ -46,14 +76,68 @@ class SourceMap:
             return text, None
         return _MARK.sub("", text), self._origins[int(found[-1])]
 
+    def strip_lines(self, lines: list[str]) -> list[str]:
+        """``strip_line(line)[0]`` of each line (none holds a line break), in one pass over them all."""
+        joined = "\n".join(lines)
+        if _OPEN not in joined:
+            return lines
+        return _MARK.sub("", joined).split("\n")
+
     def resolve(self, file: str, text: str) -> str:
-        """Strip the markers of a whole file and record the origin of each marked line."""
+        """Strip the markers of a whole file and record the origin of each marked line (its last marker)."""
         if _OPEN not in text:
             return text
-        out: list[str] = []
-        for number, line in enumerate(text.split("\n"), start=1):
-            clean, origin = self.strip_line(line)
-            if origin is not None:
-                self.lines[(file, number)] = origin
-            out.append(clean)
-        return "\n".join(out)
+        self.lines.update(_marked_lines(file, text, self._origins.table()))
+        return _MARK.sub("", text)
+
+    def strip(self, file: str, text: str) -> str:
+        """``resolve`` that leaves finding the lines' origins to ``origins()``, the first time they are read."""
+        if _OPEN not in text:
+            return text
+        self._pending.append((file, text))
+        return _MARK.sub("", text)
+
+    def origins(self) -> Mapping[tuple[str, int], Origin]:
+        """The lines' origins: those ``resolve`` recorded, and those of the files ``strip`` took, found when
+        first read (most renders are never traced back: their config was valid)."""
+        return LazyOrigins(dict(self.lines), tuple(self._pending), self._origins.table())
+
+
+def _marked_lines(file: str, text: str, table: Sequence[Origin]) -> Iterator[tuple[tuple[str, int], Origin]]:
+    number, at = 1, 0
+    for found in _MARK.finditer(text):
+        start = found.start()
+        number += text.count("\n", at, start)
+        at = start
+        yield (file, number), table[int(found.group(1))]
+
+
+class LazyOrigins(Mapping[tuple[str, int], Origin]):
+    """(file, line) -> Origin, worked out from the marked texts on first use. Holds only plain values, so
+    it pickles; two threads reading it at once at worst both work it out."""
+
+    def __init__(self, known: dict[tuple[str, int], Origin], texts: tuple[tuple[str, str], ...],
+                 table: Sequence[Origin]) -> None:
+        self._known, self._texts, self._table = known, texts, table
+        self._all: dict[tuple[str, int], Origin] | None = None if texts else known
+
+    def _lines(self) -> dict[tuple[str, int], Origin]:
+        found = self._all
+        if found is None:
+            found = dict(self._known)
+            for file, text in self._texts:
+                found.update(_marked_lines(file, text, self._table))
+            self._all, self._texts = found, ()
+        return found
+
+    def __getitem__(self, key: tuple[str, int]) -> Origin:
+        return self._lines()[key]
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return iter(self._lines())
+
+    def __len__(self) -> int:
+        return len(self._lines())
+
+    def __repr__(self) -> str:
+        return repr(self._lines())

@@ -66,6 +66,7 @@ def build(state: State, files: FileSink, *, http_ports: Sequence[int] = attachme
         if name not in backends:
             backends[name] = rulebackends.build(state, claim.obj, claim.rule_index, name, files, tls=True,
                                                 settings=settings)
+            model.findings.extend(backends[name].findings)
         model.frontends.append(TCPFrontend(f"gateway-tcp-port-{port}", port, name, claim.route,
                                            claim.parent_index))
     model.backends = [backends[n] for n in sorted(backends)]

@@ -162,6 +162,7 @@ def _route(state: State, route: Any, fronts: dict[int, TLSFrontend],
             built.add(name)
             model.backends.append(rulebackends.build(state, route, 0, name, files,
                                                      tls=front.mode == TERMINATE, settings=settings))
+            model.findings.extend(model.backends[-1].findings)
         for host in a.hostnames:
             if (front.port, host) in claimed:
                 model.findings.append(_finding(

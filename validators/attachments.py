@@ -37,6 +37,8 @@ DEFAULT_KINDS: Mapping[str, tuple[str, ...]] = {
     "UDP": ("UDPRoute",),
 }
 DEFAULT_HTTP_PORTS = (80, 443)
+# What the listener indexes read: the owners, and Namespace labels (ListenerSet admission by selector).
+LISTENER_KINDS = frozenset({"Gateway", "ListenerSet", "Namespace"})
 
 ACCEPTED = "Accepted"
 NO_MATCHING_PARENT = "NoMatchingParent"
@@ -240,7 +242,7 @@ def declared_listeners(state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP
     Built once per state version (a render and a review ask many times); each caller gets its own list.
     """
     ports = tuple(http_ports)
-    return list(indexes.index(state, f"listeners{ports}", lambda s: tuple(_declared(s, ports))))
+    return list(indexes.index_reading(state, f"listeners{ports}", LISTENER_KINDS, lambda s: tuple(_declared(s, ports))))
 
 
 def _declared(state: State, http_ports: Sequence[int]) -> list[Listener]:
@@ -322,7 +324,8 @@ def listeners_by_source(state: State, *, http_ports: Sequence[int] = DEFAULT_HTT
                         ) -> Mapping[Ref, tuple[Listener, ...]]:
     """``listeners(state)`` grouped by the Gateway/ListenerSet declaring them, once per state version."""
     ports = tuple(http_ports)
-    return indexes.index(state, f"listeners-by-source{ports}", lambda s: _by_source(listeners(s, http_ports=ports)))
+    return indexes.index_reading(state, f"listeners-by-source{ports}", LISTENER_KINDS,
+                                 lambda s: _by_source(listeners(s, http_ports=ports)))
 
 
 def _attach_one(route: Obj, index: int, parent_ref: Any, state: State,

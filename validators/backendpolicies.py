@@ -116,6 +116,9 @@ def resolve(state: State, policy: Obj) -> BackendTLS:
                       tuple(problems))
 
 
+_POLICY_KINDS = frozenset({"BackendTLSPolicy"})
+
+
 def _policies_by_target(state: State) -> dict[tuple[str, str], list[Obj]]:
     """BackendTLSPolicies by (namespace, name) of each core Service they target, oldest first."""
     out: dict[tuple[str, str], list[Obj]] = {}
@@ -130,7 +133,7 @@ def _policies_by_target(state: State) -> dict[tuple[str, str], list[Obj]]:
 def policy_for(state: State, service: Obj, port: int) -> BackendTLS | None:
     """The governing policy of a Service port: a sectionName match beats a whole-Service one, then
     the oldest policy wins (Gateway API conflict resolution)."""
-    candidates = indexes.index(state, "backend-tls-policies", _policies_by_target).get(
+    candidates = indexes.index_reading(state, "backend-tls-policies", _POLICY_KINDS, _policies_by_target).get(
         (namespace_of(service), name_of(service)), ())
     best: tuple[int, Obj] | None = None
     for p in candidates:  # oldest first: a later policy wins only with a better score

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type stubs
+
 __all__ = ["FORMATS", "FUNCTIONS", "Fn", "rewrite_formats", "strip_strings"]
 
 
@@ -307,16 +309,27 @@ def _last_index_of(items: Sequence[Any], item: Any) -> int:
     return next((i for i in range(len(items) - 1, -1, -1) if items[i] == item), -1)
 
 
-# --- regex (library/regex.go; Python's re, see docs/CEL.md for the difference from RE2) ------------
+# --- regex (library/regex.go: RE2, as the API server; linear time on any value) --------------------
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # reported as a CEL evaluation error, not logged to stderr by C++
+
+
+def _re2(pattern: str) -> Any:
+    try:
+        return re2.compile(pattern, options=_RE2_OPTIONS)  # compiled patterns are cached by the wrapper
+    except re2.error as e:
+        raise ValueError(f"invalid RE2 pattern {pattern!r}: {e}") from None
 
 
 def _find(text: str, pattern: str) -> str:
-    match = re.search(pattern, text)
-    return match.group(0) if match else ""
+    match = _re2(pattern).search(text)
+    return str(match.group(0)) if match else ""
 
 
 def _find_all(text: str, pattern: str, limit: int = -1) -> list[str]:
-    found = [m.group(0) for m in re.finditer(pattern, text)]
+    found = [str(m.group(0)) for m in _re2(pattern).finditer(text)]
     return found if limit < 0 else found[:limit]
 
 

@@ -192,7 +192,7 @@ class Memo:
 
     def tick(self) -> None:
         self.nodes += 1
-        if not self.nodes % 1024 and time.perf_counter() > self.deadline:
+        if not self.nodes % 1024 and time.thread_time() > self.deadline:
             raise OutOfTime(f"converting the object for CEL took too long ({self.nodes} nodes so far)")
 
 

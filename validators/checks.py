@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from validators import codes, rules, schemas
+from validators import budgets, codes, rules, schemas
 from validators.changes import Change, Operation
 from validators.contexts import Context
 from validators.crds import SchemaSet
@@ -45,6 +45,7 @@ class Checks:
         cross_object: bool = True,
         http_ports: tuple[int, ...] = (80, 443),
         rule_set: Mapping[str, Sequence[rules.Rule]] = rules.RULES,
+        cpu_budget_seconds: float = budgets.DEFAULT_SECONDS,
     ) -> None:
         self.schemas = schemas
         self.enforcement = enforcement
@@ -52,6 +53,7 @@ class Checks:
         self.cross_object = cross_object
         self.http_ports = tuple(http_ports)
         self.rule_set = rule_set
+        self.cpu_budget_seconds = cpu_budget_seconds  # CPU seconds for all validators of one object
 
     def check(self, change: Change, state: State) -> list[Finding]:
         return self.run(change, state).findings
@@ -63,8 +65,22 @@ class Checks:
         return self._schema(change)[0]
 
     def run(self, change: Change, state: State) -> Result:
-        """Findings for ``change`` against ``state`` (the current state; the change is overlaid here)."""
+        """Findings for ``change`` against ``state`` (the current state; the change is overlaid here).
+
+        All steps share one CPU budget (``validators.budgets``); running out stops the checks with one
+        denying finding rather than letting an object that costs too much to check through half-checked.
+        """
         found: list[Finding] = []
+        try:
+            with budgets.limited(self.cpu_budget_seconds):
+                return self._run(change, state, found)
+        except budgets.OverBudget as e:
+            found.append(Finding(codes.VALIDATION_BUDGET, f"{e}; no further checks ran: make the object "
+                                 "smaller (fewer rules, matches or values)"))
+            subject = change.obj if isinstance(change.obj, Mapping) else {}
+            return Result(ordered(self.enforcement.apply(found, namespace=namespace_of(subject))), None)
+
+    def _run(self, change: Change, state: State, found: list[Finding]) -> Result:
         obj = change.obj if change.operation is not Operation.DELETE else None
         defaulted: Obj | None = None
         if obj is not None and not isinstance(obj, Mapping):
@@ -74,9 +90,10 @@ class Checks:
             defaulted, schema_findings = self._schema(change)
             found += schema_findings
             ctx = Context(state=state, haproxy_version=self.haproxy_version, http_ports=self.http_ports,
-                          old=change.old)
+                          old=change.old, limits=self.enforcement.limits)
             found += _guarded("HAProxy rules", lambda: rules.run(defaulted or obj, ctx, self.rule_set))
         if self.cross_object:
+            budgets.spend("cross-object checks")
             found += _guarded("cross-object checks", lambda: self._cross(change, defaulted, state))
         subject = obj if isinstance(obj, Mapping) else change.old if isinstance(change.old, Mapping) else {}
         enforced = self.enforcement.apply(found, namespace=namespace_of(subject))

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from validators import attachments
+from validators import attachments, indexes
 from validators.attachments import Listener
-from validators.objects import Obj, Ref, as_list, dig, kind_of, ref_of
+from validators.objects import Obj, Ref, as_list, dig, kind_of, namespace_of, ref_of
 from validators.states import State
 
 
@@ -38,12 +38,35 @@ class LostClaim:
     what: str  # "port 5432" or "host a.com PathPrefix /x ..."
 
 
+def _parent_keys(route: Obj) -> list[tuple[str, str, str]]:
+    rns = namespace_of(route)
+    return [(str(dig(p, "kind", default="Gateway")), str(dig(p, "namespace", default=rns)),
+             str(dig(p, "name", default=""))) for p in as_list(dig(route, "spec", "parentRefs"))]
+
+
+def _sharing_ports(route: Obj, state: State, http_ports: Sequence[int]) -> list[Obj]:
+    """The TCPRoutes that may attach to a port ``route`` attaches to: those naming a Gateway or
+    ListenerSet that declares a TCP listener on one of those ports (ownership is decided per port)."""
+    attached, _ = attachments.attach(route, state, http_ports=http_ports)
+    ports = {a.listener.port for a in attached if a.listener.protocol == "TCP"}
+    owners = {x.source for x in attachments.listeners(state, http_ports=http_ports)
+              if x.protocol == "TCP" and x.port in ports}
+    by_parent = indexes.refs_by_key(state, "tcp-routes-by-parent", ("TCPRoute",), _parent_keys)
+    refs = {r: None for o in owners for r in by_parent.get((o.kind, o.namespace, o.name))}
+    found = (state.get(r.kind, r.namespace, r.name) for r in sorted(refs, key=lambda r: (r.namespace, r.name)))
+    return [r for r in found if r is not None]
+
+
 def tcp_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
-               ) -> tuple[dict[int, PortClaim], list[LostClaim]]:
-    """Each TCP port -> its owning rule, and every losing claim, oldest route first."""
+               only: Obj | None = None) -> tuple[dict[int, PortClaim], list[LostClaim]]:
+    """Each TCP port -> its owning rule, and every losing claim, oldest route first.
+
+    ``only``: just the ports this TCPRoute attaches to (what a review of it needs), from an index of
+    TCPRoutes by parent instead of every TCPRoute."""
     won: dict[int, PortClaim] = {}
     lost: list[LostClaim] = []
-    for route in sorted(state.list("TCPRoute"), key=attachments.age_key):
+    routes = state.list("TCPRoute") if only is None else _sharing_ports(only, state, http_ports)
+    for route in sorted(routes, key=attachments.age_key):
         if not as_list(dig(route, "spec", "rules")):
             continue
         attached, _ = attachments.attach(route, state, http_ports=http_ports)
@@ -96,13 +119,32 @@ def _match_keys(route: Obj, rule: Any) -> list[tuple[int, tuple[Any, ...], str]]
     return out
 
 
-def _may_overlap(a: Obj, b: Obj) -> bool:
-    """Cheap pre-filter: two routes can share a host only if one is hostless, uses a wildcard, or they
-    name a common host (listener hostnames only narrow further)."""
-    ha, hb = set(attachments.route_hostnames(a)), set(attachments.route_hostnames(b))
-    if not ha or not hb or any(h.startswith("*") for h in ha | hb):
-        return True
-    return bool(ha & hb)
+HOST_ROUTE_KINDS = ("HTTPRoute", "GRPCRoute")
+
+
+def _host_keys(route: Obj) -> list[tuple[str, ...]]:
+    """Keys of the host-overlap index: each hostname, or "any" for a route that is hostless or uses a
+    wildcard (it may share a host with every route; listener hostnames only narrow further)."""
+    hosts = attachments.route_hostnames(route)
+    if not hosts or any(h.startswith("*") for h in hosts):
+        return [("any",)]
+    return [("host", h) for h in hosts]
+
+
+def may_overlap(route: Obj, state: State) -> list[Obj]:
+    """The HTTP/GRPC routes of ``state`` that can share a host with ``route`` (itself included when it is
+    in the state), in state order, from an index built once per state version.
+
+    A route with a hostless or wildcard side overlaps every route: then every route is returned."""
+    keys = _host_keys(route)
+    if keys == [("any",)]:
+        return [*state.list("HTTPRoute"), *state.list("GRPCRoute")]
+    by_host = indexes.refs_by_key(state, "routes-by-host", HOST_ROUTE_KINDS, _host_keys)
+    refs = {r: None for key in (("any",), *keys) for r in by_host.get(key)}
+    rank = {kind: i for i, kind in enumerate(HOST_ROUTE_KINDS)}
+    found = (state.get(r.kind, r.namespace, r.name)
+             for r in sorted(refs, key=lambda r: (rank[r.kind], r.namespace, r.name)))
+    return [r for r in found if r is not None]
 
 
 def match_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
@@ -112,9 +154,7 @@ def match_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAUL
 
     ``only``: consider just the routes that may overlap this one (what a review of it needs).
     """
-    routes = [*state.list("HTTPRoute"), *state.list("GRPCRoute")]
-    if only is not None:
-        routes = [r for r in routes if _may_overlap(r, only)]
+    routes = [*state.list("HTTPRoute"), *state.list("GRPCRoute")] if only is None else may_overlap(only, state)
     owners: dict[tuple[Any, ...], Ref] = {}
     lost: list[LostClaim] = []
     for route in sorted(routes, key=attachments.age_key):

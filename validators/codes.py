@@ -32,6 +32,7 @@ UNKNOWN_FIELD = "RG0003"
 DUPLICATE_ITEM = "RG0004"
 SCHEMA_UNCHECKED = "RG0005"
 OBJECT_NAME = "RG0006"
+VALIDATION_BUDGET = "RG0007"
 
 SESSION_NAME = "RG0101"
 SAN_SEVERAL = "RG0102"
@@ -53,11 +54,14 @@ TLSROUTE_HOSTNAMES = "RG0117"
 TCP_PORT_TAKEN = "RG0118"
 TLS_MODE_CONFLICT = "RG0119"
 UNSAFE_VALUE = "RG0120"
+RULE_MATCH_HOSTNAMES = "RG0121"
 
 RENDER_UNATTACHED = "RG0401"
 RENDER_BACKEND_UNSERVED = "RG0402"
 RENDER_PLACEHOLDER_CERT = "RG0405"
 RENDER_PROTOCOL_CLASH = "RG0406"
+RENDER_SERVERS_CAPPED = "RG0407"
+RENDER_ROUTE_TOO_LARGE = "RG0408"
 
 HAPROXY_REJECTED = "RG0800"
 RENDER_REFUSED = "RG0801"
@@ -72,6 +76,9 @@ INFOS: tuple[RuleInfo, ...] = (
     RuleInfo(SCHEMA_UNCHECKED, WARN,
              "Part of the schema could not be checked (untranslatable pattern, CEL error)."),
     RuleInfo(OBJECT_NAME, DENY, "metadata.name / metadata.namespace is not a valid Kubernetes name."),
+    RuleInfo(VALIDATION_BUDGET, DENY,
+             "Validating the object took more than its CPU budget (validators.budgets); no further checks ran.",
+             configurable=False),
     RuleInfo(SESSION_NAME, DENY, "sessionPersistence cookie/header name has characters other than a token's.",
              "InvalidSessionPersistence"),
     RuleInfo(SAN_SEVERAL, DENY,
@@ -104,11 +111,17 @@ INFOS: tuple[RuleInfo, ...] = (
              "Passthrough and Terminate TLS listeners on one port: no route attaches."),
     RuleInfo(UNSAFE_VALUE, DENY,
              "A value the renderer cannot write safely (control characters, whitespace in a key)."),
+    RuleInfo(RULE_MATCH_HOSTNAMES, DENY,
+             "A rule's matches x the route's hostnames exceed limits.matchesTimesHostnamesPerRule (512)."),
     RuleInfo(RENDER_UNATTACHED, WARN,
              "Render: the route attaches to no listener (checked behind a synthetic listener)."),
     RuleInfo(RENDER_BACKEND_UNSERVED, WARN, "Render: a backendRef is not served (no such Service)."),
     RuleInfo(RENDER_PLACEHOLDER_CERT, WARN, "Render: a listener uses a placeholder certificate."),
     RuleInfo(RENDER_PROTOCOL_CLASH, WARN, "Render: listener protocols clash on a port."),
+    RuleInfo(RENDER_SERVERS_CAPPED, WARN,
+             "Render: a Service has more ready endpoints than limits.serversPerBackend (500); the first are used."),
+    RuleInfo(RENDER_ROUTE_TOO_LARGE, DENY,
+             "Render: the route renders more lines and map entries than limits.linesPerRoute (4000)."),
     RuleInfo(HAPROXY_REJECTED, DENY, "haproxy -c rejects the rendered configuration (new alerts only).",
              configurable=False),
     RuleInfo(RENDER_REFUSED, DENY, "The renderer refused to emit a value it cannot represent safely.",

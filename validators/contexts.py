@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from validators.limits import Limits
 from validators.objects import Obj
 from validators.states import MemoryState, State
 
@@ -20,3 +21,4 @@ class Context:
     haproxy_version: tuple[int, ...] = (2, 8)
     http_ports: tuple[int, ...] = (80, 443)
     old: Obj | None = None
+    limits: Limits = field(default_factory=Limits)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from validators.objects import as_list, as_map
+from validators.schemaformats import pattern_problem
 
 SchemaKey = tuple[str, str, str]  # (group, version, kind)
 
@@ -68,3 +69,34 @@ def _versions(doc: Any) -> Iterator[tuple[SchemaKey, Mapping[str, Any]]]:
         schema = as_map(as_map(version.get("schema")).get("openAPIV3Schema")) or shared
         if schema:
             yield (group, name, kind), schema
+
+
+def pattern_problems(docs: Iterable[Any]) -> list[str]:
+    """One line per ``pattern`` of the served CRD versions in ``docs`` that RE2 cannot compile: the API
+    server (Go's regexp, RE2 syntax) refuses such a CRD, and routegate never falls back to a
+    backtracking engine for it. ``--crds`` files with one are refused at load."""
+    found: list[str] = []
+    for doc in docs:
+        name = as_map(as_map(doc).get("metadata")).get("name", "?")
+        for (_, version, _), schema in _versions(doc):
+            for where, text in _patterns(schema, ""):
+                problem = pattern_problem(text)
+                if problem:
+                    found.append(f"CustomResourceDefinition {name} {version}: {where or '(root)'}: pattern "
+                                 f"{text!r} is not valid RE2 syntax ({problem})")
+    return found
+
+
+def _patterns(schema: Any, at: str) -> Iterator[tuple[str, str]]:
+    if not isinstance(schema, Mapping):
+        return
+    if isinstance(schema.get("pattern"), str):
+        yield at, schema["pattern"]
+    for key, sub in as_map(schema.get("properties")).items():
+        yield from _patterns(sub, f"{at}.{key}" if at else str(key))
+    yield from _patterns(schema.get("items"), f"{at}[*]")
+    yield from _patterns(schema.get("additionalProperties"), f"{at}[*]")
+    for key in ("allOf", "anyOf", "oneOf"):
+        for sub in as_list(schema.get(key)):
+            yield from _patterns(sub, at)
+    yield from _patterns(schema.get("not"), at)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
-from validators import attachments, backendpolicies, claims, references
+from validators import attachments, backendpolicies, claims, indexes, references
 from validators.findings import Finding, Severity
 from validators.objects import Obj, Ref, as_list, dig, kind_of, namespace_of, ref_of
 from validators.states import State
@@ -79,7 +79,7 @@ def route_findings(route: Obj, state: State, *, http_ports: Sequence[int] = atta
 def _claim_findings(obj: Obj, state: State, http_ports: Sequence[int]) -> Iterator[Finding]:
     me = ref_of(obj)
     if kind_of(obj) == "TCPRoute":
-        _, lost = claims.tcp_claims(state, http_ports=http_ports)
+        _, lost = claims.tcp_claims(state, http_ports=http_ports, only=obj)
         code = "RG0507"
     elif kind_of(obj) in ("HTTPRoute", "GRPCRoute"):
         lost = claims.match_claims(state, http_ports=http_ports, only=obj)
@@ -140,22 +140,36 @@ def _policy_findings(obj: Obj, state: State) -> Iterator[Finding]:
         yield _warn("RG0515", f"{p.message}; no usable CA, so the policy's backends are blocked", p.path)
 
 
-def _mentions(route: Obj, subject: Ref) -> bool:
-    """Whether a route refers to the subject as a parent or backend (or is covered by a grant there)."""
+def _mention_keys(route: Obj) -> Iterator[tuple[str, ...]]:
+    """What a route refers to, as keys of the mentions index: each parentRef as (kind, namespace, name),
+    each backendRef's (namespace, name) (a Service change concerns it whatever its kind field says), and
+    each namespace a backendRef crosses into (a ReferenceGrant there may cover it)."""
     rns = namespace_of(route)
     for p in as_list(dig(route, "spec", "parentRefs")):
-        if (str(dig(p, "kind", default="Gateway")), str(dig(p, "namespace", default=rns)),
-                str(dig(p, "name", default=""))) == (subject.kind, subject.namespace, subject.name):
-            return True
+        yield ("parent", str(dig(p, "kind", default="Gateway")), str(dig(p, "namespace", default=rns)),
+               str(dig(p, "name", default="")))
     for rule in as_list(dig(route, "spec", "rules")):
         for b in as_list(dig(rule, "backendRefs")):
             ns = str(dig(b, "namespace", default=rns))
-            if subject.kind == "ReferenceGrant" and ns == subject.namespace and ns != rns:
-                return True
-            if subject.kind == "Service" and (ns, str(dig(b, "name", default=""))) == (
-                    subject.namespace, subject.name):
-                return True
-    return False
+            yield "backend", ns, str(dig(b, "name", default=""))
+            if ns != rns:
+                yield "grant", ns
+
+
+def mentioning(subject: Ref, state: State) -> list[Obj]:
+    """Routes that refer to the subject as a parent or backend (or are covered by a grant there), in
+    state order; from an index built once per state version, so a review does not scan every route."""
+    mentions = indexes.refs_by_key(state, "route-mentions", references.BACKEND_ROUTE_KINDS, _mention_keys)
+    keys: list[tuple[str, ...]] = [("parent", subject.kind, subject.namespace, subject.name)]
+    if subject.kind == "Service":
+        keys.append(("backend", subject.namespace, subject.name))
+    if subject.kind == "ReferenceGrant":
+        keys.append(("grant", subject.namespace))
+    refs = {r: None for key in keys for r in mentions.get(key)}
+    rank = {kind: i for i, kind in enumerate(references.BACKEND_ROUTE_KINDS)}
+    found = (state.get(r.kind, r.namespace, r.name) for r in sorted(refs, key=lambda r: (
+        rank[r.kind], r.namespace, r.name)))
+    return [route for route in found if route is not None]
 
 
 def impact_findings(subject: Ref, state: State, *,
@@ -163,10 +177,8 @@ def impact_findings(subject: Ref, state: State, *,
     """Problems a change to a Gateway/ListenerSet/Service/ReferenceGrant leaves in routes naming it."""
     if subject.kind not in ("Gateway", "ListenerSet", "Service", "ReferenceGrant"):
         return
-    for kind in references.BACKEND_ROUTE_KINDS:
-        for route in state.list(kind):
-            if _mentions(route, subject):
-                yield from route_findings(route, state, http_ports=http_ports, about=ref_of(route))
+    for route in mentioning(subject, state):
+        yield from route_findings(route, state, http_ports=http_ports, about=ref_of(route))
 
 
 def findings(obj: Obj, state: State, *,

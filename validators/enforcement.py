@@ -6,6 +6,7 @@ configuration is the parsed ``--config`` YAML (the webhook reads the file; this 
     rules: {RG0101: warn, RG0113: off}
     exemptNamespaces: [kube-system]
     strict: true          # unknown fields (RG0003) deny instead of warn
+    limits: {serversPerBackend: 500}   # per-object cost limits, see validators.limits
 
 Objects in an exempt namespace are still checked, but every finding is a warning: the change is
 admitted and the user still learns what the gateway will do with it. Mistakes in the configuration
@@ -21,8 +22,9 @@ from typing import Any
 
 from validators import codes
 from validators.findings import Finding, Severity
+from validators.limits import Limits
 
-KEYS = ("rules", "exemptNamespaces", "strict")
+KEYS = ("rules", "exemptNamespaces", "strict", "limits")
 
 
 class Action(StrEnum):
@@ -36,6 +38,7 @@ class Enforcement:
     rules: Mapping[str, Action] = field(default_factory=dict)
     exempt_namespaces: frozenset[str] = frozenset()
     strict: bool = False
+    limits: Limits = field(default_factory=Limits)  # per-object cost limits (validators.limits)
 
     @classmethod
     def from_mapping(
@@ -61,6 +64,7 @@ class Enforcement:
             rules=_rules(cfg.get("rules"), known, fixed),
             exempt_namespaces=_namespaces(cfg.get("exemptNamespaces")),
             strict=_strict(cfg.get("strict", False)),
+            limits=Limits.from_mapping(cfg.get("limits")),
         )
 
     def action(self, code: str, default: Severity) -> Action:

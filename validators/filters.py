@@ -15,7 +15,7 @@ from validators import codes
 from validators.contexts import Context
 from validators.findings import Finding, Severity
 from validators.objects import Obj, as_list, as_map
-from validators.safety import describe_char, is_control
+from validators.safety import describe_char, first_control
 from validators.texts import TOKEN_ALLOWED, quote, token_problem
 from validators.traversals import FilterAt, filters_of, matches_of, path_type, rules_of
 
@@ -43,7 +43,7 @@ def header_modifiers(obj: Obj, ctx: Context) -> Iterator[Finding]:
                 yield from _header_name(entry.get("name"), (*flt.body_path, op, k, "name"))
                 value = entry.get("value")
                 if isinstance(value, str):
-                    bad = next((ch for ch in value if is_control(ch)), None)
+                    bad = first_control(value)
                     if bad is not None:
                         yield Finding(
                             codes.HEADER_VALUE,

@@ -8,12 +8,15 @@ while ``state.version`` is unchanged (weakly keyed: a State's indexes go away wi
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import weakref
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
-from validators.states import State
+from validators.changes import Operation
+from validators.objects import Obj, Ref, ref_of
+from validators.states import Overlay, State
 
 T = TypeVar("T")
 
@@ -22,6 +25,9 @@ _CACHE: weakref.WeakKeyDictionary[Any, dict[str, tuple[str, Any]]] = weakref.Wea
 
 def index(state: State, name: str, build: Callable[[State], T]) -> T:
     """``build(state)``, cached per (state object, ``name``) until ``state.version`` changes."""
+    recorded = getattr(state, "recorded_index", None)
+    if recorded is not None:  # a validators.reads.Recording view: the base's index, its lookups logged
+        return recorded(name, build)  # type: ignore[no-any-return]
     try:
         per_state = _CACHE.get(state)
     except TypeError:  # a State that cannot be weakly referenced: build every time
@@ -38,3 +44,82 @@ def index(state: State, name: str, build: Callable[[State], T]) -> T:
             _CACHE[state] = per_state
     per_state[name] = (version, value)
     return value
+
+
+def _unchanged_base(state: State, reads: frozenset[str]) -> State:
+    """The deepest state under ``state`` that holds the same objects of the kinds in ``reads``.
+
+    A review's proposed state is an Overlay of one change on the cluster state; ``routegate check``
+    stacks two (each input against all the others). An index that reads none of the changed kind is
+    the base's index: built once for the base, not once per overlay."""
+    while isinstance(state, Overlay) and state.change.ref.kind not in reads:
+        state = state.base
+    return state
+
+
+def index_reading(state: State, name: str, reads: frozenset[str], build: Callable[[State], T]) -> T:
+    """``index(state, name, build)`` for a ``build`` that reads only objects of the kinds ``reads``."""
+    return index(_unchanged_base(state, reads), name, build)
+
+
+K = TypeVar("K", bound=Hashable)
+K_contra = TypeVar("K_contra", bound=Hashable, contravariant=True)
+
+
+class RefsByKey(Protocol[K_contra]):
+    def get(self, key: K_contra) -> Sequence[Ref]:
+        """The objects contributing ``key``, in the state's (kind, namespace, name) order."""
+        ...
+
+
+class _Built(Generic[K]):
+    def __init__(self, state: State, kinds: Sequence[str], keys_of: Callable[[Obj], Iterable[K]]) -> None:
+        found: dict[K, list[Ref]] = {}
+        for kind in kinds:
+            for obj in state.list(kind):
+                ref = ref_of(obj)
+                for key in dict.fromkeys(keys_of(obj)):
+                    found.setdefault(key, []).append(ref)
+        self._found = found
+
+    def get(self, key: K) -> Sequence[Ref]:
+        return self._found.get(key, ())
+
+
+class _Overlaid(Generic[K]):
+    """The base's lookup with one object's contribution replaced: O(answer) per lookup, no rebuild."""
+
+    def __init__(self, base: RefsByKey[K], ref: Ref, keys: frozenset[K], order: Callable[[Ref], Any]) -> None:
+        self._base, self._ref, self._keys, self._order = base, ref, keys, order
+
+    def get(self, key: K) -> Sequence[Ref]:
+        refs = [r for r in self._base.get(key) if r != self._ref]
+        if key in self._keys:
+            bisect.insort(refs, self._ref, key=self._order)
+        return refs
+
+
+def refs_by_key(state: State, name: str, kinds: Sequence[str],
+                keys_of: Callable[[Obj], Iterable[K]]) -> RefsByKey[K]:
+    """Objects of ``kinds`` by each key ``keys_of(obj)`` yields (a function of the object alone).
+
+    Built once per state version; an Overlay's lookup is derived from its base's by swapping the one
+    changed object's keys, so a review or a ``routegate check`` input never rescans the kinds."""
+    reads = frozenset(kinds)
+    state = _unchanged_base(state, reads)
+    if not isinstance(state, Overlay):
+        return index(state, name, lambda s: _Built(s, kinds, keys_of))
+
+    def derive(s: State) -> RefsByKey[K]:
+        assert isinstance(s, Overlay)
+        change = s.change
+        new = None if change.operation is Operation.DELETE else change.obj
+        keys = frozenset(keys_of(new)) if new is not None else frozenset()
+        rank = {kind: i for i, kind in enumerate(kinds)}
+
+        def order(ref: Ref) -> tuple[int, str, str]:
+            return rank.get(ref.kind, len(rank)), ref.namespace, ref.name
+
+        return _Overlaid(refs_by_key(s.base, name, kinds, keys_of), change.ref, keys, order)
+
+    return index(state, name, derive)

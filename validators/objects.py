@@ -55,6 +55,21 @@ def dig(obj: Any, *keys: str | int, default: Any = None) -> Any:
     """Safe nested access: any missing key, wrong type or null gives ``default``."""
     cur = obj
     for key in keys:
+        # plain dicts and lists (all that JSON/YAML loading gives) first: isinstance against the
+        # Mapping/Sequence ABCs is the slow part of the most called function of a render
+        kind = type(cur)
+        if kind is dict and type(key) is str:
+            cur = cur.get(key)
+            if cur is None:
+                return default
+            continue
+        if kind is list and type(key) is int:
+            if not -len(cur) <= key < len(cur):
+                return default
+            cur = cur[key]
+            if cur is None:
+                return default
+            continue
         if isinstance(key, int):
             if not isinstance(cur, Sequence) or isinstance(cur, str | bytes) or not -len(cur) <= key < len(cur):
                 return default

@@ -59,6 +59,7 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+_GRANT_KINDS = frozenset({"ReferenceGrant"})
 Grant = tuple[frozenset[tuple[str, str, str]], tuple[tuple[str, str, str], ...]]
 
 
@@ -84,7 +85,7 @@ def grant_allows(state: State, *, from_kind: str, from_namespace: str, to_kind: 
     if from_namespace == to_namespace:
         return True
     source = (from_group, from_kind, from_namespace)
-    for froms, tos in indexes.index(state, "grants", _grants_by_namespace).get(to_namespace, ()):
+    for froms, tos in indexes.index_reading(state, "grants", _GRANT_KINDS, _grants_by_namespace).get(to_namespace, ()):
         if source in froms and any(group == to_group and kind == to_kind and (not name or name == to_name)
                                    for group, kind, name in tos):
             return True

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from validators import backendtls, filters, listeners, names, policies, regexes, sweeps
+from validators import backendtls, budgets, filters, listeners, names, policies, regexes, routecosts, sweeps
 from validators.codes import INFOS, RuleInfo
 from validators.contexts import Context
 from validators.findings import Finding, Severity
@@ -28,6 +28,7 @@ _ROUTE_FILTERS: tuple[Rule, ...] = (
     regexes.balanced,
     policies.session_names,
     policies.timeouts,
+    routecosts.match_hostnames,
 )
 
 RULES: Mapping[str, Sequence[Rule]] = {
@@ -53,7 +54,11 @@ RULES: Mapping[str, Sequence[Rule]] = {
 def run(obj: Obj, ctx: Context, rules: Mapping[str, Sequence[Rule]] = RULES) -> list[Finding]:
     kind = obj.get("kind")
     chosen = rules.get(kind, COMMON) if isinstance(kind, str) else COMMON
-    return [f for rule in chosen for f in rule(obj, ctx)]
+    found: list[Finding] = []
+    for rule in chosen:
+        budgets.spend("HAProxy rules")
+        found += rule(obj, ctx)
+    return found
 
 
 def table() -> list[RuleInfo]:

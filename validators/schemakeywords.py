@@ -3,9 +3,10 @@
 Draft 4 is the base (OpenAPI 3.0's ``exclusiveMaximum`` is a boolean, as in Draft 4). Overridden or
 added here, each a small generator as jsonschema's own keywords are: ``type`` and ``enum`` honour
 ``nullable``; ``x-kubernetes-int-or-string``; ``x-kubernetes-list-type`` set/map uniqueness; ``format``
-with the API server's formats; ``pattern`` with Go semantics; ``required`` reporting the missing
-field's own path, as the API server does. ``$ref`` is dropped: CRD schemas may not use it, and
-resolving one could mean I/O.
+with the API server's formats; ``pattern`` with Go semantics on RE2 (linear time, and never on a value
+longer than ``maxLength``); ``required`` reporting the missing field's own path, as the API server
+does. ``properties``, ``items`` and ``pattern`` check the object's CPU budget (``validators.budgets``).
+``$ref`` is dropped: CRD schemas may not use it, and resolving one could mean I/O.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from jsonschema import Draft4Validator, TypeChecker
 from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 
-from validators.schemaformats import FORMATS, go_pattern
+from validators import budgets
+from validators.schemaformats import FORMATS, go_pattern, pattern_problem
 
 Keyword = Callable[[Validator, Any, Any, Mapping[str, Any]], Iterator[ValidationError]]
 
@@ -111,16 +113,36 @@ def format_(
         yield ValidationError(f"must be of type {fmt}")
 
 
+def _too_long(instance: str, schema: Mapping[str, Any]) -> bool:
+    limit = schema.get("maxLength")
+    return isinstance(limit, int) and not isinstance(limit, bool) and len(instance) > limit
+
+
 def pattern(
     validator: Validator, text: Any, instance: Any, schema: Mapping[str, Any]
 ) -> Iterator[ValidationError]:
     if not isinstance(instance, str) or not isinstance(text, str):
         return
+    if _too_long(instance, schema):
+        return  # maxLength reports it; a pattern never runs on a value longer than the schema allows
+    budgets.spend("pattern")
     compiled = go_pattern(text)
     if compiled is None:
-        yield ValidationError("pattern not checked", validator=PATTERN_UNCHECKED, validator_value=text)
+        yield ValidationError("pattern not checked", validator=PATTERN_UNCHECKED,
+                              validator_value=(text, pattern_problem(text)))
     elif not compiled.search(instance):
         yield ValidationError(f"should match '{text}'")
+
+
+def _budgeted(keyword: Keyword, where: str) -> Keyword:
+    """``keyword`` with the object's CPU budget checked first: the keywords that run once per value."""
+
+    def checked(validator: Validator, value: Any, instance: Any, schema: Mapping[str, Any]
+                ) -> Iterator[ValidationError]:
+        budgets.spend(where)
+        return keyword(validator, value, instance, schema)
+
+    return checked
 
 
 def required(
@@ -135,6 +157,8 @@ def required(
 
 KEYWORDS: dict[str, Keyword] = {
     **{k: v for k, v in Draft4Validator.VALIDATORS.items() if k not in ("$ref",)},
+    "properties": _budgeted(Draft4Validator.VALIDATORS["properties"], "properties"),
+    "items": _budgeted(Draft4Validator.VALIDATORS["items"], "items"),
     "type": type_,
     "enum": enum,
     "format": format_,

@@ -139,8 +139,9 @@ def to_finding(error: ValidationError) -> Finding:
     if keyword == DUPLICATE:
         return Finding(codes.DUPLICATE_ITEM, f"Duplicate value: {_short(value)}", path)
     if keyword == PATTERN_UNCHECKED:
-        return Finding(codes.SCHEMA_UNCHECKED, f"pattern {limit!r} cannot be checked here (not supported by "
-                       "Python's re); the API server still checks it", path, Severity.WARN)
+        text, why = limit if isinstance(limit, tuple) else (limit, "")
+        return Finding(codes.SCHEMA_UNCHECKED, f"pattern {text!r} is not valid RE2 syntax ({why}): not checked; "
+                       "the API server rejects a CRD with such a pattern", path, Severity.WARN)
     return Finding(codes.SCHEMA_INVALID, message(error), path)
 
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from validators import codes
+from validators import budgets, codes
 from validators.contexts import Context
 from validators.findings import Finding, PathPart
 from validators.objects import Obj
@@ -80,6 +80,7 @@ def renderable(obj: Obj, ctx: Context) -> Iterator[Finding]:
     """Deny strings with control characters anywhere, whitespace in keys, odd referenced names."""
     seen: set[tuple[PathPart, ...]] = set()
     for path, text, key in strings(obj.get("spec"), ("spec",)):
+        budgets.spend("unsafe values")
         reason = _reason(path, text, key)
         if reason and path not in seen:
             seen.add(path)

@@ -15,11 +15,12 @@ from typing import Any
 
 import yaml
 
+from haproxy_check import scratches
 from haproxy_check.checks import Checker
 from haproxy_check.rendering import Renderer, RenderSettings
 from haproxy_check.results import HAProxyBinary
 from validators.checks import Checks
-from validators.crds import SchemaSet
+from validators.crds import SchemaSet, pattern_problems
 from validators.enforcement import Enforcement
 from validators.objects import KINDS, Obj
 from validators.states import MemoryState
@@ -84,6 +85,10 @@ def load_crd_documents(paths: Sequence[str]) -> list[Obj]:
         raise SetupError(f"--crds: {exc}") from None
     if not docs:
         raise SetupError(f"--crds {' '.join(paths)}: no CustomResourceDefinition found")
+    problems = pattern_problems(docs)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise SetupError(f"--crds: {problems[0]}{more}; the API server would refuse this CRD")
     return docs
 
 
@@ -100,6 +105,15 @@ def system_ca_file() -> str:
     return next((p for p in SYSTEM_CA_BUNDLES if Path(p).is_file()), "")
 
 
+def check_scratch_dir(path: str) -> None:
+    """``--scratch-dir`` must be private to us (``haproxy_check.scratches.check_base``); created when missing."""
+    try:
+        Path(path).mkdir(mode=0o700, parents=True, exist_ok=True)
+        scratches.check_base(Path(path))
+    except (OSError, scratches.UnsafeBase) as exc:
+        raise SetupError(f"--scratch-dir {path}: {exc}") from None
+
+
 def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: SchemaSet | None = None) -> Gate:
     rules = Checks(
         schemas=schemas if schemas is not None else load_schemas(settings.crds),
@@ -108,14 +122,18 @@ def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: Schema
     )
     renderer = Renderer(
         settings=RenderSettings(**{"haproxy_version": binary.version_tuple, "system_ca_file": system_ca_file(),
-                                   **dict(settings.render)}),
+                                   "limits": rules.enforcement.limits, **dict(settings.render)}),
         template_dirs=[Path(t) for t in settings.templates],
     )
+    if settings.scratch_dir:
+        check_scratch_dir(settings.scratch_dir)
     checker = Checker(
         binary, timeout=settings.check_timeout, concurrency=settings.check_concurrency,
         scratch_base=Path(settings.scratch_dir) if settings.scratch_dir else None,
     )
-    return Gate(rules=rules, renderer=renderer, checker=checker, note_budget=settings.note_budget)
+    # A user template may read any object (resources(), get()): its output has no closure to bound it.
+    return Gate(rules=rules, renderer=renderer, checker=checker, note_budget=settings.note_budget,
+                delta=not settings.templates)
 
 
 def with_namespace(obj: dict[str, Any], default: str = "default") -> dict[str, Any]:

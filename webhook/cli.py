@@ -98,6 +98,9 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--service", default="routegate", help="our Service name (self-managed certs)")
     serve.add_argument("--webhook-name", default="routegate", help="our ValidatingWebhookConfiguration")
     serve.add_argument("--review-timeout", type=flags.positive_seconds, default=9.0, metavar="SECONDS")
+    serve.add_argument("--full-check-debounce", type=flags.nonnegative_seconds, default=5.0, metavar="SECONDS",
+                       help="check the whole state in the background once it stayed unchanged this long "
+                            "(the reference for the per-change delta check); 0 turns it off")
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
 
     check = sub.add_parser("check", help="dry-run manifests through the gate (for CI, before kubectl apply)")

@@ -43,6 +43,10 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "names, and a forged review or an offline file may not have been through it.",
                 "metadata:\n  name: My_Route",
                 "Use a DNS subdomain: lower-case letters, digits, '-' and '.'."),
+    "RG0007": E("Validation of one object has a CPU budget so that one crafted object cannot stall every "
+                "other review; an object that needs more is denied instead of being checked for minutes.",
+                "(a route with hundreds of thousands of characters in its values)",
+                "Split the object, or shorten the values named in the message."),
     "RG0101": E("The cookie or header name goes into HAProxy's `cookie` / `stick` lines as a bare word; "
                 "a space or separator would split the line or change its meaning.",
                 "sessionPersistence:\n  sessionName: \"my session\"",
@@ -118,6 +122,10 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "key would change the configuration's structure.",
                 "hostnames: [\"a.example\\nbackend evil\"]",
                 "Remove control characters (and whitespace in names, hostnames and paths)."),
+    "RG0121": E("Every match is combined with every hostname in HAProxy's maps; the product is bounded so "
+                "that one route cannot make every check of the gateway slow.",
+                "(a rule with 100 matches on a route with 10 hostnames)",
+                "Split the rule or the route, or raise limits.matchesTimesHostnamesPerRule in --config."),
     "RG0300": E("The CRD's x-kubernetes-validations (CEL) rules run in the API server; a false rule rejects "
                 "the object at apply time.",
                 "(a Gateway listener with protocol HTTPS and no tls section)",
@@ -146,6 +154,14 @@ EXPLANATIONS: dict[str, Explanation] = {
     "RG0406": E("One port is one HAProxy frontend; listeners with clashing protocols cannot share it.",
                 "listeners:\n- {name: a, port: 8080, protocol: HTTP}\n- {name: b, port: 8080, protocol: TCP}",
                 "Give each protocol its own port."),
+    "RG0407": E("Each endpoint is a server line; a Service with thousands of endpoints makes haproxy -c "
+                "slow for everyone, so only the first limits.serversPerBackend are rendered.",
+                "(an EndpointSlice set with 20,000 ready endpoints behind one Service)",
+                "Nothing in the route; raise limits.serversPerBackend in --config if the Service needs them all."),
+    "RG0408": E("The lines and map entries one route adds are bounded so that one route cannot make every "
+                "check of the gateway slow.",
+                "(a route whose rules expand to more than 4000 lines)",
+                "Split the route, or raise limits.linesPerRoute in --config."),
     "RG0501": E("The Service does not exist; its share of traffic gets no servers (BackendNotFound).",
                 "backendRefs: [{name: missing, port: 80}]",
                 "Create the Service or fix the name."),

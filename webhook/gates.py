@@ -23,7 +23,7 @@ from typing import Protocol, TypeVar
 from haproxy_check import classify
 from haproxy_check.checks import CheckTimedOut
 from haproxy_check.results import Alert, CheckResult, HAProxyBinary, RenderError, RenderResult
-from validators import attachments, checks, statuses
+from validators import attachments, checks, closures, statuses
 from validators.changes import Change, Operation
 from validators.enforcement import Enforcement
 from validators.findings import Finding, Severity, denies, format_path
@@ -34,6 +34,7 @@ from webhook.verdicts import Decision, Verdict
 HAPROXY_REJECTED = "RG0800"
 RENDER_REFUSED = "RG0801"
 BASELINE_CACHE = 8
+ISOLATION_ROUNDS = 4  # objects hidden in turn, each round those the previous round's baseline blames
 T = TypeVar("T")
 
 
@@ -56,10 +57,33 @@ class Checks(Protocol):
 _LINE_NUMBERS = re.compile(r"\[[^\]]*:\d+\]|\bline \d+\b|:\d+\b")
 
 
+# HAProxy reports a bad map entry from the first proxy that loads the map: a new frontend sorted before
+# the old one renames a failure that did not change.
+_PROXY_NAMES = re.compile(r"\b(frontend|backend|proxy|listen) '[^']*'", re.IGNORECASE)
+
+
 def _alert_key(alert: Alert) -> tuple[str, str]:
-    """What makes two alerts 'the same failure' across renders whose line numbers differ."""
+    """What makes two alerts 'the same failure' across renders whose line numbers and proxies differ."""
     owner = str(alert.origin.ref) if alert.origin else ""
-    return owner, _LINE_NUMBERS.sub("", alert.message)
+    return owner, _PROXY_NAMES.sub(r"\1", _LINE_NUMBERS.sub("", alert.message))
+
+
+def _binds_nothing(result: CheckResult) -> bool:
+    """haproxy -c found no error but no listener either (exit code 2 without an alert)."""
+    return not result.ok and result.exit_code == 2 and all(a.file == "" and a.origin is None for a in result.alerts)
+
+
+def _already_failing(first: Alert, ref: Ref) -> str:
+    """The note on a change admitted because the configuration failed before it, the same way."""
+    owner = str(first.origin.ref) if first.origin else "other objects"
+    where = format_path(first.origin.path) if first.origin else ""
+    # The culprit comes first: the apiserver caps a warning at 256 characters. HAProxy's message
+    # quotes the culprit's values (another tenant's hosts, paths, regexes): only the culprit's
+    # own review shows them; this one gets the object and field.
+    detail = (f": {first.message}" if first.origin and first.origin.ref == ref
+              else f" ({where})" if where else "")
+    return (f"the HAProxy configuration already fails haproxy -c because of {owner}{detail}; "
+            "this change does not alter that")
 
 
 def _batchable(change: Change, combined: State) -> bool:
@@ -78,11 +102,19 @@ class Gate:
         checker: Checks,
         clock: Callable[[], float] = time.perf_counter,
         note_budget: float = 1.0,
+        delta: bool = True,
     ) -> None:
         self.rules = rules
         self.renderer = renderer
         self.checker = checker
         self.note_budget = note_budget  # seconds a render may take before the reload note is skipped
+        # True: a review renders and checks the change's closure (validators.closures, O(change));
+        # False: the whole state (the reference the delta check is tested and monitored against).
+        self.delta = delta
+        # Called with every allow whose rendered configuration passed haproxy -c (webhook.fullchecks
+        # compares the delta check's clean allows with the background full check).
+        self.passed_observers: list[Callable[[Change, Verdict], None]] = []
+        self._full: Gate | None = None
         self._clock = clock
         self._baselines: OrderedDict[str, asyncio.Future[CheckResult]] = OrderedDict()
         self._baseline_renders: OrderedDict[str, asyncio.Future[RenderResult]] = OrderedDict()
@@ -112,6 +144,10 @@ class Gate:
             if validated.defaulted is not None:
                 # Render what the API server will store: the object with its schema defaults applied.
                 change = replace(change, obj=validated.defaulted)
+        mark = self._clock()
+        original, full_state = change, state
+        state = await self._scope(state, change)
+        timings["scope"] = self._clock() - mark
         proposed = Overlay(state, change)
         mark = self._clock()
         try:
@@ -131,45 +167,156 @@ class Gate:
             return Verdict(Decision.ERROR, ref, findings=tuple(findings), error=str(exc), haproxy=self.binary,
                            timings=timings)
         timings["check"] = self._clock() - mark
+        if self.delta and _binds_nothing(result):
+            # A closure without any listener is no configuration haproxy -c judges ("will not start"):
+            # the whole state decides (only a change that leaves no bind among its related objects).
+            return await self._full_gate().review(original, state=full_state, reload_note=reload_note)
         if result.ok:
             notes = await self._apply_note(state, render, render_seconds=timings["render"]) if reload_note else ()
             timings["total"] = self._clock() - started
-            return Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
-                           timings=timings, status=render.statuses.get(str(ref), {}))
+            verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
+                              timings=timings, status=render.statuses.get(str(ref), {}))
+            for passed in self.passed_observers:
+                passed(change, verdict)
+            return verdict
         verdict = await self._judge_failure(change, state, findings, result, timings, started)
         return replace(verdict, status=render.statuses.get(str(ref), {}))
+
+    async def _scope(self, state: State, change: Change) -> State:
+        """What the review renders, checks and compares against: the change's closure over ``state``
+        (the baseline view; the proposed view is ``Overlay(scope, change)``), or all of ``state``."""
+        if not self.delta:
+            return state
+        return await asyncio.to_thread(closures.closure, state, change)
+
+    def _full_gate(self) -> Gate:
+        """This gate without the delta check (same rules, renderer and checker)."""
+        if self._full is None:
+            self._full = Gate(rules=self.rules, renderer=self.renderer, checker=self.checker, clock=self._clock,
+                              note_budget=self.note_budget, delta=False)
+        return self._full
 
     async def review_all(self, items: Sequence[tuple[Change, State]], *, combined: State) -> list[Verdict]:
         """Judge changes applied together (``kubectl apply -f DIR``): each against its state holding all
         the others, ``combined`` holding all of them.
 
         When the combined configuration passes ``haproxy -c``, one render and one check serve every
-        change (a CI dry run of 1000 routes costs one render, not 1000). A combination that fails, and
-        any route attached to no listener (rendered behind a synthetic listener only as a subject), are
-        judged one by one as the webhook would. Batch verdicts carry no reload note: that is advice
-        about one change to a running data plane.
+        change (a CI dry run of 1000 routes costs one render, not 1000). When it fails, the batch is
+        bisected (:meth:`_settle_failing_batch`): a few combined checks find the changes that fail on
+        their own, only those are judged one by one, and the others get the verdict a one-by-one
+        review gives them (allowed, with the note naming the culprit). Routes attached to no listener
+        (rendered behind a synthetic listener only as a subject), deletes, and whatever the bisection
+        cannot settle are judged one by one as the webhook would. Batch verdicts carry no reload note:
+        that is advice about one change to a running data plane.
         """
         verdicts: list[Verdict | None] = [None] * len(items)
         batch = [i for i, (change, _) in enumerate(items) if _batchable(change, combined)]
-        passed = await self._combined_passes(combined) if batch else None
-        if passed is not None:
-            render, seconds = passed
-            for i in batch:
-                verdicts[i] = await self._batch_verdict(items[i], render, combined, seconds)
+        checked = await self._checked(combined) if batch else None
+        if checked is not None:
+            render, result, seconds = checked
+            if result.ok:
+                for i in batch:
+                    verdicts[i] = await self._batch_verdict(items[i], render, combined, seconds)
+            else:
+                settled = await self._settle_failing_batch(items, batch, combined, render, result)
+                for i, verdict in settled.items():
+                    verdicts[i] = verdict
         for i, (change, state) in enumerate(items):
             if verdicts[i] is None:
                 verdicts[i] = await self.review(change, state=state, reload_note=False)
         return [v for v in verdicts if v is not None]
 
-    async def _combined_passes(self, combined: State) -> tuple[RenderResult, float] | None:
-        """The render of ``combined`` and its time when ``haproxy -c`` accepts it, else None."""
+    async def _checked(self, state: State) -> tuple[RenderResult, CheckResult, float] | None:
+        """Render and ``haproxy -c`` of ``state`` (no subject) and the time both took; None when the
+        render is refused or the check timed out (no judgement to build on)."""
         mark = self._clock()
         try:
-            render = await asyncio.to_thread(self.renderer.render, combined, subject=None)
+            render = await asyncio.to_thread(self.renderer.render, state, subject=None)
             result = await self.checker.check(render)
         except (RenderError, CheckTimedOut):
             return None
-        return (render, self._clock() - mark) if result.ok else None
+        return render, result, self._clock() - mark
+
+    async def _settle_failing_batch(self, items: Sequence[tuple[Change, State]], batch: list[int],
+                                    combined: State, render: RenderResult, failed: CheckResult,
+                                    ) -> dict[int, Verdict]:
+        """Verdicts for the changes of a failing batch that do not cause the failure; the rest are left
+        to one-by-one review.
+
+        Bisection: a group of routes is checked on top of everything but the batch's other routes, in
+        one render; a group that passes is innocent, a failing one is split, and a single route that
+        fails on its own is a suspect. The innocents' one-by-one verdict is known when everything but
+        the suspects passes: the combined configuration fails, the state without any one innocent
+        fails the same way, and with the culprits hidden it passes, so each is allowed with the note
+        naming the failing line's owner. Anything less clear (the state outside the batch fails
+        already, changes that fail only together, a failure no object owns, suspects the alerts do
+        not all name) settles nothing, and every change is judged one by one as before.
+        """
+        if not failed.alerts or any(a.origin is None for a in failed.alerts):
+            return {}
+        # Only routes are bisected: a route needs its Gateway to be rendered at all, and a Gateway's
+        # one-by-one verdict depends on the routes attached to it, so the rest is always present.
+        refs = {i: items[i][0].ref for i in batch if items[i][0].ref.kind in attachments.ROUTE_KINDS}
+        outside = await self._checked(Without(combined, frozenset(refs.values())))
+        if outside is None or not outside[1].ok:
+            return {}
+        suspects = await self._failing_alone(list(refs), refs, combined, fails=True)
+        if not suspects:
+            return {}
+        innocent = [i for i in refs if i not in suspects]
+        rest = await self._checked(Without(combined, frozenset(refs[i] for i in suspects)))
+        if rest is None or not rest[1].ok:
+            return {}
+        # One by one, a review hides the objects the alerts name and checks again; HAProxy names one
+        # culprit per map file or section, so unless the alerts name every suspect that check still
+        # fails, and the review's verdict is not the one argued here: leave it to the review.
+        named = {a.origin.ref for a in failed.alerts if a.origin is not None}
+        if not named >= {refs[i] for i in suspects}:
+            return {}
+        first = failed.alerts[0]
+        culprits = {refs[i] for i in suspects}
+        settled: dict[int, Verdict] = {}
+        for i in innocent:
+            change, state = items[i]
+            sees_culprit = True
+            if self.delta:
+                # A delta review checks the change's closure only: it meets the failure (and gives the note)
+                # only when a culprit is a member; when one is, leave the exact wording to that review.
+                members = await asyncio.to_thread(closures.members, state, change)
+                if culprits & members:
+                    continue
+                sees_culprit = False
+            verdict = await self._batch_verdict(items[i], render, combined, 0.0)
+            # A denied change is denied before any render, exactly as in review().
+            if verdict.allowed:
+                notes = (_already_failing(first, change.ref),) if sees_culprit else ()
+                verdict = replace(verdict, notes=notes, timings={})
+            settled[i] = verdict
+        return settled
+
+    async def _failing_alone(self, group: list[int], refs: dict[int, Ref], combined: State, *,
+                             fails: bool = False) -> list[int] | None:
+        """The changes of ``group`` that fail ``haproxy -c`` on their own on top of everything outside
+        the batch (the other changes hidden); None when that cannot be told apart: a render refused, a
+        check timed out, or a group that fails while both its halves pass (changes failing together).
+        ``fails``: the group is known to fail already (the whole batch), so it is not checked again."""
+        if not fails:
+            hidden = frozenset(ref for i, ref in refs.items() if i not in set(group))
+            checked = await self._checked(Without(combined, hidden))
+            if checked is None:
+                return None
+            if checked[1].ok:
+                return []
+        if len(group) == 1:
+            return group
+        half = len(group) // 2
+        found: list[int] = []
+        for part in (group[:half], group[half:]):
+            got = await self._failing_alone(part, refs, combined)
+            if got is None:
+                return None
+            found += got
+        return found or None
 
     async def _batch_verdict(self, item: tuple[Change, State], render: RenderResult, combined: State,
                              seconds: float) -> Verdict:
@@ -202,13 +349,9 @@ class Gate:
             new = await self._isolated(change, state, baseline)
         timings["total"] = self._clock() - started
         if not new:
-            first = result.alerts[0]
-            owner = str(first.origin.ref) if first.origin else "other objects"
-            # The culprit comes first: the apiserver caps a warning at 256 characters.
-            note = (f"the HAProxy configuration already fails haproxy -c because of {owner}; "
-                    f"this change does not alter that: {first.message}")
-            return Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=(note,),
-                           haproxy=self.binary, timings=timings)
+            note = _already_failing(result.alerts[0], ref)
+            return Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=(note,), haproxy=self.binary,
+                           timings=timings)
         denial = [self._alert_finding(ref, alert) for alert in new]
         return Verdict(Decision.DENY, ref, findings=tuple(findings + denial), alerts=tuple(new),
                        haproxy=self.binary, timings=timings)
@@ -217,18 +360,31 @@ class Gate:
         """Alerts of the change checked apart from the objects the baseline blames.
 
         HAProxy reports one error per map file or section, so an object that already breaks the
-        configuration can hide a new error of the same kind; hide the culprits and check again.
+        configuration can hide a new error of the same kind; hide the culprits and check again. Hiding
+        them can uncover an old error of a further object that they hid in turn: what counts is what
+        the change adds to the state without the culprits, so that is checked too, and its culprits
+        are hidden in the next round.
         """
-        culprits = frozenset(a.origin.ref for a in baseline.alerts if a.origin and a.origin.ref != change.ref)
-        if not culprits:
-            return []
-        try:
-            render = await asyncio.to_thread(self.renderer.render, Overlay(Without(state, culprits), change),
-                                             subject=change.ref)
-            result = await self.checker.check(render)
-        except (RenderError, CheckTimedOut):
-            return []
-        return [] if result.ok else list(result.alerts)
+        hidden = frozenset(a.origin.ref for a in baseline.alerts if a.origin and a.origin.ref != change.ref)
+        for _ in range(ISOLATION_ROUNDS):
+            if not hidden:
+                return []
+            without = Without(state, hidden)
+            try:
+                render = await asyncio.to_thread(self.renderer.render, Overlay(without, change), subject=change.ref)
+                result = await self.checker.check(render)
+                if result.ok:
+                    return []
+                before = await self._baseline(without)
+            except (RenderError, CheckTimedOut):
+                return []
+            known = {_alert_key(a) for a in before.alerts} if not before.ok else set()
+            new = [a for a in result.alerts if _alert_key(a) not in known]
+            if new:
+                return new
+            more = {a.origin.ref for a in before.alerts if a.origin and a.origin.ref != change.ref} - hidden
+            hidden = hidden | more if more else frozenset()
+        return []
 
     def _alert_finding(self, ref: Ref, alert: Alert) -> Finding:
         version = self.binary.version
@@ -269,7 +425,9 @@ class Gate:
             before = await self._baseline_render(state)
         except RenderError:
             return ()
-        decision = classify.classify(
+        # Off the loop: comparing two whole configurations is CPU work (0.1-0.2 s at 1,000 routes).
+        decision = await asyncio.to_thread(
+            classify.classify,
             classify.Rendered(before.description, before.config),
             classify.Rendered(render.description, render.config),
             version=self.binary.version_tuple,

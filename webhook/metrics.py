@@ -2,7 +2,8 @@
 separate plain-HTTP port.
 
 Label values are bounded: kinds outside the reviewed set are counted as "other", so a stream of
-unknown kinds cannot grow the series without limit.
+unknown kinds cannot grow the series without limit. Labels carry no paths or object values: the metrics
+port is readable by the monitoring stack (manifests/base/networkpolicy.yaml), not only by operators.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from haproxy_check.results import HAProxyBinary
 from validators import celchecks
 from validators.objects import REVIEWED_KINDS
 
@@ -38,10 +40,28 @@ CHECK_SECONDS = Histogram(
     "routegate_haproxy_check_duration_seconds", "Time spent in haproxy -c.", buckets=_BUCKETS,
     registry=REGISTRY,
 )
-HAPROXY_INFO = Gauge(
-    "routegate_haproxy_info", "The haproxy binary the gate uses (value 1).", ("version", "path"),
+REVIEWS_REFUSED = Counter(
+    "routegate_reviews_refused_total", "Reviews answered 'could not decide' without being started, by reason "
+    "(late: they could not finish before their deadline; full: the queue was full).", ("reason",),
     registry=REGISTRY,
 )
+REVIEWS_WAITING = Gauge(
+    "routegate_reviews_waiting", "Reviews queued for their turn in the gate.", registry=REGISTRY,
+)
+VERDICT_CACHE_HITS = Counter(
+    "routegate_verdict_cache_hits_total", "Reviews answered with the verdict of an identical earlier request.",
+    registry=REGISTRY,
+)
+HAPROXY_INFO = Gauge(
+    "routegate_haproxy_info", "The haproxy version the gate uses (value 1).", ("version",),
+    registry=REGISTRY,
+)
+
+
+def haproxy_info(binary: HAProxyBinary) -> None:
+    """Only the version: the binary's path says how the host is laid out, which scrapers need not know
+    (it is logged at start for the operator)."""
+    HAPROXY_INFO.labels(binary.version).set(1)
 
 
 def kind_label(kind: str) -> str:
@@ -75,3 +95,20 @@ class CelCollector(Collector):
 
 
 REGISTRY.register(CelCollector())
+FULL_CHECKS = Counter(
+    "routegate_full_checks_total", "Background full checks of the whole state, by result (ok, failed, undecided).",
+    ("result",), registry=REGISTRY,
+)
+FULL_CHECK_SECONDS = Histogram(
+    "routegate_full_check_duration_seconds", "Time of one background full check (render + haproxy -c).",
+    buckets=(*_BUCKETS, 30.0, 60.0), registry=REGISTRY,
+)
+FULL_CHECK_FAILING = Gauge(
+    "routegate_full_check_failing", "1 when the last background full check of the whole state failed haproxy -c.",
+    registry=REGISTRY,
+)
+DELTA_DISAGREEMENTS = Counter(
+    "routegate_delta_disagreements_total",
+    "Objects the background full check blames for a failure after their delta review passed haproxy -c.",
+    ("kind",), registry=REGISTRY,
+)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -16,9 +17,11 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from webhook import metrics, reviews
+from validators.objects import REVIEWED_KINDS
+from webhook import admission, metrics, reviews
 from webhook.gates import Gate
 from webhook.sources import StateSource
+from webhook.verdictcache import VerdictCache
 from webhook.verdicts import Decision, Verdict
 
 MAX_BODY = 16 * 1024**2  # an UPDATE carries two objects; aiohttp's 1 MiB default is too small
@@ -37,20 +40,36 @@ GATE = web.AppKey("gate", Gate)
 SOURCE = web.AppKey("source", StateSource)
 CERTS = web.AppKey("certs", CertStatus)
 REVIEW_TIMEOUT = web.AppKey("review_timeout", float)
+ADMISSION = web.AppKey("admission", admission.Admission)
+VERDICTS = web.AppKey("verdicts", VerdictCache)
+SCHEMA_GENERATION = web.AppKey("schema_generation", list[Any])  # [the schema set last seen, its number]
 
 
 def make_app(gate: Gate, source: StateSource, *, certs: CertStatus | None = None,
-             review_timeout: float = 9.0) -> web.Application:
+             review_timeout: float = 9.0, queue: admission.Admission | None = None) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
     app[GATE] = gate
     app[SOURCE] = source
     app[REVIEW_TIMEOUT] = review_timeout
+    app[ADMISSION] = queue if queue is not None else admission.Admission()
+    app[VERDICTS] = VerdictCache()
+    app[SCHEMA_GENERATION] = [getattr(gate.rules, "schemas", None), 0]
+    metrics.REVIEWS_WAITING.set_function(lambda: app[ADMISSION].waiting)
+    app.cleanup_ctx.append(_bounded_executor)
     if certs is not None:
         app[CERTS] = certs
     app.router.add_post("/validate", validate)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     return app
+
+
+async def _bounded_executor(app: web.Application) -> AsyncIterator[None]:
+    """The reviews' CPU-bound steps (``asyncio.to_thread``) on a few threads, never one per review."""
+    executor = admission.bounded_executor()
+    asyncio.get_running_loop().set_default_executor(executor)
+    yield
+    executor.shutdown(wait=False, cancel_futures=True)
 
 
 def make_metrics_app() -> web.Application:
@@ -75,7 +94,8 @@ async def validate(request: web.Request) -> web.Response:
     except reviews.BadReview as exc:
         metrics.BAD_REVIEWS.labels("malformed").inc()
         return _error(400, str(exc))
-    verdict = await _judge(request.app, review)
+    budget = admission.review_budget(request.app[REVIEW_TIMEOUT], request.query.get("timeout"))
+    verdict = await _judge(request.app, review, started + budget - time.perf_counter())
     elapsed = time.perf_counter() - started
     metrics.REVIEW_SECONDS.observe(elapsed)
     metrics.observe(review.kind, str(review.change.operation), str(verdict.decision), dict(verdict.timings))
@@ -88,19 +108,43 @@ async def validate(request: web.Request) -> web.Response:
     return web.json_response(reviews.respond(review.uid, verdict))
 
 
-async def _judge(app: web.Application, review: reviews.Review) -> Verdict:
+async def _judge(app: web.Application, review: reviews.Review, budget: float) -> Verdict:
     source = app[SOURCE]
-    ref = review.change.ref
+    change, ref = review.change, review.change.ref
     if not source.ready:
         return Verdict(Decision.ERROR, ref, error="still syncing cluster state; retry")
+    state = source.snapshot()
+    deadline = time.monotonic() + budget
+
+    async def judge() -> Verdict:
+        if ref.kind not in REVIEWED_KINDS:  # answered at once without work: no need to queue
+            return await app[GATE].review(change, state=state)
+        return await app[ADMISSION].run(lambda: app[GATE].review(change, state=state), deadline=deadline)
+
     try:
-        async with asyncio.timeout(app[REVIEW_TIMEOUT]):
-            return await app[GATE].review(review.change, state=source.snapshot())
+        async with asyncio.timeout(budget):
+            verdict, reused = await app[VERDICTS].verdict(change, _judged_against(app, state.version), judge)
+    except admission.Refused as exc:
+        metrics.REVIEWS_REFUSED.labels(exc.reason).inc()
+        return Verdict(Decision.ERROR, ref, error=str(exc))
     except TimeoutError:
-        return Verdict(Decision.ERROR, ref, error=f"the review took longer than {app[REVIEW_TIMEOUT]:g}s")
+        return Verdict(Decision.ERROR, ref, error=f"the review took longer than {budget:.3g}s")
     except Exception as exc:  # one place maps every unexpected failure; never a 500
         log.exception("review failed", uid=review.uid, kind=review.kind, error=type(exc).__name__)
         return Verdict(Decision.ERROR, ref, error=f"internal error ({type(exc).__name__}); see the server log")
+    if reused:
+        metrics.VERDICT_CACHE_HITS.inc()
+    return verdict
+
+
+def _judged_against(app: web.Application, state_version: str) -> str:
+    """What a verdict depends on besides the change: the state, and the CRD schemas in use (followed
+    live from the cluster, replaced as a whole when a CRD changes: each new set is a new generation)."""
+    schemas = getattr(app[GATE].rules, "schemas", None)
+    seen = app[SCHEMA_GENERATION]
+    if seen[0] is not schemas:
+        seen[:] = [schemas, seen[1] + 1]
+    return f"{state_version}|schemas:{seen[1]}"
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from haproxy_check import binaries
 from validators.checks import Checks
-from webhook import liveschemas, logs, metrics, servers
+from webhook import fullchecks, liveschemas, logs, metrics, servers
 from webhook.assembly import SetupError, build_gate, load_crd_documents, load_state
 from webhook.checking import settings_from
 from webhook.sources import StateSource, StaticSource
@@ -130,7 +130,7 @@ async def serve(args: argparse.Namespace) -> int:
     host, port = split_listen(args.listen, "--listen")
     metrics_host, metrics_port = split_listen(args.metrics_listen, "--metrics-listen")
     binary = await binaries.detect(args.haproxy)
-    metrics.HAPROXY_INFO.labels(binary.version, binary.path).set(1)
+    metrics.haproxy_info(binary)
     log.info("haproxy", path=binary.path, version=binary.version)
     tasks: list[Awaitable[Any]] = []
     source, api = await _state_source(args, tasks)
@@ -138,6 +138,10 @@ async def serve(args: argparse.Namespace) -> int:
     gate = build_gate(binary, settings_from(args))
     if isinstance(source, ClusterSource) and isinstance(gate.rules, Checks):
         tasks.append(liveschemas.follow(source, gate.rules, files=load_crd_documents(args.crds)))
+    if getattr(args, "full_check_debounce", 0) > 0:
+        full_check = fullchecks.FullChecker(gate, source, debounce=args.full_check_debounce)
+        full_check.attach()
+        tasks.append(full_check.run())
     app = servers.make_app(gate, source, certs=reloader, review_timeout=args.review_timeout)
     runner = web.AppRunner(app, access_log=None)
     metrics_runner = web.AppRunner(servers.make_metrics_app(), access_log=None)

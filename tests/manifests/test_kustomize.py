@@ -177,8 +177,20 @@ def test_service_pdb_and_network_policy_select_the_pods(docs: tuple[Doc, ...]) -
     assert pdb["spec"]["minAvailable"] == 1 and selects(pdb["spec"]["selector"]["matchLabels"])
     np = _one(docs, "NetworkPolicy")
     assert selects(np["spec"]["podSelector"]["matchLabels"]) and np["spec"]["policyTypes"] == ["Ingress"]
-    assert all("from" not in rule for rule in np["spec"]["ingress"])  # ports-only: the apiserver is no pod
     assert sorted(p["port"] for rule in np["spec"]["ingress"] for p in rule["ports"]) == [8443, 9090]
+    [webhook_rule] = [r for r in np["spec"]["ingress"] if [p["port"] for p in r["ports"]] == [8443]]
+    assert "from" not in webhook_rule  # ports-only: the apiserver is no pod
+
+
+def test_only_the_monitoring_stack_may_scrape_metrics(docs: tuple[Doc, ...]) -> None:
+    """The 9090 rule selects the monitoring namespace AND its Prometheus pods (one peer with both
+    selectors), never every pod of the cluster (issue 16, item 9)."""
+    np = _one(docs, "NetworkPolicy")
+    [rule] = [r for r in np["spec"]["ingress"] if [p["port"] for p in r["ports"]] == [9090]]
+    [peer] = rule.get("from") or [{}]
+    assert peer.get("namespaceSelector", {}).get("matchLabels") == {"kubernetes.io/metadata.name": "monitoring"}
+    assert peer.get("podSelector", {}).get("matchLabels") == {"app.kubernetes.io/name": "prometheus"}
+    assert "ipBlock" not in peer
 
 
 def test_namespaced_objects_live_in_our_namespace_and_the_route_crd_is_included(

@@ -76,14 +76,16 @@ async def test_serve_follows_the_cluster_and_judges_against_it(tmp_path: Path, h
                         return out
 
                 await wait_for(ready, within=60, what="/readyz after the first sync")
-                out = await judge(named("shop"), "u1")
+                neighbour = named("shop")  # on the broken route's host: the broken route is in its closure
+                neighbour["spec"]["hostnames"] = ["broken.example.com"]
+                out = await judge(neighbour, "u1")
                 assert out["allowed"] is True
                 assert any("already fails" in w and "capture/broken" in w for w in out.get("warnings", [])), out
 
                 kube.delete(f"{GW}/v1", "HTTPRoute", "broken", "capture")
 
                 async def healed() -> bool:
-                    return not any("already fails" in w for w in (await judge(named("shop"), "u2")).get("warnings", []))
+                    return not any("already fails" in w for w in (await judge(neighbour, "u2")).get("warnings", []))
 
                 await wait_for(healed, within=30, what="the deletion to reach the webhook")
                 out = await judge(named("broken"), "u3")

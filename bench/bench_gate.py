@@ -1,0 +1,464 @@
+"""The O(change) figures of the gate, end to end, as ratios to the ``haproxy -c`` floor of the same run.
+
+Run: ``python bench/bench_gate.py [--sizes 100,1000,10000] [--quick] [--tree DIR]``.
+
+For each size it writes a state of N realistic HTTPRoutes (three Gateways with HTTP and HTTPS
+listeners, a certificate Secret, one Service and EndpointSlice per two routes, header modifiers,
+rewrites, redirects, regex and header matches) and starts ``routegate serve --state DIR`` as a real
+subprocess over HTTPS. Printed, each as a ratio to the floor (``haproxy -c`` of a trivial config, run
+through the gate's own sandbox runner, median of 15, measured again before each size):
+
+- P1: one-review latency, CREATE / UPDATE / DELETE, median and p99 over ``--reviews`` each (>= 30);
+- P2: ``routegate check`` of all N objects vs ``haproxy -c`` on the same full rendered config;
+- P3: ``--burst`` concurrent reviews (at ``--burst-size`` routes): answers "could not decide", client
+  timeouts at 10 s, p99, and the worst /healthz and /metrics latency while the burst runs;
+- P4: RSS of ``serve`` after 100 reviews; time from process start to ready, as a ratio to
+  ``json.loads`` of the same objects.
+
+``--tree`` runs another checkout's routegate (e.g. main before a change) with this harness, so
+before/after figures come from one generator. The machine is shared: compare ratios, not seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from certs import generation  # noqa: E402
+from haproxy_check import binaries  # noqa: E402
+from haproxy_check.sandboxes import Runner  # noqa: E402
+
+GW = "gateway.networking.k8s.io"
+NAMESPACES = 20
+GATEWAYS = ("edge", "public", "internal")
+CLIENT_TIMEOUT = 10.0
+TRIVIAL_CFG = """global
+defaults
+    mode http
+    timeout client 1s
+    timeout server 1s
+    timeout connect 1s
+frontend f
+    bind 127.0.0.1:8080
+    default_backend b
+backend b
+    server s 127.0.0.1:1
+"""
+
+
+# ------------------------------------------------------------------------------------ state
+
+
+def _meta(name: str, namespace: str, i: int = 0) -> dict[str, Any]:
+    return {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
+            "creationTimestamp": f"2026-01-{1 + i // 86400 % 28:02d}T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:"
+                                 f"{i % 60:02d}Z"}
+
+
+def listener_secret() -> dict[str, Any]:
+    now = datetime.now(UTC)
+    ca = generation.new_ca(now=now)
+    leaf = generation.new_leaf(ca, now=now, dns_names=["*.example.com"])
+    import base64
+
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": _meta("wildcard-tls", "gateways"),
+            "data": {"tls.crt": base64.b64encode(leaf.cert_pem()).decode(),
+                     "tls.key": base64.b64encode(leaf.key_pem()).decode()}}
+
+
+def gateway(name: str, k: int) -> dict[str, Any]:
+    listeners: list[dict[str, Any]] = [
+        {"name": "http", "protocol": "HTTP", "port": 80, "hostname": f"*.{name}.example.com",
+         "allowedRoutes": {"namespaces": {"from": "All"}}},
+        {"name": "https", "protocol": "HTTPS", "port": 443, "hostname": f"*.{name}.example.com",
+         "tls": {"mode": "Terminate", "certificateRefs": [{"kind": "Secret", "name": "wildcard-tls"}]},
+         "allowedRoutes": {"namespaces": {"from": "All"}}},
+    ]
+    return {"apiVersion": f"{GW}/v1", "kind": "Gateway", "metadata": _meta(name, "gateways", k),
+            "spec": {"gatewayClassName": "haproxy", "listeners": listeners}}
+
+
+def service(i: int) -> dict[str, Any]:
+    ns = f"team-{i % NAMESPACES:02d}"
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(f"svc-{i}", ns),
+            "spec": {"selector": {"app": f"svc-{i}"},
+                     "ports": [{"name": "http", "port": 8080, "targetPort": 8080, "protocol": "TCP"}]}}
+
+
+def endpoint_slice(i: int) -> dict[str, Any]:
+    ns = f"team-{i % NAMESPACES:02d}"
+    meta = _meta(f"svc-{i}-abcde", ns)
+    meta["labels"] = {"kubernetes.io/service-name": f"svc-{i}"}
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "metadata": meta,
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+            "endpoints": [{"addresses": [f"10.{i // 250 % 250}.{i % 250}.{k + 1}"],
+                           "conditions": {"ready": True}} for k in range(2)]}
+
+
+def route(i: int, *, variant: int = 0) -> dict[str, Any]:
+    """The i-th HTTPRoute; ``variant`` changes one header value (an UPDATE with new content)."""
+    ns = f"team-{i % NAMESPACES:02d}"
+    gw = GATEWAYS[i % len(GATEWAYS)]
+    j = i // (2 * NAMESPACES) * NAMESPACES + i % NAMESPACES  # two routes per Service, same namespace
+    svc, other = f"svc-{j}", f"svc-{j + NAMESPACES}"
+    rules: list[dict[str, Any]] = [
+        {"matches": [{"path": {"type": "PathPrefix", "value": f"/api/{i}"}}],
+         "filters": [{"type": "RequestHeaderModifier",
+                      "requestHeaderModifier": {"set": [{"name": "X-Route", "value": f"r{i}-v{variant}"}],
+                                                "remove": ["X-Debug"]}}],
+         "backendRefs": [{"name": svc, "port": 8080, "weight": 90}, {"name": other, "port": 8080, "weight": 10}]},
+        {"matches": [{"path": {"type": "Exact", "value": f"/health/{i}"}, "method": "GET",
+                      "headers": [{"name": "X-Probe", "value": "yes"}]}],
+         "backendRefs": [{"name": svc, "port": 8080}]},
+    ]
+    if i % 3 == 0:
+        rules.append({"matches": [{"path": {"type": "RegularExpression", "value": f"/v[0-9]+/items/{i}/[a-z]+"}}],
+                      "filters": [{"type": "URLRewrite", "urlRewrite": {
+                          "path": {"type": "ReplaceFullPath", "replaceFullPath": "/items"}}}],
+                      "backendRefs": [{"name": svc, "port": 8080}]})
+    if i % 4 == 0:
+        rules.append({"matches": [{"path": {"type": "PathPrefix", "value": f"/old/{i}"}}],
+                      "filters": [{"type": "RequestRedirect",
+                                   "requestRedirect": {"scheme": "https", "statusCode": 301}}]})
+    if i % 5 == 0:
+        rules.append({"matches": [{"path": {"type": "PathPrefix", "value": f"/m/{i}"},
+                                   "headers": [{"name": "User-Agent", "type": "RegularExpression",
+                                                "value": "Mobile|Android"}]}],
+                      "filters": [{"type": "ResponseHeaderModifier",
+                                   "responseHeaderModifier": {"add": [{"name": "X-Mobile", "value": "1"}]}}],
+                      "backendRefs": [{"name": other, "port": 8080}]})
+    return {"apiVersion": f"{GW}/v1", "kind": "HTTPRoute", "metadata": _meta(f"route-{i}", ns, i),
+            "spec": {"parentRefs": [{"name": gw, "namespace": "gateways", "sectionName": "http"},
+                                    {"name": gw, "namespace": "gateways", "sectionName": "https"}],
+                     "hostnames": [f"app-{i}.{gw}.example.com"], "rules": rules}}
+
+
+def objects(n: int) -> list[dict[str, Any]]:
+    services = n // 2 + 3 * NAMESPACES
+    return [listener_secret(), *(gateway(g, k) for k, g in enumerate(GATEWAYS)),
+            *(service(i) for i in range(services)), *(endpoint_slice(i) for i in range(services)),
+            *(route(i) for i in range(n))]
+
+
+def write_state(directory: Path, objs: list[dict[str, Any]]) -> None:
+    """One JSON List document per kind (JSON is YAML, so every loader reads it)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for obj in objs:
+        by_kind.setdefault(obj["kind"], []).append(obj)
+    for kind, items in by_kind.items():
+        (directory / f"{kind.lower()}s.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                                                     "items": items}))
+
+
+# ------------------------------------------------------------------------------------ reviews
+
+
+def admission_review(operation: str, obj: dict[str, Any] | None, old: dict[str, Any] | None) -> bytes:
+    subject = obj or old
+    assert subject is not None
+    meta = subject["metadata"]
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "kind": {"group": GW, "version": "v1", "kind": "HTTPRoute"},
+        "resource": {"group": GW, "version": "v1", "resource": "httproutes"},
+        "name": meta["name"], "namespace": meta["namespace"], "operation": operation,
+        "userInfo": {"username": "bench"}, "object": obj, "oldObject": old, "dryRun": False,
+    }}).encode()
+
+
+class Server:
+    """``routegate serve --state DIR`` of a checkout, as a subprocess on free loopback ports."""
+
+    def __init__(self, tree: Path, state: Path, work: Path) -> None:
+        self.tree, self.state, self.work = tree, state, work
+        self.port, self.metrics_port = _free_port(), _free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started = 0.0
+        self.ssl = ssl.create_default_context()
+        self.ssl.check_hostname = False
+        self.ssl.verify_mode = ssl.CERT_NONE  # a throwaway self-signed pair made by the server itself
+
+    @property
+    def base(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        env = {**os.environ, "PYTHONPATH": str(self.tree)}
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "webhook", "serve", "--state", str(self.state),
+             "--listen", f"127.0.0.1:{self.port}", "--metrics-listen", f"127.0.0.1:{self.metrics_port}",
+             "--cert-dir", str(self.work / "certs"), "--log-level", "warning"],
+            cwd=self.tree, env=env, stdout=subprocess.DEVNULL, stderr=open(self.work / "serve.log", "wb"),  # noqa: SIM115
+        )
+
+    async def wait_ready(self, session: aiohttp.ClientSession, within: float) -> float:
+        assert self.proc is not None
+        deadline = self.started + within
+        while time.perf_counter() < deadline:
+            if self.proc.poll() is not None:
+                log = (self.work / "serve.log").read_text()[-2000:]
+                raise RuntimeError(f"serve exited {self.proc.returncode}: {log}")
+            with contextlib.suppress(aiohttp.ClientError, OSError, asyncio.TimeoutError):
+                async with session.get(f"{self.base}/readyz", ssl=self.ssl,
+                                       timeout=aiohttp.ClientTimeout(total=2)) as resp:
+                    if resp.status == 200:
+                        return time.perf_counter() - self.started
+            await asyncio.sleep(0.05)
+        raise TimeoutError(f"serve not ready within {within:g}s")
+
+    def rss_mib(self) -> float:
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def post_review(server: Server, session: aiohttp.ClientSession, body: bytes,
+                      timeout: float = CLIENT_TIMEOUT) -> tuple[float, str]:
+    """(seconds, outcome): outcome is allow, deny, undecided (could not decide) or timeout."""
+    started = time.perf_counter()
+    try:
+        # The apiserver appends the webhook's timeoutSeconds to the URL the same way.
+        async with session.post(f"{server.base}/validate?timeout={timeout:g}s", data=body, ssl=server.ssl,
+                                headers={"Content-Type": "application/json"},
+                                timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+            doc = await resp.json()
+    except (TimeoutError, aiohttp.ServerTimeoutError):
+        return time.perf_counter() - started, "timeout"
+    elapsed = time.perf_counter() - started
+    response = doc["response"]
+    if response["allowed"]:
+        return elapsed, "allow"
+    if response.get("status", {}).get("code") == 500 or "could not decide" in response.get("status", {}).get(
+            "message", ""):
+        return elapsed, "undecided"
+    return elapsed, "deny"
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+
+
+# ------------------------------------------------------------------------------------ measurements
+
+
+async def floor(binary_path: str, runs: int = 15) -> float:
+    runner = Runner(binary_path, timeout=30, concurrency=1)
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "haproxy.cfg").write_text(TRIVIAL_CFG)  # noqa: ASYNC240 - before any timing
+        times = []
+        for _ in range(runs):
+            out = await runner.run(Path(tmp))
+            assert out.exit_code == 0, out.output
+            times.append(out.duration)
+    return statistics.median(times)
+
+
+async def p1(server: Server, session: aiohttp.ClientSession, n: int, reviews: int) -> dict[str, list[float]]:
+    got: dict[str, list[float]] = {"CREATE": [], "UPDATE": [], "DELETE": []}
+    outcomes: dict[str, set[str]] = {k: set() for k in got}
+    for k in range(reviews):
+        i = (k * 7919) % n  # spread over namespaces and Gateways
+        bodies = {
+            "CREATE": admission_review("CREATE", route(n + 10 + k), None),
+            "UPDATE": admission_review("UPDATE", route(i, variant=k + 1), route(i)),
+            "DELETE": admission_review("DELETE", None, route(i)),
+        }
+        for op, body in bodies.items():
+            seconds, outcome = await post_review(server, session, body, timeout=60)
+            got[op].append(seconds)
+            outcomes[op].add(outcome)
+    for op, seen in outcomes.items():
+        if seen - {"allow"}:
+            print(f"    note: P1 {op} outcomes {sorted(seen)}", flush=True)
+    return got
+
+
+async def p3(server: Server, session: aiohttp.ClientSession, n: int, burst: int) -> dict[str, Any]:
+    bodies = [admission_review("CREATE", route(n + 100_000 + k), None) if k % 2 == 0
+              else admission_review("UPDATE", route(k % n, variant=1000 + k), route(k % n)) for k in range(burst)]
+    worst = {"healthz": 0.0, "metrics": 0.0}
+    when = {"healthz": 0.0, "metrics": 0.0}  # seconds into the burst the worst probe was sent
+    done = asyncio.Event()
+    burst_started = time.perf_counter()
+
+    async def probe(name: str, url: str, ctx: ssl.SSLContext | None) -> None:
+        while not done.is_set():
+            started = time.perf_counter()
+            try:
+                async with session.get(url, ssl=ctx if ctx is not None else False,
+                                       timeout=aiohttp.ClientTimeout(total=CLIENT_TIMEOUT)) as resp:
+                    await resp.read()
+                elapsed = time.perf_counter() - started
+            except (TimeoutError, aiohttp.ClientError):
+                elapsed = CLIENT_TIMEOUT
+            if elapsed > worst[name]:
+                worst[name], when[name] = elapsed, started - burst_started
+            await asyncio.sleep(0.05)
+
+    probes = [asyncio.ensure_future(probe("healthz", f"{server.base}/healthz", server.ssl)),
+              asyncio.ensure_future(probe("metrics", f"http://127.0.0.1:{server.metrics_port}/metrics", None))]
+    started = time.perf_counter()
+    results = await asyncio.gather(*(post_review(server, session, b) for b in bodies))
+    wall = time.perf_counter() - started
+    done.set()
+    await asyncio.gather(*probes)
+    counts = {k: sum(1 for _, o in results if o == k) for k in ("allow", "deny", "undecided", "timeout")}
+    return {"counts": counts, "p99": pct([s for s, _ in results], 0.99), "wall": wall, **worst,
+            "when": when}
+
+
+def run_cli(tree: Path, args: list[str], limit: float) -> float | None:
+    """Wall seconds of ``routegate ARGS`` from ``tree``, or None when it ran past ``limit``."""
+    started = time.perf_counter()
+    try:
+        subprocess.run([sys.executable, "-m", "webhook", *args], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=limit, check=False)
+    except subprocess.TimeoutExpired:
+        return None
+    return time.perf_counter() - started
+
+
+async def p2(tree: Path, state: Path, work: Path, binary_path: str, limit: float) -> tuple[float | None, float]:
+    out = work / "rendered"
+    shutil.rmtree(out, ignore_errors=True)
+    rendered = run_cli(tree, ["render", "-f", str(state), "--out", str(out)], limit)
+    if rendered is None:
+        raise RuntimeError("routegate render ran out of time")
+    runner = Runner(binary_path, timeout=120, concurrency=1)
+    full = (await runner.run(out)).duration
+    checked = run_cli(tree, ["check", "-f", str(state)], limit)
+    return checked, full
+
+
+def json_loads_seconds(objs: list[dict[str, Any]]) -> float:
+    text = json.dumps(objs)
+    started = time.perf_counter()
+    json.loads(text)
+    return time.perf_counter() - started
+
+
+@contextlib.asynccontextmanager
+async def running(tree: Path, state: Path, work: Path, ready_within: float) -> AsyncIterator[
+        tuple[Server, aiohttp.ClientSession, float]]:
+    server = Server(tree, state, work)
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        server.start()
+        try:
+            ready = await server.wait_ready(session, ready_within)
+            yield server, session, ready
+        finally:
+            server.stop()
+
+
+def ratio(seconds: float | None, base: float) -> str:
+    return "n/a" if seconds is None else f"{seconds / base:6.1f}x ({seconds * 1000:.0f} ms)"
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--sizes", default="100,1000,10000")
+    parser.add_argument("--quick", action="store_true", help="fewer reviews (10 per operation), smaller burst checks")
+    parser.add_argument("--reviews", type=int, default=30, help="P1 reviews per operation (default 30)")
+    parser.add_argument("--burst", type=int, default=200, help="P3 concurrent reviews (default 200)")
+    parser.add_argument("--burst-size", type=int, default=1000, help="routes in the state for P3 (default 1000)")
+    parser.add_argument("--only", default="P1,P2,P3,P4", help="comma-separated subset of P1,P2,P3,P4")
+    parser.add_argument("--tree", default=str(ROOT), help="checkout whose routegate runs (default: this one)")
+    parser.add_argument("--limit", type=float, default=600, help="seconds one CLI run or start-up may take")
+    args = parser.parse_args()
+    tree = Path(args.tree).resolve()  # noqa: ASYNC240 - set-up, nothing runs concurrently yet
+    reviews = 10 if args.quick else max(30, args.reviews)
+    only = set(args.only.upper().split(","))
+    binary = await binaries.detect(None)
+    base = await floor(binary.path)
+    load = os.getloadavg()
+    print(f"routegate from {tree}; haproxy {binary.version}; floor (haproxy -c, trivial config) "
+          f"{base * 1000:.1f} ms; load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    with tempfile.TemporaryDirectory(prefix="bench-gate-") as tmp:
+        work = Path(tmp)
+        for n in sorted(set(sizes) | ({args.burst_size} if "P3" in only else set())):
+            objs = objects(n)
+            state = work / f"state-{n}"
+            write_state(state, objs)
+            base = await floor(binary.path)  # again per size: the machine's load moves during a long run
+            print(f"--- {n} routes ({len(objs)} objects); floor now {base * 1000:.1f} ms; load "
+                  f"{os.getloadavg()[0]:.2f}", flush=True)
+            if n in sizes and "P2" in only:
+                checked, full = await p2(tree, state, work, binary.path, args.limit)
+                shown = ratio(checked, base) if checked is not None else f"> {args.limit:g} s (killed)"
+                print(f"  P2 routegate check of all {len(objs)} objects: {shown}; haproxy -c of the full config "
+                      f"{ratio(full, base)}; check / full-config check = "
+                      f"{'n/a' if checked is None else f'{checked / full:.1f}x'}", flush=True)
+            if not only & {"P1", "P3", "P4"}:
+                continue
+            async with running(tree, state, work, args.limit) as (server, session, ready):
+                loads = json_loads_seconds(objs)
+                print(f"  P4 ready after {ready:.1f} s = {ready / loads:.0f}x json.loads of the same objects "
+                      f"({loads * 1000:.0f} ms)", flush=True)
+                if n in sizes and only & {"P1", "P4"}:
+                    got = await p1(server, session, n, reviews)
+                    for op, times in got.items():
+                        print(f"  P1 {op:<6} median {ratio(statistics.median(times), base)}  "
+                              f"p99 {ratio(pct(times, 0.99), base)}  ({len(times)} reviews)", flush=True)
+                    extra = max(0, 100 - 3 * reviews)
+                    for k in range(extra):
+                        await post_review(server, session, admission_review("CREATE", route(n + 50_000 + k), None),
+                                          timeout=60)
+                    print(f"  P4 RSS of serve after {3 * reviews + extra} reviews: {server.rss_mib():.0f} MiB",
+                          flush=True)
+                if n == args.burst_size and "P3" in only:
+                    got3 = await p3(server, session, n, args.burst)
+                    c = got3["counts"]
+                    print(f"  P3 {args.burst} concurrent reviews: {c['undecided']} could not decide, "
+                          f"{c['timeout']} client timeouts (10 s), {c['allow']} allowed, {c['deny']} denied; "
+                          f"p99 {ratio(got3['p99'], base)}; wall {got3['wall']:.1f} s; worst /healthz "
+                          f"{got3['healthz'] * 1000:.0f} ms (sent at +{got3['when']['healthz']:.1f} s), worst "
+                          f"/metrics {got3['metrics'] * 1000:.0f} ms (at +{got3['when']['metrics']:.1f} s)",
+                          flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

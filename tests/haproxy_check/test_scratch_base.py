@@ -1,0 +1,77 @@
+"""``--scratch-dir`` must be private (issue 16, item 8): a directory other users can write without the
+sticky bit, or that another user owns, is refused with one line naming the flag."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from haproxy_check import scratches
+from haproxy_check.checks import Checker, CheckTimedOut
+from haproxy_check.results import HAProxyBinary, RenderResult
+from tests.webhook.conftest import INPUTS, STATE_DIR
+from webhook.cli import main
+
+
+def test_a_private_directory_and_a_sticky_shared_one_are_accepted(tmp_path: Path) -> None:
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    scratches.check_base(private)
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    scratches.check_base(sticky)
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o722])
+def test_a_directory_others_can_write_without_the_sticky_bit_is_refused(tmp_path: Path, mode: int) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(mode)
+    with pytest.raises(scratches.UnsafeBase, match="writable by other users without the sticky bit"):
+        scratches.check_base(shared)
+    with pytest.raises(scratches.UnsafeBase), scratches.scratch_dir(shared):
+        pass
+
+
+def test_a_parent_others_can_write_is_refused_too(tmp_path: Path) -> None:
+    tmp_path.chmod(0o777)
+    inner = tmp_path / "inner"
+    inner.mkdir(mode=0o700)
+    with pytest.raises(scratches.UnsafeBase, match=str(tmp_path)):
+        scratches.check_base(inner)
+    tmp_path.chmod(0o700)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a directory to another user needs root")
+def test_a_directory_owned_by_another_user_is_refused(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, 54321, 54321)
+    with pytest.raises(scratches.UnsafeBase, match="owned by another user"):
+        scratches.check_base(theirs)
+
+
+@pytest.mark.haproxy
+def test_the_cli_refuses_it_in_one_line_naming_the_flag(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                        haproxy_path: str) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    code = main(["check", "--state", str(STATE_DIR), "-f", str(INPUTS / "good.yaml"), "--scratch-dir", str(shared)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith(f"routegate: --scratch-dir {shared}: ")
+    assert "sticky bit" in err
+
+
+def test_a_base_that_turns_unsafe_after_start_makes_the_check_undecided(tmp_path: Path) -> None:
+    base = tmp_path / "base"
+    base.mkdir(mode=0o700)
+    checker = Checker(HAProxyBinary(path="/nonexistent", version="2.8"), scratch_base=base)
+    base.chmod(0o777)
+    with pytest.raises(CheckTimedOut, match="--scratch-dir"):
+        asyncio.run(checker.check(RenderResult(files={"haproxy.cfg": b""})))

@@ -1,0 +1,130 @@
+"""Admission control and the verdict cache through the real HTTPS webhook."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from certs import bootstrap, reloading
+from tests.conftest import need_shared
+from tests.webhook.conftest import STATE_DIR, load_objects
+from validators.changes import Change
+from validators.states import MemoryState, State
+from webhook import servers
+from webhook.admission import Admission
+from webhook.gates import Gate
+from webhook.sources import StaticSource
+from webhook.verdicts import Verdict
+
+pytestmark = pytest.mark.haproxy
+
+
+class CountingGate(Gate):
+    """The real gate, counting reviews and optionally holding each one for ``delay`` seconds."""
+
+    def __init__(self, inner: Gate, delay: float = 0.0) -> None:
+        super().__init__(rules=inner.rules, renderer=inner.renderer, checker=inner.checker)
+        self.reviews = 0
+        self.delay = delay
+
+    async def review(self, change: Change, *, state: State, reload_note: bool = True) -> Verdict:
+        self.reviews += 1
+        await asyncio.sleep(self.delay)
+        return await super().review(change, state=state, reload_note=reload_note)
+
+
+class Client:
+    def __init__(self, session: aiohttp.ClientSession, base: str) -> None:
+        self.session, self.base = session, base
+
+    async def post(self, body: dict[str, Any], query: str = "") -> dict[str, Any]:
+        async with self.session.post(f"{self.base}/validate{query}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"}) as resp:
+            assert resp.status == 200
+            out: dict[str, Any] = (await resp.json())["response"]
+            return out
+
+
+async def serving(gate: Gate, tmp_path: Path, queue: Admission | None = None) -> AsyncIterator[Client]:
+    paths = bootstrap.ensure_self_signed(tmp_path / "certs")
+    reloader = reloading.CertReloader(paths.cert, paths.key)
+    reloader.load()
+    state = MemoryState(load_objects(STATE_DIR), version="test")
+    app = servers.make_app(gate, StaticSource(state, origin=str(STATE_DIR)), certs=reloader, queue=queue)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server(ssl=reloader.context)
+    trust = ssl.create_default_context(cafile=str(paths.ca))
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trust)) as session:
+        yield Client(session, f"https://localhost:{server.port}")
+    await server.close()
+
+
+@pytest.fixture
+async def counted(gate: Gate, tmp_path: Path) -> AsyncIterator[tuple[Client, CountingGate]]:
+    counting = CountingGate(gate)
+    async for client in serving(counting, tmp_path):
+        yield client, counting
+
+
+async def test_a_dry_run_then_the_real_apply_is_judged_once_and_each_answer_carries_its_own_uid(
+        counted: tuple[Client, CountingGate]) -> None:
+    client, gate = counted
+    fixtures = need_shared("fixtures", "admission-reviews")
+    dry = json.loads((fixtures / "02-httproute-create-dryrun.json").read_text())
+    real = json.loads((fixtures / "03-httproute-create.json").read_text())
+    # The captured pair differs in the object's uid; give both the same annotations (the dry run was
+    # captured from a server-side apply) so that only what a real pair differs in remains.
+    real["request"]["object"]["metadata"]["annotations"] = copy.deepcopy(
+        dry["request"]["object"]["metadata"].get("annotations"))
+    first = await client.post(dry)
+    second = await client.post(real)
+    assert first["uid"] == dry["request"]["uid"] and second["uid"] == real["request"]["uid"]
+    assert first["allowed"] is second["allowed"] is True
+    assert gate.reviews == 1
+    changed = copy.deepcopy(real)
+    changed["request"]["uid"] = "another"
+    changed["request"]["object"]["spec"]["hostnames"] = ["other.example.com"]
+    third = await client.post(changed)
+    assert third["uid"] == "another" and gate.reviews == 2
+
+
+async def test_a_review_that_cannot_meet_the_apiserver_timeout_is_answered_could_not_decide_at_once(
+        gate: Gate, tmp_path: Path) -> None:
+    slow = CountingGate(gate, delay=0.5)
+    async for client in serving(slow, tmp_path, queue=Admission(concurrency=1)):
+        fixtures = need_shared("fixtures", "admission-reviews")
+        body = json.loads((fixtures / "03-httproute-create.json").read_text())
+
+        def distinct(i: int, body: dict[str, Any] = body) -> dict[str, Any]:
+            out = copy.deepcopy(body)
+            out["request"]["uid"] = f"uid-{i}"
+            out["request"]["object"]["spec"]["hostnames"] = [f"h{i}.example.com"]
+            return out
+
+        assert (await client.post(distinct(0), "?timeout=10s"))["allowed"] is True  # a duration to estimate from
+        answers = await asyncio.gather(*(client.post(distinct(i), "?timeout=3s") for i in range(1, 7)))
+        undecided = [a for a in answers if not a["allowed"]]
+        assert undecided, "six reviews of over 0.5 s each, one at a time, cannot all finish within 2 s"
+        assert all(a["status"]["code"] == 500 and "could not decide" in a["status"]["message"] for a in undecided)
+        assert any(word in a["status"]["message"] for a in undecided for word in ("deadline", "less than a review"))
+        assert slow.reviews < 7, "a refused review never reached the gate"
+
+
+async def test_new_crd_schemas_invalidate_the_reused_verdicts(counted: tuple[Client, CountingGate]) -> None:
+    client, gate = counted
+    body = json.loads((need_shared("fixtures", "admission-reviews") / "03-httproute-create.json").read_text())
+    await client.post(body)
+    await client.post(body)
+    assert gate.reviews == 1
+    gate.rules.schemas = None  # type: ignore[attr-defined]  # as liveschemas.follow replaces the set
+    await client.post(body)
+    assert gate.reviews == 2

@@ -1,0 +1,93 @@
+"""The background full check: it checks the whole state once it settles, and counts a disagreement
+when it blames an object whose delta review passed haproxy -c (forced here with a Gate whose
+closure leaves the culprit's broken line out)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from haproxy_check.results import RenderResult
+from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
+from validators.changes import Change, Operation
+from validators.objects import Ref
+from validators.states import MemoryState, Overlay, State
+from webhook.fullchecks import FullChecker
+from webhook.gates import Gate
+from webhook.sources import StaticSource
+from webhook.verdicts import Decision
+
+pytestmark = pytest.mark.haproxy
+
+
+def named(name: str) -> dict[str, Any]:
+    return copy.deepcopy(next(o for o in load_objects(INPUTS) if o["metadata"]["name"] == name))  # type: ignore[index]
+
+
+def disagreements(kind: str) -> float:
+    return REGISTRY.get_sample_value("routegate_delta_disagreements_total", {"kind": kind}) or 0.0
+
+
+class HidingRenderer:
+    """The real renderer, except that a review's render (subject set) keeps only the subject's first
+    rule: a delta check that wrongly passes a broken route, which the full check must catch."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def render(self, state: State, *, subject: Ref | None = None) -> RenderResult:
+        obj = state.get(subject.kind, subject.namespace, subject.name) if subject is not None else None
+        if obj is not None:
+            trimmed = copy.deepcopy(dict(obj))
+            trimmed["spec"]["rules"] = trimmed["spec"]["rules"][:1]
+            state = Overlay(state, Change(Operation.UPDATE, trimmed, obj))
+        result: RenderResult = self.inner.render(state, subject=subject)
+        return result
+
+
+async def test_a_full_check_that_blames_a_delta_allow_counts_a_disagreement(gate: Gate) -> None:
+    blind = Gate(rules=gate.rules, renderer=HidingRenderer(gate.renderer), checker=gate.checker)
+    broken = named("broken")
+    checker = FullChecker(blind, StaticSource(MemoryState([*load_objects(STATE_DIR), broken], version="v2")))
+    checker.attach()
+    verdict = await blind.review(Change(Operation.CREATE, broken), state=MemoryState(load_objects(STATE_DIR)),
+                                 reload_note=False)
+    assert verdict.decision is Decision.ALLOW, verdict.message
+    before = disagreements("HTTPRoute")
+    found = await checker.check_once()
+    assert [str(d.ref) for d in found] == ["HTTPRoute capture/broken"]
+    assert disagreements("HTTPRoute") == before + 1
+    assert REGISTRY.get_sample_value("routegate_full_check_failing") == 1.0
+    assert await checker.check_once() == [], "one delta verdict is counted once"
+
+
+async def test_a_dry_run_or_an_object_changed_since_is_no_disagreement(gate: Gate) -> None:
+    broken = named("broken")
+    checker = FullChecker(gate, StaticSource(MemoryState([*load_objects(STATE_DIR), broken], version="v3")))
+    passed = await gate.review(Change(Operation.CREATE, named("shop")), state=MemoryState(load_objects(STATE_DIR)))
+    checker.record(Change(Operation.CREATE, broken, dry_run=True), passed)  # a dry run is never stored
+    changed = copy.deepcopy(broken)
+    changed["spec"]["hostnames"] = ["elsewhere.example.com"]
+    checker.record(Change(Operation.CREATE, changed), passed)  # the stored spec is not the one judged
+    assert await checker.check_once() == []
+    assert checker.last is not None and not checker.last.ok
+
+
+async def test_the_loop_checks_the_state_once_it_settles(gate: Gate) -> None:
+    source = StaticSource(MemoryState(load_objects(STATE_DIR), version="settled"))
+    checker = FullChecker(gate, source, debounce=0.05, poll=0.02)
+    task = asyncio.ensure_future(checker.run())
+    try:
+        async with asyncio.timeout(20):
+            while checker.checked_version != "settled":  # noqa: ASYNC110 - polling the monitor's own state
+                await asyncio.sleep(0.05)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert checker.last is not None and checker.last.ok
+    assert REGISTRY.get_sample_value("routegate_full_check_failing") == 0.0

@@ -1,0 +1,63 @@
+"""A CPU-time bound on validating one object.
+
+Each step of the validators is linear in its input (CRD patterns run on RE2, ``maxLength`` is checked
+before any pattern, CEL has its own cost and time budget), but the sum over a 16 MiB object of many
+steps can still be large. Rather than proving a bound for every validator, the checks of one object
+share one budget of CPU seconds of the thread that runs them (``time.thread_time``: other threads and
+other processes on a loaded machine do not eat into it, so a legitimate object is not denied because
+the machine is busy). The budget is checked between steps: between schema keywords that repeat per
+value (``pattern``, ``properties``, ``items``), between HAProxy rules, and before the cross-object
+checks. Running out raises :class:`OverBudget`, which the entry point (``validators.checks``) turns
+into one denying finding; it derives from ``BaseException`` so that the ``except Exception`` guards
+that turn a validator's bug into a warning cannot swallow it and let the object through half-checked.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+DEFAULT_SECONDS = 2.0  # CPU seconds per object; a large legitimate HTTPRoute takes a few milliseconds
+
+
+class OverBudget(BaseException):
+    """The object's validation used more CPU time than its budget."""
+
+    def __init__(self, seconds: float, where: str) -> None:
+        super().__init__(f"validating the object took more than {seconds:g} s of CPU time (at {where})")
+        self.seconds = seconds
+        self.where = where
+
+
+class _Active(threading.local):
+    deadline: float | None = None
+    seconds: float = 0.0
+
+
+_active = _Active()
+
+
+@contextmanager
+def limited(seconds: float) -> Iterator[None]:
+    """Run the enclosed checks under a budget of ``seconds`` CPU seconds of this thread."""
+    saved = (_active.deadline, _active.seconds)
+    _active.deadline, _active.seconds = time.thread_time() + seconds, seconds
+    try:
+        yield
+    finally:
+        _active.deadline, _active.seconds = saved
+
+
+def spend(where: str) -> None:
+    """Raise :class:`OverBudget` when this thread's budget is used up; nothing without a budget."""
+    deadline = _active.deadline
+    if deadline is not None and time.thread_time() > deadline:
+        raise OverBudget(_active.seconds, where)
+
+
+def remaining() -> float | None:
+    """CPU seconds left in this thread's budget (None without a budget)."""
+    deadline = _active.deadline
+    return None if deadline is None else max(0.0, deadline - time.thread_time())

@@ -1,0 +1,167 @@
+"""The background full check: the whole current state rendered and ``haproxy -c``ed off the request path,
+as the reference the delta check (``validators.closures``) is monitored against.
+
+Reviews judge only a change's closure. This loop checks everything, after the state stopped changing
+for ``debounce`` seconds, at most one run at a time, in one worker thread of its own at the lowest CPU
+priority (Linux nice values are per thread). When the whole configuration fails and an alert is blamed
+on an object whose latest delta review passed haproxy -c on the object's closure, the two checks
+disagree: that is logged with both sides and counted in ``routegate_delta_disagreements_total``.
+The outcome of every run is exported too (``routegate_full_check_*``), so a configuration that some
+object broke outside the webhook (or before it was installed) shows up even though no review sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from haproxy_check.checks import CheckTimedOut
+from haproxy_check.results import CheckResult, RenderError, RenderResult
+from validators.changes import Change, Operation
+from validators.objects import Obj, Ref, dig
+from validators.states import State
+from webhook import metrics
+from webhook.gates import Gate
+from webhook.sources import StateSource
+from webhook.verdicts import Verdict
+
+log = structlog.get_logger("routegate.fullcheck")
+
+RECENT = 1000  # delta verdicts remembered per object ref (the newest wins)
+
+
+def _lowest_priority() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+
+
+@dataclass(frozen=True, slots=True)
+class Disagreement:
+    ref: Ref
+    delta: Verdict  # the latest clean delta allow of ``ref``
+    alert: str  # what the full check says about ``ref``
+
+
+class FullChecker:
+    """Runs the full check whenever the state version changed and then stayed put for ``debounce`` s."""
+
+    def __init__(self, gate: Gate, source: StateSource, *, debounce: float = 5.0,
+                 poll: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.gate = gate
+        self.source = source
+        self.debounce = debounce
+        self.poll = poll
+        self._clock = clock
+        # ref -> (the spec the delta check passed, its verdict)
+        self._recent: collections.OrderedDict[Ref, tuple[Any, Verdict]] = collections.OrderedDict()
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="routegate-fullcheck",
+                                                           initializer=_lowest_priority)
+        self._lock = asyncio.Lock()
+        self.checked_version: str | None = None
+        self.last: CheckResult | None = None
+
+    def attach(self) -> None:
+        """Follow the gate's delta reviews whose configuration passed haproxy -c."""
+        if self.gate.delta:
+            self.gate.passed_observers.append(self.record)
+
+    def record(self, change: Change, verdict: Verdict) -> None:
+        """Remember a clean delta allow (the closure's configuration passed haproxy -c) of an object the
+        API server may store: not a dry run, not a delete."""
+        if change.dry_run or change.obj is None:
+            return
+        self._recent[verdict.ref] = (dig(change.obj, "spec"), verdict)
+        self._recent.move_to_end(verdict.ref)
+        while len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
+
+    async def run(self) -> None:
+        """Forever: wait for a settled new state version, then check it."""
+        try:
+            await self._follow()
+        finally:
+            self.close()
+
+    async def _follow(self) -> None:
+        seen, since = None, self._clock()
+        while True:
+            await asyncio.sleep(self.poll)
+            if not self.source.ready:
+                continue
+            try:
+                version = self.source.snapshot().version
+                if version != seen:
+                    seen, since = version, self._clock()
+                elif version != self.checked_version and self._clock() - since >= self.debounce:
+                    await self.check_once()
+            except Exception as exc:  # the monitor outlives any one bad run; it never decides a review
+                log.error("full check failed", error=repr(exc))
+
+    async def check_once(self) -> list[Disagreement]:
+        """One full check of the current state (skipped while one is running)."""
+        if self._lock.locked():
+            return []
+        async with self._lock:
+            state = self.source.snapshot()
+            started = self._clock()
+            loop = asyncio.get_running_loop()
+            try:
+                render: RenderResult = await loop.run_in_executor(
+                    self._pool, lambda: self.gate.renderer.render(state, subject=None))
+                result = await self.gate.checker.check(render)
+            except (RenderError, CheckTimedOut) as exc:
+                metrics.FULL_CHECKS.labels("undecided").inc()
+                log.warning("full check could not decide", version=state.version, error=str(exc))
+                return []
+            finally:
+                metrics.FULL_CHECK_SECONDS.observe(self._clock() - started)
+            self.checked_version, self.last = state.version, result
+            metrics.FULL_CHECKS.labels("ok" if result.ok else "failed").inc()
+            metrics.FULL_CHECK_FAILING.set(0 if result.ok else 1)
+            found = await asyncio.to_thread(self._disagreements, result, state)
+            for d in found:
+                metrics.DELTA_DISAGREEMENTS.labels(metrics.kind_label(d.ref.kind)).inc()
+                log.warning("delta and full check disagree", object=str(d.ref), delta=str(d.delta.decision),
+                            full=d.alert, version=state.version)
+            if not result.ok and not found:
+                log.info("full check fails; no delta review allowed the objects it blames",
+                         version=state.version, alerts=[a.message for a in result.alerts[:3]])
+            return found
+
+    def _disagreements(self, result: CheckResult, state: State) -> list[Disagreement]:
+        if result.ok:
+            return []
+        out: list[Disagreement] = []
+        for alert in result.alerts:
+            if alert.origin is None:
+                continue
+            ref = alert.origin.ref
+            recent = self._recent.get(ref)
+            stored = state.get(ref.kind, ref.namespace, ref.name)
+            # The delta check passed a configuration holding this very object (the stored spec is the
+            # one it judged), and the whole configuration fails on a line of that object.
+            if recent is not None and stored is not None and self._judged(stored, recent[0], state):
+                out.append(Disagreement(ref, recent[1], alert.message))
+                del self._recent[ref]  # counted once per delta verdict
+        return out
+
+    def _judged(self, stored: Obj, spec: Any, state: State) -> bool:
+        """Whether ``stored`` is the object the delta check judged: the same spec, as stored or with
+        the schema defaults the gate applied before rendering (the API server stores those too)."""
+        if dig(stored, "spec") == spec:
+            return True
+        defaulted = self.gate.rules.run(Change(Operation.UPDATE, stored, stored), state).defaulted
+        return defaulted is not None and dig(defaulted, "spec") == spec
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
