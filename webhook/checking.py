@@ -212,13 +212,25 @@ def _cluster_items(base_objects: list[Obj], files: list[inputs.Located]) -> list
 
 
 async def check(args: argparse.Namespace) -> int:
+    import structlog
+
+    from webhook import logs
+
+    # stdout is the report: library logs go to stderr, and only problems. Scoped to this run, so a
+    # caller in the same process (tests, a tool embedding the CLI) keeps its own logging set-up.
+    previous = structlog.get_config()
+    logs.configure("warning")
+    try:
+        return await _check(args)
+    finally:
+        structlog.configure(**previous)
+
+
+async def _check(args: argparse.Namespace) -> int:
     if not args.files and not args.all:
         raise SetupError("check needs -f PATH (files, directories or - for stdin), or --kubeconfig --all")
     if (args.all or args.context) and not args.kubeconfig:
         raise SetupError(f"{'--all' if args.all else '--context'} needs --kubeconfig")
-    from webhook import logs
-
-    logs.configure("warning")  # stdout is the report: library logs go to stderr, and only problems
     binary = await binaries.detect(args.haproxy)
     loaded = _read_inputs(args)
     positions = Positions(loaded.texts)

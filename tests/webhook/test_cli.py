@@ -124,3 +124,11 @@ def test_rules_lists_codes(capsys: pytest.CaptureFixture[str]) -> None:
 def test_python_dash_m_webhook_is_the_cli() -> None:
     result = subprocess.run([sys.executable, "-m", "webhook", "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "check" in result.stdout and "serve" in result.stdout
+
+
+def test_check_leaves_the_callers_logging_as_it_was(capsys: pytest.CaptureFixture[str], haproxy_path: str) -> None:
+    import structlog
+
+    before = structlog.get_config()
+    check(capsys, "-f", str(INPUTS / "good.yaml"))
+    assert structlog.get_config() == before
