@@ -3,7 +3,9 @@
 # on the build machine): see docs/DEPLOY.md.
 #
 #   docker build -t ghcr.io/routegate/routegate:0.1.0 .
-FROM haproxy:3.2-bookworm
+# Pinned to a patch release (the same 3.2.x the test suite's 3.x pass fetches from Debian); bump it
+# together with that pass. No digest: pin one from your registry when you mirror the image.
+FROM haproxy:3.2.26-bookworm
 
 USER root
 # Debian bookworm's python3 is 3.11, routegate's minimum.
@@ -12,21 +14,24 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 routegate \
  && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home \
-      --shell /usr/sbin/nologin routegate
+      --shell /usr/sbin/nologin routegate \
+ && install -d -o 10001 -g 10001 -m 0700 /var/cache/routegate
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY webhook ./webhook
 COPY validators ./validators
 COPY haproxy_check ./haproxy_check
 COPY certs ./certs
-# No [haproxy] extra: the image's own haproxy 3.x is used (ROUTEGATE_HAPROXY below).
+# No [haproxy] extra: the image's own haproxy 3.x is used (ROUTEGATE_HAPROXY below). The constraints
+# file pins every Python dependency to the versions the test suite ran with.
 RUN python3 -m venv /opt/routegate \
- && /opt/routegate/bin/pip install --no-cache-dir --no-compile ".[cel]" \
+ && /opt/routegate/bin/pip install --no-cache-dir --no-compile -c constraints.txt . \
  && rm -rf /src
 
 ENV PATH=/opt/routegate/bin:$PATH \
     ROUTEGATE_HAPROXY=/usr/local/sbin/haproxy \
+    XDG_CACHE_HOME=/var/cache/routegate \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 WORKDIR /

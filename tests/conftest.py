@@ -66,3 +66,29 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _version_of(binary: str) -> str:
+    import subprocess
+
+    try:
+        out = subprocess.run([binary, "-v"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    words = out.split()
+    return words[2] if len(words) > 2 and words[:2] == ["HAProxy", "version"] else ""
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say whether the HAProxy 3.x pass ran, so a green run on 2.8 alone cannot pass for a full one."""
+    try:
+        default = binaries.locate(None)
+    except binaries.BinaryNotFound:
+        default = ""
+    versions = {p: _version_of(p) for p in [default, *extra_binaries()] if p}
+    three = [f"{v} ({p})" for p, v in versions.items() if v.startswith("3.")]
+    if three:
+        terminalreporter.write_line(f"HAProxy 3.x pass: ran with {', '.join(three)}")
+    else:
+        terminalreporter.write_line("HAProxy 3.x pass: did not run (no 3.x binary; `scripts/get-haproxy3` "
+                                    "fetches one to .haproxy3/haproxy)")

@@ -24,7 +24,7 @@ from validators.crds import SchemaSet, pattern_problems
 from validators.enforcement import Enforcement
 from validators.objects import KINDS, Obj
 from validators.states import MemoryState
-from webhook import inputs
+from webhook import inputs, yamlloading
 from webhook.gates import Gate
 
 
@@ -49,9 +49,12 @@ def load_config(path: str | None, *, strict: bool) -> Enforcement:
     data: dict[str, Any] = {}
     if path:
         try:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise SetupError(f"--config {path}: {exc}") from None
+            # the same loader as manifests: no aliases, bounded depth (a settings file may come from a PR)
+            loaded = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=yamlloading.NoAliasLoader)  # noqa: S506
+        except OSError as exc:
+            raise SetupError(f"--config {path}: {exc.strerror or exc}") from None
+        except yaml.YAMLError as exc:
+            raise SetupError(f"--config {inputs.yaml_problem(exc, path)}") from None
         if loaded is not None and not isinstance(loaded, dict):
             raise SetupError(f"--config {path}: must be a YAML mapping")
         data = dict(loaded or {})

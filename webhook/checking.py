@@ -1,29 +1,38 @@
 """``routegate check`` and ``routegate render``: the Gate offline, on manifests, for CI.
 
-All inputs are applied together on top of ``--state`` (as ``kubectl apply -f DIR`` would), and each
-input object is judged as the admission subject against the state holding all the others.
+All inputs are applied together on top of the state (``--state`` files, or a live cluster with
+``--kubeconfig``), as ``kubectl apply -f DIR`` would, and each input object is judged as the
+admission subject against the state holding all the others. An AdmissionReview file is a replay of
+one admission request: its ``request.object`` is judged against that state plus its ``oldObject``.
+
+The run keeps going past bad inputs (an unparseable file, a non-Kubernetes document, the same object
+twice) and exits 2 at the end: input errors outrank denials.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
+import contextlib
 import sys
-from pathlib import Path
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any
 
-from haproxy_check import binaries, scratches
-from haproxy_check.results import HAProxyBinary
-from validators import statuses
+from haproxy_check import binaries
 from validators.changes import Change, Operation
-from validators.objects import Obj, Ref, ref_of
+from validators.findings import Severity
+from validators.objects import KINDS, REVIEWED_KINDS, Obj, Ref, ref_of
 from validators.states import MemoryState, Overlay, State
-from webhook import inputs
-from webhook.assembly import GateSettings, build_gate, load_state, with_namespace
+from webhook import inputs, reports
+from webhook.assembly import GateSettings, SetupError, build_gate, load_state, with_namespace
+from webhook.gates import HAPROXY_REJECTED, Gate
+from webhook.positions import Positions
 from webhook.verdicts import Decision, Verdict
 
-EXIT_OK, EXIT_DENIED = 0, 1
+EXIT_OK, EXIT_DENIED, EXIT_INPUT = 0, 1, 2
+CLUSTER = "<cluster>"
 
 
 def settings_from(args: argparse.Namespace) -> GateSettings:
@@ -41,92 +50,264 @@ def _combine(base: list[Obj], located: list[inputs.Located]) -> dict[Ref, Obj]:
     return combined
 
 
-async def check(args: argparse.Namespace) -> int:
-    binary = await binaries.detect(args.haproxy)
-    base_state, base_objects = load_state(args.state)
-    located = [inputs.Located(with_namespace(i.obj), i.file, i.line) for i in inputs.load(args.files)]
-    gate = build_gate(binary, settings_from(args))
-    # Indexed once; each input is judged against all the others: that state with the input taken out
-    # (an Overlay splices one object out of the sorted lists instead of re-indexing every object).
-    everything = MemoryState(list(_combine(base_objects, located).values()), version="check")
-    items: list[tuple[Change, State]] = []
-    for item in located:
+def _read_inputs(args: argparse.Namespace) -> inputs.Loaded:
+    loaded = inputs.read(args.files or [], keep_texts=True, follow_symlinks=args.follow_symlinks)
+    loaded.objects = [replace(i, obj=with_namespace(i.obj)) for i in loaded.objects]
+    return loaded
+
+
+def _is_review(item: inputs.Located) -> bool:
+    return item.prefix[:2] == ("request", "object")
+
+
+def _duplicates(manifests: list[inputs.Located], positions: Positions) -> list[inputs.Problem]:
+    """Every copy after the first of one kind/namespace/name: kubectl would apply only the last, so a
+    per-file deploy could ship a copy that nobody judged. Each copy is still judged."""
+    first: dict[Ref, inputs.Located] = {}
+    problems: list[inputs.Problem] = []
+    for item in manifests:
         ref = ref_of(item.obj)
-        old = base_state.get(ref.kind, ref.namespace, ref.name)
+        if ref in first:
+            seen = first[ref]
+            line, column = positions.of(item)
+            seen_line, seen_column = positions.of(seen)
+            problems.append(inputs.Problem(item.file, line, column, (
+                f"{ref} is also defined at {seen.file}:{seen_line}:{seen_column}: the same object twice "
+                "(kubectl applies only the last copy); each copy is judged")))
+        else:
+            first[ref] = item
+    return problems
+
+
+async def _live_state(args: argparse.Namespace) -> tuple[State, list[Obj]]:
+    """The cluster's current objects, listed once (read-only), then the watches are closed."""
+    from webhook.cluster import ClusterConfigError, ClusterState, load_api_client
+
+    try:
+        api = await load_api_client(args.kubeconfig, context=args.context)
+    except ClusterConfigError as exc:
+        raise SetupError(f"--kubeconfig {args.kubeconfig}: {exc}") from None
+    if api is None:  # pragma: no cover - a kubeconfig path always gives a client or an error
+        raise SetupError(f"--kubeconfig {args.kubeconfig}: no usable cluster configuration")
+    cluster = ClusterState(api)
+    task = asyncio.ensure_future(cluster.run())
+    try:
+        async with asyncio.timeout(args.sync_timeout):
+            while not cluster.ready:
+                if task.done():
+                    raise SetupError(f"--kubeconfig {args.kubeconfig}: cannot read the cluster: "
+                                     f"{task.exception() or 'stopped'}")
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        problems = {k: v.get("lastError") for k, v in cluster.status()["kinds"].items() if v.get("lastError")}
+        raise SetupError(f"--kubeconfig {args.kubeconfig}: the cluster's objects could not be listed within "
+                         f"{args.sync_timeout:g}s{': ' + str(problems) if problems else ''}") from None
+    finally:
+        snapshot = cluster.snapshot()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        await api.close()
+    objects = [o for kind in KINDS for o in snapshot.list(kind)]
+    return MemoryState(objects, version="cluster"), objects
+
+
+async def _base_state(args: argparse.Namespace) -> tuple[State, list[Obj]]:
+    if getattr(args, "kubeconfig", None):
+        if args.state:
+            raise SetupError("--state and --kubeconfig are two sources of the cluster state: give one")
+        return await _live_state(args)
+    return load_state(args.state)
+
+
+@contextlib.asynccontextmanager
+async def _progress(count: int) -> AsyncIterator[None]:
+    """``judging N objects... 12s`` on stderr, refreshed every second, only on a terminal."""
+    if not sys.stderr.isatty() or count < 2:
+        yield
+        return
+    started = time.monotonic()
+
+    async def tick() -> None:
+        while True:
+            print(f"\rroutegate: judging {count} objects... {time.monotonic() - started:.0f}s",
+                  end="", file=sys.stderr, flush=True)
+            await asyncio.sleep(1)
+
+    ticker = asyncio.ensure_future(tick())
+    try:
+        yield
+    finally:
+        ticker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticker
+        print("\r\x1b[K", end="", file=sys.stderr, flush=True)
+
+
+async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Sequence[inputs.Located],
+                skip: frozenset[str] = frozenset()) -> list[tuple[inputs.Located, Verdict]]:
+    """Each input's verdict, in input order. Manifests are applied together (the last copy of a
+    duplicate wins the state, earlier copies are judged one by one); reviews are judged alone."""
+    manifests = [i for i in located if not _is_review(i)]
+    everything = MemoryState(list(_combine(base_objects, manifests).values()), version="check")
+    last = {ref_of(i.obj): i for i in manifests}
+    batch: list[tuple[int, Change, State]] = []
+    alone: list[tuple[int, Change, State]] = []
+    for n, item in enumerate(located):
+        if item.obj.get("kind") in skip:
+            continue
+        ref = ref_of(item.obj)
+        if _is_review(item):
+            state: State = everything
+            if item.old is not None:
+                state = Overlay(everything, Change(Operation.UPDATE, with_namespace(item.old), None))
+            elif everything.get(ref.kind, ref.namespace, ref.name) is not None:
+                state = Overlay(everything, Change(Operation.DELETE, None, item.obj))
+            change = Change(Operation.UPDATE if item.old is not None else Operation.CREATE, item.obj,
+                            with_namespace(item.old) if item.old is not None else None, dry_run=True)
+            alone.append((n, change, state))
+            continue
+        old = base.get(ref.kind, ref.namespace, ref.name)
         change = Change(Operation.UPDATE if old is not None else Operation.CREATE, item.obj, old, dry_run=True)
-        items.append((change, Overlay(everything, Change(Operation.DELETE, None, item.obj))))
-    verdicts = await gate.review_all(items, combined=everything)
-    results = list(zip(located, verdicts, strict=True))
-    if args.output == "json":
-        print(json.dumps(_json_report(binary, results), indent=2))
-    else:
-        for item, verdict in results:
-            _print_text(item, verdict)
+        # Indexed once; each input is judged against all the others: that state with the input taken out
+        # (an Overlay splices one object out of the sorted lists instead of re-indexing every object).
+        target = batch if last[ref] is item else alone
+        target.append((n, change, Overlay(everything, Change(Operation.DELETE, None, item.obj))))
+    verdicts: dict[int, Verdict] = {}
+    async with _progress(len(batch) + len(alone)):
+        if batch:
+            judged = await gate.review_all([(c, s) for _, c, s in batch], combined=everything)
+            verdicts.update((n, v) for (n, _, _), v in zip(batch, judged, strict=True))
+        for n, change, state in alone:
+            verdicts[n] = await gate.review(change, state=state, reload_note=False)
+    return _attributed([(located[n], verdicts[n]) for n in sorted(verdicts)])
+
+
+def _attributed(results: list[tuple[inputs.Located, Verdict]]) -> list[tuple[inputs.Located, Verdict]]:
+    """Inputs applied together fail together: a Gateway that lets a broken route attach fails
+    ``haproxy -c`` on the route's line. When every reason an input is denied is a rejected line that
+    comes from another input that is itself denied, the fault (and the fix) is that one: this input is
+    reported allowed, with a note naming it, so that CI points at one object, not at everything near it."""
+    denied = {v.ref for _, v in results if v.decision is Decision.DENY}
+    out: list[tuple[inputs.Located, Verdict]] = []
+    for item, v in results:
+        owners = {a.origin.ref for a in v.alerts if a.origin is not None}
+        if (v.decision is Decision.DENY and v.alerts and all(a.origin is not None for a in v.alerts)
+                and v.ref not in owners and owners <= denied
+                and all(f.code == HAPROXY_REJECTED for f in v.denials)):
+            names = ", ".join(sorted(str(o) for o in owners))
+            kept = tuple(f for f in v.findings if f.severity is not Severity.DENY)
+            v = replace(v, decision=Decision.ALLOW, findings=kept, alerts=(),
+                        notes=(*v.notes, f"haproxy -c fails on a line of {names}, denied in this run; "
+                                         "this object is allowed once that one is fixed"))
+        out.append((item, v))
+    return out
+
+
+def _cluster_items(base_objects: list[Obj], files: list[inputs.Located]) -> list[inputs.Located]:
+    """``--all``: every stored object of a reviewed kind that no input file replaces."""
+    replaced = {ref_of(i.obj) for i in files}
+    return [inputs.Located(dict(o), CLUSTER, 0, 0) for o in base_objects
+            if o.get("kind") in REVIEWED_KINDS and ref_of(o) not in replaced]
+
+
+async def check(args: argparse.Namespace) -> int:
+    import structlog
+
+    from webhook import logs
+
+    # stdout is the report: library logs go to stderr, and only problems. Scoped to this run, so a
+    # caller in the same process (tests, a tool embedding the CLI) keeps its own logging set-up.
+    previous = structlog.get_config()
+    logs.configure("warning")
+    try:
+        return await _check(args)
+    finally:
+        structlog.configure(**previous)
+
+
+async def _check(args: argparse.Namespace) -> int:
+    if not args.files and not args.all:
+        raise SetupError("check needs -f PATH (files, directories or - for stdin), or --kubeconfig --all")
+    if (args.all or args.context) and not args.kubeconfig:
+        raise SetupError(f"{'--all' if args.all else '--context'} needs --kubeconfig")
+    binary = await binaries.detect(args.haproxy)
+    loaded = _read_inputs(args)
+    positions = Positions(loaded.texts)
+    manifests = [i for i in loaded.objects if not _is_review(i)]
+    problems = [*loaded.problems, *_duplicates(manifests, positions)]
+    base, base_objects = await _base_state(args)
+    located = [*loaded.objects, *(_cluster_items(base_objects, loaded.objects) if args.all else [])]
+    skip = frozenset().union(*args.skip_kinds)
+    if not located and not problems:
+        problems.append(inputs.Problem(" ".join(args.files or [CLUSTER]), 0, 0,
+                                       "no Kubernetes objects found (empty input)"))
+    gate = build_gate(binary, settings_from(args))
+    results = await judge(gate, base, base_objects, located, skip) if located else []
+    report = reports.Report(problems=sorted(problems, key=lambda p: (p.file, p.line, p.column)),
+                            warnings=[*loaded.warnings, *_cel_warning()], haproxy=binary, version=_version())
+    for item, verdict in results:
+        line, column = positions.of(item) if item.file != CLUSTER else (0, 0)
+
+        def where(path: tuple[Any, ...], item: inputs.Located = item) -> tuple[int, int]:
+            return positions.of(item, path) if item.file != CLUSTER else (0, 0)
+
+        report.results.append(reports.Judged(item, verdict, line, column, reports.placed(verdict.findings, where)))
+    from validators import rules
+
+    sys.stdout.write(reports.render(report, args.output, colour=_colour(), rule_infos=rules.table()))
+    if report.problems:
+        return EXIT_INPUT
     return EXIT_OK if all(v.allowed for _, v in results) else EXIT_DENIED
 
 
-def _print_text(item: inputs.Located, verdict: Verdict) -> None:
-    ref = verdict.ref
-    where = f"{item.file}:{item.line} {ref.kind} {ref.namespace + '/' if ref.namespace else ''}{ref.name}"
-    if verdict.decision is Decision.ALLOW:
-        print(f"{where}: allowed")
-    elif verdict.decision is Decision.ERROR:
-        print(f"{where}: error: {verdict.error}")
-    else:
-        print(f"{where}: denied: {verdict.message.split(': ', 1)[-1]}")
-        for alert in verdict.alerts:
-            for line in alert.context:
-                print(f"    {line}")
-    for warning in verdict.warnings:
-        print(f"    warning: {warning}")
+def _cel_warning() -> list[str]:
+    from validators import celchecks
+
+    if celchecks.engine_name() != "none":
+        return []
+    return ["no CEL engine could be loaded, so the CRDs' x-kubernetes-validations rules are not checked "
+            "(each is a RG0301 warning): install common-expression-language or cel-expr-python"]
 
 
-def _json_report(binary: HAProxyBinary, results: list[tuple[inputs.Located, Verdict]]) -> Any:
-    return {
-        "haproxy": {"path": binary.path, "version": binary.version},
-        "results": [
-            {
-                "file": item.file,
-                "line": item.line,
-                "apiVersion": item.obj.get("apiVersion"),
-                "kind": verdict.ref.kind,
-                "namespace": verdict.ref.namespace,
-                "name": verdict.ref.name,
-                "allowed": verdict.allowed,
-                "decision": str(verdict.decision),
-                "message": verdict.message,
-                "warnings": verdict.warnings,
-                "findings": [f.as_dict() for f in verdict.findings],
-                "status": dict(verdict.status),
-                "timings": {k: round(v, 4) for k, v in verdict.timings.items()},
-            }
-            for item, verdict in results
-        ],
-    }
+def _colour() -> bool:
+    from webhook.flags import colour_wanted
+
+    return colour_wanted(sys.stdout)
+
+
+def _version() -> str:
+    from webhook.cli import routegate_version
+
+    return routegate_version()
 
 
 async def render(args: argparse.Namespace) -> int:
+    from validators import statuses
+    from webhook import outdirs
+
     binary = await binaries.detect(args.haproxy)
+    outdir = outdirs.prepare(args.out, force=args.force)
+    loaded = _read_inputs(args)
+    for warning in loaded.warnings:
+        print(f"warning: {reports.clean(warning)}", file=sys.stderr)
+    if loaded.problems:
+        for problem in loaded.problems:
+            print(f"{reports.clean(problem)}", file=sys.stderr)
+        return EXIT_INPUT
     _, base_objects = load_state(args.state)
-    located = [inputs.Located(with_namespace(i.obj), i.file, i.line) for i in inputs.load(args.files)]
     gate = build_gate(binary, settings_from(args))
-    state = MemoryState(list(_combine(base_objects, located).values()), version="render")
+    state = MemoryState(list(_combine(base_objects, loaded.objects).values()), version="render")
     result = gate.renderer.render(state, subject=None)
-    out = Path(args.out)
+    import json
+
     files = {**result.files,
              "description.json": (json.dumps(result.description.as_dict(), indent=2) + "\n").encode(),
              "statuses.json": (json.dumps(statuses.statuses(state), indent=2, sort_keys=True) + "\n").encode()}
-    await asyncio.to_thread(_write_out, out, files)
+    await asyncio.to_thread(outdirs.write, outdir, files, force=args.force)
     for finding in result.findings:
-        print(f"warning: {finding.about + ': ' if finding.about else ''}"
-              f"{finding.field + ': ' if finding.field else ''}{finding.message}", file=sys.stderr)
-    print(f"wrote {len(files)} files to {out}")
+        print(f"warning: {reports.clean(finding.about) + ': ' if finding.about else ''}"
+              f"{reports.clean(finding.field) + ': ' if finding.field else ''}{reports.clean(finding.message)}",
+              file=sys.stderr)
+    print(f"wrote {len(files)} files to {reports.clean(args.out)}")
     return EXIT_OK
-
-
-def _write_out(out: Path, files: dict[str, bytes]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for name, content in sorted(files.items()):
-        target = out.joinpath(*scratches.safe_relative(name).parts)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content)

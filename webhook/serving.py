@@ -79,7 +79,7 @@ async def _certificates(args: argparse.Namespace, api: Any, tasks: list[Awaitabl
     elif args.cert_mode == "self":
         cert, key = cert_dir / "tls.crt", cert_dir / "tls.key"
     else:
-        paths = bootstrap.ensure_self_signed(cert_dir, dns_names=args.dns_name)
+        paths = _self_signed(cert_dir, args)
         cert, key = paths.cert, paths.key
         print(f"routegate: serving certificate signed by the CA in {paths.ca}", file=sys.stderr, flush=True)
     reloader = reloading.CertReloader(cert, key)
@@ -99,7 +99,11 @@ async def _certificates(args: argparse.Namespace, api: Any, tasks: list[Awaitabl
             # The first pair comes from the Secret the leader keeps; wait for it before serving.
             async with asyncio.timeout(120):
                 await manager.wait_ready()
-    reloader.load()
+    try:
+        reloader.load()
+    except reloading.CertLoadError as exc:
+        flag = "--tls-cert/--tls-key" if args.tls_cert else f"--cert-dir {cert_dir}"
+        raise SetupError(f"{flag}: {exc}") from None
     tasks.append(reloader.run())
     return reloader
 
@@ -142,6 +146,30 @@ def _on_stop_signals() -> asyncio.Event:
     return stop
 
 
+def _self_signed(cert_dir: Path, args: argparse.Namespace) -> Any:
+    """The generated pair, or a SetupError naming the directory and what to do (a read-only $HOME in a
+    container, a --cert-dir under a file)."""
+    from certs import bootstrap, generation
+
+    try:
+        return bootstrap.ensure_self_signed(cert_dir, dns_names=args.dns_name)
+    except generation.CertError as exc:
+        raise SetupError(f"--dns-name: {exc}") from None
+    except OSError as exc:
+        where = f"--cert-dir {cert_dir}" if args.cert_dir else \
+            f"the default certificate directory {cert_dir} (from $XDG_CACHE_HOME or $HOME)"
+        raise SetupError(f"{where}: cannot write there ({exc.strerror or exc}); pass --cert-dir DIR with a "
+                         "writable directory, or --tls-cert/--tls-key with an existing pair") from None
+
+
+async def _listen(site: web.BaseSite, flag: str, value: str) -> None:
+    try:
+        await site.start()
+    except OSError as exc:
+        raise SetupError(f"{flag} {value}: cannot listen ({exc.strerror or exc}); "
+                         f"choose another address with {flag} HOST:PORT") from None
+
+
 async def serve(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
     host, port = split_listen(args.listen, "--listen")
@@ -181,8 +209,10 @@ async def serve(args: argparse.Namespace) -> int:
     background = [asyncio.ensure_future(t) for t in tasks]
     stop = _on_stop_signals()
     try:
-        await connections.GuardedSite(runner, host, port, guards=guards, ssl_context=reloader.context).start()
-        await web.TCPSite(metrics_runner, metrics_host, metrics_port).start()
+        await _listen(connections.GuardedSite(runner, host, port, guards=guards, ssl_context=reloader.context),
+                      "--listen", args.listen)
+        await _listen(web.TCPSite(metrics_runner, metrics_host, metrics_port), "--metrics-listen",
+                      args.metrics_listen)
         log.info("listening", url=f"https://{host}:{port}/validate", metrics=f"http://{metrics_host}:{metrics_port}/metrics")
         print(f"routegate: listening on https://{host}:{port}/validate", file=sys.stderr, flush=True)
         waiter = asyncio.ensure_future(stop.wait())

@@ -25,18 +25,20 @@ def check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str
 def test_good_routes_exit_0(capsys: pytest.CaptureFixture[str], haproxy_path: str) -> None:
     code, out, _ = check(capsys, "-f", str(INPUTS / "good.yaml"))
     assert code == 0, out
-    assert out.splitlines()[0] == f"{INPUTS / 'good.yaml'}:1 HTTPRoute capture/shop: allowed"
+    assert out.splitlines()[0] == f"{INPUTS / 'good.yaml'}:1:1: HTTPRoute capture/shop: allowed"
 
 
 def test_a_denied_object_exits_1_and_names_file_line_and_field(capsys: pytest.CaptureFixture[str],
                                                                haproxy_path: str) -> None:
     code, out, _ = check(capsys, "-f", str(INPUTS))
     assert code == 1
-    lines = [line for line in out.splitlines() if not line.startswith(" ")]
-    assert f"{INPUTS / 'bad-regex.yaml'}:2 HTTPRoute capture/broken: denied: spec.rules[1].matches[0].path.value:" \
-        in "\n".join(lines)
-    assert any(line.startswith(f"{INPUTS / 'good.yaml'}:1 HTTPRoute capture/shop: allowed") for line in lines)
-    assert any("sticky: denied: spec.rules[0].sessionPersistence.sessionName" in line for line in lines)
+    lines = out.splitlines()
+    broken = lines.index(f"{INPUTS / 'bad-regex.yaml'}:2:1: HTTPRoute capture/broken: denied")
+    assert " spec.rules[1].matches[0].path.value: " in lines[broken + 1]
+    assert lines[broken + 1].lstrip().startswith(f"{INPUTS / 'bad-regex.yaml'}:")
+    assert f"{INPUTS / 'good.yaml'}:1:1: HTTPRoute capture/shop: allowed" in lines
+    sticky = next(i for i, line in enumerate(lines) if line.endswith("sticky: denied"))
+    assert "RG0101 spec.rules[0].sessionPersistence.sessionName" in lines[sticky + 1]
 
 
 def test_json_output_has_the_documented_shape(capsys: pytest.CaptureFixture[str], haproxy_path: str) -> None:
@@ -64,19 +66,19 @@ def test_stdin_is_read_with_dash(capsys: pytest.CaptureFixture[str], monkeypatch
 
     monkeypatch.setattr(sys, "stdin", io.StringIO((INPUTS / "good.yaml").read_text()))
     code, out, _ = check(capsys, "-f", "-")
-    assert code == 0 and out.startswith("<stdin>:1 HTTPRoute capture/shop: allowed")
+    assert code == 0 and out.startswith("<stdin>:1:1: HTTPRoute capture/shop: allowed")
 
 
 def test_unparseable_yaml_exits_2_naming_file_and_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("apiVersion: v1\nkind: Service\nmetadata:\n  name: [unclosed\n")
-    code, _, err = check(capsys, "-f", str(bad))
-    assert code == 2 and f"{bad}:" in err and "invalid YAML" in err
+    code, out, _ = check(capsys, "-f", str(bad))
+    assert code == 2 and f"{bad}:5:1: error: invalid YAML" in out
 
 
 def test_a_missing_file_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    code, _, err = check(capsys, "-f", str(tmp_path / "nope.yaml"))
-    assert code == 2 and "no such file" in err
+    code, out, _ = check(capsys, "-f", str(tmp_path / "nope.yaml"))
+    assert code == 2 and "no such file" in out
 
 
 def test_no_haproxy_binary_exits_2_saying_how_to_get_one(capsys: pytest.CaptureFixture[str],
@@ -122,3 +124,11 @@ def test_rules_lists_codes(capsys: pytest.CaptureFixture[str]) -> None:
 def test_python_dash_m_webhook_is_the_cli() -> None:
     result = subprocess.run([sys.executable, "-m", "webhook", "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "check" in result.stdout and "serve" in result.stdout
+
+
+def test_check_leaves_the_callers_logging_as_it_was(capsys: pytest.CaptureFixture[str], haproxy_path: str) -> None:
+    import structlog
+
+    before = structlog.get_config()
+    check(capsys, "-f", str(INPUTS / "good.yaml"))
+    assert structlog.get_config() == before

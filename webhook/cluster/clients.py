@@ -101,7 +101,7 @@ async def stream_lines(
         resp.close()
 
 
-async def load_api_client(kubeconfig: str | None) -> client.ApiClient | None:
+async def load_api_client(kubeconfig: str | None, *, context: str | None = None) -> client.ApiClient | None:
     """An ApiClient from a kubeconfig file, else from the pod's service account, else None.
 
     None means "no cluster": the caller falls back to the file state.
@@ -111,7 +111,7 @@ async def load_api_client(kubeconfig: str | None) -> client.ApiClient | None:
         if kubeconfig:
             if not await asyncio.to_thread(os.path.isfile, kubeconfig):
                 raise ClusterConfigError(f"kubeconfig {kubeconfig!r} does not exist")
-            await config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+            await config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
         elif os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         else:

@@ -1,0 +1,57 @@
+"""``routegate check --kubeconfig``: files judged against a live cluster (the fake API server), read-only,
+and ``--all`` auditing every stored object."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.clusterkit import install_gateway_api
+from tests.fakekube import FakeKube
+from tests.webhook.clirun import env
+from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
+
+pytestmark = pytest.mark.haproxy
+
+
+async def run_check(*args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "webhook", "check", *args, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env={**env(), "HOME": os.environ.get("HOME", "/tmp")})
+    out, err = await asyncio.wait_for(proc.communicate(), 180)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_files_against_the_live_cluster_and_an_audit(tmp_path: Path, haproxy_path: str) -> None:
+    async with FakeKube() as kube:
+        install_gateway_api(kube)
+        for obj in load_objects(STATE_DIR):
+            kube.create(obj)
+        broken = next(o for o in load_objects(INPUTS) if o["metadata"]["name"] == "broken")
+        kube.create(broken)
+        kubeconfig = kube.write_kubeconfig(tmp_path / "kubeconfig")
+
+        code, out, err = await run_check("--kubeconfig", kubeconfig, "-f", str(INPUTS / "good.yaml"), "-o", "json")
+        assert code == 0, out + err
+        assert out.startswith("{"), out[:2000]
+        [result] = json.loads(out)["results"]
+        assert result["name"] == "shop" and result["allowed"]
+        # judged against the cluster: the route attaches to the cluster's Gateway
+        assert [c["status"] for c in result["status"]["parents"][0]["conditions"]] == ["True", "True"]
+
+        code, out, err = await run_check("--kubeconfig", kubeconfig, "--all")
+        assert code == 1, out + err
+        assert "<cluster>: HTTPRoute capture/broken: denied" in out
+
+        code, out, err = await run_check("--kubeconfig", kubeconfig, "--context", "no-such-context", "--all")
+        assert code == 2 and "--kubeconfig" in err and "Traceback" not in err
+
+
+async def test_all_needs_a_kubeconfig() -> None:
+    code, _, err = await run_check("--all")
+    assert code == 2 and "--all needs --kubeconfig" in err

@@ -1,0 +1,92 @@
+"""The fast YAML loader returns exactly what PyYAML's safe loader returns (differential)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from webhook import yamlloading
+
+REFERENCE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+# Plain scalars YAML 1.1 resolves to something other than a string, and strings that look like them.
+TRICKY = ["yes", "No", "on", "OFF", "y", "~", "null", "Null", "", "0x1F", "0o17", "017", "1_000", "1:20",
+          "190:20:30", ".inf", "-.Inf", ".NaN", "1.5e3", "+1", "-0", "2001-12-14", "2001-12-14t21:59:43.10-05:00",
+          "<<", "=", "!!str", "#x", "a: b", "- a", "[a]", "{a}", "*a", "&a", "%x", "@x", "`x", "'q'", '"d"']
+scalars = st.one_of(st.sampled_from(TRICKY), st.text(max_size=12), st.integers(), st.booleans(), st.none(),
+                    st.floats(allow_nan=False), st.dates())
+values = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.one_of(st.text(max_size=8), st.sampled_from(TRICKY)),
+                                                 inner, max_size=4)), max_leaves=20)
+
+
+def same(text: str) -> None:
+    """Equal values, or both refuse the text (the same error class)."""
+    try:
+        expected: Any = list(yaml.load_all(text, Loader=REFERENCE))
+    except yaml.YAMLError as exc:
+        expected = type(exc)
+    try:
+        got: Any = list(yaml.load_all(text, Loader=yamlloading.FastSafeLoader))
+    except yaml.YAMLError as exc:
+        got = type(exc)
+    assert repr(got) == repr(expected), text
+
+
+@settings(max_examples=150, deadline=None)
+@given(values, st.sampled_from([None, True, False]))
+def test_dumped_values_load_the_same(value: Any, flow: bool | None) -> None:
+    same(yaml.safe_dump(value, default_flow_style=flow, allow_unicode=True))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(TRICKY), min_size=1, max_size=6))
+def test_plain_scalars_resolve_the_same(words: list[str]) -> None:
+    plain = [w for w in words if w and w[0] not in "#&*!|>'\"%@`[]{},-?:" and ": " not in w]
+    same("\n".join(f"k{i}: {w}" for i, w in enumerate(plain)))
+
+
+@pytest.mark.parametrize("text", [
+    "a: &x {k: 1}\nb:\n  <<: *x\n  j: 2\n",
+    "c: 2001-12-14t21:59:43.10-05:00\nd: !!binary aGVsbG8=\ne: !!set {a, b}\n",
+    "g: {1: a, 2.5: b, null: c, true: d}\n",
+    "h: !!str 123\ni: !!int '7'\nj: !!float '1'\n",
+    "k: !!omap [{a: 1}, {b: 2}]\nl: !!pairs [{a: 1}, {a: 2}]\n",
+    "--- 1\n--- [a]\n---\n...\n--- {a: b}\n",
+    "m: |\n  line\n  ---x\nn: >-\n  folded\n  text\n",
+])
+def test_the_rare_constructs_load_the_same(text: str) -> None:
+    same(text)
+
+
+def test_aliases_are_refused_also_through_merge_keys_and_slow_paths() -> None:
+    for text in ("a: &a [1]\nb: *a\n", "a: &x {k: 1}\nb:\n  <<: *x\n", "a: &a 1\nb: {c: 2001-01-01, d: *a}\n",
+                 "a: &a 1\nb: !!set {? *a}\n"):
+        with pytest.raises(yamlloading.AliasRefused):
+            yaml.load(text, Loader=yamlloading.NoAliasLoader)
+    # an anchor used once is no alias
+    assert yaml.load("a: &a {b: 2001-01-01}\n", Loader=yamlloading.NoAliasLoader) == \
+        {"a": {"b": datetime.date(2001, 1, 1)}}
+
+
+json_values = st.recursive(st.one_of(st.text(alphabet='[]{}"\\ab', max_size=6), st.integers(), st.none()),
+                           lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                   st.dictionaries(st.text(alphabet='[]{}"\\k', max_size=4), inner,
+                                                                   max_size=3)), max_leaves=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(json_values)
+def test_the_json_depth_scan_equals_a_walk_of_the_decoded_value(value: Any) -> None:
+    import json
+
+    from webhook import inputs
+
+    text = json.dumps(value)
+    assert inputs._json_depth(text) == min(inputs._depth(value) if isinstance(value, dict | list) else 0,
+                                           inputs.MAX_DEPTH + 1)
