@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -236,7 +236,7 @@ def _backends(old: Description, new: Description, loaded: set[str], profiles: Ma
         if why:
             draft.fail(4, f"backend {name} deleted: {why}")
             continue
-        draft.old_backends += _delete_backend(backend)
+        draft.old_backends += _delete_backend(backend, draft.version)
     for name in sorted(before.keys() & after.keys()):
         _backend_change(before[name], after[name], profiles.get(after[name].profile, ()), draft)
 
@@ -324,12 +324,15 @@ def _create_backend(backend: BackendDesc, profile: Sequence[str]) -> list[Comman
     return cmds
 
 
-def _delete_backend(backend: BackendDesc) -> list[Command]:
+def _delete_backend(backend: BackendDesc, version: tuple[int, ...]) -> list[Command]:
+    """Unpublish (frontends stop choosing it), then its servers the way rule 6 removes one (HAProxy
+    deletes only a backend without servers), then the backend once removable."""
     name = cli_word(backend.name, what="backend name")
     why = f"backend {backend.name} deleted"
     cmds = [Command(f"unpublish backend {name}", r"Backend unpublished\.", 4, f"{why}: unpublished")]
-    cmds += [Command(f"set server {_server_target(backend.name, s.name)} state maint", r"^$", 4, f"{why}: drain")
-             for s in backend.servers if MAINT_KEYWORD not in s.options]
+    for server in backend.servers:
+        cmds += [replace(c, rule=4) for c in
+                 _remove_server(backend.name, server, version, f"{why}: server {server.name} removed")]
     cmds.append(Command(f"wait {REMOVABLE_WAIT} be-removable {name}", r"^Done\.$", 4, f"{why}: wait until removable"))
     cmds.append(Command(f"del backend {name}", r"Backend deleted\.", 4, why))
     return cmds
