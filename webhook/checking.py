@@ -19,7 +19,7 @@ from validators import statuses
 from validators.changes import Change, Operation
 from validators.objects import Obj, Ref, ref_of
 from validators.states import MemoryState, Overlay, State
-from webhook import inputs
+from webhook import inputs, plans
 from webhook.assembly import GateSettings, build_gate, load_state, with_namespace
 from webhook.verdicts import Decision, Verdict
 
@@ -31,6 +31,7 @@ def settings_from(args: argparse.Namespace) -> GateSettings:
         crds=args.crds, config=args.config, strict=args.strict, templates=args.templates,
         scratch_dir=args.scratch_dir, check_timeout=args.check_timeout,
         check_concurrency=args.check_concurrency, note_budget=args.reload_note_budget,
+        dataplane_version=plans.dataplane_version(getattr(args, "dataplane_version", None)),
     )
 
 
@@ -111,7 +112,8 @@ async def render(args: argparse.Namespace) -> int:
     located = [inputs.Located(with_namespace(i.obj), i.file, i.line) for i in inputs.load(args.files)]
     gate = build_gate(binary, settings_from(args))
     state = MemoryState(list(_combine(base_objects, located).values()), version="render")
-    result = gate.renderer.render(state, subject=None)
+    previous = plans.load_description(args.previous) if getattr(args, "previous", None) else None
+    result = gate.renderer.render(state, subject=None, previous=previous)
     out = Path(args.out)
     files = {**result.files,
              "description.json": (json.dumps(result.description.as_dict(), indent=2) + "\n").encode(),

@@ -37,6 +37,8 @@ def _add_gate_options(parser: argparse.ArgumentParser) -> None:
                         help="haproxy -c runs at once (default 2)")
     parser.add_argument("--reload-note-budget", type=float, default=1.0, metavar="SECONDS",
                         help="skip the reload-vs-runtime note when one render takes longer (default 1)")
+    parser.add_argument("--dataplane-version", metavar="X.Y",
+                        help="the data plane's HAProxy version, for the runtime/reload note (default: --haproxy's)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -77,6 +79,12 @@ def parser() -> argparse.ArgumentParser:
     render.add_argument("-f", "--filename", dest="files", action="append", default=[], metavar="PATH")
     render.add_argument("--state", metavar="DIR")
     render.add_argument("--out", "-O", dest="out", required=True, metavar="OUTDIR")
+    render.add_argument("--previous", metavar="DIR", help="the render the data plane runs (its --out): servers "
+                        "keep their names (stable slots), so `routegate plan` can update them at runtime")
+
+    from webhook import plans
+
+    plans.add_parser(sub)
 
     sub.add_parser("rules", help="print the rule codes, default severities and what each checks")
     sub.add_parser("version", help="print routegate's and haproxy's versions")
@@ -106,6 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from webhook import checking
 
             return asyncio.run(checking.render(args))
+        if args.command == "plan":
+            from webhook import plans
+
+            return plans.run(args)
         if args.command == "rules":
             return print_rules()
         if args.command == "version":
