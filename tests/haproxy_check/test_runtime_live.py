@@ -118,10 +118,18 @@ def served(port: int, host: str, n: int = 12) -> collections.Counter[str]:
 def test_map_value_change_reaches_requests_without_a_reload(haproxy_path: str, backend_port: int) -> None:
     port = dp.free_port()
     before, after = renders(state(port, backend_port), state(port, backend_port, env="two; set map x y"))
+    plan = runtimeplans.plan(before.description, after.description, dataplane_version=(2, 8))
 
     def check(live: dp.DataPlane) -> None:
         status, body = dp.get(port, "a.example.com")
         assert status == 200 and "x-env=two; set map x y" in body, body
+        # the escaping round-trips every CLI separator as one value (then the planned value goes back)
+        key = "default_r_0|set|x-env"
+        odd = "a\\b; c d"
+        assert live.ask(f"set map maps/gw-reqhdr.map {runtimeplans.cli_word(key, what='k')} "
+                        f"{runtimeplans.cli_word(odd, what='v')}").strip() == ""
+        assert f"{key} {odd}" in live.ask("show map maps/gw-reqhdr.map")
+        assert live.ask(plan.commands[0].line).strip() == ""
 
     plan = roll(haproxy_path, before, after, check)
     assert len(plan.commands) == 1 and plan.commands[0].line.startswith("set map maps/gw-reqhdr.map")
