@@ -141,7 +141,6 @@ class Plan:
     commands: tuple[Command, ...] = ()
     reasons: tuple[str, ...] = ()  # why a reload (empty otherwise)
     dataplane_version: tuple[int, ...] = ()
-    notes: tuple[str, ...] = ()  # what the commands do, one per change (also when reloading)
 
     def as_dict(self) -> dict[str, Any]:
         return {"action": str(self.action), "dataplaneVersion": ".".join(map(str, self.dataplane_version)),
