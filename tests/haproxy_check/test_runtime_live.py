@@ -202,11 +202,15 @@ def test_a_server_is_drained_then_deleted(haproxy_path: str, backend_port: int) 
     assert lines(plan)[-1] == "del server gw_h_default_r_web_80/s1"
 
 
-def test_a_new_backend_is_a_reload_before_3_4(haproxy_path: str, backend_port: int) -> None:
+def test_a_new_backend_is_a_reload_before_3_4(haproxy_paths: list[str], backend_port: int) -> None:
+    """On every binary before 3.4 here (the 2.8 wheel, .haproxy3's 3.2 when fetched), by its own version."""
     before, after = renders(state(1, backend_port), state(1, backend_port, second_route=True))
-    plan = runtimeplans.plan(before.description, after.description, dataplane_version=_version(haproxy_path))
-    assert plan.action is runtimeplans.Action.RELOAD
-    assert any("rule 4: backend gw_h_default_r2_api_80 created" in r and "(3.4+)" in r for r in plan.reasons)
+    versions = [v for v in map(_version, haproxy_paths) if v < (3, 4)]
+    assert versions
+    for version in versions:
+        plan = runtimeplans.plan(before.description, after.description, dataplane_version=version)
+        assert plan.action is runtimeplans.Action.RELOAD
+        assert any("rule 4: backend gw_h_default_r2_api_80 created" in r and "(3.4+)" in r for r in plan.reasons)
 
 
 def test_a_new_backend_from_a_loaded_profile_on_3_4(haproxy34: str, backend_port: int) -> None:
