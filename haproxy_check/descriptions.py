@@ -110,7 +110,7 @@ class Description:
                            for m in data["maps"]),
                 files=tuple(FileDesc(str(f["path"]), _kind(f["kind"]), str(f["sha256"])) for f in data["files"]),
                 # a description written before frames were recorded matches no frame: the safe answer
-                frame=str(data.get("frame") or "unrecorded"))
+                frame=str(data.get("frame") or "unrecorded"))  # runtimeplans.UNRECORDED
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"not a routegate description: missing or malformed {exc}") from exc
 

@@ -48,11 +48,12 @@ from haproxy_check.descriptions import BackendDesc, Description, FileDesc, MapDe
 from haproxy_check.helpers import server_address
 
 MAX_REASONS = 32
+UNRECORDED = "unrecorded"  # the frame of a description.json written before frames were recorded
 RUNTIME_BACKENDS = (3, 4)  # add/publish/unpublish/del backend
 WAIT_COMMAND = (3, 0)  # `wait srv-removable` (older: retry `del server` until it succeeds)
 DYNAMIC_SERVERS = (2, 4)
 CA_FILE_UPDATES = (2, 5)
-UNSUPPORTED_BY_ADD_SERVER = frozenset({"no-check", "resolvers", "init-addr", "disabled"})
+UNSUPPORTED_BY_ADD_SERVER = frozenset({"no-check", "resolvers", "init-addr"})
 MAINT_KEYWORD = "disabled"  # a server line keyword that is a state, not a setting
 UNORDERED_REPLACE_AFTER = 64  # more single-entry updates than this: one atomic replace instead
 REMOVABLE_WAIT = "5s"
@@ -197,7 +198,9 @@ def plan(old: Description | None, new: Description, *, dataplane_version: tuple[
     if old is None:
         draft.fail(1, "no previous configuration to compare with")
         return draft.plan()
-    if old.frame != new.frame:
+    if not old.frame or not new.frame or UNRECORDED in (old.frame, new.frame):
+        draft.fail(2, "the configuration outside Backend() was not recorded (no frame digest)")
+    elif old.frame != new.frame:
         draft.fail(2, "frontend or global configuration changed (rules, listeners, or text outside Backend())")
     old_profiles = {p.name: p for p in old.profiles}
     for profile in new.profiles:
@@ -249,10 +252,11 @@ def _why_not_runtime_backend(backend: BackendDesc, loaded: set[str], profiles: M
     if backend.profile not in loaded:
         return f"its profile {backend.profile} is not loaded yet"
     lines = profiles.get(backend.profile, ())
-    if backend.balance != "roundrobin" and f"balance {backend.balance}" not in lines:
+    # `add backend` takes these from the profile; the backend section states its own
+    if _profile_setting(lines, "balance", "roundrobin") != backend.balance:
         return f"add backend takes its balance from the profile, which does not say balance {backend.balance}"
-    if backend.hash_type and f"hash-type {backend.hash_type}" not in lines:
-        return "add backend takes hash-type from the profile, which does not set it"
+    if _profile_setting(lines, "hash-type", "") != backend.hash_type:
+        return f"add backend takes hash-type from the profile, which does not say hash-type {backend.hash_type}"
     if backend.guid:
         return "add backend cannot set a guid"
     for server in backend.servers:
@@ -262,12 +266,21 @@ def _why_not_runtime_backend(backend: BackendDesc, loaded: set[str], profiles: M
     return ""
 
 
+def _profile_setting(lines: Sequence[str], keyword: str, default: str) -> str:
+    """What a backend created from this profile gets for ``keyword`` (the last line saying it)."""
+    found = default
+    for line in lines:
+        if line.startswith(keyword + " "):
+            found = line[len(keyword) + 1:].strip()
+    return found
+
+
 def _why_not_add_server(backend: BackendDesc, server: ServerDesc, profile: Sequence[str]) -> str:
     if backend.balance.startswith("static-rr"):
         return f"server {server.name}: add server does not work under balance static-rr"
     if backend.hash_type and "consistent" not in backend.hash_type:
         return f"server {server.name}: add server does not work with map-based hashing ({backend.hash_type})"
-    bad = sorted((set(server.options) | set(_default_server(profile))) & (UNSUPPORTED_BY_ADD_SERVER - {MAINT_KEYWORD}))
+    bad = sorted((set(server.options) | set(_default_server(profile))) & UNSUPPORTED_BY_ADD_SERVER)
     if bad:
         return f"server {server.name}: keyword {bad[0]} is not supported by add server"
     return ""

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from haproxy_check import runtimeapi, runtimeplans
-from haproxy_check.descriptions import Description, MapDesc
+from haproxy_check.descriptions import BackendDesc, Description, MapDesc, ProfileDesc
 from haproxy_check.runtimeplans import Action, UnsafeValue, cli_word
 
 HDR = MapDesc("maps/gw-reqhdr.map", ordered=False, entries=("k one",))
@@ -68,3 +68,20 @@ def test_applying_a_reload_plan_or_to_no_socket_fails_with_the_reason(tmp_path: 
 @pytest.mark.parametrize("text,want", [("3.4", (3, 4)), ("3.4.7-1", (3, 4, 7)), ("2.8.25", (2, 8, 25))])
 def test_versions(text: str, want: tuple[int, ...]) -> None:
     assert runtimeplans.parse_version(text) == want
+
+
+def test_descriptions_without_a_frame_digest_are_a_reload() -> None:
+    legacy = Description.from_dict({k: v for k, v in BASE.as_dict().items() if k != "frame"})
+    for old, new in ((legacy, legacy), (BASE, replace(BASE, frame="")), (replace(BASE, frame=""), BASE)):
+        plan = runtimeplans.plan(old, new, dataplane_version=(3, 4))
+        assert plan.action is Action.RELOAD and "not recorded" in plan.reasons[0]
+
+
+def test_a_profile_that_sets_balance_otherwise_cannot_create_the_backend_at_runtime() -> None:
+    profile = ProfileDesc("p", ("mode http", "balance leastconn"))
+    base = replace(BASE, profiles=(profile,))
+    new = replace(base, backends=(BackendDesc("be", profile="p"),))  # the section says roundrobin
+    plan = runtimeplans.plan(base, new, dataplane_version=(3, 4))
+    assert plan.action is Action.RELOAD and "balance roundrobin" in plan.reasons[0]
+    agreeing = replace(base, backends=(BackendDesc("be", profile="p", balance="leastconn"),))
+    assert runtimeplans.plan(base, agreeing, dataplane_version=(3, 4)).action is Action.RUNTIME
