@@ -86,6 +86,9 @@ class Description:
     maps: tuple[MapDesc, ...] = ()
     files: tuple[FileDesc, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    # sha256 of haproxy.cfg outside the sections Backend() describes (frontends, rules, global): when it
+    # differs, the running configuration's structure changed and only a reload applies it
+    frame: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -93,4 +96,35 @@ class Description:
             "profiles": [p.as_dict() for p in sorted(self.profiles, key=lambda p: p.name)],
             "maps": [m.as_dict() for m in sorted(self.maps, key=lambda m: m.path)],
             "files": [f.as_dict() for f in sorted(self.files, key=lambda f: f.path)],
+            "frame": self.frame,
         }
+
+    @staticmethod
+    def from_dict(data: Any) -> Description:
+        """The inverse of ``as_dict`` (a ``description.json``); raises ValueError naming the bad field."""
+        try:
+            return Description(
+                backends=tuple(_backend(b) for b in data["backends"]),
+                profiles=tuple(ProfileDesc(str(p["name"]), tuple(map(str, p["lines"]))) for p in data["profiles"]),
+                maps=tuple(MapDesc(str(m["path"]), bool(m["ordered"]), tuple(map(str, m["entries"])))
+                           for m in data["maps"]),
+                files=tuple(FileDesc(str(f["path"]), _kind(f["kind"]), str(f["sha256"])) for f in data["files"]),
+                # a description written before frames were recorded matches no frame: the safe answer
+                frame=str(data.get("frame") or "unrecorded"))  # runtimeplans.UNRECORDED
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"not a routegate description: missing or malformed {exc}") from exc
+
+
+def _kind(value: Any) -> Literal["cert", "ca", "other"]:
+    return "cert" if value == "cert" else "ca" if value == "ca" else "other"
+
+
+def _backend(data: Any) -> BackendDesc:
+    shape: Shape = "structural" if data["shape"] == "structural" else "dynamic"
+    return BackendDesc(
+        name=str(data["name"]), mode=str(data["mode"]), balance=str(data["balance"]),
+        hash_type=str(data["hashType"]), profile=str(data["profile"]), body=tuple(map(str, data["body"])),
+        servers=tuple(ServerDesc(str(s["name"]), str(s["address"]), int(s["port"]), int(s["weight"]),
+                                 tuple(map(str, s["options"]))) for s in data["servers"]),
+        default_server=str(data["defaultServer"]), guid=str(data["guid"]),
+        comments=tuple(map(str, data["comments"])), shape=shape, shape_reason=str(data["shapeReason"]))

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from haproxy_check import escaping
+from haproxy_check import escaping, slots
 from haproxy_check.descriptions import BackendDesc, Description, FileDesc, MapDesc, ProfileDesc, ServerDesc
 from haproxy_check.sourcemaps import SourceMap
 
@@ -83,6 +83,11 @@ def _address(server: ServerDesc) -> str:
     return _address_of(server.address, server.port)
 
 
+def server_address(address: str, port: int) -> str:
+    """A server's address as its haproxy.cfg line (and a runtime ``add server``) says it."""
+    return _address_of(address, port)
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def _address_of(address: str, port: int) -> str:
     """``ip:port`` / ``[ip6]:port`` / ``name:port``; remembered, since the same endpoints come back in every
@@ -139,8 +144,11 @@ class Recorder:
     """The state behind the helpers for one render: backends, profiles, maps, files."""
 
     def __init__(self, *, base_lines: Sequence[str], sources: SourceMap,
-                 haproxy_version: tuple[int, ...] = (2, 8), memo: RecorderMemo | None = None) -> None:
+                 haproxy_version: tuple[int, ...] = (2, 8), memo: RecorderMemo | None = None,
+                 previous: Description | None = None) -> None:
         self._base = tuple(base_lines)
+        # servers the data plane runs now, per backend: new servers take their slots (``slots``)
+        self._slots = {b.name: b.servers for b in previous.backends} if previous is not None else {}
         self._sources = sources
         self._version = haproxy_version
         self._memo = memo if memo is not None else RecorderMemo()
@@ -154,6 +162,10 @@ class Recorder:
     def backend(self, spec: Mapping[str, Any]) -> str:
         if not isinstance(spec, Mapping):
             raise _fail("Backend() takes one mapping")
+        name, servers = spec.get("name"), spec.get("servers")
+        running = self._slots.get(name) if isinstance(name, str) else None
+        if running and isinstance(servers, Sequence) and not isinstance(servers, str):
+            spec = {**spec, "servers": slots.assign([_server(s) for s in servers], running)}
         key = _backend_key(spec)
         known = self._memo.backends.get(key) if key is not None else None
         if known is not None:
@@ -284,11 +296,11 @@ class Recorder:
             out[path] = "\n".join(lines) + "\n" if lines else ""
         return out
 
-    def description(self, map_texts: Mapping[str, str]) -> Description:
+    def description(self, map_texts: Mapping[str, str], *, frame: str = "") -> Description:
         maps = tuple(MapDesc(path, self.maps[path][0], tuple(t.splitlines())) for path, t in sorted(map_texts.items()))
         files = tuple(FileDesc(p, kind, hashlib.sha256(data).hexdigest())
                       for p, (kind, data) in sorted(self.files.items()))
         return Description(
             backends=tuple(self.backends[n] for n in sorted(self.backends)),
             profiles=tuple(self.profiles[n] for n in sorted(self.profiles)),
-            maps=maps, files=files)
+            maps=maps, files=files, frame=frame)

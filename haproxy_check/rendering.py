@@ -24,7 +24,8 @@ import jinja2
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from haproxy_check import escaping, frontends, httproutes, increments, l4contexts, routelines, templatestate
+from haproxy_check import escaping, frames, frontends, httproutes, increments, l4contexts, routelines, templatestate
+from haproxy_check.descriptions import Description
 from haproxy_check.helpers import Recorder, TemplateError
 from haproxy_check.httpmodels import FrontendModel, HttpModel
 from haproxy_check.results import RenderError, RenderResult
@@ -146,12 +147,16 @@ class Renderer:
                 names.update(f"{sub}/{p.name}" if sub else p.name for p in base.glob("*.cfg.j2"))
         return sorted(names)
 
-    def render(self, state: State, *, subject: Ref | None = None) -> RenderResult:
+    def render(self, state: State, *, subject: Ref | None = None,
+               previous: Description | None = None) -> RenderResult:
+        """``previous``: the Description the data plane runs now; servers keep its slot names (``slots``).
+        It acts after the route cache (on Backend() calls, whose memo keys on the renamed servers), so
+        cached routes stay valid whatever the previous description is."""
         gen = self.cache.generation() if self.cache is not None else None
         sources = SourceMap(gen.origins if gen is not None else None)
         recorder = Recorder(base_lines=self.settings.base_lines(), sources=sources,
                             haproxy_version=self.settings.haproxy_version,
-                            memo=gen.recorder if gen is not None else None)
+                            memo=gen.recorder if gen is not None else None, previous=previous)
         findings: list[Finding] = []
         model = HttpModel()
         lsts = attachments.listeners(state)
@@ -198,7 +203,8 @@ class Renderer:
             except escaping.Unsafe as exc:
                 raise RenderError(f"template {_where(name, exc)} wrote an unescaped value: {exc}") from exc
         cfg = "".join(parts).replace(PROFILES, recorder.profile_sections())
-        files: dict[str, bytes] = {"haproxy.cfg": sources.strip("haproxy.cfg", cfg).encode()}
+        clean_cfg = sources.strip("haproxy.cfg", cfg)
+        files: dict[str, bytes] = {"haproxy.cfg": clean_cfg.encode()}
         map_texts = {path: sources.strip(path, text) for path, text in recorder.map_files().items()}
         files.update((p, t.encode()) for p, t in map_texts.items())
         files.update((p, data) for p, (_, data) in recorder.files.items())
@@ -207,7 +213,8 @@ class Renderer:
         origins = sources.origins()
         findings += routelines.oversized(origins, self.settings.limits.lines_per_route, subject)
         return RenderResult(files=dict(sorted(files.items())), origins=origins,
-                            description=recorder.description(map_texts),
+                            description=recorder.description(
+                                map_texts, frame=frames.digest(clean_cfg, recorder.backends, recorder.profiles)),
                             findings=tuple(sorted(set(findings), key=lambda f: (f.about, f.field, f.code, f.message))),
                             statuses=_statuses(state, subject))
 

@@ -43,6 +43,7 @@ class GateSettings:
     check_concurrency: int = 2
     note_budget: float = 1.0
     render: Mapping[str, Any] = field(default_factory=dict)
+    dataplane_version: tuple[int, ...] | None = None  # what the runtime note plans for (default: the checker's)
 
 
 def load_config(path: str | None, *, strict: bool) -> Enforcement:
@@ -133,7 +134,7 @@ def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: Schema
     )
     # A user template may read any object (resources(), get()): its output has no closure to bound it.
     return Gate(rules=rules, renderer=renderer, checker=checker, note_budget=settings.note_budget,
-                delta=not settings.templates)
+                delta=not settings.templates, dataplane_version=settings.dataplane_version)
 
 
 def with_namespace(obj: dict[str, Any], default: str = "default") -> dict[str, Any]:

@@ -25,7 +25,7 @@ from validators.changes import Change, Operation
 from validators.findings import Severity
 from validators.objects import KINDS, REVIEWED_KINDS, Obj, Ref, ref_of
 from validators.states import MemoryState, Overlay, State
-from webhook import inputs, reports
+from webhook import inputs, plans, reports
 from webhook.assembly import GateSettings, SetupError, build_gate, load_state, with_namespace
 from webhook.gates import HAPROXY_REJECTED, Gate
 from webhook.positions import Positions
@@ -40,6 +40,7 @@ def settings_from(args: argparse.Namespace) -> GateSettings:
         crds=args.crds, config=args.config, strict=args.strict, templates=args.templates,
         scratch_dir=args.scratch_dir, check_timeout=args.check_timeout,
         check_concurrency=args.check_concurrency, note_budget=args.reload_note_budget,
+        dataplane_version=plans.dataplane_version(getattr(args, "dataplane_version", None)),
     )
 
 
@@ -298,7 +299,8 @@ async def render(args: argparse.Namespace) -> int:
     _, base_objects = load_state(args.state)
     gate = build_gate(binary, settings_from(args))
     state = MemoryState(list(_combine(base_objects, loaded.objects).values()), version="render")
-    result = gate.renderer.render(state, subject=None)
+    previous = plans.load_description(args.previous) if args.previous else None
+    result = gate.renderer.render(state, subject=None, previous=previous)
     import json
 
     files = {**result.files,

@@ -61,6 +61,8 @@ def _add_gate_options(parser: argparse.ArgumentParser) -> None:
                         help="haproxy -c runs at once (default 2)")
     parser.add_argument("--reload-note-budget", type=flags.nonnegative_seconds, default=1.0, metavar="SECONDS",
                         help="skip the reload-vs-runtime note when one render takes longer (default 1)")
+    parser.add_argument("--dataplane-version", metavar="X.Y",
+                        help="the data plane's HAProxy version, for the runtime/reload note (default: --haproxy's)")
 
 
 def _add_input_options(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -140,6 +142,18 @@ def parser() -> argparse.ArgumentParser:
                         help="a new or empty directory (files are created, never overwritten)")
     render.add_argument("--force", action="store_true",
                         help="write into a non-empty OUTDIR, replacing the files routegate writes")
+    render.add_argument("--previous", metavar="DIR", type=flags.existing_dir,
+                        help="the render the data plane runs (its --out): servers keep their names (stable "
+                             "slots), so `routegate plan` can update them at runtime")
+
+    plan = sub.add_parser("plan", help="print the Runtime API commands (or reload reasons) between two renders")
+    plan.add_argument("--from", dest="old", required=True, metavar="OLD_DIR",
+                      help="the render the data plane runs (routegate render --out)")
+    plan.add_argument("--to", dest="new", required=True, metavar="NEW_DIR", help="the render to apply")
+    plan.add_argument("--dataplane-version", metavar="X.Y", help="the data plane's HAProxy version "
+                      "(default: the checker binary's, --haproxy)")
+    plan.add_argument("--haproxy", metavar="PATH", help="haproxy binary whose version is the default")
+    plan.add_argument("--output", "-o", choices=("text", "json"), default="text")
 
     for name, text in (("rules", "list the rule codes, or explain one (routegate rules RG0101)"),
                        ("explain", "explain one rule: what it checks, why HAProxy needs it, an example, the fix")):
@@ -186,6 +200,10 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "routegate") -> int:
             from webhook import reconciling
 
             return asyncio.run(reconciling.reconcile(args))
+        if args.command == "plan":
+            from webhook import plans
+
+            return plans.run(args)
         if args.command == "version":
             return print_version()
         if args.command == "certs":

@@ -20,8 +20,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Protocol, TypeVar
 
-from haproxy_check import classify
+from haproxy_check import runtimeplans, slots
 from haproxy_check.checks import CheckTimedOut
+from haproxy_check.descriptions import Description
 from haproxy_check.results import Alert, CheckResult, HAProxyBinary, RenderError, RenderResult
 from validators import attachments, checks, closures, statuses
 from validators.changes import Change, Operation
@@ -32,6 +33,7 @@ from validators.states import Overlay, State, Without
 from webhook.verdicts import Decision, Verdict
 
 HAPROXY_REJECTED = "RG0800"
+NOT_ATTACHED = "RG0401"
 RENDER_REFUSED = "RG0801"
 BASELINE_CACHE = 8
 ISOLATION_ROUNDS = 4  # objects hidden in turn, each round those the previous round's baseline blames
@@ -45,7 +47,8 @@ class RuleChecks(Protocol):
 
 
 class Renders(Protocol):
-    def render(self, state: State, *, subject: Ref | None = None) -> RenderResult: ...
+    def render(self, state: State, *, subject: Ref | None = None,
+               previous: Description | None = None) -> RenderResult: ...
 
 
 class Checks(Protocol):
@@ -104,8 +107,11 @@ class Gate:
         clock: Callable[[], float] = time.perf_counter,
         note_budget: float = 1.0,
         delta: bool = True,
+        dataplane_version: tuple[int, ...] | None = None,
     ) -> None:
         self.rules = rules
+        # the data plane's HAProxy version, which decides what applies at runtime (default: the checker's)
+        self.dataplane_version = dataplane_version
         self.renderer = renderer
         self.checker = checker
         self.note_budget = note_budget  # seconds a render may take before the reload note is skipped
@@ -195,7 +201,7 @@ class Gate:
         """This gate without the delta check (same rules, renderer and checker)."""
         if self._full is None:
             self._full = Gate(rules=self.rules, renderer=self.renderer, checker=self.checker, clock=self._clock,
-                              note_budget=self.note_budget, delta=False)
+                              note_budget=self.note_budget, delta=False, dataplane_version=self.dataplane_version)
         return self._full
 
     async def review_all(self, items: Sequence[tuple[Change, State]], *, combined: State) -> list[Verdict]:
@@ -433,28 +439,31 @@ class Gate:
         return Verdict(Decision.DENY, ref, findings=(*findings, finding), haproxy=self.binary, timings=timings)
 
     async def _apply_note(self, state: State, render: RenderResult, *, render_seconds: float) -> tuple[str, ...]:
-        """Say whether the data plane needs a reload for this change (the classifier's verdict).
+        """Say how the data plane takes this change: the runtime planner's verdict (runtimeplans).
 
         The note needs a render of the state without the change. It is advice, so on a large state whose
-        baseline is not cached it is skipped rather than doubling the review's latency."""
+        baseline is not cached it is skipped rather than doubling the review's latency. A route attached
+        to no listener gets none: it changes nothing a data plane runs, and RG0401 already says so."""
+        if any(f.code == NOT_ATTACHED for f in render.findings):
+            return ()
         if state.version not in self._baseline_renders and render_seconds > self.note_budget:
             return (f"reload classification skipped: rendering this state takes {render_seconds:.1f}s",)
         try:
             before = await self._baseline_render(state)
         except RenderError:
             return ()
-        # Off the loop: comparing two whole configurations is CPU work (0.1-0.2 s at 1,000 routes).
-        decision = await asyncio.to_thread(
-            classify.classify,
-            classify.Rendered(before.description, before.config),
-            classify.Rendered(render.description, render.config),
-            version=self.binary.version_tuple,
-        )
-        if decision.apply is classify.ApplyClass.RELOAD:
-            why = "; ".join(r.split(": ", 1)[-1] for r in decision.reasons[:3])
-            return (f"this change needs an HAProxy reload ({why})",)
-        if decision.apply is classify.ApplyClass.RUNTIME:
-            return ("this change applies through the HAProxy Runtime API without a reload",)
+        version = self.dataplane_version or self.binary.version_tuple
+        # Off the loop: comparing two whole descriptions is CPU work. The proposed servers take the
+        # baseline's slots, as a render for a data plane running the baseline would name them.
+        plan = await asyncio.to_thread(
+            lambda: runtimeplans.plan(before.description, slots.stabilize(render.description, before.description),
+                                      dataplane_version=version, files=render.files))
+        if plan.action is runtimeplans.Action.RELOAD:
+            why = "; ".join(r.split(": ", 1)[-1] for r in plan.reasons[:3])
+            return (f"needs a reload: {why}",)
+        if plan.action is runtimeplans.Action.RUNTIME:
+            count = len(plan.commands)
+            return (f"applies at runtime ({count} command{'s' if count != 1 else ''})",)
         return ()
 
     async def _baseline_render(self, state: State) -> RenderResult:

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from haproxy_check import increments
+from haproxy_check.descriptions import Description
 from haproxy_check.rendering import Renderer, RenderError
 from haproxy_check.results import RenderResult
 from tests.attachments import gwbuilders as gb
@@ -139,9 +140,10 @@ def step(draw: st.DrawFn, objects: dict[Ref, Obj]) -> tuple[Operation, Obj]:
     return (Operation.UPDATE if ref in objects else Operation.CREATE), new
 
 
-def outcome(renderer: Renderer, state: State, subject: Ref | None) -> RenderResult | str:
+def outcome(renderer: Renderer, state: State, subject: Ref | None,
+            previous: Description | None = None) -> RenderResult | str:
     try:
-        return renderer.render(state, subject=subject)
+        return renderer.render(state, subject=subject, previous=previous)
     except RenderError as exc:
         return f"RenderError: {exc}"
 
@@ -165,10 +167,15 @@ def test_incremental_equals_from_scratch(data: st.DataObject, start: list[Ref]) 
     objects = {ref: copy.deepcopy(data.draw(st.sampled_from(VARIANTS[ref]))) for ref in start}
     incremental = Renderer()
     state: State = MemoryState(list(objects.values()))
+    # the data plane's description (stable server slots): none, or an earlier render's
+    previous: Description | None = None
     for _ in range(data.draw(st.integers(1, 8))):
         routes = sorted(r for r in objects if r.kind in ROUTE_KINDS)
         subject = data.draw(st.none() | st.sampled_from(routes)) if routes else None
-        assert_same(outcome(incremental, state, subject), outcome(Renderer(incremental=False), state, subject))
+        got = outcome(incremental, state, subject, previous)
+        assert_same(got, outcome(Renderer(incremental=False), state, subject, previous))
+        if not isinstance(got, str) and data.draw(st.booleans()):
+            previous = got.description
         operation, obj = data.draw(step(objects))
         change = Change(operation, None if operation is Operation.DELETE else obj, objects.get(ref_of(obj)))
         if operation is Operation.DELETE:
@@ -177,7 +184,8 @@ def test_incremental_equals_from_scratch(data: st.DataObject, start: list[Ref]) 
             objects[ref_of(obj)] = obj
         # the Gate's proposed state (a base plus one change) or a fresh snapshot of the result
         state = Overlay(state, change) if data.draw(st.booleans()) else MemoryState(list(objects.values()))
-    assert_same(outcome(incremental, state, None), outcome(Renderer(incremental=False), state, None))
+    assert_same(outcome(incremental, state, None, previous),
+                outcome(Renderer(incremental=False), state, None, previous))
 
 
 def _http_state(n: int, *, svc_port: int = 80) -> list[Obj]:

@@ -46,10 +46,10 @@ class CountingRenderer:
         self.inner = inner
         self.baselines = 0
 
-    def render(self, state: State, *, subject: Ref | None = None) -> RenderResult:
+    def render(self, state: State, *, subject: Ref | None = None, previous: Any = None) -> RenderResult:
         if subject is None:
             self.baselines += 1
-        result: RenderResult = self.inner.render(state, subject=subject)
+        result: RenderResult = self.inner.render(state, subject=subject, previous=previous)
         return result
 
 
@@ -126,11 +126,36 @@ async def test_the_baseline_is_checked_once_for_a_burst_of_reviews(gate: Gate) -
 async def test_a_new_header_name_needs_a_reload_but_a_new_value_does_not(gate: Gate) -> None:
     first = header_route("hdr", "X-Team", "blue")
     verdict = await gate.review(Change(Operation.CREATE, first), state=state_with())
-    assert any("needs an HAProxy reload" in n for n in verdict.notes), verdict.notes
+    assert any(n.startswith("needs a reload: ") and "frontend" in n for n in verdict.notes), verdict.notes
     changed = header_route("hdr", "X-Team", "green")
     verdict = await gate.review(Change(Operation.UPDATE, changed, first), state=state_with(first, version="v2"))
     assert verdict.decision is Decision.ALLOW
-    assert any("without a reload" in n for n in verdict.notes), verdict.notes
+    assert "applies at runtime (1 command)" in verdict.notes, verdict.notes
+
+
+async def test_the_note_plans_for_the_data_planes_version(gate: Gate) -> None:
+    """Seed 000: a new backend with a loaded profile is runtime on 3.4, a reload before; the checker's
+    version (2.8 here) is only the default. The whole-state gate: a delta review's baseline is the
+    change's closure, which holds no other route to have loaded the profile."""
+    first = header_route("hdr", "X-Team", "blue")
+    other = header_route("hdr2", "X-Team", "red")
+    other["spec"]["rules"][0]["backendRefs"] = [{"name": "web", "port": 8080}]
+    state = state_with(first, version="dp")
+    on_34 = Gate(rules=gate.rules, renderer=gate.renderer, checker=gate.checker, dataplane_version=(3, 4),
+                 delta=False)
+    verdict = await on_34.review(Change(Operation.CREATE, other), state=state)
+    assert any(n.startswith("applies at runtime (") for n in verdict.notes), verdict.notes
+    on_28 = Gate(rules=gate.rules, renderer=gate.renderer, checker=gate.checker, delta=False)
+    verdict = await on_28.review(Change(Operation.CREATE, other), state=state)
+    assert any(n.startswith("needs a reload: ") and "3.4+" in n for n in verdict.notes), verdict.notes
+
+
+async def test_a_route_attached_to_no_listener_gets_no_runtime_note(gate: Gate) -> None:
+    lonely = header_route("lonely", "X-Team", "blue")
+    lonely["spec"]["parentRefs"] = [{"name": "nowhere"}]
+    verdict = await gate.review(Change(Operation.CREATE, lonely), state=state_with(version="lonely"))
+    assert verdict.decision is Decision.ALLOW
+    assert not any("reload" in n or "runtime" in n for n in verdict.notes), verdict.notes
 
 
 async def test_a_check_that_hangs_is_an_error_not_a_deny(gate: Gate, tmp_path: Path) -> None:
