@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import signal
 import socket
 import sys
 from collections.abc import Awaitable
@@ -120,10 +119,9 @@ async def reconcile(args: argparse.Namespace) -> int:
     runner = web.AppRunner(_health_app(reconciler, source), access_log=None)
     await runner.setup()
     background = [asyncio.ensure_future(t) for t in tasks]
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    from webhook.serving import on_stop_signals
+
+    stop = on_stop_signals()  # the same signals as serve, SIGUSR1 included
     try:
         await web.TCPSite(runner, host, port).start()
         print(f"routegate: reconciling into {args.output_dir}; metrics on http://{host}:{port}/metrics",

@@ -132,7 +132,8 @@ def drain_bound(args: argparse.Namespace) -> float:
     return float(args.review_timeout) + DRAIN_MARGIN
 
 
-def _on_stop_signals() -> asyncio.Event:
+def on_stop_signals() -> asyncio.Event:
+    """Set on SIGTERM, SIGINT or SIGUSR1 (the haproxy image's STOPSIGNAL)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -210,7 +211,7 @@ async def serve(args: argparse.Namespace) -> int:
     await runner.setup()
     await metrics_runner.setup()
     background = [asyncio.ensure_future(t) for t in tasks]
-    stop = _on_stop_signals()
+    stop = on_stop_signals()
     try:
         await _listen(connections.GuardedSite(runner, host, port, guards=guards, ssl_context=reloader.context),
                       "--listen", args.listen)
