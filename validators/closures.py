@@ -196,10 +196,11 @@ def _facts(route: Obj, seen: dict[int, tuple[Obj, _RouteFacts]]) -> _RouteFacts:
 
 
 def _keys(route: Obj, facts: _RouteFacts, state: State, seen: dict[int, tuple[Obj, tuple[Any, ...], set[Key]]],
-          ) -> set[Key]:
+          by_source: Mapping[Ref, tuple[attachments.Listener, ...]]) -> set[Key]:
     """``competitor_keys``, reused while the listeners of the route's parents are equal (attachment
-    reads nothing else, except namespace labels for Selector listeners: those are never reused)."""
-    by_source = attachments.listeners_by_source(state)
+    reads nothing else, except namespace labels for Selector listeners: those are never reused).
+    ``by_source`` is ``attachments.listeners_by_source(state)``, looked up once per build rather than
+    once per route (10,000 index lookups cost more than the keys they guard)."""
     inputs = tuple(by_source.get(p, ()) for p in facts.parents)
     hit = _KEYS.get(id(route))
     if hit is None or hit[0] is not route or hit[1] != inputs:
@@ -228,13 +229,14 @@ def build_index(state: State) -> ClosureIndex:
                 _add(idx.listener_sets, parent, ref)
     facts_seen: dict[int, tuple[Obj, _RouteFacts]] = {}
     keys_seen: dict[int, tuple[Obj, tuple[Any, ...], set[Key]]] = {}
+    by_source = attachments.listeners_by_source(state)
     for kind in (*ROUTE_KINDS, CRD_ROUTE):
         for route in state.list(kind):
             facts = _facts(route, facts_seen)
             ref = facts.ref
             for parent in facts.parents:
                 _add(idx.children, parent, ref)
-            keys = _keys(route, facts, state, keys_seen)
+            keys = _keys(route, facts, state, keys_seen, by_source)
             idx.keys[ref] = keys
             for key in keys:
                 _add(idx.claimants, key, ref)

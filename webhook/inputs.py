@@ -235,7 +235,9 @@ def _parse_json(text: str, file: str) -> Iterator[Located | Problem]:
     if _json_depth(text) > MAX_DEPTH:
         yield Problem(file, 1, 1, f"invalid JSON: nesting deeper than {MAX_DEPTH} levels")
         return
-    yield from objects(doc, file, 1, 1, 0)
+    lead = len(text) - len(text.lstrip())  # the document starts after leading blank lines
+    line = text.count("\n", 0, lead) + 1
+    yield from objects(doc, file, line, lead - text.rfind("\n", 0, lead), 0)
 
 
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')

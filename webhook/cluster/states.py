@@ -32,7 +32,7 @@ import aiohttp
 import structlog
 from kubernetes_asyncio import client
 
-from validators.objects import KINDS, KindInfo, Obj
+from validators.objects import KINDS, KindInfo, Obj, Ref
 from webhook.cluster import clients, discovery, references, slimming
 from webhook.cluster.reflectors import DEFAULT_BACKOFF_CAP, Backoff, Collection, Reflector
 from webhook.cluster.stores import ClusterSnapshot, KindView, Store
@@ -162,8 +162,19 @@ class ClusterState:
     def snapshot(self) -> ClusterSnapshot:
         """The current state as a read-only ``State``: O(number of kinds), no object is copied."""
         if self._snapshot is None or self._snapshot.version != str(self._version):
+            changed: set[Ref] | None = set()
+            for kind, store in self._stores.items():
+                keys = store.take_changes()
+                if keys is None:
+                    changed = None
+                elif changed is not None:
+                    changed.update(Ref(kind, namespace, name) for namespace, name in keys)
             views: dict[str, KindView] = {kind: store.view() for kind, store in self._stores.items()}
-            self._snapshot = ClusterSnapshot(views, self._version)
+            previous = self._snapshot
+            link = (previous, frozenset(changed)) if previous is not None and changed is not None else None
+            self._snapshot = ClusterSnapshot(views, self._version, prior=link)
+            if previous is not None:
+                previous.forget_prior()
         return self._snapshot
 
     def crd_documents(self) -> list[Obj]:

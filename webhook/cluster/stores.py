@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from validators.objects import Obj
+from validators.objects import Obj, Ref
 
 Key = tuple[str, str]  # (namespace, name); namespace is "" for cluster-scoped kinds
 
@@ -50,6 +50,9 @@ class Store:
         self._items: dict[Key, Obj] = {}
         self._view: KindView | None = None  # the view currently sharing self._items
         self._on_change = on_change
+        # Keys written since take_changes() last ran (None: unknown, after a whole-store replace), so a
+        # new snapshot can tell validators.indexes what changed since the previous one.
+        self._changed: set[Key] | None = set()
 
     def __len__(self) -> int:
         return len(self._items)
@@ -69,6 +72,7 @@ class Store:
         if self._items.get(key) == obj:
             return False  # e.g. a status-only update: nothing rendering reads has changed
         self._writable()[key] = obj
+        self._note(key)
         self._on_change(self.kind)
         return True
 
@@ -76,6 +80,7 @@ class Store:
         if key not in self._items:
             return False
         del self._writable()[key]
+        self._note(key)
         self._on_change(self.kind)
         return True
 
@@ -90,6 +95,7 @@ class Store:
                 return False
             self._items = dict(items)
             self._view = None
+            self._changed = None
         else:
             stale = [k for k in self._items if scope(k) and k not in items]
             if not stale and all(self._items.get(k) == v for k, v in items.items()):
@@ -97,12 +103,25 @@ class Store:
             target = self._writable()
             for k in stale:
                 del target[k]
-            target.update(items)
+                self._note(k)
+            for k, v in items.items():
+                if target.get(k) != v:
+                    target[k] = v
+                    self._note(k)
         self._on_change(self.kind)
         return True
 
     def clear(self) -> bool:
         return self.replace({})
+
+    def _note(self, key: Key) -> None:
+        if self._changed is not None:
+            self._changed.add(key)
+
+    def take_changes(self) -> set[Key] | None:
+        """The keys written since the last call (None: unknown), and start recording afresh."""
+        changed, self._changed = self._changed, set()
+        return changed
 
 
 class ClusterSnapshot:
@@ -111,11 +130,22 @@ class ClusterSnapshot:
     Weakly referenceable: ``validators.indexes`` keeps a render's lookup indexes per State object, and
     a State it cannot reference gets its indexes rebuilt on every lookup (a quadratic render)."""
 
-    __slots__ = ("__weakref__", "_version", "_views")
+    __slots__ = ("__weakref__", "_prior", "_version", "_views")
 
-    def __init__(self, views: Mapping[str, KindView], version: int) -> None:
+    def __init__(self, views: Mapping[str, KindView], version: int,
+                 prior: tuple[ClusterSnapshot, frozenset[Ref]] | None = None) -> None:
         self._views = views
         self._version = str(version)
+        self._prior = prior
+
+    def prior(self) -> tuple[ClusterSnapshot, frozenset[Ref]] | None:
+        """The previous snapshot and the objects changed since it (``validators.indexes`` patches the
+        previous version's lookups instead of rescanning), or None when that is not known."""
+        return self._prior
+
+    def forget_prior(self) -> None:
+        """Drop the link to the previous snapshot: only one step back is kept, never a chain."""
+        self._prior = None
 
     @property
     def version(self) -> str:
