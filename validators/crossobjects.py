@@ -64,7 +64,7 @@ def route_findings(route: Obj, state: State, *, http_ports: Sequence[int] = atta
     for st in statuses:
         if no_hosts and st.reason == attachments.NO_MATCHING_LISTENER_HOSTNAME:
             continue
-        if not st.accepted:
+        if not st.accepted and st.reason != attachments.FOREIGN_PARENT:
             yield _warn(_PARENT_CODES.get(st.reason, "RG0504"), f"{st.reason}: {st.message}",
                         ("spec", "parentRefs", st.parent_index), about)
     for ref in references.backend_refs(route, state):

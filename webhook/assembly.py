@@ -23,6 +23,7 @@ from validators.checks import Checks
 from validators.crds import SchemaSet, pattern_problems
 from validators.enforcement import Enforcement
 from validators.objects import KINDS, Obj
+from validators.scopes import Scope
 from validators.states import MemoryState
 from webhook import inputs
 from webhook.gates import Gate
@@ -43,6 +44,8 @@ class GateSettings:
     check_concurrency: int = 2
     note_budget: float = 1.0
     render: Mapping[str, Any] = field(default_factory=dict)
+    gateway_classes: Sequence[str] = ()  # --gateway-class: our GatewayClass names
+    controller_names: Sequence[str] = ()  # --controller-name: our GatewayClass spec.controllerName
 
 
 def load_config(path: str | None, *, strict: bool) -> Enforcement:
@@ -130,7 +133,11 @@ def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: Schema
     )
     # A user template may read any object (resources(), get()): its output has no closure to bound it.
     return Gate(rules=rules, renderer=renderer, checker=checker, note_budget=settings.note_budget,
-                delta=not settings.templates)
+                delta=not settings.templates, scope=scope_of(settings))
+
+
+def scope_of(settings: GateSettings) -> Scope:
+    return Scope.of(settings.gateway_classes, settings.controller_names)
 
 
 def with_namespace(obj: dict[str, Any], default: str = "default") -> dict[str, Any]:

@@ -31,6 +31,7 @@ def settings_from(args: argparse.Namespace) -> GateSettings:
         crds=args.crds, config=args.config, strict=args.strict, templates=args.templates,
         scratch_dir=args.scratch_dir, check_timeout=args.check_timeout,
         check_concurrency=args.check_concurrency, note_budget=args.reload_note_budget,
+        gateway_classes=getattr(args, "gateway_classes", ()), controller_names=getattr(args, "controller_names", ()),
     )
 
 
@@ -110,7 +111,7 @@ async def render(args: argparse.Namespace) -> int:
     _, base_objects = load_state(args.state)
     located = [inputs.Located(with_namespace(i.obj), i.file, i.line) for i in inputs.load(args.files)]
     gate = build_gate(binary, settings_from(args))
-    state = MemoryState(list(_combine(base_objects, located).values()), version="render")
+    state = gate.scope.view(MemoryState(list(_combine(base_objects, located).values()), version="render"))
     result = gate.renderer.render(state, subject=None)
     out = Path(args.out)
     files = {**result.files,

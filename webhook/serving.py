@@ -154,6 +154,7 @@ async def serve(args: argparse.Namespace) -> int:
     source, api = await _state_source(args, tasks)
     reloader = await _certificates(args, api, tasks)
     gate = build_gate(binary, settings_from(args))
+    log.info("gateway scope", judging=gate.scope.describe())
     if isinstance(source, ClusterSource) and isinstance(gate.rules, Checks):
         tasks.append(liveschemas.follow(source, gate.rules, files=load_crd_documents(args.crds)))
     if getattr(args, "full_check_debounce", 0) > 0:
