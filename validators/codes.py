@@ -62,6 +62,7 @@ RENDER_PLACEHOLDER_CERT = "RG0405"
 RENDER_PROTOCOL_CLASH = "RG0406"
 RENDER_SERVERS_CAPPED = "RG0407"
 RENDER_ROUTE_TOO_LARGE = "RG0408"
+RENDER_CERT_VALIDITY = "RG0409"
 
 HAPROXY_REJECTED = "RG0800"
 RENDER_REFUSED = "RG0801"
@@ -122,6 +123,8 @@ INFOS: tuple[RuleInfo, ...] = (
              "Render: a Service has more ready endpoints than limits.serversPerBackend (500); the first are used."),
     RuleInfo(RENDER_ROUTE_TOO_LARGE, DENY,
              "Render: the route renders more lines and map entries than limits.linesPerRoute (4000)."),
+    RuleInfo(RENDER_CERT_VALIDITY, WARN,
+             "Render: a listener certificate is expired or not yet valid; clients will reject it."),
     RuleInfo(HAPROXY_REJECTED, DENY, "haproxy -c rejects the rendered configuration (new alerts only).",
              configurable=False),
     RuleInfo(RENDER_REFUSED, DENY, "The renderer refused to emit a value it cannot represent safely.",
