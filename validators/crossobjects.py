@@ -37,6 +37,7 @@ CODES: Mapping[str, str] = {
     "RG0520": "a listener certificate Secret holds no usable PEM certificate/key pair",
     "RG0521": "a terminating TLS port has no usable certificate; a placeholder is used for the check",
     "RG0522": "a TCP listener shares its port with an HTTP/HTTPS/TLS listener and is not rendered",
+    "RG0523": "the same host+path is claimed by two custom Routes; the first by namespace/name wins",
 }
 
 _REF_CODES = {references.BACKEND_NOT_FOUND: "RG0501", references.REF_NOT_PERMITTED: "RG0502",
