@@ -47,8 +47,13 @@ def backend_name(ref: Ref) -> str:
     return escaping.ident(f"{ref.namespace}_{ref.name}", what="backend name")
 
 
-def _one(route: Obj) -> tuple[CrdRoute, list[str], list[tuple[str, str]]]:
-    """The route, its match keys (host+path) and header names; raises Unsafe/ValueError when unusable."""
+CONFLICT = "RG0523"
+Key = tuple[str, tuple[str | int, ...]]  # (host+path map key, field path of the path that makes it)
+
+
+def _one(route: Obj) -> tuple[CrdRoute, list[Key], list[tuple[str, str]]]:
+    """The route, its match keys (host+path, with the field they come from) and header names; raises
+    Unsafe/ValueError when unusable."""
     ref = ref_of(route)
     be = backend_name(ref)
     address = dig(route, "spec", "backend", "address")
@@ -72,15 +77,29 @@ def _one(route: Obj) -> tuple[CrdRoute, list[str], list[tuple[str, str]]]:
         names.append((name.lower(), name))
     hosts = [escaping.hostname(h.lower() if isinstance(h, str) else h)
              for h in as_list(dig(route, "spec", "hostnames"))] or [ANY_HOST]
-    paths = [escaping.path(p) for p in as_list(dig(route, "spec", "paths"))] or ["/"]
-    keys = [f"{h}{p.rstrip('/')}" for h in hosts for p in paths]  # "/" -> "host" (prefix "host/")
+    paths: list[tuple[str, tuple[str | int, ...]]] = [
+        (escaping.path(p), ("spec", "paths", j)) for j, p in enumerate(as_list(dig(route, "spec", "paths")))
+    ] or [("/", ("spec",))]
+    keys = [(f"{h}{p.rstrip('/')}", where) for h in hosts for p, where in paths]  # "/" -> "host" (prefix "host/")
     return CrdRoute(ref, be, server, tuple(headers)), keys, names
+
+
+def _conflict(key: str, where: tuple[str | int, ...], winner: Ref, loser: Ref) -> list[Finding]:
+    """Both sides of a host+path two Routes claim (as RG0508 for HTTPRoutes): the loser's review and the
+    winner's (which may be the one taking the path over) each get a warning."""
+    host, _, path = key.partition("/")
+    what = f"host {host} path /{path}"
+    return [Finding(CONFLICT, f"{what} is already claimed by {winner} (first by namespace/name), which wins; "
+                    "this Route does not get it", where, Severity.WARN, subject=False, about=str(loser)),
+            Finding(CONFLICT, f"{what} is also claimed by {loser}, which loses it to this Route", ("spec",),
+                    Severity.WARN, subject=False, about=str(winner))]
 
 
 def build(state: State) -> CrdModel:
     model = CrdModel()
     spellings: dict[str, str] = {}
     exact: dict[str, str] = {}
+    owner: dict[str, Ref] = {}
     for route in state.list("Route"):
         if group_of(route) != "routegate.io":
             continue
@@ -94,8 +113,11 @@ def build(state: State) -> CrdModel:
         for lower, spelled in names:
             spellings.setdefault(lower, spelled)
         model.header_entries += [f"{crd.backend}|set|{n} {v}" for n, v in crd.headers]
-        for key in keys:
-            exact.setdefault(key, crd.backend)  # state.list is sorted: first (namespace, name) wins
+        for key, where in keys:
+            winner = owner.setdefault(key, crd.ref)  # state.list is sorted: first (namespace, name) wins
+            exact.setdefault(key, crd.backend)
+            if winner != crd.ref:
+                model.findings += _conflict(key, where, winner, crd.ref)
     model.set_names = [spellings[k] for k in sorted(spellings)]
     model.exact_entries = [f"{k} {be}" for k, be in sorted(exact.items()) if "/" in k]
     prefixes = sorted(exact.items(), key=lambda kv: (-len(kv[0]), kv[0]))

@@ -21,6 +21,7 @@ from validators.states import State
 
 PLACEHOLDER_CERT = "RG0405"
 PORT_CONFLICT = "RG0406"
+CERT_VALIDITY = "RG0409"
 SYNTHETIC = Ref("Gateway", "", "routegate-unattached")
 SYNTHETIC_TOKEN = "unattached"  # noqa: S105 - a map key token, not a secret
 
@@ -93,6 +94,10 @@ def _certs(state: State, fe: FrontendModel, lst: Listener, recorder: Recorder, f
                                     "check", (*lst.path, "tls", "certificateRefs", k), Severity.WARN,
                                     subject=False, about=str(lst.source)))
             path = recorder.add_file(tlscerts.PLACEHOLDER_PATH, tlscerts.placeholder_pem(), "cert")
+        if got.warning:
+            findings.append(Finding(CERT_VALIDITY, f"{got.warning}; clients will reject it",
+                                    (*lst.path, "tls", "certificateRefs", k), Severity.WARN,
+                                    subject=False, about=str(lst.source)))
         if path not in fe.certs:
             fe.certs.append(path)
 

@@ -24,7 +24,6 @@ from validators.states import State
 
 UNSAFE = "RG0120"
 WEIGHTED_MAP = "weighted-multi-backend.map"
-REF_FINDING = "RG0402"
 BACKEND_TLS = "RG0515"
 
 Mark = Callable[[Ref, Sequence[PathPart]], str]
@@ -265,11 +264,10 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
                         profile=profile, comments=(f"{ref.kind} {ns}/{name} rule {i}",))
                 weights.append((be, bref.weight))
                 chosen.append((bref.ref_index, be))
-                if bref.reason == references.BACKEND_NOT_FOUND:
-                    findings.append(_ref_finding(ref, bref))
             else:
+                # An unresolved backendRef is reported once, by validators.crossobjects (RG0501-RG0503,
+                # which also says what the render does with it), not again here.
                 weights.append((FAIL, bref.weight))
-                findings.append(_ref_finding(ref, bref))
         live = [(t, w) for t, w in weights if w > 0]
         if len({t for t, _ in live}) == 1:
             rm.target = live[0][0]
@@ -408,13 +406,6 @@ def _servers(ctx: Context, ref: Ref, bref: references.BackendRef, findings: list
             "EndpointSlices by name (limits.serversPerBackend)", bref.path, Severity.WARN, subject=True,
             about=str(ref)))
     return servers
-
-
-def _ref_finding(ref: Ref, bref: references.BackendRef) -> Finding:
-    served = "it has no servers until the Service exists" if bref.reason == references.BACKEND_NOT_FOUND \
-        else "its share of the traffic is answered with 500"
-    return Finding(REF_FINDING, f"{bref.reason}: {bref.message}; {served}.", bref.path, Severity.WARN,
-                   subject=True, about=str(ref))
 
 
 def dedupe_path_maps(model: HttpModel) -> None:

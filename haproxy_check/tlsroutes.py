@@ -116,6 +116,9 @@ def build(state: State, files: FileSink, *, https_shared: bool = False,
         if lst.tls_mode == TERMINATE:
             for k, cert in enumerate(lst.certificate_refs):
                 got = listenercerts.certificate(state, lst.source, cert, files)
+                if got.warning:
+                    model.findings.append(_finding("RG0409", f"{got.warning}; clients will reject it", lst.source,
+                                                   (*lst.path, "tls", "certificateRefs", k)))
                 if got.path and got.path not in front.certs:
                     front.certs.append(got.path)
                 elif got.invalid:  # missing / not permitted: RG0509 / RG0510 from validators.crossobjects

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from validators import indexes
+from validators.foreign import is_foreign
 from validators.objects import (
     GATEWAY_GROUP,
     Obj,
@@ -44,6 +45,8 @@ ACCEPTED = "Accepted"
 NO_MATCHING_PARENT = "NoMatchingParent"
 NOT_ALLOWED_BY_LISTENERS = "NotAllowedByListeners"
 NO_MATCHING_LISTENER_HOSTNAME = "NoMatchingListenerHostname"
+# A parent of another GatewayClass's controller (validators.scopes): not ours to judge or report on.
+FOREIGN_PARENT = "ForeignParent"
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,8 +347,11 @@ def _attach_one(route: Obj, index: int, parent_ref: Any, state: State,
     if group != GATEWAY_GROUP or pkind not in ("Gateway", "ListenerSet"):
         return status(NO_MATCHING_PARENT, f"parent kind {group}/{pkind} is not a Gateway or ListenerSet")
     parent = Ref(pkind, pns, pname)
-    if state.get(pkind, pns, pname) is None:
+    found = state.get(pkind, pns, pname)
+    if found is None:
         return status(NO_MATCHING_PARENT, f"{parent} does not exist")
+    if is_foreign(found):
+        return status(FOREIGN_PARENT, f"{parent} belongs to another GatewayClass's controller")
     if pkind == "ListenerSet":
         ls = state.get(pkind, pns, pname)
         assert ls is not None

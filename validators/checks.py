@@ -144,13 +144,30 @@ def _guarded(stage: str, produce: Callable[[], Iterable[Finding]]) -> list[Findi
         return [_internal(stage, e)]
 
 
+# A generic finding and the specific rules that state the same fact about the same field more
+# precisely (None: any other rule). One message per problem: the generic one is dropped unless the
+# specific one is less severe (a specific rule turned to warn does not hide a denial).
+_SHADOWED_BY: dict[str, frozenset[str] | None] = {
+    codes.UNSAFE_VALUE: None,
+    codes.SCHEMA_INVALID: frozenset({codes.REDIRECT_STATUS}),  # the statusCode enum, and what HAProxy redirects with
+}
+
+
 def _without_shadowed(found: list[Finding]) -> list[Finding]:
-    """Drop an unsafe-value finding (RG0120) where a specific rule reports the same field at least as
-    severely: one message per problem. A specific rule turned to warn does not hide a denial."""
+    """Drop a generic finding (``_SHADOWED_BY``) where a specific rule reports the same field at
+    least as severely."""
     rank = {Severity.WARN: 0, Severity.DENY: 1}
-    worst: dict[tuple[object, ...], int] = {}
+    worst: dict[tuple[object, ...], dict[str, int]] = {}  # field -> rule -> worst severity
     for f in found:
-        if f.code != codes.UNSAFE_VALUE:
-            worst[f.path] = max(worst.get(f.path, -1), rank[f.severity])
-    return [f for f in found
-            if not (f.code == codes.UNSAFE_VALUE and worst.get(f.path, -1) >= rank[f.severity])]
+        at = worst.setdefault(f.path, {})
+        at[f.code] = max(at.get(f.code, -1), rank[f.severity])
+
+    def shadowed(f: Finding) -> bool:
+        if f.code not in _SHADOWED_BY:
+            return False
+        by = _SHADOWED_BY[f.code]
+        # No cycle: a generic code is only shadowed by codes that are not shadowed by it in turn.
+        return any(rank[f.severity] <= level for code, level in worst.get(f.path, {}).items()
+                   if code != f.code and (by is None or code in by))
+
+    return [f for f in found if not shadowed(f)]

@@ -62,6 +62,7 @@ RENDER_PLACEHOLDER_CERT = "RG0405"
 RENDER_PROTOCOL_CLASH = "RG0406"
 RENDER_SERVERS_CAPPED = "RG0407"
 RENDER_ROUTE_TOO_LARGE = "RG0408"
+RENDER_CERT_VALIDITY = "RG0409"
 
 HAPROXY_REJECTED = "RG0800"
 RENDER_REFUSED = "RG0801"
@@ -116,13 +117,16 @@ INFOS: tuple[RuleInfo, ...] = (
              "A rule's matches x the route's hostnames exceed limits.matchesTimesHostnamesPerRule (512)."),
     RuleInfo(RENDER_UNATTACHED, WARN,
              "Render: the route attaches to no listener (checked behind a synthetic listener)."),
-    RuleInfo(RENDER_BACKEND_UNSERVED, WARN, "Render: a backendRef is not served (no such Service)."),
+    RuleInfo(RENDER_BACKEND_UNSERVED, WARN,
+             "Retired: an unresolved backendRef is reported once, as RG0501-RG0503."),
     RuleInfo(RENDER_PLACEHOLDER_CERT, WARN, "Render: a listener uses a placeholder certificate."),
     RuleInfo(RENDER_PROTOCOL_CLASH, WARN, "Render: listener protocols clash on a port."),
     RuleInfo(RENDER_SERVERS_CAPPED, WARN,
              "Render: a Service has more ready endpoints than limits.serversPerBackend (500); the first are used."),
     RuleInfo(RENDER_ROUTE_TOO_LARGE, DENY,
              "Render: the route renders more lines and map entries than limits.linesPerRoute (4000)."),
+    RuleInfo(RENDER_CERT_VALIDITY, WARN,
+             "Render: a listener certificate is expired or not yet valid; clients will reject it."),
     RuleInfo(HAPROXY_REJECTED, DENY, "haproxy -c rejects the rendered configuration (new alerts only).",
              configurable=False),
     RuleInfo(RENDER_REFUSED, DENY, "The renderer refused to emit a value it cannot represent safely.",

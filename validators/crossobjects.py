@@ -37,6 +37,7 @@ CODES: Mapping[str, str] = {
     "RG0520": "a listener certificate Secret holds no usable PEM certificate/key pair",
     "RG0521": "a terminating TLS port has no usable certificate; a placeholder is used for the check",
     "RG0522": "a TCP listener shares its port with an HTTP/HTTPS/TLS listener and is not rendered",
+    "RG0523": "the same host+path is claimed by two custom Routes; the first by namespace/name wins",
 }
 
 _REF_CODES = {references.BACKEND_NOT_FOUND: "RG0501", references.REF_NOT_PERMITTED: "RG0502",
@@ -64,12 +65,15 @@ def route_findings(route: Obj, state: State, *, http_ports: Sequence[int] = atta
     for st in statuses:
         if no_hosts and st.reason == attachments.NO_MATCHING_LISTENER_HOSTNAME:
             continue
-        if not st.accepted:
+        if not st.accepted and st.reason != attachments.FOREIGN_PARENT:
             yield _warn(_PARENT_CODES.get(st.reason, "RG0504"), f"{st.reason}: {st.message}",
                         ("spec", "parentRefs", st.parent_index), about)
     for ref in references.backend_refs(route, state):
         if not ref.resolved:
-            yield _warn(_REF_CODES[ref.reason], f"{ref.reason}: {ref.message}", ref.path, about)
+            # What the render does with it, so this one finding tells the whole fact.
+            served = ("it has no servers until the Service exists" if ref.reason == references.BACKEND_NOT_FOUND
+                      else "its share of the traffic is answered with 500")
+            yield _warn(_REF_CODES[ref.reason], f"{ref.reason}: {ref.message}; {served}", ref.path, about)
         elif ref.service is not None and ref.port is not None and ref.port not in _service_ports(ref.service):
             ports = ", ".join(str(p) for p in sorted(_service_ports(ref.service))) or "none"
             yield _warn("RG0516", f"port {ref.port} is not a port of Service {ref.namespace}/{ref.name} "

@@ -121,6 +121,14 @@ class Without:
         self._kinds = {ref.kind for ref in hidden}
 
     @property
+    def base(self) -> State:
+        return self._base
+
+    @property
+    def hidden(self) -> frozenset[Ref]:
+        return self._hidden
+
+    @property
     def version(self) -> str:
         return f"{self._base.version}-" + ",".join(sorted(map(str, self._hidden)))
 

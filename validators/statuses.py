@@ -36,7 +36,7 @@ def route_status(route: Obj, state: State, *, http_ports: Sequence[int] = attach
         {"parentRef": parent_refs[st.parent_index],
          "conditions": [{"type": "Accepted", "status": "True" if st.accepted else "False", "reason": st.reason,
                          "message": st.message}, dict(resolved)]}
-        for st in statuses
+        for st in statuses if st.reason != attachments.FOREIGN_PARENT  # the other controller's to report
     ]}
 
 

@@ -23,6 +23,7 @@ from validators.checks import Checks
 from validators.crds import SchemaSet, pattern_problems
 from validators.enforcement import Enforcement
 from validators.objects import KINDS, Obj
+from validators.scopes import Scope
 from validators.states import MemoryState
 from webhook import inputs, yamlloading
 from webhook.gates import Gate
@@ -44,6 +45,8 @@ class GateSettings:
     note_budget: float = 1.0
     render: Mapping[str, Any] = field(default_factory=dict)
     dataplane_version: tuple[int, ...] | None = None  # what the runtime note plans for (default: the checker's)
+    gateway_classes: Sequence[str] = ()  # --gateway-class: our GatewayClass names
+    controller_names: Sequence[str] = ()  # --controller-name: our GatewayClass spec.controllerName
 
 
 def load_config(path: str | None, *, strict: bool) -> Enforcement:
@@ -134,7 +137,12 @@ def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: Schema
     )
     # A user template may read any object (resources(), get()): its output has no closure to bound it.
     return Gate(rules=rules, renderer=renderer, checker=checker, note_budget=settings.note_budget,
-                delta=not settings.templates, dataplane_version=settings.dataplane_version)
+                delta=not settings.templates, dataplane_version=settings.dataplane_version,
+                scope=scope_of(settings))
+
+
+def scope_of(settings: GateSettings) -> Scope:
+    return Scope.of(settings.gateway_classes, settings.controller_names)
 
 
 def with_namespace(obj: dict[str, Any], default: str = "default") -> dict[str, Any]:

@@ -41,6 +41,7 @@ def settings_from(args: argparse.Namespace) -> GateSettings:
         scratch_dir=args.scratch_dir, check_timeout=args.check_timeout,
         check_concurrency=args.check_concurrency, note_budget=args.reload_note_budget,
         dataplane_version=plans.dataplane_version(getattr(args, "dataplane_version", None)),
+        gateway_classes=getattr(args, "gateway_classes", ()), controller_names=getattr(args, "controller_names", ()),
     )
 
 
@@ -298,7 +299,7 @@ async def render(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     _, base_objects = load_state(args.state)
     gate = build_gate(binary, settings_from(args))
-    state = MemoryState(list(_combine(base_objects, loaded.objects).values()), version="render")
+    state = gate.scope.view(MemoryState(list(_combine(base_objects, loaded.objects).values()), version="render"))
     previous = plans.load_description(args.previous) if args.previous else None
     result = gate.renderer.render(state, subject=None, previous=previous)
     import json

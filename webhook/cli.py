@@ -53,6 +53,10 @@ def _add_gate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--templates", metavar="DIR", action="append", default=[], type=flags.existing_dir,
                         help="extra or overriding jinja2 templates (repeatable; from the platform team, "
                              "never from the change under review)")
+    parser.add_argument("--gateway-class", dest="gateway_classes", action="append", default=[], metavar="NAME",
+                        help="judge only Gateways of this GatewayClass (repeatable; default: every class)")
+    parser.add_argument("--controller-name", dest="controller_names", action="append", default=[], metavar="NAME",
+                        help="judge only Gateways whose GatewayClass has this spec.controllerName (repeatable)")
     parser.add_argument("--scratch-dir", metavar="DIR", type=flags.existing_dir,
                         help="where private scratch dirs are made")
     parser.add_argument("--check-timeout", type=flags.positive_seconds, default=5.0, metavar="SECONDS",

@@ -158,6 +158,7 @@ class FullChecker:
     def _job(self, state: State) -> Callable[[], RenderResult]:
         """The render to run in the pool: picklable (a partial of a module function) for the process."""
         renderer = self.gate.renderer
+        state = self.gate.scope.view(state)  # our GatewayClasses only, as every review renders
         if isinstance(renderer, Renderer):
             objects = [o for kind in KINDS for o in state.list(kind)]
             return functools.partial(_render_whole, renderer.settings, self.template_dirs, objects, state.version)

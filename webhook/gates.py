@@ -24,7 +24,7 @@ from haproxy_check import runtimeplans, slots
 from haproxy_check.checks import CheckTimedOut
 from haproxy_check.descriptions import Description
 from haproxy_check.results import Alert, CheckResult, HAProxyBinary, RenderError, RenderResult
-from validators import attachments, checks, closures, statuses
+from validators import attachments, checks, closures, scopes, statuses
 from validators.changes import Change, Operation
 from validators.enforcement import Enforcement
 from validators.findings import Finding, Severity, denies, format_path
@@ -108,8 +108,11 @@ class Gate:
         note_budget: float = 1.0,
         delta: bool = True,
         dataplane_version: tuple[int, ...] | None = None,
+        scope: scopes.Scope | None = None,
     ) -> None:
         self.rules = rules
+        # Our GatewayClasses: every state a review sees is first seen through this scope.
+        self.scope = scope if scope is not None else scopes.Scope()
         # the data plane's HAProxy version, which decides what applies at runtime (default: the checker's)
         self.dataplane_version = dataplane_version
         self.renderer = renderer
@@ -135,6 +138,10 @@ class Gate:
         if ref.kind not in REVIEWED_KINDS:
             return Verdict(Decision.ALLOW, ref, handled=False,
                            notes=(f"routegate does not check {ref.kind or 'this kind'}; allowed unchecked",))
+        state = self.scope.view(state)
+        foreign = self._foreign(change, state)
+        if foreign is not None:
+            return foreign
         timings: dict[str, float] = {}
         started = self._clock()
         validated = await asyncio.to_thread(self.rules.run, change, state)
@@ -190,6 +197,14 @@ class Gate:
         verdict = await self._judge_failure(change, state, findings, result, timings, started)
         return replace(verdict, status=render.statuses.get(str(ref), {}))
 
+    def _foreign(self, change: Change, state: State) -> Verdict | None:
+        """The verdict on another controller's object (``state`` is the scoped view), else None."""
+        why = self.scope.out_of_scope(change, state)
+        if not why:
+            return None
+        return Verdict(Decision.ALLOW, change.ref, handled=False,
+                       notes=(f"{change.ref} is not ours: {why}; allowed unchecked",))
+
     async def _scope(self, state: State, change: Change) -> State:
         """What the review renders, checks and compares against: the change's closure over ``state``
         (the baseline view; the proposed view is ``Overlay(scope, change)``), or all of ``state``."""
@@ -201,7 +216,8 @@ class Gate:
         """This gate without the delta check (same rules, renderer and checker)."""
         if self._full is None:
             self._full = Gate(rules=self.rules, renderer=self.renderer, checker=self.checker, clock=self._clock,
-                              note_budget=self.note_budget, delta=False, dataplane_version=self.dataplane_version)
+                              note_budget=self.note_budget, delta=False, dataplane_version=self.dataplane_version,
+                              scope=self.scope)
         return self._full
 
     async def review_all(self, items: Sequence[tuple[Change, State]], *, combined: State) -> list[Verdict]:
@@ -218,7 +234,12 @@ class Gate:
         that is advice about one change to a running data plane.
         """
         verdicts: list[Verdict | None] = [None] * len(items)
-        batch = [i for i, (change, _) in enumerate(items) if _batchable(change, combined)]
+        combined = self.scope.view(combined)
+        for i, (change, state) in enumerate(items):
+            if change.ref.kind in REVIEWED_KINDS:
+                verdicts[i] = self._foreign(change, self.scope.view(state))
+        batch = [i for i, (change, _) in enumerate(items)
+                 if verdicts[i] is None and _batchable(change, combined)]
         checked = await self._checked(combined) if batch else None
         if checked is not None:
             render, result, seconds = checked
@@ -290,7 +311,7 @@ class Gate:
             if self.delta:
                 # A delta review checks the change's closure only: it meets the failure (and gives the note)
                 # only when a culprit is a member; when one is, leave the exact wording to that review.
-                members = await asyncio.to_thread(closures.members, state, change)
+                members = await asyncio.to_thread(closures.members, self.scope.view(state), change)
                 if culprits & members:
                     continue
                 sees_culprit = False
@@ -329,6 +350,7 @@ class Gate:
     async def _batch_verdict(self, item: tuple[Change, State], render: RenderResult, combined: State,
                              seconds: float) -> Verdict:
         change, state = item
+        state = self.scope.view(state)
         ref = change.ref
         validated = await asyncio.to_thread(self.rules.run, change, state)
         findings = list(validated.findings)

@@ -115,6 +115,7 @@ class Reconciler:
     async def _run(self, state: State) -> Outcome:
         timings: dict[str, float] = {}
         live = self.promoter.last_known_good()
+        state = self.gate.scope.view(state)  # our GatewayClasses only, as admission judges them
         audited = await self._timed("audit", timings, asyncio.to_thread(audits.audit, self.gate.rules, state))
         assert isinstance(audited, list)
         view, left = leaveouts.apply(state, audited)

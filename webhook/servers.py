@@ -19,6 +19,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from validators.changes import Operation
 from validators.objects import REVIEWED_KINDS, Obj
 from webhook import admission, encodings, metrics, reviews
 from webhook.gates import Gate
@@ -47,6 +48,13 @@ class ExplainingSource(Protocol):
     def why_not_ready(self) -> str: ...
 
     def reference_problems(self, obj: Obj) -> list[str]: ...
+
+
+@runtime_checkable
+class ReadingSource(Protocol):
+    """A state source that reads, on demand, the objects a review references but nothing stored did."""
+
+    async def read_references(self, obj: Obj, *, deadline: float) -> None: ...
 
 
 GATE = web.AppKey("gate", Gate)
@@ -177,8 +185,14 @@ async def _judge(app: web.Application, review: reviews.Review, budget: float) ->
     change, ref = review.change, review.change.ref
     if not source.ready:
         return Verdict(Decision.ERROR, ref, error=_not_ready_reason(source))
+    started = time.monotonic()
+    deadline = started + budget
+    subject = change.subject
+    if isinstance(source, ReadingSource) and change.operation is not Operation.DELETE and isinstance(subject, dict):
+        # At most half the budget: what is still unread then is named by _with_reference_problems.
+        await source.read_references(subject, deadline=started + budget / 2)
+        budget = max(deadline - time.monotonic(), 0.0)
     state = source.snapshot()
-    deadline = time.monotonic() + budget
 
     async def judge() -> Verdict:
         if ref.kind not in REVIEWED_KINDS:  # answered at once without work: no need to queue

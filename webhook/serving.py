@@ -188,6 +188,7 @@ async def serve(args: argparse.Namespace) -> int:
     # Which isolation keeps haproxy -c off the network (a network namespace, or init-addr none in the
     # checked copy where namespaces cannot be made): /readyz shows it too.
     log.info("haproxy -c isolation", isolation=getattr(gate.checker, "isolation", "unknown"))
+    log.info("gateway scope", judging=gate.scope.describe())
     if isinstance(source, ClusterSource) and isinstance(gate.rules, Checks):
         tasks.append(liveschemas.follow(source, gate.rules, files=load_crd_documents(args.crds)))
     if getattr(args, "full_check_debounce", 0) > 0:

@@ -16,6 +16,13 @@ from validators.findings import Finding, Severity, ordered
 from validators.objects import Ref
 
 MAX_REASONS = 32
+# Objects other than the subject listed by name in warnings (a Gateway delete can break thousands of
+# routes; the apiserver keeps 4 KiB of warnings): the rest are counted in the summary line.
+MAX_AFFECTED = 10
+
+
+def _line(f: Finding) -> str:
+    return f"{f.field}: {f.message} [{f.code}]" if f.field else f"{f.message} [{f.code}]"
 
 
 class Decision(StrEnum):
@@ -57,9 +64,21 @@ class Verdict:
 
     @property
     def warnings(self) -> list[str]:
-        """Warn findings and notes as user-facing lines (the webhook cleans and caps them)."""
-        found = [
-            f"{f.field}: {f.message} [{f.code}]" if f.field else f"{f.message} [{f.code}]"
-            for f in ordered(f for f in self.findings if f.severity is Severity.WARN)
-        ]
-        return found + list(self.notes)
+        """Warn findings and notes as user-facing lines (the webhook cleans and caps them).
+
+        A finding about another object than the subject names it (its field path alone would be read
+        as the subject's); when several objects are affected a summary line first names them all, up
+        to MAX_AFFECTED, and counts the rest."""
+        subject = str(self.ref)
+        warned = ordered(f for f in self.findings if f.severity is Severity.WARN)
+        own = [_line(f) for f in warned if not f.about or f.about == subject]
+        others = [f for f in warned if f.about and f.about != subject]
+        affected = sorted({f.about for f in others})
+        shown = set(affected[:MAX_AFFECTED])
+        summary: list[str] = []
+        if len(affected) > 1:
+            more = len(affected) - MAX_AFFECTED
+            summary = [f"{len(affected)} other objects are affected: {', '.join(affected[:MAX_AFFECTED])}"
+                       + (f" and {more} more" if more > 0 else "")]
+        about = [f"{f.about}: {_line(f)}" for f in others if f.about in shown]
+        return own + summary + about + list(self.notes)

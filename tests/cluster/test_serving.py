@@ -137,3 +137,21 @@ async def test_a_kind_forbidden_at_startup_refuses_reviews_naming_the_error(kube
         assert "cannot list EndpointSlice: forbidden (HTTP 403" in out["status"]["message"], out
         ready = await client.get("/readyz")
         assert ready.status == 503 and "cannot list EndpointSlice" in (await ready.json())["state"]["reason"]
+
+
+async def test_a_new_reference_to_an_unwatched_secret_is_read_during_the_review(kube: FakeKube,
+                                                                                 webhook: Served) -> None:
+    from tests.cluster.clusterkit import gateway, secret
+
+    client, state = webhook
+    kube.create(secret("edge2-tls", "shop"))  # exists, but nothing stored references it: not watched
+    async with running(state):
+        await eventually(lambda: state.ready, within=10)
+        assert state.snapshot().get("Secret", "shop", "edge2-tls") is None
+        out = await post(client, review(gateway("edge2", "shop", secrets=("edge2-tls",))))
+        assert out["allowed"] is True, out
+        warnings = out.get("warnings", [])
+        assert not any("does not exist" in w for w in warnings), warnings
+        # Read during the review (it holds no usable PEM pair, which is now what the review says), and watched.
+        assert any("Secret shop/edge2-tls holds no usable PEM pair" in w for w in warnings), warnings
+        assert state.snapshot().get("Secret", "shop", "edge2-tls") is not None

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from tests.render.conftest import Check, assert_valid, fixture, lines, map_lines, render
+from validators import crossobjects
 from validators.objects import Obj, Ref
+from validators.states import MemoryState
 
 GW = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
       "metadata": {"name": "edge", "namespace": "ns"},
@@ -176,8 +178,13 @@ def test_cross_namespace_refs_need_a_reference_grant() -> None:
     slots = map_lines(result, "weighted-multi-backend.map")
     cross = [s.split(" ")[1] for s in slots if ":grpc_cross_0 " in s]
     assert cross.count("gw_h_grpc_cross_shop.store-b_80") == 50 and cross.count("@500") == 50
-    (warn,) = [f for f in result.findings if f.about == "HTTPRoute grpc/cross"]
-    assert "RefNotPermitted" in warn.message and warn.field == "spec.rules[0].backendRefs[1]"
+    # Reported once, by the cross-object rules (RG0502), not again by the render.
+    assert not [f for f in result.findings if f.about == "HTTPRoute grpc/cross"]
+    objs = fixture("grpc-https.yaml")
+    route = next(o for o in objs if o["metadata"]["name"] == "cross" and o["kind"].endswith("Route"))
+    (warn,) = crossobjects.route_findings(route, MemoryState(objs))
+    assert warn.code == "RG0502" and warn.field == "spec.rules[0].backendRefs[1]"
+    assert "RefNotPermitted" in warn.message and "answered with 500" in warn.message
 
 
 def test_a_regex_pcre_rejects_fails_haproxy_and_traces_to_the_field(haproxy_check: Check) -> None:

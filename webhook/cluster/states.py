@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -350,6 +351,33 @@ class ClusterState:
             self._start(kind, self._reflectors[kind])
         await self._reconcile_references()
 
+    async def read_references(self, obj: Obj, *, deadline: float) -> None:
+        """Read the Secrets/ConfigMaps ``obj`` references that nothing stored referenced yet, and keep
+        them watched: a review must see every object it references (a new Gateway naming an existing
+        Secret was told it does not exist). Each is read by the same scoped list-and-watch a stored
+        reference gets; this waits until each first read is done or failed, or until ``deadline``
+        (``time.monotonic()``), whichever comes first. O(references of obj)."""
+        wanted_kinds = REFERENCED_KINDS & self._infos.keys()
+        started: list[Reflector] = []
+        for target in sorted(references.referenced([obj])):
+            if target[0] not in wanted_kinds or target in self._referenced:
+                continue
+            self._referenced[target] = self._scoped_reflector(target)
+            self._start(target, self._referenced[target])
+            started.append(self._referenced[target])
+        while started and not all(r.settled for r in started):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return  # reference_problems() says which one is "not read yet"
+            await asyncio.sleep(min(0.01, left))
+
+    def _scoped_reflector(self, target: tuple[str, str, str]) -> Reflector:
+        kind, namespace, name = target
+        info = self._infos[kind]
+        collection = Collection(kind, "v1", discovery.path(info, "v1", namespace),
+                                field_selector=f"metadata.name={name}", scope=(namespace, name))
+        return self._reflector(collection, self._stores[kind])
+
     async def _reconcile_references(self) -> None:
         wanted_kinds = REFERENCED_KINDS & self._infos.keys()
         snapshot = self.snapshot()
@@ -360,14 +388,5 @@ class ClusterState:
             del self._referenced[target]
             self._stores[target[0]].delete((target[1], target[2]))
         for target in sorted(targets - self._referenced.keys()):
-            kind, namespace, name = target
-            info = self._infos[kind]
-            collection = Collection(
-                kind,
-                "v1",
-                discovery.path(info, "v1", namespace),
-                field_selector=f"metadata.name={name}",
-                scope=(namespace, name),
-            )
-            self._referenced[target] = self._reflector(collection, self._stores[kind])
+            self._referenced[target] = self._scoped_reflector(target)
             self._start(target, self._referenced[target])

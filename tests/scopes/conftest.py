@@ -1,0 +1,3 @@
+from tests.webhook.conftest import binary, schemas
+
+__all__ = ["binary", "schemas"]
