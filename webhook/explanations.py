@@ -162,6 +162,10 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "check of the gateway slow.",
                 "(a route whose rules expand to more than 4000 lines)",
                 "Split the route, or raise limits.linesPerRoute in --config."),
+    "RG0409": E("HAProxy loads an expired or not-yet-valid certificate and serves it: clients that check "
+                "dates refuse the connection, so routegate warns before they do.",
+                "tls: {certificateRefs: [{name: tls-expired-last-month}]}",
+                "Renew the certificate in the Secret (or fix its notBefore date)."),
     "RG0501": E("The Service does not exist; its share of traffic gets no servers (BackendNotFound).",
                 "backendRefs: [{name: missing, port: 80}]",
                 "Create the Service or fix the name."),
@@ -229,6 +233,11 @@ EXPLANATIONS: dict[str, Explanation] = {
     "RG0522": E("A TCP listener on a port another protocol owns is not rendered.",
                 "listeners:\n- {name: web, port: 443, protocol: HTTPS}\n- {name: raw, port: 443, protocol: TCP}",
                 "Use another port for the TCP listener."),
+    "RG0523": E("Two custom Routes claim the same host and path; HAProxy's map keeps one entry, so the "
+                "first by namespace/name gets the traffic and the other none.",
+                "- {kind: Route, metadata: {name: a}, spec: {hostnames: [shop.example.com], paths: [/]}}\n"
+                "- {kind: Route, metadata: {name: b}, spec: {hostnames: [shop.example.com], paths: [/]}}",
+                "Give each Route its own host or path, or delete the duplicate."),
     "RG0800": E("haproxy -c rejects the rendered configuration: applying the change would break the next "
                 "reload for every route. Only alerts the change introduces count.",
                 "path: {type: RegularExpression, value: \"/items/[0-9]{4,2}\"}",
