@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import socket
 import sys
 from collections.abc import Awaitable
@@ -119,28 +118,20 @@ async def reconcile(args: argparse.Namespace) -> int:
     runner = web.AppRunner(_health_app(reconciler, source), access_log=None)
     await runner.setup()
     background = [asyncio.ensure_future(t) for t in tasks]
-    from webhook.serving import on_stop_signals
+    from webhook.serving import cancel_all, on_stop_signals, until_stopped
 
     stop = on_stop_signals()  # the same signals as serve, SIGUSR1 included
     try:
         await web.TCPSite(runner, host, port).start()
         print(f"routegate: reconciling into {args.output_dir}; metrics on http://{host}:{port}/metrics",
               file=sys.stderr, flush=True)
-        waiter = asyncio.ensure_future(stop.wait())
-        done, _ = await asyncio.wait([waiter, *background], return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if task is not waiter and task.exception() is not None:
-                log.error("background task failed", error=repr(task.exception()))
-                return 1
+        if await until_stopped(stop, background):
+            return 1
     except OSError as exc:
         log.error("cannot listen", error=str(exc))
         return 2
     finally:
-        for task in background:
-            task.cancel()
-        for task in background:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_all(background)
         await runner.cleanup()
         if api is not None:
             await api.close()

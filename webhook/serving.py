@@ -15,7 +15,7 @@ import signal
 import socket
 import ssl
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -171,6 +171,25 @@ async def _listen(site: web.BaseSite, flag: str, value: str) -> None:
                          f"choose another address with {flag} HOST:PORT") from None
 
 
+async def until_stopped(stop: asyncio.Event, background: Sequence[asyncio.Future[Any]]) -> bool:
+    """Wait for a stop signal or a background task that ends; True when one failed (logged)."""
+    waiter = asyncio.ensure_future(stop.wait())
+    done, _ = await asyncio.wait([waiter, *background], return_when=asyncio.FIRST_COMPLETED)
+    for task in done:
+        if task is not waiter and task.exception() is not None:
+            log.error("background task failed", error=repr(task.exception()))
+            return True
+    return False
+
+
+async def cancel_all(background: Sequence[asyncio.Future[Any]]) -> None:
+    for task in background:
+        task.cancel()
+    for task in background:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+
 async def serve(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
     host, port = split_listen(args.listen, "--listen")
@@ -220,12 +239,8 @@ async def serve(args: argparse.Namespace) -> int:
                       args.metrics_listen)
         log.info("listening", url=f"https://{host}:{port}/validate", metrics=f"http://{metrics_host}:{metrics_port}/metrics")
         print(f"routegate: listening on https://{host}:{port}/validate", file=sys.stderr, flush=True)
-        waiter = asyncio.ensure_future(stop.wait())
-        done, _ = await asyncio.wait([waiter, *background], return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if task is not waiter and task.exception() is not None:
-                log.error("background task failed", error=repr(task.exception()))
-                return 1
+        if await until_stopped(stop, background):
+            return 1
     except OSError as exc:
         log.error("cannot listen", error=str(exc))
         return 2
@@ -234,11 +249,7 @@ async def serve(args: argparse.Namespace) -> int:
         # background tasks that reviews may still read from.
         await runner.cleanup()
         await metrics_runner.cleanup()
-        for task in background:
-            task.cancel()
-        for task in background:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_all(background)
         if api is not None:
             await api.close()
     log.info("stopped")
