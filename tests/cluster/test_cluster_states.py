@@ -316,6 +316,10 @@ async def test_only_referenced_secrets_and_configmaps_are_watched(kube: FakeKube
     state = ClusterState(api, **FAST)
     async with running(state):
         await eventually(lambda: state.ready)
+        # Readiness does not wait for a referenced object's own watch (an unreadable one only warns its
+        # referrers), so wait for both reads before asserting that nothing else was read.
+        await eventually(lambda: bool(state.snapshot().list("Secret")) and bool(state.snapshot().list("ConfigMap")),
+                         what="the referenced Secret and ConfigMap")
         snap = state.snapshot()
         assert [o["metadata"]["name"] for o in snap.list("Secret")] == ["used"]
         assert [o["metadata"]["name"] for o in snap.list("ConfigMap")] == ["ca"]
