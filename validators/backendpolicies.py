@@ -10,7 +10,10 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
+
+from cryptography import x509
 
 from validators import indexes, references
 from validators.attachments import age_key
@@ -72,6 +75,18 @@ def ca_certificates(text: str) -> list[str]:
     return PEM_CERT.findall(text.replace("\r\n", "\n"))
 
 
+@lru_cache(maxsize=4096)
+def _parse_error(pem: str) -> str | None:
+    """Why HAProxy's OpenSSL would refuse this PEM block as a CA (None when it loads). A block that only
+    looks like PEM (e.g. ``AAAA`` between the markers) makes ``haproxy -c`` fail with an alert whose text
+    depends on what else the config loads, so it is judged here, on the field, before any render."""
+    try:
+        x509.load_pem_x509_certificate(pem.encode("ascii", "replace"))
+    except ValueError as e:
+        return str(e).split("\n", 1)[0] or "not a certificate"
+    return None
+
+
 def _ca_from_ref(state: State, policy: Obj, index: int, raw: Any) -> tuple[str, CAProblem | None]:
     path = ("spec", "validation", "caCertificateRefs", index)
     kind, group, name = _str(dig(raw, "kind")), _str(dig(raw, "group")), _str(dig(raw, "name"))
@@ -97,6 +112,11 @@ def _ca_from_ref(state: State, policy: Obj, index: int, raw: Any) -> tuple[str, 
     certs = ca_certificates(text)
     if not certs:
         return "", CAProblem(path, f"{kind} {ns}/{name} key ca.crt holds no PEM certificate")
+    for i, cert in enumerate(certs):
+        error = _parse_error(cert)
+        if error is not None:
+            return "", CAProblem(path, f"{kind} {ns}/{name} key ca.crt: certificate {i + 1} of {len(certs)} "
+                                       f"cannot be loaded ({error})")
     return "\n".join(certs) + "\n", None
 
 

@@ -7,12 +7,13 @@ import base64
 import pytest
 
 from tests.attachments.gwbuilders import gateway, grant, listener, listener_set, parent, route, service
+from tests.render_l4.conftest import key_and_cert
 from validators import claims, crossobjects
 from validators.findings import Severity
 from validators.objects import Obj
 from validators.states import MemoryState
 
-CA = ("-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ2Zq\n-----END CERTIFICATE-----\n")
+CA = key_and_cert("routegate test CA", ca=True)[1].decode()  # a real one: a CA is parsed, not pattern-matched
 
 
 def found(obj: Obj, *objs: Obj) -> list[tuple[str, str, bool]]:

@@ -115,3 +115,19 @@ def test_grpcroute_backends_get_the_policy(haproxy_check: Check) -> None:
     assert_valid(haproxy_check(result))
     be = section(lines(result), "backend gw_g_default_g_secure-cm_443")
     assert [x for x in be if x.startswith("server")] == [f"server s1 10.9.0.1:8443 weight 1 {CM_TLS}"]
+
+
+def test_a_ca_that_only_looks_like_pem_blocks_its_backend_on_the_field(haproxy_check: Check) -> None:
+    """``AAAA`` between PEM markers passed the marker regex and reached ``haproxy -c``, which refused it
+    with an alert whose text depended on what else loaded it (the delta and full checks disagreed)."""
+    objs = objects()
+    cm = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "backend-ca")
+    cm["data"]["ca.crt"] = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+    result = render(objs, system_ca_file=SYSTEM_BUNDLE)
+    assert_valid(haproxy_check(result))
+    assert "certs/ca_default_cm.pem" not in result.files
+    assert servers(lines(result), "10.9.0.1:8443") == ["server s1 10.9.0.1:8443 weight 1"]  # passthrough only
+    policy = next(o for o in objs if o["kind"] == "BackendTLSPolicy" and o["metadata"]["name"] == "cm")
+    found = [(f.code, f.field, f.message) for f in crossobjects.findings(policy, MemoryState(objs))]
+    assert [(c, p) for c, p, _ in found] == [("RG0515", "spec.validation.caCertificateRefs[0]")]
+    assert "certificate 1 of 1 cannot be loaded" in found[0][2]
