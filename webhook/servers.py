@@ -61,7 +61,7 @@ GATE = web.AppKey("gate", Gate)
 SOURCE = web.AppKey("source", StateSource)
 CERTS = web.AppKey("certs", CertStatus)
 REVIEW_TIMEOUT = web.AppKey("review_timeout", float)
-ADMISSION = web.AppKey("admission", admission.Admission)
+ADMISSION = web.AppKey("admission", admission.Batcher)
 VERDICTS = web.AppKey("verdicts", VerdictCache)
 SCHEMA_GENERATION = web.AppKey("schema_generation", list[Any])  # [the schema set last seen, its number]
 SELFTEST = web.AppKey("selftest", SelfTest)
@@ -69,7 +69,7 @@ BODY_TIMEOUT = web.AppKey("body_timeout", float)
 
 
 def make_app(gate: Gate, source: StateSource, *, certs: CertStatus | None = None,
-             review_timeout: float = 9.0, queue: admission.Admission | None = None,
+             review_timeout: float = 9.0, queue: admission.Batcher | None = None,
              selftest: SelfTest | None = None, body_timeout: float = 10.0) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
     app[BODY_TIMEOUT] = body_timeout
@@ -77,7 +77,8 @@ def make_app(gate: Gate, source: StateSource, *, certs: CertStatus | None = None
     app[SELFTEST] = selftest or default_selftest(gate)
     app[SOURCE] = source
     app[REVIEW_TIMEOUT] = review_timeout
-    app[ADMISSION] = queue if queue is not None else admission.Admission()
+    # Reviews arriving while the gate is busy wait there and are judged together (Gate.review_together).
+    app[ADMISSION] = queue if queue is not None else admission.Batcher(gate)
     app[VERDICTS] = VerdictCache()
     app[SCHEMA_GENERATION] = [getattr(gate.rules, "schemas", None), 0]
     metrics.REVIEWS_WAITING.set_function(lambda: app[ADMISSION].waiting)
@@ -197,7 +198,7 @@ async def _judge(app: web.Application, review: reviews.Review, budget: float) ->
     async def judge() -> Verdict:
         if ref.kind not in REVIEWED_KINDS:  # answered at once without work: no need to queue
             return await app[GATE].review(change, state=state)
-        return await app[ADMISSION].run(lambda: app[GATE].review(change, state=state), deadline=deadline)
+        return await app[ADMISSION].review(change, state, deadline=deadline)
 
     try:
         async with asyncio.timeout(budget):
