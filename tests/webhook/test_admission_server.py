@@ -137,3 +137,30 @@ async def test_new_crd_schemas_invalidate_the_reused_verdicts(counted: tuple[Cli
     gate.rules.schemas = None  # type: ignore[attr-defined]  # as liveschemas.follow replaces the set
     await client.post(body)
     assert gate.reviews == 2
+
+
+async def test_a_burst_is_judged_together_in_time_and_healthz_answers_throughout(gate: Gate, tmp_path: Path) -> None:
+    queue = Batcher(gate)
+    async for client in serving(gate, tmp_path, queue=queue):
+        body = json.loads((need_shared("fixtures", "admission-reviews") / "03-httproute-create.json").read_text())
+
+        def distinct(i: int, body: dict[str, Any] = body) -> dict[str, Any]:
+            out = copy.deepcopy(body)
+            out["request"]["uid"] = f"burst-{i}"
+            out["request"]["object"]["metadata"]["name"] = f"burst-{i}"
+            out["request"]["object"]["spec"]["hostnames"] = [f"burst-{i}.example.com"]
+            return out
+
+        burst = asyncio.ensure_future(asyncio.gather(*(client.post(distinct(i), "?timeout=30s") for i in range(40))))
+        probes = 0
+        while not burst.done():
+            async with client.session.get(f"{client.base}/healthz") as resp:
+                assert resp.status == 200 and (await resp.json())["status"] == "ok"
+            probes += 1
+            await asyncio.sleep(0.02)
+        answers = await burst
+        assert [a["uid"] for a in answers] == [f"burst-{i}" for i in range(40)]
+        assert all(a["allowed"] for a in answers), [a["status"]["message"] for a in answers if not a["allowed"]]
+        assert probes >= 2, "/healthz was answered while the burst was being judged"
+        assert queue.batches >= 1, "the reviews that waited were judged together"
+        assert queue.running == 0 and queue.waiting == 0
