@@ -42,6 +42,7 @@ from webhook.verdicts import Verdict
 
 CONCURRENCY = 2
 WORKERS = 1
+SWITCH_INTERVAL = 0.0005  # seconds: how soon the rendering thread hands the GIL to the event loop
 MAX_WAITING = 256
 HISTORY = 32  # recent run durations the estimates are the median of
 RECHECK = 0.25  # seconds between a waiting review's looks at whether it can still finish in time
@@ -105,6 +106,7 @@ class _Waiting:
     state: State
     deadline: float
     verdict: asyncio.Future[Verdict]
+    measured: bool = True  # whether its run's duration counts in the estimates
 
 
 class Batcher:
@@ -165,24 +167,28 @@ class Batcher:
         now = self._clock()
         return max(0.0, min(end for _, end, _ in self._runs.values()) - now)
 
-    async def review(self, change: Change, state: State, *, deadline: float) -> Verdict:
+    async def review(self, change: Change, state: State, *, deadline: float, measured: bool = True) -> Verdict:
         """The verdict on ``change`` against ``state`` by ``deadline`` (a ``clock()`` time), alone or
-        together with other waiting reviews; raises :class:`Refused` when it cannot be in time."""
+        together with other waiting reviews; raises :class:`Refused` when it cannot be in time.
+        ``measured=False``: a run that says nothing about how long reviews take (the warm-up review,
+        which builds what later reviews reuse)."""
         remaining = deadline - self._clock()
         if remaining <= 0:
             raise Refused("it arrived after its deadline; retry", reason="late")
         if len(self._waiting) >= self.max_waiting:
             raise Refused(f"the server is overloaded ({len(self._waiting)} reviews waiting); retry", reason="full")
         verdict: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
-        item = _Waiting(change, state, deadline, verdict)
+        item = _Waiting(change, state, deadline, verdict, measured)
         if len(self._runs) < self.concurrency and not self._waiting:
             self._start([item])
         else:
             ahead = sum(1 for w in self._waiting if w.state.version == state.version)
             expected = self._free_in() + self.estimate(min(ahead + 1, self.max_batch))
-            # Before any run ended there is nothing to judge by (the first review also builds the
-            # state's indexes): wait, and let the turn tell.
-            if self._lone and expected > remaining:
+            # Refused on arrival only on measured costs: a lone run's, and a batch's per review when it
+            # would go in with others (the guess from a lone run's steps is for sizing a first batch
+            # only: under a burst those steps wait for the CPU and look far costlier than in a batch).
+            # Until then it waits, and its turn tells.
+            if self._lone and (ahead == 0 or self._per_item) and expected > remaining:
                 raise Refused(f"{ahead + len(self._runs)} reviews are ahead of it and it would finish in about "
                               f"{expected:.1f}s, after its deadline ({remaining:.1f}s left); retry", reason="late")
             self._waiting.append(item)
@@ -241,7 +247,9 @@ class Batcher:
     def _start(self, batch: list[_Waiting]) -> None:
         started = self._clock()
         task = asyncio.ensure_future(self._run(batch, started))
-        self._runs[task] = (started, started + self.estimate(len(batch)), len(batch))
+        # An unmeasured run (size 0 here) does not tell how long a lone review takes while it runs.
+        size = len(batch) if all(item.measured for item in batch) else 0
+        self._runs[task] = (started, started + self.estimate(len(batch)), size)
 
     async def _run(self, batch: list[_Waiting], started: float) -> None:
         earliest = min(item.deadline for item in batch)
@@ -249,7 +257,7 @@ class Batcher:
             async with asyncio.timeout(max(earliest - self._clock(), 0.0)):
                 if len(batch) == 1:
                     verdicts = [await self.gate.review(batch[0].change, state=batch[0].state)]
-                    if all(step in verdicts[0].timings for step in UNSHARED):
+                    if batch[0].measured and all(step in verdicts[0].timings for step in UNSHARED):
                         self._unshared.append(sum(verdicts[0].timings[step] for step in UNSHARED))
                 else:
                     self.batches += 1
@@ -269,11 +277,12 @@ class Batcher:
                     item.verdict.set_exception(exc)
         finally:
             seconds = self._clock() - started
-            if len(batch) == 1:
-                self._lone.append(seconds)
-            else:
-                lone = statistics.median(self._lone) if self._lone else 0.0
-                self._per_item.append(max(seconds - lone, 0.0) / (len(batch) - 1))
+            if all(item.measured for item in batch):
+                if len(batch) == 1:
+                    self._lone.append(seconds)
+                else:
+                    lone = statistics.median(self._lone) if self._lone else 0.0
+                    self._per_item.append(max(seconds - lone, 0.0) / (len(batch) - 1))
             task = asyncio.current_task()
             if task is not None:
                 self._runs.pop(task, None)

@@ -8,6 +8,7 @@ input can produce a 500 or a hang.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -92,10 +93,18 @@ def make_app(gate: Gate, source: StateSource, *, certs: CertStatus | None = None
 
 
 async def _bounded_executor(app: web.Application) -> AsyncIterator[None]:
-    """The reviews' CPU-bound steps (``asyncio.to_thread``) on a few threads, never one per review."""
+    """The reviews' CPU-bound steps (``asyncio.to_thread``) on a few threads, never one per review.
+
+    While such a thread renders, the event loop waits for the GIL after every poll; Python hands it
+    over only every switch interval (5 ms by default), so under a burst each loop turn costs up to
+    that and ``/healthz`` queues behind hundreds of them. A shorter interval keeps the loop's turns
+    short for a small cost to the rendering thread."""
     executor = admission.bounded_executor()
     asyncio.get_running_loop().set_default_executor(executor)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, admission.SWITCH_INTERVAL))
     yield
+    sys.setswitchinterval(interval)
     executor.shutdown(wait=False, cancel_futures=True)
 
 

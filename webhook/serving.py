@@ -24,7 +24,7 @@ from aiohttp import web
 
 from haproxy_check import binaries
 from validators.checks import Checks
-from webhook import admission, connections, fullchecks, liveschemas, logs, metrics, servers
+from webhook import admission, connections, fullchecks, liveschemas, logs, metrics, servers, warming
 from webhook.assembly import SetupError, build_gate, load_crd_documents, load_state
 from webhook.sources import StateSource, StaticSource
 
@@ -211,6 +211,7 @@ async def serve(args: argparse.Namespace) -> int:
     if isinstance(source, ClusterSource) and isinstance(gate.rules, Checks):
         tasks.append(liveschemas.follow(source, gate.rules, files=load_crd_documents(args.crds)))
     queue = admission.Batcher(gate)
+    tasks.append(warming.keep_warm(queue, source))
     if getattr(args, "full_check_debounce", 0) > 0:
         full_check = fullchecks.FullChecker(gate, source, debounce=args.full_check_debounce,
                                             template_dirs=settings.templates,
