@@ -23,9 +23,11 @@ class Checker:
         concurrency: int = 2,
         scratch_base: Path | None = None,
         isolation: str = "auto",
+        niceness: int = 0,
     ) -> None:
         self.binary = binary
-        self.runner = Runner(binary.path, timeout=timeout, concurrency=concurrency, isolation=isolation)
+        self.runner = Runner(binary.path, timeout=timeout, concurrency=concurrency, isolation=isolation,
+                             niceness=niceness)
         self.scratch_base = scratch_base
 
     @property

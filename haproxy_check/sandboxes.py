@@ -28,7 +28,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +49,17 @@ def limit_resources() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+
+
+def limit_resources_niced(niceness: int) -> Callable[[], None]:
+    """``limit_resources`` and a lower CPU priority (a background check must not slow the reviews')."""
+
+    def limit() -> None:
+        limit_resources()
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, 0, niceness)
+
+    return limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +118,10 @@ class Runner:
     """Runs ``haproxy -dr -c -f haproxy.cfg`` sandboxed, at most ``concurrency`` at a time."""
 
     def __init__(self, binary: str, *, timeout: float = 5.0, concurrency: int = 2,
-                 isolation: str = "auto") -> None:
+                 isolation: str = "auto", niceness: int = 0) -> None:
         self.binary = binary
         self.timeout = timeout
+        self.niceness = niceness  # the child's nice value (0: the server's own priority)
         self._slots = asyncio.Semaphore(concurrency)
         self.isolation, self._prefix = choose_isolation(isolation)
 
@@ -123,7 +135,8 @@ class Runner:
             proc = await asyncio.create_subprocess_exec(
                 *self.argv(), cwd=workdir, env=dict(SANDBOX_ENV), stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True, preexec_fn=limit_resources,
+                start_new_session=True,
+                preexec_fn=limit_resources_niced(self.niceness) if self.niceness else limit_resources,
             )
             try:
                 async with asyncio.timeout(self.timeout):

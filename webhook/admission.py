@@ -1,16 +1,21 @@
-"""Admission control in front of the Gate: a bounded queue, deadlines, and a strictly bounded executor.
+"""Admission control in front of the Gate: a bounded queue, deadlines, shared work, and a strictly
+bounded executor.
 
 Why: a review is CPU-bound Python (validators, render) plus one ``haproxy -c`` subprocess. Letting
 every pending review run at once makes them share the GIL and the cores, so under a burst all of them
-miss their deadline together, and the event loop (``/healthz``, ``/metrics``) starves with them. Here:
+miss their deadline together, and the event loop (``/healthz``, ``/metrics``) starves with them. Here
+(:class:`Batcher`):
 
-- at most ``concurrency`` reviews are inside the Gate at a time (2: one can render while the other
-  waits for ``haproxy -c``); the others wait in FIFO order, at most ``max_waiting`` of them;
+- at most ``concurrency`` runs are inside the Gate at a time (2: one can render while the other
+  waits for ``haproxy -c``); the reviews arriving meanwhile wait in FIFO order, at most
+  ``max_waiting`` of them, and go in together when a run ends (``Gate.review_together``: one render
+  and one ``haproxy -c`` per group of independent changes, so 200 reviews cost about one check, not
+  200);
 - each review carries its deadline (the AdmissionReview timeout). A review whose expected finish
-  (the reviews ahead of it times how long a review takes now) lies past its deadline is refused
-  with :class:`Refused` ("could not decide") as soon as that is known, on arrival or while it
-  waits, instead of burning CPU on an answer the apiserver would no longer read; a review that got
-  its turn runs under that deadline;
+  lies past its deadline is refused with :class:`Refused` ("could not decide") as soon as that is
+  known, on arrival, while it waits or when its turn comes, instead of burning CPU on an answer the
+  apiserver would no longer read; a batch holds only as many reviews as can finish before its
+  earliest deadline, and runs under that deadline;
 - the CPU-bound steps run on a one-thread executor installed as the loop's default executor
   (``asyncio.to_thread`` uses it): Python holds the GIL while rendering, so a second thread would
   add no throughput, only a second competitor for the loop that answers ``/healthz``.
@@ -26,16 +31,20 @@ import re
 import statistics
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Protocol
 
-T = TypeVar("T")
+from validators.changes import Change
+from validators.states import State
+from webhook.verdicts import Verdict
 
 CONCURRENCY = 2
 WORKERS = 1
+SWITCH_INTERVAL = 0.0005  # seconds: how soon the rendering thread hands the GIL to the event loop
 MAX_WAITING = 256
-HISTORY = 32  # recent review durations the wait estimate is the median of
+HISTORY = 32  # recent run durations the estimates are the median of
 RECHECK = 0.25  # seconds between a waiting review's looks at whether it can still finish in time
 RESPONSE_MARGIN = 1.0  # seconds kept for answering before the apiserver's own timeout
 
@@ -74,123 +83,207 @@ def bounded_executor(workers: int = WORKERS) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="routegate-cpu")
 
 
-class Admission:
-    """Runs at most ``concurrency`` reviews at once, FIFO, refusing those that cannot meet their deadline."""
+MAX_BATCH = 256  # reviews judged together at most (one render of all their closures)
+NOTE_SHARE = 0.25  # share of a batch's time to its earliest deadline that reload notes may use
+# Before a batch was measured, a batched review is guessed to cost what the fastest lone one spent
+# outside haproxy -c (its rules, closure and render: the check is the part a batch shares; the first
+# review of a state also builds its indexes).
+UNSHARED = ("validate", "scope", "render")
 
-    def __init__(self, *, concurrency: int = CONCURRENCY, max_waiting: int = MAX_WAITING,
-                 history: int = HISTORY, recheck: float = RECHECK,
+
+class Judge(Protocol):
+    """The Gate as the batcher calls it."""
+
+    async def review(self, change: Change, *, state: State, reload_note: bool = True) -> Verdict: ...
+
+    async def review_together(self, changes: Sequence[Change], *, state: State,
+                              notes_for: float | None = None) -> list[Verdict]: ...
+
+
+@dataclass(eq=False)
+class _Waiting:
+    change: Change
+    state: State
+    deadline: float
+    verdict: asyncio.Future[Verdict]
+    measured: bool = True  # whether its run's duration counts in the estimates
+
+
+class Batcher:
+    """Admission control that shares work: a review arriving while the gate is idle runs at once, on
+    its own; the reviews arriving while ``concurrency`` runs are in the gate wait, and when a run ends
+    all of them that fit their deadlines go in together (``Gate.review_together``: one render and one
+    ``haproxy -c`` per group of independent changes).
+
+    Deadlines: a run takes about ``lone + per_item * n`` seconds for ``n`` reviews (both measured on
+    the runs so far). A batch takes, in arrival order, as many waiting reviews of one state version as
+    can finish before the earliest deadline among them; a review that cannot finish even alone is
+    refused (:class:`Refused`, "could not decide") as soon as that is known: on arrival, while it waits
+    (every ``recheck`` seconds), or when its turn comes. A run is cut off at its earliest deadline.
+    """
+
+    def __init__(self, gate: Judge, *, concurrency: int = CONCURRENCY, max_waiting: int = MAX_WAITING,
+                 max_batch: int = MAX_BATCH, history: int = HISTORY, recheck: float = RECHECK,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        self.gate = gate
         self.concurrency = concurrency
         self.max_waiting = max_waiting
+        self.max_batch = max_batch
         self.recheck = recheck
         self._clock = clock
-        self._running = 0
-        self._waiters: deque[asyncio.Future[None]] = deque()
-        self._durations: deque[float] = deque(maxlen=history)
-        self._started: dict[object, float] = {}  # the reviews in the gate now, by when they started
+        self._waiting: deque[_Waiting] = deque()
+        self._runs: dict[asyncio.Task[None], tuple[float, float, int]] = {}  # run -> (started, expected end, n)
+        self._lone: deque[float] = deque(maxlen=history)  # seconds of runs of one review
+        self._per_item: deque[float] = deque(maxlen=history)  # extra seconds per review of batched runs
+        self._unshared: deque[float] = deque(maxlen=history)  # seconds of lone runs outside haproxy -c
+        self.batches = 0  # runs of more than one review (a counter for tests and logs)
 
     @property
     def running(self) -> int:
-        return self._running
+        return len(self._runs)
 
     @property
     def waiting(self) -> int:
-        return len(self._waiters)
+        return len(self._waiting)
 
-    def typical(self) -> float | None:
-        """How long a review takes now: the median of recent ones, or longer when a review in the gate
-        has already run longer (the state grew, the machine is busy; before the first review ended it
-        is all there is to go by). None when nothing is known yet."""
+    def estimate(self, n: int) -> float:
+        """Seconds a run of ``n`` reviews takes now (0 before anything was measured)."""
+        lone = statistics.median(self._lone) if self._lone else 0.0
         now = self._clock()
-        running = max((now - t for t in self._started.values()), default=None)
-        median = statistics.median(self._durations) if self._durations else None
-        known = [x for x in (median, running) if x is not None]
-        return max(known) if known else None
+        # A lone review running longer than that says the machine or the state got slower.
+        for started, _, size in self._runs.values():
+            if size == 1:
+                lone = max(lone, now - started)
+        per_item = (statistics.median(self._per_item) if self._per_item
+                    else min(self._unshared) if self._unshared else lone / 2)
+        return lone + per_item * max(n - 1, 0)
 
-    def expected_finish(self, ahead: int) -> float:
-        """Seconds from now until a review with ``ahead`` reviews queued before it would be done.
-
-        The running reviews are on average half done; the queue drains ``concurrency`` at a time."""
-        typical = self.typical()
-        if typical is None:
+    def _free_in(self) -> float:
+        """Seconds until a run slot is free."""
+        if len(self._runs) < self.concurrency:
             return 0.0
-        busy = self._running >= self.concurrency
-        start = (ahead / self.concurrency + 0.5) * typical if busy else 0.0
-        return start + typical
+        now = self._clock()
+        return max(0.0, min(end for _, end, _ in self._runs.values()) - now)
 
-    async def run(self, work: Callable[[], Awaitable[T]], *, deadline: float) -> T:
-        """``await work()`` in its turn, under ``deadline`` (a ``clock()`` time).
-
-        Raises :class:`Refused` without starting the work when it cannot finish in time (checked on
-        arrival and again every ``recheck`` seconds while it waits), and TimeoutError when the work
-        started but ran past the deadline."""
-        queued = self._running >= self.concurrency or bool(self._waiters)
-        if queued:
-            if len(self._waiters) >= self.max_waiting:
-                raise Refused(f"the server is overloaded ({len(self._waiters)} reviews waiting); retry",
-                              reason="full")
-            self._refuse_if_late(deadline, ahead=len(self._waiters))
-            await self._wait_turn(deadline)
-        else:
-            self._running += 1
-        token = object()
-        try:
-            # A review that waited: those ahead may have taken longer than expected, so check again
-            # before spending CPU. One that starts at once always runs: refusing it would only keep an
-            # old estimate (say one review cut off at its deadline) from ever being corrected.
-            remaining = deadline - self._clock()
-            typical = self.typical()
-            if remaining <= 0 or (queued and typical is not None and typical > remaining):
-                raise Refused(f"its turn came {self._late(remaining, typical)}; retry", reason="late")
-            started = self._started[token] = self._clock()
-            try:
-                async with asyncio.timeout(remaining):
-                    return await work()
-            finally:  # a review cut off at its deadline still tells how long reviews take now
-                del self._started[token]
-                self._durations.append(self._clock() - started)
-        finally:
-            self._release()
-
-    def _refuse_if_late(self, deadline: float, *, ahead: int) -> None:
+    async def review(self, change: Change, state: State, *, deadline: float, measured: bool = True) -> Verdict:
+        """The verdict on ``change`` against ``state`` by ``deadline`` (a ``clock()`` time), alone or
+        together with other waiting reviews; raises :class:`Refused` when it cannot be in time.
+        ``measured=False``: a run that says nothing about how long reviews take (the warm-up review,
+        which builds what later reviews reuse)."""
         remaining = deadline - self._clock()
-        expected = self.expected_finish(ahead)
-        if expected > remaining:
-            raise Refused(f"{ahead + self._running} reviews are ahead of it and it would finish in about "
-                          f"{expected:.1f}s, after its deadline ({max(remaining, 0):.1f}s left); retry",
-                          reason="late")
-
-    @staticmethod
-    def _late(remaining: float, typical: float | None) -> str:
         if remaining <= 0:
-            return "after its deadline"
-        return f"with {remaining:.1f}s left, less than a review takes now ({typical or 0:.1f}s)"
-
-    async def _wait_turn(self, deadline: float) -> None:
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+            raise Refused("it arrived after its deadline; retry", reason="late")
+        if len(self._waiting) >= self.max_waiting:
+            raise Refused(f"the server is overloaded ({len(self._waiting)} reviews waiting); retry", reason="full")
+        verdict: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
+        item = _Waiting(change, state, deadline, verdict, measured)
+        if len(self._runs) < self.concurrency and not self._waiting:
+            self._start([item])
+        else:
+            ahead = sum(1 for w in self._waiting if w.state.version == state.version)
+            expected = self._free_in() + self.estimate(min(ahead + 1, self.max_batch))
+            # Refused on arrival only on measured costs: a lone run's, and a batch's per review when it
+            # would go in with others (the guess from a lone run's steps is for sizing a first batch
+            # only: under a burst those steps wait for the CPU and look far costlier than in a batch).
+            # Until then it waits, and its turn tells.
+            if self._lone and (ahead == 0 or self._per_item) and expected > remaining:
+                raise Refused(f"{ahead + len(self._runs)} reviews are ahead of it and it would finish in about "
+                              f"{expected:.1f}s, after its deadline ({remaining:.1f}s left); retry", reason="late")
+            self._waiting.append(item)
         try:
             while True:
-                await asyncio.wait([waiter], timeout=self.recheck)
-                if waiter.done():
-                    return  # _release handed its slot over: _running already counts this review
-                # The reviews ahead are slower than thought: give up now, not when the turn comes.
-                self._refuse_if_late(deadline, ahead=self._waiters.index(waiter))
-        except BaseException:
-            if waiter.done() and not waiter.cancelled():
-                self._release()  # the slot was handed over just as we gave up: pass it on
-            else:
-                waiter.cancel()
-                with contextlib.suppress(ValueError):  # _release may have dropped it already
-                    self._waiters.remove(waiter)
-            raise
+                await asyncio.wait([verdict], timeout=self.recheck)
+                if verdict.done():
+                    return verdict.result()
+                if item in self._waiting and deadline - self._clock() < self.estimate(1):
+                    self._waiting.remove(item)
+                    raise Refused(f"its turn did not come in time ({max(deadline - self._clock(), 0):.1f}s "
+                                  f"left, less than a review takes now); retry", reason="late")
+        finally:
+            if not verdict.done():
+                verdict.cancel()
+            with contextlib.suppress(ValueError):
+                self._waiting.remove(item)
 
-    def _release(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)  # the slot moves to the next waiter; _running is unchanged
-                return
-        self._running -= 1
+    def _dispatch(self) -> None:
+        while len(self._runs) < self.concurrency and self._waiting:
+            batch = self._take()
+            if batch:
+                self._start(batch)
+
+    def _take(self) -> list[_Waiting]:
+        """The next batch: waiting reviews of the first one's state version, in order, as many as can
+        finish before the earliest deadline among them; refuses the first when it cannot even alone."""
+        while self._waiting and self._waiting[0].verdict.done():  # given up meanwhile
+            self._waiting.popleft()
+        if not self._waiting:
+            return []
+        now = self._clock()
+        first = self._waiting[0]
+        if first.deadline - now < self.estimate(1):
+            self._waiting.popleft()
+            first.verdict.set_exception(Refused(
+                f"its turn came with {max(first.deadline - now, 0):.1f}s left, less than a review takes now "
+                f"({self.estimate(1):.1f}s); retry", reason="late"))
+            return []
+        batch: list[_Waiting] = []
+        earliest = first.deadline
+        for item in list(self._waiting):
+            if len(batch) >= self.max_batch:
+                break
+            if item.verdict.done() or item.state.version != first.state.version:
+                continue
+            until = min(earliest, item.deadline)
+            if self.estimate(len(batch) + 1) > until - now:
+                break
+            batch.append(item)
+            earliest = until
+        for item in batch:
+            self._waiting.remove(item)
+        return batch
+
+    def _start(self, batch: list[_Waiting]) -> None:
+        started = self._clock()
+        task = asyncio.ensure_future(self._run(batch, started))
+        # An unmeasured run (size 0 here) does not tell how long a lone review takes while it runs.
+        size = len(batch) if all(item.measured for item in batch) else 0
+        self._runs[task] = (started, started + self.estimate(len(batch)), size)
+
+    async def _run(self, batch: list[_Waiting], started: float) -> None:
+        earliest = min(item.deadline for item in batch)
+        try:
+            async with asyncio.timeout(max(earliest - self._clock(), 0.0)):
+                if len(batch) == 1:
+                    verdicts = [await self.gate.review(batch[0].change, state=batch[0].state)]
+                    if batch[0].measured and all(step in verdicts[0].timings for step in UNSHARED):
+                        self._unshared.append(sum(verdicts[0].timings[step] for step in UNSHARED))
+                else:
+                    self.batches += 1
+                    verdicts = await self.gate.review_together([item.change for item in batch], state=batch[0].state,
+                                                               notes_for=NOTE_SHARE * (earliest - started))
+            for item, verdict in zip(batch, verdicts, strict=True):
+                if not item.verdict.done():
+                    item.verdict.set_result(verdict)
+        except TimeoutError:
+            late = f"judged together with {len(batch) - 1} other reviews, " if len(batch) > 1 else ""
+            for item in batch:
+                if not item.verdict.done():
+                    item.verdict.set_exception(Refused(f"{late}it ran past its deadline; retry", reason="late"))
+        except Exception as exc:  # handed to every waiting review; servers maps it to "could not decide"
+            for item in batch:
+                if not item.verdict.done():
+                    item.verdict.set_exception(exc)
+        finally:
+            seconds = self._clock() - started
+            if all(item.measured for item in batch):
+                if len(batch) == 1:
+                    self._lone.append(seconds)
+                else:
+                    lone = statistics.median(self._lone) if self._lone else 0.0
+                    self._per_item.append(max(seconds - lone, 0.0) / (len(batch) - 1))
+            task = asyncio.current_task()
+            if task is not None:
+                self._runs.pop(task, None)
+            self._dispatch()

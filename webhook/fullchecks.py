@@ -4,9 +4,12 @@ as the reference the delta check (``validators.closures``) is monitored against.
 Reviews judge only a change's closure. This loop checks everything, after the state stopped changing
 for ``debounce`` seconds, at most one run at a time, rendering in a worker process of its own at the
 lowest CPU priority (a render of 10,000 routes holds the GIL for seconds: in a thread it would slow
-the event loop that answers reviews). When the whole configuration fails and an alert is blamed
-on an object whose latest delta review passed haproxy -c on the object's closure, the two checks
-disagree: that is logged with both sides and counted in ``routegate_delta_disagreements_total``.
+the event loop that answers reviews). It never competes with reviews: it starts its render and its
+``haproxy -c`` only while no review waits or runs (``busy``), and that ``haproxy -c`` runs at the
+lowest priority too, through a checker of its own (one run at a time, not one of the reviews' slots).
+When the whole configuration fails and an alert is blamed on an object whose latest delta review
+passed haproxy -c on the object's closure, the two checks disagree: that is logged with both sides
+and counted in ``routegate_delta_disagreements_total``.
 The outcome of every run is exported too (``routegate_full_check_*``), so a configuration that some
 object broke outside the webhook (or before it was installed) shows up even though no review sees it.
 """
@@ -29,7 +32,7 @@ from typing import Any
 
 import structlog
 
-from haproxy_check.checks import CheckTimedOut
+from haproxy_check.checks import Checker, CheckTimedOut
 from haproxy_check.rendering import Renderer, RenderSettings
 from haproxy_check.results import CheckResult, RenderError, RenderResult
 from validators.changes import Change, Operation
@@ -43,6 +46,7 @@ from webhook.verdicts import Verdict
 log = structlog.get_logger("routegate.fullcheck")
 
 RECENT = 1000  # delta verdicts remembered per object ref (the newest wins)
+LOWEST = 19  # nice value of the background render and haproxy -c
 
 
 def _render_whole(settings: RenderSettings, template_dirs: tuple[str, ...], objects: list[Obj],
@@ -54,7 +58,17 @@ def _render_whole(settings: RenderSettings, template_dirs: tuple[str, ...], obje
 
 def _lowest_priority() -> None:
     with contextlib.suppress(OSError, AttributeError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOWEST)
+
+
+def _niced(checker: Any) -> Any:
+    """A checker like the gate's for the background check: same binary, timeout, sandbox and scratch
+    base, one run at a time, its ``haproxy -c`` at the lowest priority. Another kind of checker
+    (tests) is used as it is."""
+    if not isinstance(checker, Checker):
+        return checker
+    return Checker(checker.binary, timeout=checker.runner.timeout, concurrency=1,
+                   scratch_base=checker.scratch_base, isolation=checker.isolation, niceness=LOWEST)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +82,15 @@ class FullChecker:
     """Runs the full check whenever the state version changed and then stayed put for ``debounce`` s."""
 
     def __init__(self, gate: Gate, source: StateSource, *, debounce: float = 5.0, poll: float = 1.0,
-                 template_dirs: Sequence[str] = (), clock: Callable[[], float] = time.monotonic) -> None:
+                 template_dirs: Sequence[str] = (), clock: Callable[[], float] = time.monotonic,
+                 busy: Callable[[], bool] = lambda: False, yield_poll: float = 0.1) -> None:
         self.template_dirs = tuple(template_dirs)  # the gate's --templates, for the worker's renderer
         self.gate = gate
+        self.checker = _niced(gate.checker)
+        # True while reviews wait or run (serving: the Batcher): the full check waits for them.
+        self.busy = busy
+        self.yield_poll = yield_poll
+        self.yielded = 0  # how often a run waited for reviews (tests, logs)
         self.source = source
         self.debounce = debounce
         self.poll = poll
@@ -134,8 +154,10 @@ class FullChecker:
             started = self._clock()
             loop = asyncio.get_running_loop()
             try:
+                await self._after_reviews()
                 render: RenderResult = await loop.run_in_executor(self._pool, self._job(state))
-                result = await self.gate.checker.check(render)
+                await self._after_reviews()
+                result = await self.checker.check(render)
             except (RenderError, CheckTimedOut) as exc:
                 metrics.FULL_CHECKS.labels("undecided").inc()
                 log.warning("full check could not decide", version=state.version, error=str(exc))
@@ -154,6 +176,13 @@ class FullChecker:
                 log.info("full check fails; no delta review allowed the objects it blames",
                          version=state.version, alerts=[a.message for a in result.alerts[:3]])
             return found
+
+    async def _after_reviews(self) -> None:
+        """Return once no review waits or runs: the CPU is theirs first."""
+        if self.busy():
+            self.yielded += 1
+        while self.busy():  # noqa: ASYNC110 - busy() is a plain predicate (the batcher's counts): polled
+            await asyncio.sleep(self.yield_poll)
 
     def _job(self, state: State) -> Callable[[], RenderResult]:
         """The render to run in the pool: picklable (a partial of a module function) for the process."""

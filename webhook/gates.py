@@ -17,7 +17,7 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
 from haproxy_check import runtimeplans, slots
@@ -30,6 +30,7 @@ from validators.enforcement import Enforcement
 from validators.findings import Finding, Severity, denies, format_path
 from validators.objects import REVIEWED_KINDS, Ref
 from validators.states import Overlay, State, Without
+from webhook import batching
 from webhook.verdicts import Decision, Verdict
 
 HAPROXY_REJECTED = "RG0800"
@@ -97,6 +98,17 @@ def _batchable(change: Change, combined: State) -> bool:
     return change.ref.kind not in attachments.ROUTE_KINDS or bool(attachments.attach(change.subject, combined)[0])
 
 
+@dataclass(frozen=True, slots=True)
+class _Validated:
+    """A change of a concurrent batch that passed the rules, waiting for its render and check."""
+
+    index: int
+    change: Change  # with the schema defaults applied
+    findings: list[Finding]
+    timings: dict[str, float]
+    started: float
+
+
 class Gate:
     def __init__(
         self,
@@ -145,23 +157,40 @@ class Gate:
         timings: dict[str, float] = {}
         started = self._clock()
         validated = await asyncio.to_thread(self.rules.run, change, state)
-        findings = list(validated.findings)
         timings["validate"] = self._clock() - started
+        denied, change, findings = self._after_rules(change, validated, timings)
+        if denied is not None:
+            return denied
+        return await self._review_validated(change, state, findings, timings, started, reload_note=reload_note)
+
+    def _after_rules(self, change: Change, validated: checks.Result, timings: dict[str, float],
+                     ) -> tuple[Verdict | None, Change, list[Finding]]:
+        """The rules' part of a review: (a denial, or None to go on; the change to render; findings)."""
+        ref = change.ref
+        findings = list(validated.findings)
         if change.operation is Operation.DELETE:
             # Deleting an object never needs its own fields to be valid: its findings (the impact on
             # objects that referenced it) are warnings at most; only the render can deny a delete.
             findings = [f.with_severity(Severity.WARN) for f in findings]
         else:
             if denies(findings):
-                return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary,
-                               timings=timings)
+                return (Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary, timings=timings),
+                        change, findings)
             if validated.defaulted is not None:
                 # Render what the API server will store: the object with its schema defaults applied.
                 change = replace(change, obj=validated.defaulted)
+        return None, change, findings
+
+    async def _review_validated(self, change: Change, state: State, findings: list[Finding],
+                                timings: dict[str, float], started: float, *, reload_note: bool,
+                                scope: State | None = None) -> Verdict:
+        """The rest of :meth:`review` once the rules passed: closure, render, ``haproxy -c``, baseline.
+        ``scope``: the change's closure over ``state`` when already known."""
+        ref = change.ref
         mark = self._clock()
         original, full_state = change, state
         # From here on ``state`` is what the render sees: the change's closure (the baseline view).
-        state = await self._scope(state, change)
+        state = scope if scope is not None else await self._scope(state, change)
         timings["scope"] = self._clock() - mark
         proposed = Overlay(state, change)
         mark = self._clock()
@@ -255,6 +284,113 @@ class Gate:
                 verdicts[i] = await self.review(change, state=state, reload_note=False)
         return [v for v in verdicts if v is not None]
 
+    async def review_together(self, changes: Sequence[Change], *, state: State,
+                              notes_for: float | None = None) -> list[Verdict]:
+        """Concurrent reviews against one stored ``state`` (the webhook under a burst): each verdict is
+        the one ``review(change, state=state)`` gives, with the work shared.
+
+        Every change passes the rules on its own (a denial there needs no render). The route changes
+        left are split into groups of independent changes (``webhook.batching``); each group is one
+        render of the union of its closures with all its changes applied and one ``haproxy -c``. When
+        that passes, each change is allowed with its own findings, status and reload note. When it
+        fails, the batch bisection of :meth:`review_all` isolates the changes that fail on their own;
+        those, whatever it cannot settle, and every other change are judged one by one.
+        ``notes_for``: seconds from now the reload notes may use (each needs two renders of the change's
+        own closure); after that a batched allow says the note was skipped instead (None: no limit).
+        """
+        if not self.delta or len(changes) < 2:
+            # The whole state is rendered per review (user templates): nothing bounds what changes share.
+            return [await self.review(change, state=state) for change in changes]
+        notes_until = None if notes_for is None else self._clock() + notes_for
+        view = self.scope.view(state)
+        verdicts: list[Verdict | None] = [None] * len(changes)
+        pending: list[_Validated] = []
+        for i, change in enumerate(changes):
+            if change.ref.kind not in REVIEWED_KINDS or not batching.batchable(change):
+                continue
+            foreign = self._foreign(change, view)
+            if foreign is not None:
+                verdicts[i] = foreign
+                continue
+            timings: dict[str, float] = {}
+            started = self._clock()
+            validated = await asyncio.to_thread(self.rules.run, change, view)
+            timings["validate"] = self._clock() - started
+            denied, judged, findings = self._after_rules(change, validated, timings)
+            if denied is not None:
+                verdicts[i] = denied
+            else:
+                pending.append(_Validated(i, judged, findings, timings, started))
+        claims = await asyncio.to_thread(lambda: [batching.claim_of(p.change, view) for p in pending])
+        for group in batching.groups(claims):
+            members = [pending[k] for k in group]
+            settled = await self._check_together(members, [claims[k] for k in group], view, notes_until) \
+                if len(members) > 1 else {}
+            for j, p in enumerate(members):
+                verdicts[p.index] = settled[j] if j in settled else await self._review_validated(
+                    p.change, view, p.findings, p.timings, p.started, reload_note=True,
+                    scope=closures.Closure(view, claims[group[j]].members))
+        for i, change in enumerate(changes):
+            if verdicts[i] is None:
+                verdicts[i] = await self.review(change, state=state)
+        return [v for v in verdicts if v is not None]
+
+    async def _check_together(self, members: list[_Validated], claims: list[batching.Claim], view: State,
+                              notes_until: float | None) -> dict[int, Verdict]:
+        """Verdicts of a group of independent validated changes from one combined check, by position;
+        the changes it cannot settle are left out."""
+        union = closures.Closure(view, frozenset().union(*(c.members for c in claims)))
+        combined = batching.Changed(union, [p.change for p in members])
+        items = [(p.change, view) for p in members]
+        batch = [j for j, p in enumerate(members) if _batchable(p.change, combined)]
+        if len(batch) < 2:
+            return {}
+        checked = await self._checked(combined)
+        if checked is None or not checked[1].decided:
+            return {}
+        render, result, seconds = checked
+        others = len(batch) - 1
+
+        async def verdict_of(j: int) -> Verdict:
+            return await self._together_verdict(members[j], closures.Closure(view, claims[j].members), render,
+                                                combined, seconds, notes_until, others)
+
+        if result.ok:
+            return {j: await verdict_of(j) for j in batch}
+        return await self._settle_failing_batch(items, batch, combined, render, result, verdict_of=verdict_of)
+
+    async def _together_verdict(self, item: _Validated, scope: State, render: RenderResult,
+                                combined: State, seconds: float, notes_until: float | None,
+                                others: int) -> Verdict:
+        """The verdict of one change whose configuration passed as part of a combined check: what
+        :meth:`review` gives after a clean ``haproxy -c``. ``scope``: the change's own closure."""
+        change, ref = item.change, item.change.ref
+        timings = {**item.timings, "render+check (shared by the batch)": seconds}
+        # The combined render has no subject: a denial it marks as about another object is the subject's.
+        own = [replace(f, subject=True) if f.severity is Severity.DENY else f
+               for f in render.findings if f.about == str(ref)]
+        findings = [*item.findings, *self.rules.enforcement.apply(own, namespace=ref.namespace)]
+        if denies(findings):
+            return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary, timings=timings)
+        status = statuses.route_status(change.subject, combined)
+        notes: tuple[str, ...] = ()
+        if notes_until is not None and self._clock() > notes_until:
+            notes = (f"reload classification skipped: checked together with {others} other concurrent "
+                     f"review{'s' if others != 1 else ''}",)
+        else:
+            mark = self._clock()
+            try:
+                own_render = await asyncio.to_thread(self.renderer.render, Overlay(scope, change), subject=ref)
+                notes = await self._apply_note(scope, own_render, render_seconds=self._clock() - mark)
+            except RenderError:
+                notes = ()
+        timings["total"] = self._clock() - item.started
+        verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
+                          timings=timings, status=status)
+        for passed in self.passed_observers:
+            passed(change, verdict)
+        return verdict
+
     async def _checked(self, state: State) -> tuple[RenderResult, CheckResult, float] | None:
         """Render and ``haproxy -c`` of ``state`` (no subject) and the time both took; None when the
         render is refused or the check timed out (no judgement to build on)."""
@@ -267,7 +403,8 @@ class Gate:
         return render, result, self._clock() - mark
 
     async def _settle_failing_batch(self, items: Sequence[tuple[Change, State]], batch: list[int],
-                                    combined: State, render: RenderResult, failed: CheckResult,
+                                    combined: State, render: RenderResult, failed: CheckResult, *,
+                                    verdict_of: Callable[[int], Awaitable[Verdict]] | None = None,
                                     ) -> dict[int, Verdict]:
         """Verdicts for the changes of a failing batch that do not cause the failure; the rest are left
         to one-by-one review.
@@ -280,6 +417,8 @@ class Gate:
         naming the failing line's owner. Anything less clear (the state outside the batch fails
         already, changes that fail only together, a failure no object owns, suspects the alerts do
         not all name) settles nothing, and every change is judged one by one as before.
+        ``verdict_of(i)``: the verdict of an innocent whose configuration passed (default: the batch
+        verdict from the combined render).
         """
         if not failed.alerts or any(a.origin is None for a in failed.alerts):
             return {}
@@ -315,10 +454,11 @@ class Gate:
                 if culprits & members:
                     continue
                 sees_culprit = False
-            verdict = await self._batch_verdict(items[i], render, combined, 0.0)
+            verdict = await (verdict_of(i) if verdict_of is not None
+                             else self._batch_verdict(items[i], render, combined, 0.0))
             # A denied change is denied before any render, exactly as in review().
             if verdict.allowed:
-                notes = (_already_failing(first, change.ref),) if sees_culprit else ()
+                notes = (*verdict.notes, _already_failing(first, change.ref)) if sees_culprit else verdict.notes
                 verdict = replace(verdict, notes=notes, timings={})
             settled[i] = verdict
         return settled

@@ -8,6 +8,7 @@ input can produce a 500 or a hang.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -61,7 +62,7 @@ GATE = web.AppKey("gate", Gate)
 SOURCE = web.AppKey("source", StateSource)
 CERTS = web.AppKey("certs", CertStatus)
 REVIEW_TIMEOUT = web.AppKey("review_timeout", float)
-ADMISSION = web.AppKey("admission", admission.Admission)
+ADMISSION = web.AppKey("admission", admission.Batcher)
 VERDICTS = web.AppKey("verdicts", VerdictCache)
 SCHEMA_GENERATION = web.AppKey("schema_generation", list[Any])  # [the schema set last seen, its number]
 SELFTEST = web.AppKey("selftest", SelfTest)
@@ -69,7 +70,7 @@ BODY_TIMEOUT = web.AppKey("body_timeout", float)
 
 
 def make_app(gate: Gate, source: StateSource, *, certs: CertStatus | None = None,
-             review_timeout: float = 9.0, queue: admission.Admission | None = None,
+             review_timeout: float = 9.0, queue: admission.Batcher | None = None,
              selftest: SelfTest | None = None, body_timeout: float = 10.0) -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
     app[BODY_TIMEOUT] = body_timeout
@@ -77,7 +78,8 @@ def make_app(gate: Gate, source: StateSource, *, certs: CertStatus | None = None
     app[SELFTEST] = selftest or default_selftest(gate)
     app[SOURCE] = source
     app[REVIEW_TIMEOUT] = review_timeout
-    app[ADMISSION] = queue if queue is not None else admission.Admission()
+    # Reviews arriving while the gate is busy wait there and are judged together (Gate.review_together).
+    app[ADMISSION] = queue if queue is not None else admission.Batcher(gate)
     app[VERDICTS] = VerdictCache()
     app[SCHEMA_GENERATION] = [getattr(gate.rules, "schemas", None), 0]
     metrics.REVIEWS_WAITING.set_function(lambda: app[ADMISSION].waiting)
@@ -91,10 +93,18 @@ def make_app(gate: Gate, source: StateSource, *, certs: CertStatus | None = None
 
 
 async def _bounded_executor(app: web.Application) -> AsyncIterator[None]:
-    """The reviews' CPU-bound steps (``asyncio.to_thread``) on a few threads, never one per review."""
+    """The reviews' CPU-bound steps (``asyncio.to_thread``) on a few threads, never one per review.
+
+    While such a thread renders, the event loop waits for the GIL after every poll; Python hands it
+    over only every switch interval (5 ms by default), so under a burst each loop turn costs up to
+    that and ``/healthz`` queues behind hundreds of them. A shorter interval keeps the loop's turns
+    short for a small cost to the rendering thread."""
     executor = admission.bounded_executor()
     asyncio.get_running_loop().set_default_executor(executor)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, admission.SWITCH_INTERVAL))
     yield
+    sys.setswitchinterval(interval)
     executor.shutdown(wait=False, cancel_futures=True)
 
 
@@ -197,7 +207,7 @@ async def _judge(app: web.Application, review: reviews.Review, budget: float) ->
     async def judge() -> Verdict:
         if ref.kind not in REVIEWED_KINDS:  # answered at once without work: no need to queue
             return await app[GATE].review(change, state=state)
-        return await app[ADMISSION].run(lambda: app[GATE].review(change, state=state), deadline=deadline)
+        return await app[ADMISSION].review(change, state, deadline=deadline)
 
     try:
         async with asyncio.timeout(budget):

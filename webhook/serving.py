@@ -24,7 +24,7 @@ from aiohttp import web
 
 from haproxy_check import binaries
 from validators.checks import Checks
-from webhook import connections, fullchecks, liveschemas, logs, metrics, servers
+from webhook import admission, connections, fullchecks, liveschemas, logs, metrics, servers, warming
 from webhook.assembly import SetupError, build_gate, load_crd_documents, load_state
 from webhook.sources import StateSource, StaticSource
 
@@ -210,16 +210,19 @@ async def serve(args: argparse.Namespace) -> int:
     log.info("gateway scope", judging=gate.scope.describe())
     if isinstance(source, ClusterSource) and isinstance(gate.rules, Checks):
         tasks.append(liveschemas.follow(source, gate.rules, files=load_crd_documents(args.crds)))
+    queue = admission.Batcher(gate)
+    tasks.append(warming.keep_warm(queue, source))
     if getattr(args, "full_check_debounce", 0) > 0:
         full_check = fullchecks.FullChecker(gate, source, debounce=args.full_check_debounce,
-                                            template_dirs=settings.templates)
+                                            template_dirs=settings.templates,
+                                            busy=lambda: queue.running + queue.waiting > 0)
         full_check.attach()
         tasks.append(full_check.run())
     if getattr(args, "reconcile", False):
         tasks.append(reconciling.alongside(gate, source, api, args))
     if args.client_ca:
         require_client_certificates(reloader.context, args.client_ca)
-    app = servers.make_app(gate, source, certs=reloader, review_timeout=args.review_timeout,
+    app = servers.make_app(gate, source, certs=reloader, review_timeout=args.review_timeout, queue=queue,
                            body_timeout=args.body_timeout)
     guards = connections.Guards(connection_limits(args))
     guards.install(app)

@@ -1,17 +1,19 @@
-"""Admission control: bounded concurrency in FIFO order, deadlines known up front, a bounded queue,
-and the verdict cache that answers identical requests once."""
+"""Admission control: bounded concurrency in FIFO order, waiting reviews judged together, deadlines
+known up front, a bounded queue, and the verdict cache that answers identical requests once."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from validators.changes import Change, Operation
 from validators.objects import Ref
+from validators.states import MemoryState, State
 from webhook import admission
-from webhook.admission import Admission, Refused
+from webhook.admission import Batcher, Refused
 from webhook.verdictcache import VerdictCache, content_hash
 from webhook.verdicts import Decision, Verdict
 
@@ -24,165 +26,182 @@ class FakeClock:
         return self.now
 
 
-async def seed(queue: Admission, clock: FakeClock, seconds: float, times: int = 3) -> None:
-    """Give the queue a history: ``times`` reviews that each took ``seconds``."""
-    for _ in range(times):
-        async def work() -> None:
-            clock.now += seconds
-        await queue.run(work, deadline=clock.now + 1000)
+def change(i: int) -> Change:
+    return Change(Operation.CREATE, {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                                     "metadata": {"name": f"r{i}", "namespace": "a"}})
 
 
-async def test_at_most_concurrency_reviews_run_and_the_rest_wait_their_turn_in_order() -> None:
-    queue = Admission(concurrency=2)
-    running, peak, order = 0, 0, []
+STATE = MemoryState(version="s1")
 
-    async def work(i: int) -> int:
-        nonlocal running, peak
-        running += 1
-        peak = max(peak, running)
-        await asyncio.sleep(0.01)
-        running -= 1
-        order.append(i)
-        return i
 
+class TimedGate:
+    """A gate whose runs take ``lone`` seconds plus ``per_item`` per further review (on ``clock``), each
+    held until ``release`` is set; it records every run's reviews."""
+
+    def __init__(self, clock: FakeClock | None = None, *, lone: float = 1.0, per_item: float = 0.1) -> None:
+        self.clock, self.lone, self.per_item = clock, lone, per_item
+        self.release = asyncio.Event()
+        self.release.set()
+        self.runs: list[list[str]] = []
+        self.running = self.peak = 0
+
+    async def _run(self, changes: Sequence[Change]) -> list[Verdict]:
+        self.runs.append([c.ref.name for c in changes])
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            await self.release.wait()
+            await asyncio.sleep(0.01)
+            if self.clock is not None:
+                self.clock.now += self.lone + self.per_item * (len(changes) - 1)
+        finally:
+            self.running -= 1
+        return [Verdict(Decision.ALLOW, c.ref, notes=(c.ref.name,)) for c in changes]
+
+    async def review(self, change: Change, *, state: State, reload_note: bool = True) -> Verdict:
+        return (await self._run([change]))[0]
+
+    async def review_together(self, changes: Sequence[Change], *, state: State,
+                              notes_for: float | None = None) -> list[Verdict]:
+        return await self._run(changes)
+
+
+async def seed(queue: Batcher, times: int = 3) -> None:
+    """Give the batcher a history of lone runs."""
+    for i in range(times):
+        await queue.review(change(1000 + i), STATE, deadline=queue._clock() + 1000)
+
+
+async def test_reviews_arriving_while_the_gate_is_busy_are_judged_together_in_order() -> None:
+    gate = TimedGate()
+    gate.release.clear()
+    queue = Batcher(gate, concurrency=2)
     loop = asyncio.get_running_loop()
-    results = await asyncio.gather(*(queue.run(lambda i=i: work(i), deadline=loop.time() + 30) for i in range(8)))
-    assert results == list(range(8))
-    assert peak == 2
-    assert order[:2] == [0, 1] and sorted(order) == list(range(8))
+    tasks = [asyncio.ensure_future(queue.review(change(i), STATE, deadline=loop.time() + 30)) for i in range(8)]
+    await asyncio.sleep(0.05)
+    assert queue.running == 2 and queue.waiting == 6
+    gate.release.set()
+    verdicts = await asyncio.gather(*tasks)
+    assert [v.notes for v in verdicts] == [(f"r{i}",) for i in range(8)], "each review gets its own verdict"
+    assert gate.runs[:2] == [["r0"], ["r1"]] and gate.runs[2] == [f"r{i}" for i in range(2, 8)]
+    assert gate.peak <= 2 and queue.batches == 1
     assert queue.running == 0 and queue.waiting == 0
+
+
+async def test_reviews_of_different_state_versions_are_not_judged_together() -> None:
+    gate = TimedGate()
+    gate.release.clear()
+    queue = Batcher(gate, concurrency=1)
+    loop = asyncio.get_running_loop()
+    other = MemoryState(version="s2")
+    tasks = [asyncio.ensure_future(queue.review(change(i), STATE if i % 2 else other, deadline=loop.time() + 30))
+             for i in range(5)]
+    await asyncio.sleep(0.05)
+    gate.release.set()
+    await asyncio.gather(*tasks)
+    assert gate.runs == [["r0"], ["r1", "r3"], ["r2", "r4"]]
 
 
 async def test_a_review_that_cannot_finish_before_its_deadline_is_refused_without_starting() -> None:
     clock = FakeClock()
-    queue = Admission(concurrency=1, clock=clock)
-    await seed(queue, clock, 1.0)
-    release = asyncio.Event()
-
-    async def hold() -> None:
-        await release.wait()
-
-    holder = asyncio.ensure_future(queue.run(hold, deadline=clock.now + 1000))
+    gate = TimedGate(clock)
+    queue = Batcher(gate, concurrency=1, clock=clock)
+    await seed(queue)
+    gate.release.clear()
+    holder = asyncio.ensure_future(queue.review(change(0), STATE, deadline=clock.now + 1000))
     await asyncio.sleep(0)
-    started = []
-
-    async def work() -> str:
-        started.append(True)
-        return "done"
-
-    # Busy, nobody waiting: expected finish = half the running review + one review = 1.5 s.
-    with pytest.raises(Refused) as refused:
-        await queue.run(work, deadline=clock.now + 1.2)
+    with pytest.raises(Refused) as refused:  # a lone run takes 1 s and one is running: finish in ~2 s
+        await queue.review(change(1), STATE, deadline=clock.now + 1.5)
     assert refused.value.reason == "late" and "deadline" in str(refused.value)
-    assert not started and queue.waiting == 0
-    admitted = asyncio.ensure_future(queue.run(work, deadline=clock.now + 2.0))
+    assert queue.waiting == 0
+    admitted = asyncio.ensure_future(queue.review(change(2), STATE, deadline=clock.now + 2.5))
     await asyncio.sleep(0)
     assert queue.waiting == 1
-    release.set()
-    assert await admitted == "done"
+    gate.release.set()
+    assert (await admitted).notes == ("r2",)
     await holder
-    assert queue.running == 0
+    assert ["r1"] not in gate.runs and queue.running == 0
 
 
 async def test_a_review_whose_turn_comes_too_late_is_refused_then() -> None:
     clock = FakeClock()
-    queue = Admission(concurrency=1, clock=clock)
-    await seed(queue, clock, 1.0)
-    release = asyncio.Event()
-
-    async def slow() -> None:
-        await release.wait()
-        clock.now += 5.0  # the review ahead took far longer than the estimate
-
-    holder = asyncio.ensure_future(queue.run(slow, deadline=clock.now + 1000))
+    gate = TimedGate(clock)
+    queue = Batcher(gate, concurrency=1, clock=clock)
+    await seed(queue)
+    gate.release.clear()
+    gate.lone = 5.0  # the run ahead takes far longer than the estimate
+    holder = asyncio.ensure_future(queue.review(change(0), STATE, deadline=clock.now + 1000))
     await asyncio.sleep(0)
-    called = []
-
-    async def work() -> None:
-        called.append(True)
-
-    late = asyncio.ensure_future(queue.run(work, deadline=clock.now + 3.0))
+    late = asyncio.ensure_future(queue.review(change(1), STATE, deadline=clock.now + 3.0))
     await asyncio.sleep(0)
-    release.set()
+    gate.release.set()
     await holder
-    with pytest.raises(Refused, match="after its deadline"):
+    with pytest.raises(Refused, match="less than a review takes"):
         await late
-    assert not called and queue.running == 0
+    assert ["r1"] not in gate.runs and queue.running == 0
 
 
-async def test_a_waiting_review_gives_up_as_soon_as_the_review_ahead_shows_it_cannot_be_in_time() -> None:
-    queue = Admission(concurrency=1, recheck=0.01)  # no history: the running review is all there is to go by
-    release = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    holder = asyncio.ensure_future(queue.run(release.wait, deadline=loop.time() + 30))
-    await asyncio.sleep(0)
-    called = []
-
-    async def work() -> None:
-        called.append(True)
-
-    with pytest.raises(Refused, match="ahead of it"):
-        await queue.run(work, deadline=loop.time() + 0.5)
-    assert not holder.done(), "refused while the review ahead still ran, not when its turn came"
-    assert not called and queue.waiting == 0
-    release.set()
-    await holder
-    assert queue.running == 0
-
-
-async def test_a_review_that_can_start_at_once_runs_even_after_a_review_ran_out_of_time() -> None:
+async def test_a_batch_holds_only_the_reviews_that_can_finish_before_its_earliest_deadline() -> None:
     clock = FakeClock()
-    queue = Admission(concurrency=1, clock=clock)
-    await seed(queue, clock, 9.0, times=1)  # one review cut off at a 9 s deadline
-    calls = []
-
-    async def work() -> str:
-        calls.append(True)
-        clock.now += 0.1
-        return "done"
-
-    assert await queue.run(work, deadline=clock.now + 5.0) == "done", "no queue: try, and learn"
-    assert calls == [True]
+    gate = TimedGate(clock, lone=1.0, per_item=1.0)
+    queue = Batcher(gate, concurrency=1, clock=clock)
+    await seed(queue)
+    await asyncio.gather(*(queue.review(change(i), STATE, deadline=clock.now + 1000) for i in range(3)))  # a batch
+    gate.release.clear()
+    holder = asyncio.ensure_future(queue.review(change(10), STATE, deadline=clock.now + 1000))
+    await asyncio.sleep(0)
+    # 1 s for the run ahead; then a run of n takes n seconds: three fit a 4.5 s deadline, not four.
+    tasks = [asyncio.ensure_future(queue.review(change(20 + i), STATE, deadline=clock.now + (4.5 if i == 0 else 50)))
+             for i in range(6)]
+    await asyncio.sleep(0)
+    gate.release.set()
+    await holder
+    await asyncio.gather(*tasks)
+    assert gate.runs[-3:] == [["r10"], ["r20", "r21", "r22"], ["r23", "r24", "r25"]], gate.runs
 
 
 async def test_a_full_queue_refuses_at_once() -> None:
-    queue = Admission(concurrency=1, max_waiting=2)
-    release = asyncio.Event()
+    gate = TimedGate()
+    gate.release.clear()
+    queue = Batcher(gate, concurrency=1, max_waiting=2)
     loop = asyncio.get_running_loop()
-    tasks = [asyncio.ensure_future(queue.run(release.wait, deadline=loop.time() + 30)) for _ in range(3)]
+    tasks = [asyncio.ensure_future(queue.review(change(i), STATE, deadline=loop.time() + 30)) for i in range(3)]
     await asyncio.sleep(0)
     assert queue.running == 1 and queue.waiting == 2
     with pytest.raises(Refused) as refused:
-        await queue.run(release.wait, deadline=loop.time() + 30)
+        await queue.review(change(9), STATE, deadline=loop.time() + 30)
     assert refused.value.reason == "full"
-    release.set()
+    gate.release.set()
     await asyncio.gather(*tasks)
 
 
 async def test_a_cancelled_waiter_gives_up_its_place_and_no_slot_leaks() -> None:
-    queue = Admission(concurrency=1)
-    release = asyncio.Event()
+    gate = TimedGate()
+    gate.release.clear()
+    queue = Batcher(gate, concurrency=1)
     loop = asyncio.get_running_loop()
-    holder = asyncio.ensure_future(queue.run(release.wait, deadline=loop.time() + 30))
+    holder = asyncio.ensure_future(queue.review(change(0), STATE, deadline=loop.time() + 30))
     await asyncio.sleep(0)
-    waiter = asyncio.ensure_future(queue.run(release.wait, deadline=loop.time() + 30))
-    after = asyncio.ensure_future(queue.run(release.wait, deadline=loop.time() + 30))
+    waiter = asyncio.ensure_future(queue.review(change(1), STATE, deadline=loop.time() + 30))
+    after = asyncio.ensure_future(queue.review(change(2), STATE, deadline=loop.time() + 30))
     await asyncio.sleep(0)
     waiter.cancel()
     await asyncio.sleep(0)
-    release.set()
+    gate.release.set()
     await holder
     await after
-    assert waiter.cancelled()
+    assert waiter.cancelled() and gate.runs == [["r0"], ["r2"]]
     assert queue.running == 0 and queue.waiting == 0
 
 
-async def test_a_started_review_runs_under_its_deadline() -> None:
-    queue = Admission(concurrency=1)
+async def test_a_started_run_is_cut_off_at_its_deadline() -> None:
+    gate = TimedGate()
+    gate.release.clear()
+    queue = Batcher(gate, concurrency=1)
     loop = asyncio.get_running_loop()
-    with pytest.raises(TimeoutError):
-        await queue.run(lambda: asyncio.sleep(5), deadline=loop.time() + 0.05)
-    assert queue.running == 0 and queue.typical() is not None
+    with pytest.raises(Refused, match="ran past its deadline"):
+        await queue.review(change(0), STATE, deadline=loop.time() + 0.05)
+    assert queue.running == 0 and queue.estimate(1) > 0
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("10s", 10.0), ("1m30s", 90.0), ("500ms", 0.5), ("2.5s", 2.5),

@@ -6,7 +6,7 @@ import asyncio
 import copy
 import json
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from tests.webhook.conftest import STATE_DIR, load_objects
 from validators.changes import Change
 from validators.states import MemoryState, State
 from webhook import servers
-from webhook.admission import Admission
+from webhook.admission import Batcher
 from webhook.gates import Gate
 from webhook.sources import StaticSource
 from webhook.verdicts import Verdict
@@ -41,6 +41,12 @@ class CountingGate(Gate):
         await asyncio.sleep(self.delay)
         return await super().review(change, state=state, reload_note=reload_note)
 
+    async def review_together(self, changes: Sequence[Change], *, state: State,
+                              notes_for: float | None = None) -> list[Verdict]:
+        self.reviews += len(changes)
+        await asyncio.sleep(self.delay * len(changes))  # as slow per review as one by one
+        return await super().review_together(changes, state=state, notes_for=notes_for)
+
 
 class Client:
     def __init__(self, session: aiohttp.ClientSession, base: str) -> None:
@@ -54,7 +60,7 @@ class Client:
             return out
 
 
-async def serving(gate: Gate, tmp_path: Path, queue: Admission | None = None) -> AsyncIterator[Client]:
+async def serving(gate: Gate, tmp_path: Path, queue: Batcher | None = None) -> AsyncIterator[Client]:
     paths = bootstrap.ensure_self_signed(tmp_path / "certs")
     reloader = reloading.CertReloader(paths.cert, paths.key)
     reloader.load()
@@ -100,7 +106,7 @@ async def test_a_dry_run_then_the_real_apply_is_judged_once_and_each_answer_carr
 async def test_a_review_that_cannot_meet_the_apiserver_timeout_is_answered_could_not_decide_at_once(
         gate: Gate, tmp_path: Path) -> None:
     slow = CountingGate(gate, delay=0.5)
-    async for client in serving(slow, tmp_path, queue=Admission(concurrency=1)):
+    async for client in serving(slow, tmp_path, queue=Batcher(slow, concurrency=1)):
         fixtures = need_shared("fixtures", "admission-reviews")
         body = json.loads((fixtures / "03-httproute-create.json").read_text())
 
@@ -110,13 +116,16 @@ async def test_a_review_that_cannot_meet_the_apiserver_timeout_is_answered_could
             out["request"]["object"]["spec"]["hostnames"] = [f"h{i}.example.com"]
             return out
 
-        assert (await client.post(distinct(0), "?timeout=10s"))["allowed"] is True  # a duration to estimate from
-        answers = await asyncio.gather(*(client.post(distinct(i), "?timeout=3s") for i in range(1, 7)))
+        # Durations to estimate from: one review alone, then one alone and two together.
+        assert (await client.post(distinct(0), "?timeout=10s"))["allowed"] is True
+        seeded = await asyncio.gather(*(client.post(distinct(i), "?timeout=10s") for i in range(1, 4)))
+        assert all(a["allowed"] for a in seeded) and slow.reviews == 4
+        answers = await asyncio.gather(*(client.post(distinct(i), "?timeout=3s") for i in range(4, 10)))
         undecided = [a for a in answers if not a["allowed"]]
-        assert undecided, "six reviews of over 0.5 s each, one at a time, cannot all finish within 2 s"
+        assert undecided, "six reviews of over 0.5 s each, even together, cannot all finish within 2 s"
         assert all(a["status"]["code"] == 500 and "could not decide" in a["status"]["message"] for a in undecided)
         assert any(word in a["status"]["message"] for a in undecided for word in ("deadline", "less than a review"))
-        assert slow.reviews < 7, "a refused review never reached the gate"
+        assert slow.reviews < 10, "a refused review never reached the gate"
 
 
 async def test_new_crd_schemas_invalidate_the_reused_verdicts(counted: tuple[Client, CountingGate]) -> None:
@@ -128,3 +137,30 @@ async def test_new_crd_schemas_invalidate_the_reused_verdicts(counted: tuple[Cli
     gate.rules.schemas = None  # type: ignore[attr-defined]  # as liveschemas.follow replaces the set
     await client.post(body)
     assert gate.reviews == 2
+
+
+async def test_a_burst_is_judged_together_in_time_and_healthz_answers_throughout(gate: Gate, tmp_path: Path) -> None:
+    queue = Batcher(gate)
+    async for client in serving(gate, tmp_path, queue=queue):
+        body = json.loads((need_shared("fixtures", "admission-reviews") / "03-httproute-create.json").read_text())
+
+        def distinct(i: int, body: dict[str, Any] = body) -> dict[str, Any]:
+            out = copy.deepcopy(body)
+            out["request"]["uid"] = f"burst-{i}"
+            out["request"]["object"]["metadata"]["name"] = f"burst-{i}"
+            out["request"]["object"]["spec"]["hostnames"] = [f"burst-{i}.example.com"]
+            return out
+
+        burst = asyncio.ensure_future(asyncio.gather(*(client.post(distinct(i), "?timeout=30s") for i in range(40))))
+        probes = 0
+        while not burst.done():
+            async with client.session.get(f"{client.base}/healthz") as resp:
+                assert resp.status == 200 and (await resp.json())["status"] == "ok"
+            probes += 1
+            await asyncio.sleep(0.02)
+        answers = await burst
+        assert [a["uid"] for a in answers] == [f"burst-{i}" for i in range(40)]
+        assert all(a["allowed"] for a in answers), [a["status"]["message"] for a in answers if not a["allowed"]]
+        assert probes >= 2, "/healthz was answered while the burst was being judged"
+        assert queue.batches >= 1, "the reviews that waited were judged together"
+        assert queue.running == 0 and queue.waiting == 0

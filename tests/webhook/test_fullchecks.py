@@ -6,16 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
 
+from haproxy_check import sandboxes
+from haproxy_check.checks import Checker
 from haproxy_check.results import RenderResult
+from haproxy_check.sandboxes import Runner
 from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
 from validators.changes import Change, Operation
 from validators.objects import Ref
 from validators.states import MemoryState, Overlay, State
+from webhook import fullchecks
 from webhook.fullchecks import FullChecker
 from webhook.gates import Gate
 from webhook.sources import StaticSource
@@ -94,3 +100,52 @@ async def test_the_loop_checks_the_state_once_it_settles(gate: Gate) -> None:
             await task
     assert checker.last is not None and checker.last.ok
     assert REGISTRY.get_sample_value("routegate_full_check_failing") == 0.0
+
+
+class CountingRenders:
+    """The real renderer, counting renders of the whole state."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.whole = 0
+
+    def render(self, state: State, *, subject: Ref | None = None, previous: Any = None) -> RenderResult:
+        if subject is None:
+            self.whole += 1
+        result: RenderResult = self.inner.render(state, subject=subject, previous=previous)
+        return result
+
+
+async def test_the_full_check_waits_while_reviews_wait_or_run(gate: Gate) -> None:
+    renders = CountingRenders(gate.renderer)
+    counting = Gate(rules=gate.rules, renderer=renders, checker=gate.checker)
+    reviews = {"busy": True}
+    checker = FullChecker(counting, StaticSource(MemoryState(load_objects(STATE_DIR), version="busy")),
+                          busy=lambda: reviews["busy"], yield_poll=0.01)
+    try:
+        run = asyncio.ensure_future(checker.check_once())
+        await asyncio.sleep(0.2)
+        assert renders.whole == 0 and not run.done(), "no render while reviews are pending"
+        reviews["busy"] = False
+        assert await run == []
+        assert renders.whole == 1 and checker.yielded == 1
+        assert checker.last is not None and checker.last.ok
+    finally:
+        checker.close()
+
+
+def test_the_full_checks_haproxy_runs_at_the_lowest_priority(gate: Gate, tmp_path: Path) -> None:
+    checker = FullChecker(gate, StaticSource(MemoryState(load_objects(STATE_DIR))))
+    checker.close()
+    assert isinstance(checker.checker, Checker) and checker.checker is not gate.checker
+    assert checker.checker.runner.niceness == fullchecks.LOWEST
+    assert checker.checker.binary == gate.checker.binary
+    # What the niced runner's child really gets: a stand-in binary that prints its own nice value.
+    script = tmp_path / "print-nice"
+    script.write_text("#!/bin/sh\ncut -d' ' -f19 /proc/self/stat\n")
+    script.chmod(0o755)
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    for niceness, want in ((fullchecks.LOWEST, fullchecks.LOWEST), (0, before)):
+        runner = Runner(str(script), niceness=niceness, isolation=sandboxes.NO_INIT_ADDR)
+        out = asyncio.run(runner.run(tmp_path))
+        assert out.exit_code == 0 and int(out.output.split()[-1]) == want, out.output

@@ -1,0 +1,187 @@
+"""Concurrent reviews judged together equal the same reviews judged one by one: on random clusters and
+random batches of changes (new routes of every kind, updates, deletes, a Gateway now and then, two
+changes of one object, competing hostnames, values that break HAProxy), ``Gate.review_together``
+gives every change the verdict ``Gate.review`` gives it alone against the same state: same decision,
+findings (code, severity, field path, message), alerts, warnings (reload notes included) and status,
+on every haproxy binary."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from haproxy_check import binaries
+from tests.webhook import deltastates as ds
+from tests.webhook.test_gates import CountingRenderer, many_shops, named, state_with
+from validators.changes import Change, Operation
+from validators.crds import SchemaSet
+from validators.objects import Obj, ref_of
+from validators.states import MemoryState
+from webhook import assembly, batching
+from webhook.gates import Gate
+from webhook.verdicts import Decision, Verdict
+
+pytestmark = pytest.mark.haproxy
+EXAMPLES = 15  # per binary: about 30 s each alone on the 2-core machine
+
+
+@st.composite
+def cluster_and_changes(draw: st.DrawFn) -> tuple[list[Obj], list[Change]]:
+    gateways = [draw(ds.gateway(f"gw{i}")) for i in range(draw(st.integers(1, 2)))]
+    sources: list[Obj] = list(gateways)
+    objects: list[Obj] = [*gateways, *ds.secrets(), *ds.endpoint_slices()]
+    for i in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(ds.ROUTE_KINDS))
+        objects.append(draw(ds.route(kind, f"r{i}", draw(st.sampled_from(ds.NAMESPACES)), sources)))
+    for i in range(draw(st.integers(0, 1))):
+        objects.append(draw(ds.backend_tls_policy(f"btls{i}")))
+    routes = [o for o in objects if o["kind"] in ds.ROUTE_KINDS]
+    changes: list[Change] = []
+    for k in range(draw(st.integers(2, 6))):
+        what = draw(st.sampled_from(("create", "create", "create", "create", "update", "update", "delete", "gateway")))
+        if what == "gateway":
+            old = draw(st.sampled_from(gateways))
+            obj = copy.deepcopy(draw(ds.gateway(old["metadata"]["name"])))
+            changes.append(Change(Operation.UPDATE, obj, old))
+        elif what == "create" or not routes:
+            kind = draw(st.sampled_from(("HTTPRoute", "HTTPRoute", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute")))
+            obj = draw(ds.route(kind, f"new{k}", draw(st.sampled_from(ds.NAMESPACES)), sources))
+            if kind != "TCPRoute" and draw(st.integers(0, 3)) > 0:
+                # A host of its own on a Gateway (the usual burst: independent routes), else drawn as is
+                # (competing hosts, unattached routes).
+                obj["spec"]["hostnames"] = [f"new{k}.example.com"]
+                gw = draw(st.sampled_from(gateways))["metadata"]
+                obj["spec"]["parentRefs"] = [{"name": gw["name"], "namespace": gw["namespace"]}]
+            changes.append(Change(Operation.CREATE, obj))
+        else:
+            old = draw(st.sampled_from(routes))
+            if what == "delete":
+                changes.append(Change(Operation.DELETE, None, old))
+                continue
+            obj = copy.deepcopy(draw(ds.route(old["kind"], old["metadata"]["name"], old["metadata"]["namespace"],
+                                              sources)))
+            obj["metadata"]["creationTimestamp"] = old["metadata"]["creationTimestamp"]
+            assert ref_of(obj) == ref_of(old)
+            changes.append(Change(Operation.UPDATE, obj, old))
+    return objects, changes
+
+
+def _outcome(verdict: Verdict) -> dict[str, Any]:
+    return {"decision": str(verdict.decision), "findings": verdict.findings,
+            "alerts": [(a.message, a.origin) for a in verdict.alerts], "warnings": verdict.warnings,
+            "status": verdict.status, "error": verdict.error, "handled": verdict.handled}
+
+
+def _state(objects: list[Obj]) -> MemoryState:
+    digest = hashlib.sha256(json.dumps(objects, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return MemoryState(objects, version=digest)
+
+
+async def _both(gate: Gate, changes: list[Change], state: MemoryState) -> tuple[list[Verdict], list[Verdict]]:
+    together = await gate.review_together(changes, state=state)
+    alone = [await gate.review(change, state=state) for change in changes]
+    return together, alone
+
+
+def _differential(gate: Gate, shared: list[int]) -> Any:
+    @given(cluster_and_changes())
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+    def run(case: tuple[list[Obj], list[Change]]) -> None:
+        objects, changes = case
+        state = _state(objects)
+        together, alone = asyncio.run(_both(gate, changes, state))
+        assert len(together) == len(changes)
+        for change, got, want in zip(changes, together, alone, strict=True):
+            assert _outcome(got) == _outcome(want), (
+                f"{change.operation} {change.ref} among {[f'{c.operation} {c.ref}' for c in changes]} on haproxy "
+                f"{gate.binary.version}:\ntogether: {got.message} {got.warnings}\n"
+                f"alone: {want.message} {want.warnings}")
+
+    return run
+
+
+def _counting(settle: Any, shared: list[int]) -> Any:
+    """``Gate._check_together`` recording how many verdicts each combined check settled."""
+
+    async def counted(*args: Any) -> dict[int, Verdict]:
+        settled: dict[int, Verdict] = await settle(*args)
+        shared.append(len(settled))
+        return settled
+
+    return counted
+
+
+def test_verdicts_judged_together_equal_verdicts_judged_alone(haproxy_paths: list[str],
+                                                               schemas: SchemaSet | None) -> None:
+    for path in haproxy_paths:
+        binary = asyncio.run(binaries.detect(path))
+        gate = assembly.build_gate(binary, assembly.GateSettings(), schemas=schemas)
+        shared: list[int] = []
+        gate._check_together = _counting(gate._check_together, shared)  # type: ignore[method-assign]
+        _differential(gate, shared)()
+        assert sum(shared) >= 2, "the examples exercise the shared check, not only the fallbacks"
+
+
+def _judged(verdicts: list[Verdict]) -> list[dict[str, Any]]:
+    return [{"ref": v.ref, **_outcome(v)} for v in verdicts]
+
+
+async def _together_and_alone(gate: Gate, changes: list[Change], state: MemoryState,
+                              ) -> tuple[list[Verdict], list[Verdict], int]:
+    counting = CountingRenderer(gate.renderer)
+    counted = Gate(rules=gate.rules, renderer=counting, checker=gate.checker)
+    together = await counted.review_together(changes, state=state, notes_for=0.0)
+    alone = [await gate.review(change, state=state, reload_note=False) for change in changes]
+    return together, alone, counting.baselines
+
+
+RELOAD_NOTES = ("reload classification skipped", "needs a reload", "applies at runtime")
+
+
+def _without_reload_notes(verdicts: list[Verdict]) -> list[Verdict]:
+    return [replace(v, notes=tuple(n for n in v.notes if not n.startswith(RELOAD_NOTES))) for v in verdicts]
+
+
+async def test_independent_routes_share_one_render_and_one_check(gate: Gate) -> None:
+    shops = many_shops(6)
+    together, alone, renders = await _together_and_alone(gate, [Change(Operation.CREATE, s) for s in shops],
+                                                         state_with(version="together-1"))
+    assert _judged(_without_reload_notes(together)) == _judged(_without_reload_notes(alone))
+    assert [v.decision for v in together] == [Decision.ALLOW] * 6
+    assert renders == 1, "one render of the united closures serves every change"
+    assert all(any("checked together with 5 other" in n for n in v.notes) for v in together), \
+        "without time for them, the reload notes say they were skipped"
+
+
+async def test_a_failing_batch_isolates_the_broken_route_with_its_own_verdict(gate: Gate) -> None:
+    shops = many_shops(15)
+    changes = [Change(Operation.CREATE, o) for o in (*shops[:11], named("broken"), *shops[11:])]
+    together, alone, renders = await _together_and_alone(gate, changes, state_with(version="together-2"))
+    assert _judged(_without_reload_notes(together)) == _judged(_without_reload_notes(alone))
+    assert [v.decision for v in together].count(Decision.DENY) == 1 and together[11].decision is Decision.DENY
+    assert [f.field for f in together[11].denials] == ["spec.rules[1].matches[0].path.value"]
+    # The combined check, the state outside the batch, a bisection of 16 and the state without the
+    # culprit (the culprit's own review renders with a subject): not 16 reviews.
+    assert renders <= 12, renders
+
+
+async def test_routes_claiming_one_host_or_one_object_twice_are_not_judged_together(gate: Gate) -> None:
+    first, second, third = many_shops(3)
+    second["spec"]["hostnames"] = list(first["spec"]["hostnames"])  # competes with the first for its host
+    again = copy.deepcopy(third)
+    again["spec"]["rules"][0]["backendRefs"][0]["port"] = 9090
+    state = state_with(third, version="together-3")
+    changes = [Change(Operation.CREATE, first), Change(Operation.CREATE, second),
+               Change(Operation.UPDATE, again, third), Change(Operation.DELETE, None, third)]
+    claims = [batching.claim_of(c, state) for c in changes[:3]]
+    assert batching.groups(claims) == [[0, 2], [1]]
+    together, alone, _ = await _together_and_alone(gate, changes, state)
+    assert _judged(_without_reload_notes(together)) == _judged(_without_reload_notes(alone))

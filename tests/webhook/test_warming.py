@@ -1,0 +1,50 @@
+"""The gate is warmed while idle: each new state version gets one discarded dry-run review through the
+reviews' own queue, so the first real review does not build the version's indexes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.webhook.conftest import STATE_DIR, load_objects
+from validators import indexes
+from validators.changes import Change
+from validators.states import MemoryState, State
+from webhook import warming
+from webhook.admission import Batcher
+from webhook.gates import Gate
+from webhook.sources import StaticSource
+from webhook.verdicts import Verdict
+
+pytestmark = pytest.mark.haproxy
+
+
+class Recording(Gate):
+    def __init__(self, inner: Gate) -> None:
+        super().__init__(rules=inner.rules, renderer=inner.renderer, checker=inner.checker)
+        self.seen: list[tuple[Change, str]] = []
+
+    async def review(self, change: Change, *, state: State, reload_note: bool = True) -> Verdict:
+        self.seen.append((change, state.version))
+        return await super().review(change, state=state, reload_note=reload_note)
+
+
+async def test_each_new_state_version_is_warmed_once_through_the_queue(gate: Gate) -> None:
+    recording = Recording(gate)
+    queue = Batcher(recording)
+    state = MemoryState(load_objects(STATE_DIR), version="warm-1")
+    source = StaticSource(state)
+    assert indexes.peek(state, "closure") is None
+    task = asyncio.ensure_future(warming.keep_warm(queue, source, poll=0.01))
+    try:
+        async with asyncio.timeout(30):
+            while not recording.seen:  # noqa: ASYNC110 - polling what the gate recorded
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+    finally:
+        task.cancel()
+    assert recording.seen == [(warming.PROBE, "warm-1")], "one warm-up per version"
+    assert warming.PROBE.dry_run, "never recorded as a verdict the full check compares"
+    assert indexes.peek(state, "closure") is not None, "the version's closure index is built"
+    assert queue.estimate(1) == 0, "its cold run says nothing about how long reviews take"

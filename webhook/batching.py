@@ -1,0 +1,138 @@
+"""Concurrent reviews judged together: which pending route changes may share one render and one
+``haproxy -c``, and the state that render sees.
+
+Each concurrent review is judged against the same stored state ``S`` *without* the other pending
+changes (none of them is stored yet). Checking several together is only equivalent when no change
+can alter what another one's own review renders. The rule (argued in docs/DELTA-CHECK.md, "Reviews
+checked together"): only route changes (CREATE/UPDATE, attached to a listener) are batched, and two of
+them go into one batch only when
+
+- they are different objects;
+- neither object is a member of the other's closure (so every member a review renders is in its
+  stored version in the combined render too);
+- they claim no common competitor key (a CREATE is in no index of ``S``, so its closure cannot list
+  a new competitor: the keys of both versions are compared directly);
+- the route members of their closures are disjoint (a route shared by two closures could be rendered
+  differently next to both changes than next to either one).
+
+Shared members are then only Gateways, ListenerSets, EndpointSlices, ReferenceGrants and
+BackendTLSPolicies that no change in the batch alters, read the same way by every render.
+Pure: no I/O, no rendering.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from validators import attachments, closures
+from validators.changes import Change, Operation
+from validators.objects import Obj, Ref, name_of, namespace_of
+from validators.states import State
+
+ROUTE_KINDS = frozenset(attachments.ROUTE_KINDS)  # custom Routes (one model over all of them) go alone
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """What a pending route change reaches: its object, its closure's members, its competitor keys."""
+
+    ref: Ref
+    members: frozenset[Ref]
+    keys: frozenset[closures.Key]
+
+    @property
+    def routes(self) -> frozenset[Ref]:
+        return frozenset(m for m in self.members if m.kind in ROUTE_KINDS)
+
+
+def batchable(change: Change) -> bool:
+    """A change that may be checked together with others (attachment is checked by the gate)."""
+    return change.ref.kind in ROUTE_KINDS and change.operation in (Operation.CREATE, Operation.UPDATE)
+
+
+def claim_of(change: Change, state: State) -> Claim:
+    """The claim of ``change`` over ``state`` (the stored state, scoped as reviews see it)."""
+    stored = state.get(change.ref.kind, change.ref.namespace, change.ref.name)
+    keys: set[closures.Key] = set()
+    for version in (stored, change.obj):
+        if version is not None:
+            keys |= closures.competitor_keys(version, state)
+    return Claim(change.ref, frozenset(closures.members(state, change)), frozenset(keys))
+
+
+def independent(a: Claim, b: Claim) -> bool:
+    return (a.ref != b.ref and a.ref not in b.members and b.ref not in a.members
+            and not a.keys & b.keys and not a.routes & b.routes)
+
+
+def groups(claims: Sequence[Claim]) -> list[list[int]]:
+    """Indexes of ``claims`` split into groups of pairwise independent changes, first fit in order.
+
+    Kept per group: the union of its members, refs and keys, so placing a claim costs one test per
+    group, not one per change already placed."""
+    out: list[list[int]] = []
+    unions: list[tuple[set[Ref], set[Ref], set[Ref], set[closures.Key]]] = []  # refs, members, routes, keys
+    for i, claim in enumerate(claims):
+        for group, (refs, members, routes, keys) in zip(out, unions, strict=True):
+            if (claim.ref not in refs and claim.ref not in members and not refs & claim.members
+                    and not keys & claim.keys and not routes & claim.routes):
+                group.append(i)
+                refs.add(claim.ref)
+                members |= claim.members
+                routes |= claim.routes
+                keys |= claim.keys
+                break
+        else:
+            out.append([i])
+            unions.append(({claim.ref}, set(claim.members), set(claim.routes), set(claim.keys)))
+    return out
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    return namespace_of(obj), name_of(obj)
+
+
+class Changed:
+    """A read-only State: ``base`` with several changes applied (CREATE/UPDATE: the new object takes
+    the stored one's place); the lists of the changed kinds are spliced once, lookups are one dict
+    hit, whatever the number of changes (a chain of ``Overlay``s costs one hop per change)."""
+
+    def __init__(self, base: State, changes: Iterable[Change]) -> None:
+        self._base = base
+        self._objects: dict[Ref, Obj | None] = {}
+        for change in changes:
+            self._objects[change.ref] = None if change.operation is Operation.DELETE else change.obj
+        digest = hashlib.sha256("\n".join(sorted(map(str, self._objects))).encode()).hexdigest()[:16]
+        self._version = f"{base.version}+together:{digest}"
+        self._kinds = {ref.kind for ref in self._objects}
+        self._lists: dict[str, list[Obj]] = {}
+
+    @property
+    def base(self) -> State:
+        return self._base
+
+    @property
+    def version(self) -> str:
+        return self._version
+
+    def list(self, kind: str) -> Sequence[Obj]:
+        if kind not in self._kinds:
+            return self._base.list(kind)
+        got = self._lists.get(kind)
+        if got is None:
+            changed = {(r.namespace, r.name): o for r, o in self._objects.items() if r.kind == kind}
+            got = [o for o in self._base.list(kind) if _key(o) not in changed]
+            for obj in changed.values():
+                if obj is not None:
+                    bisect.insort(got, obj, key=_key)
+            self._lists[kind] = got
+        return got
+
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
+        ref = Ref(kind, namespace, name)
+        if ref in self._objects:
+            return self._objects[ref]
+        return self._base.get(kind, namespace, name)
