@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from haproxy_check import escaping, l4contexts, listenercerts, tlscerts, tlsroutes
+from haproxy_check import escaping, listenercerts, tlscerts, tlsroutes
 from haproxy_check.helpers import Recorder
 from haproxy_check.httpmodels import MAX_CRTS, FrontendModel, HttpModel
 from validators.attachments import Listener
@@ -54,9 +54,8 @@ def build(state: State, listeners: Sequence[Listener], *, recorder: Recorder, mo
                 continue
             if protocol == "HTTPS":
                 _certs(state, fe, lst, recorder, findings)
-        if protocol == "HTTPS" and getattr(settings, "share_https_with_passthrough", False) \
-                and tlsroutes.passthrough_on(state, port):
-            fe.bind = l4contexts.HTTPS_SHARE_SOCKET.format(port=port) + " accept-proxy"
+        if protocol == "HTTPS" and settings.share_https_with_passthrough and tlsroutes.passthrough_on(state, port):
+            fe.bind = tlsroutes.https_share_socket(port, settings.internal_socket_prefix) + " accept-proxy"
         if protocol == "HTTPS":
             _misdirected(fe, [x for x in group if x.protocol == "HTTPS"], model)
             if not fe.certs:

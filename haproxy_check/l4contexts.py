@@ -22,9 +22,6 @@ from validators.findings import Finding
 from validators.objects import KINDS, Obj
 from validators.states import State
 
-HTTPS_SHARE_SOCKET = "abns@routegate-https-{port}"
-
-
 Build = Callable[[State, FileSink], Any]
 Memo = Callable[[str, State, FileSink, Build], Any]  # (name, state, files, build) -> build(state, files)
 
@@ -47,9 +44,9 @@ class Models:
 
     @functools.cached_property
     def tls(self) -> TLSModel:
-        shared = bool(getattr(self._settings, "share_https_with_passthrough", False))
+        shared, sockets = self._settings.share_https_with_passthrough, self._settings.internal_socket_prefix
         model: TLSModel = self._memo("tls", self._state, self._files, lambda state, files: tlsroutes.build(
-            state, files, https_shared=shared, settings=self._settings))
+            state, files, https_shared=shared, settings=self._settings, sockets=sockets))
         self._findings.extend(model.findings)
         return model
 
@@ -94,5 +91,6 @@ def template_globals(state: State, settings: Any, files: FileSink, findings: lis
     """``l4`` (the lazy models), ``backend_tls(service, port)`` and ``resources(plural or Kind)``."""
     models = Models(state, settings, files, findings, memo)
     backend_tls: Callable[[Obj, int], ServerTLS] = models.backend_tls
-    return {"l4": models, "backend_tls": backend_tls, "https_share_socket": HTTPS_SHARE_SOCKET,
+    share = tlsroutes.https_share_socket(0, settings.internal_socket_prefix).removesuffix("-0") + "-{port}"
+    return {"l4": models, "backend_tls": backend_tls, "https_share_socket": share,
             "resources": resources_of(state)}

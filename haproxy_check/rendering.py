@@ -89,7 +89,13 @@ class RenderSettings:
     timeout_client: str = "30s"
     timeout_server: str = "30s"
     timeout_http_request: str = "10s"
-    share_https_with_passthrough: bool = False  # engineer B's TCP frontend owns the HTTPS port
+    # Passthrough TLS listeners on an HTTPS port: a TCP frontend owns the port and reads the SNI; names no
+    # passthrough route claims go on to the HTTPS frontend (bound on an internal socket). Off: such
+    # passthrough listeners are not rendered (RG0517).
+    share_https_with_passthrough: bool = True
+    # Internal sockets behind an SNI split are "<prefix>-https-<port>" and "<prefix>-tlst-<port>"; abstract
+    # sockets are per network namespace, so two data planes sharing one need different prefixes.
+    internal_socket_prefix: str = "abns@routegate"
     system_ca_file: str = ""
     limits: Limits = field(default_factory=Limits)  # servers per backend, lines per route
     # Output for a running data plane (routegate reconcile): the master's admin socket, with the listeners'
@@ -115,6 +121,7 @@ class Renderer:
         escaping.check(self.settings.dynamic_cookie_key, key=False)
         escaping.check(self.settings.system_ca_file, key=True, what="system_ca_file")  # one server-line word
         escaping.check(self.settings.stats_socket, key=True, what="stats_socket")  # one global-line word
+        escaping.check(self.settings.internal_socket_prefix, key=True, what="internal_socket_prefix")
         self._dirs = [Path(d) for d in template_dirs] + [BUILTIN]
         # Templates are code: built-in and user ones alike run sandboxed, with only the documented helpers
         # (haproxy_check/templatestate.py says what the sandbox and the state view keep out).

@@ -1,4 +1,5 @@
-"""TLSRoute model: one SNI-routing tcp frontend per TLS port, one weighted backend per rule and mode.
+"""TLSRoute model: one SNI-routing tcp frontend per TLS port (two behind an SNI split), one weighted
+backend per rule and mode.
 
 Passthrough frontends read the SNI from the ClientHello (``req.ssl_sni``); Terminate frontends
 decrypt with the listeners' certificates and read ``ssl_fc_sni``. Route hostnames (already
@@ -37,6 +38,10 @@ class TLSFrontend:
     wild: list[tuple[str, str, Ref]] = field(default_factory=list)  # (".suffix", backend, route)
     shared_https: bool = False  # passthrough on the HTTPS port: the rest goes to the HTTP engine
     owners: list[tuple[Ref, tuple[str | int, ...]]] = field(default_factory=list)  # listeners (source, path)
+    bind: str = ""  # ":<port>", or the internal socket of a Terminate frontend behind an SNI split
+    hop: str = ""  # the backend name the SNI split uses to reach this (inner) Terminate frontend
+    share_address: str = ""  # shared_https: the HTTP engine's internal socket for this port
+    inner: bool = False  # bound on an internal socket (accept-proxy) behind the port's SNI split
 
     def entries(self, wild: bool, mark: Callable[[Ref, tuple[str, ...]], str]) -> list[str]:
         """Map lines ``<sni> <backend>`` carrying the route's source-map marker."""
@@ -49,11 +54,18 @@ class TLSFrontend:
 
     @property
     def exact_map(self) -> str:
-        return f"tls-sni-{self.port}.map"
+        return f"tls-sni-terminate-{self.port}.map" if self.inner else f"tls-sni-{self.port}.map"
 
     @property
     def wild_map(self) -> str:
-        return f"tls-sni-wild-{self.port}.map"
+        return f"tls-sni-wild-terminate-{self.port}.map" if self.inner else f"tls-sni-wild-{self.port}.map"
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """A static tcp backend forwarding a connection (PROXY v2 header first) to an internal frontend."""
+    name: str
+    address: str
 
 
 @dataclass(slots=True)
@@ -61,6 +73,20 @@ class TLSModel:
     frontends: list[TLSFrontend] = field(default_factory=list)
     backends: list[RuleBackend] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    hops: list[Hop] = field(default_factory=list)
+
+
+DEFAULT_SOCKETS = "abns@routegate"
+
+
+def https_share_socket(port: int, prefix: str = DEFAULT_SOCKETS) -> str:
+    """Where the HTTP engine's HTTPS frontend listens when the TLS frontend owns ``:<port>``."""
+    return f"{prefix}-https-{port}"
+
+
+def terminate_socket(port: int, prefix: str = DEFAULT_SOCKETS) -> str:
+    """Where a port's Terminate frontend listens when passthrough listeners share the port."""
+    return f"{prefix}-tlst-{port}"
 
 
 def backend_name(route: Ref, rule_index: int, mode: str) -> str:
@@ -91,14 +117,10 @@ def http_engine_ports(lsts: Sequence[attachments.Listener]) -> dict[int, str]:
     return out
 
 
-def build(state: State, files: FileSink, *, https_shared: bool = False,
-          http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS, settings: Any = None) -> TLSModel:
-    """The TLS frontends/backends of the state. ``https_shared``: the HTTP engine binds its HTTPS
-    frontends on ``abns@routegate-https-<port>`` when passthrough listeners share the port."""
-    model = TLSModel()
-    lsts = attachments.listeners(state, http_ports=http_ports)
-    engine = http_engine_ports(lsts)
-    fronts: dict[int, TLSFrontend] = {}
+def _usable(lsts: Sequence[attachments.Listener], engine: dict[int, str], https_shared: bool,
+            model: TLSModel) -> list[attachments.Listener]:
+    """The TLS listeners that render; RG0517 for those on a port the HTTP engine keeps to itself."""
+    out = []
     for lst in lsts:
         if lst.protocol != "TLS" or lst.conflicted or lst.tls_mode not in (PASSTHROUGH, TERMINATE):
             continue
@@ -106,12 +128,47 @@ def build(state: State, files: FileSink, *, https_shared: bool = False,
                                        and https_shared):
             why = ("only Passthrough TLS listeners may share an HTTPS port; use a separate port"
                    if lst.tls_mode == TERMINATE or engine[lst.port] == "HTTP" else
-                   "the HTTP engine does not share its HTTPS port with passthrough")
+                   "the HTTP engine does not share its HTTPS port with passthrough "
+                   "(RenderSettings.share_https_with_passthrough is off)")
             model.findings.append(_finding("RG0517", f"TLS listener on port {lst.port} is not rendered: "
                                            f"{why}", lst.source, (*lst.path, "port")))
             continue
-        front = fronts.setdefault(lst.port, TLSFrontend(frontend_name(lst.port), lst.port, lst.tls_mode,
-                                                         shared_https=lst.port in engine))
+        out.append(lst)
+    return out
+
+
+def build(state: State, files: FileSink, *, https_shared: bool = True,
+          http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS, settings: Any = None,
+          sockets: str = DEFAULT_SOCKETS) -> TLSModel:
+    """The TLS frontends/backends of the state.
+
+    A port with Passthrough listeners gets one SNI-reading frontend on ``:<port>``: passthrough names go
+    to their backends, the names of the port's Terminate listeners to the Terminate frontend on
+    ``<sockets>-tlst-<port>``, and (``https_shared``, an HTTPS port of the HTTP engine) every other name
+    to the engine's HTTPS frontend on ``<sockets>-https-<port>``. A port with only Terminate listeners
+    gets its Terminate frontend on ``:<port>``.
+    """
+    model = TLSModel()
+    lsts = attachments.listeners(state, http_ports=http_ports)
+    engine = http_engine_ports(lsts)
+    usable = _usable(lsts, engine, https_shared, model)
+    split = {x.port for x in usable if x.tls_mode == PASSTHROUGH}
+    fronts: dict[tuple[int, str], TLSFrontend] = {}
+    for lst in usable:
+        key = (lst.port, lst.tls_mode or TERMINATE)
+        front = fronts.get(key)
+        if front is None:
+            front = fronts[key] = TLSFrontend(frontend_name(lst.port), lst.port, key[1],
+                                              shared_https=key[1] == PASSTHROUGH and lst.port in engine,
+                                              bind=f":{lst.port}")
+            if front.shared_https:
+                front.share_address = https_share_socket(lst.port, sockets)
+                model.hops.append(Hop(front.share_backend, front.share_address))
+            if key[1] == TERMINATE and lst.port in split:
+                front.name, front.inner = f"{front.name}-terminate", True
+                front.bind = terminate_socket(lst.port, sockets) + " accept-proxy"
+                front.hop = f"routegate_tlst_{lst.port}"
+                model.hops.append(Hop(front.hop, terminate_socket(lst.port, sockets)))
         front.owners.append((lst.source, lst.path))
         if lst.tls_mode == TERMINATE:
             for k, cert in enumerate(lst.certificate_refs):
@@ -145,12 +202,14 @@ def build(state: State, files: FileSink, *, https_shared: bool = False,
         if len(front.certs) > MAX_CRTS:  # two words per `crt`: a crt-list keeps the bind line under 64 words
             body = "".join(f"{path}\n" for path in front.certs).encode()
             front.crt_list, front.certs = files.add_file(f"certs/{front.name}.crt-list", body), []
-    model.frontends = [f for _, f in sorted(fronts.items())]
+    # the outer frontend first: sorted (port, Passthrough before Terminate)
+    model.frontends = [f for _, f in sorted(fronts.items(), key=lambda kv: (kv[0][0], kv[0][1] != PASSTHROUGH))]
     model.backends.sort(key=lambda b: b.name)
+    model.hops.sort(key=lambda h: h.name)
     return model
 
 
-def _route(state: State, route: Any, fronts: dict[int, TLSFrontend],
+def _route(state: State, route: Any, fronts: dict[tuple[int, str], TLSFrontend],
            claimed: set[tuple[int, str]], built: set[str], model: TLSModel, files: FileSink,
            http_ports: Sequence[int], settings: Any) -> None:
     """One TLSRoute: its rule backend per mode and its server names on every attached port."""
@@ -162,7 +221,7 @@ def _route(state: State, route: Any, fronts: dict[int, TLSFrontend],
         for host in a.hostnames:
             escaping.hostname(host)
     for a in attached:
-        front = fronts.get(a.listener.port)
+        front = fronts.get((a.listener.port, a.listener.tls_mode or TERMINATE))
         if front is None:
             continue
         name = backend_name(ref, 0, front.mode)  # a TLSRoute rule has no matches: rule 0 serves
@@ -171,6 +230,8 @@ def _route(state: State, route: Any, fronts: dict[int, TLSFrontend],
             model.backends.append(rulebackends.build(state, route, 0, name, files,
                                                      tls=front.mode == TERMINATE, settings=settings))
             model.findings.extend(model.backends[-1].findings)
+        # behind an SNI split, the outer frontend sends the name on to this frontend's hop
+        outer = fronts.get((front.port, PASSTHROUGH)) if front.inner else None
         for host in a.hostnames:
             if (front.port, host) in claimed:
                 model.findings.append(_finding(
@@ -178,7 +239,9 @@ def _route(state: State, route: Any, fronts: dict[int, TLSFrontend],
                     "TLSRoute", ref, ("spec", "hostnames")))
                 continue
             claimed.add((front.port, host))
-            if host.startswith("*."):
-                front.wild.append((host[1:], name, ref))
-            else:
-                front.exact.append((host, name, ref))
+            targets = [(front, name)] + ([(outer, front.hop)] if outer is not None else [])
+            for target, be in targets:
+                if host.startswith("*."):
+                    target.wild.append((host[1:], be, ref))
+                else:
+                    target.exact.append((host, be, ref))

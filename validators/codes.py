@@ -110,7 +110,7 @@ INFOS: tuple[RuleInfo, ...] = (
     RuleInfo(TLSROUTE_HOSTNAMES, WARN, "TLSRoute without hostnames attaches nowhere (routing is by SNI)."),
     RuleInfo(TCP_PORT_TAKEN, WARN, "TCP listener on the HTTP/HTTPS port is dropped."),
     RuleInfo(TLS_MODE_CONFLICT, WARN,
-             "Passthrough and Terminate TLS listeners on one port: no route attaches."),
+             "Passthrough and Terminate TLS listeners on one port with overlapping hostnames: no route attaches."),
     RuleInfo(UNSAFE_VALUE, DENY,
              "A value the renderer cannot write safely (control characters, whitespace in a key)."),
     RuleInfo(RULE_MATCH_HOSTNAMES, DENY,

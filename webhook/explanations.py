@@ -114,10 +114,11 @@ EXPLANATIONS: dict[str, Explanation] = {
     "RG0118": E("The HTTP engine owns the HTTP and HTTPS ports; a TCP listener there is not rendered.",
                 "listeners:\n- {name: tcp, port: 80, protocol: TCP}",
                 "Use another port for TCP listeners."),
-    "RG0119": E("One HAProxy frontend per port either terminates TLS or passes it through, not both.",
+    "RG0119": E("One port carries both TLS modes by splitting on the client's server name (SNI); a name "
+                "both a passthrough and a terminating listener could take has no single owner.",
                 "listeners:\n- {name: a, port: 443, protocol: TLS, tls: {mode: Passthrough}}\n"
                 "- {name: b, port: 443, protocol: TLS, tls: {mode: Terminate}}",
-                "Put passthrough and terminating listeners on different ports."),
+                "Give the listeners distinct, non-overlapping hostnames, or put them on different ports."),
     "RG0120": E("Every value reaches haproxy.cfg, a map or a file; a control character or whitespace in a "
                 "key would change the configuration's structure.",
                 "hostnames: [\"a.example\\nbackend evil\"]",
@@ -201,9 +202,10 @@ EXPLANATIONS: dict[str, Explanation] = {
     "RG0510": E("A cross-namespace certificate reference needs a ReferenceGrant (to kind Secret).",
                 "certificateRefs: [{name: cert, namespace: certs}]",
                 "Add a ReferenceGrant in the Secret's namespace."),
-    "RG0513": E("Passthrough and terminating listeners cannot share a port across Gateways either.",
-                "(Gateway a: 443 Passthrough; Gateway b: 443 Terminate)",
-                "Use different ports."),
+    "RG0513": E("Passthrough and terminating listeners on one port split by server name; across Gateways "
+                "too, an overlapping hostname has no single owner.",
+                "(Gateway a: 443 Passthrough, no hostname; Gateway b: 443 Terminate)",
+                "Give the listeners non-overlapping hostnames, or use different ports."),
     "RG0514": E("A ListenerSet attaches only when its parent Gateway's allowedListeners admits it.",
                 "(a ListenerSet whose Gateway has no allowedListeners)",
                 "Allow the ListenerSet's namespace in spec.allowedListeners."),
