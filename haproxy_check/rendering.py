@@ -24,7 +24,17 @@ import jinja2
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from haproxy_check import escaping, frames, frontends, httproutes, increments, l4contexts, routelines, templatestate
+from haproxy_check import (
+    escaping,
+    frames,
+    frontends,
+    httproutes,
+    increments,
+    isolation,
+    l4contexts,
+    routelines,
+    templatestate,
+)
 from haproxy_check.descriptions import Description
 from haproxy_check.helpers import Recorder, TemplateError
 from haproxy_check.httpmodels import FrontendModel, HttpModel
@@ -96,6 +106,10 @@ class RenderSettings:
     # Internal sockets behind an SNI split are "<prefix>-https-<port>" and "<prefix>-tlst-<port>"; abstract
     # sockets are per network namespace, so two data planes sharing one need different prefixes.
     internal_socket_prefix: str = "abns@routegate"
+    # Per-Gateway isolation: a Gateway that shares an HTTP/HTTPS port with an older Gateway listens on a
+    # dedicated pod port in [base, base + span) (haproxy_check/isolation.py; docs/ISOLATION.md).
+    isolation_pod_port_base: int = 20000
+    isolation_pod_port_span: int = 10000
     system_ca_file: str = ""
     limits: Limits = field(default_factory=Limits)  # servers per backend, lines per route
     # Output for a running data plane (routegate reconcile): the master's admin socket, with the listeners'
@@ -122,6 +136,7 @@ class Renderer:
         escaping.check(self.settings.system_ca_file, key=True, what="system_ca_file")  # one server-line word
         escaping.check(self.settings.stats_socket, key=True, what="stats_socket")  # one global-line word
         escaping.check(self.settings.internal_socket_prefix, key=True, what="internal_socket_prefix")
+        isolation.check_range(self.settings.isolation_pod_port_base, self.settings.isolation_pod_port_span)
         self._dirs = [Path(d) for d in template_dirs] + [BUILTIN]
         # Templates are code: built-in and user ones alike run sandboxed, with only the documented helpers
         # (haproxy_check/templatestate.py says what the sandbox and the state view keep out).

@@ -63,6 +63,7 @@ RENDER_PROTOCOL_CLASH = "RG0406"
 RENDER_SERVERS_CAPPED = "RG0407"
 RENDER_ROUTE_TOO_LARGE = "RG0408"
 RENDER_CERT_VALIDITY = "RG0409"
+RENDER_CLIENT_CA = "RG0410"
 
 HAPROXY_REJECTED = "RG0800"
 RENDER_REFUSED = "RG0801"
@@ -127,6 +128,9 @@ INFOS: tuple[RuleInfo, ...] = (
              "Render: the route renders more lines and map entries than limits.linesPerRoute (4000)."),
     RuleInfo(RENDER_CERT_VALIDITY, WARN,
              "Render: a listener certificate is expired or not yet valid; clients will reject it."),
+    RuleInfo(RENDER_CLIENT_CA, WARN,
+             "Render: a frontend client-certificate CA is unusable; without any usable CA the port accepts no "
+             "traffic."),
     RuleInfo(HAPROXY_REJECTED, DENY, "haproxy -c rejects the rendered configuration (new alerts only).",
              configurable=False),
     RuleInfo(RENDER_REFUSED, DENY, "The renderer refused to emit a value it cannot represent safely.",

@@ -167,6 +167,12 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "dates refuse the connection, so routegate warns before they do.",
                 "tls: {certificateRefs: [{name: tls-expired-last-month}]}",
                 "Renew the certificate in the Secret (or fix its notBefore date)."),
+    "RG0410": E("HAProxy verifies client certificates against the CA file on the bind; a CA that is missing, "
+                "not permitted or not PEM cannot be loaded, and with no usable CA at all the listener must "
+                "refuse every connection rather than accept unverified clients.",
+                "tls:\n  frontend:\n    default:\n      validation:\n        caCertificateRefs:\n"
+                "        - {group: \"\", kind: ConfigMap, name: missing}",
+                "Create the ConfigMap (or Secret) with a PEM ca.crt; across namespaces add a ReferenceGrant."),
     "RG0501": E("The Service does not exist; its share of traffic gets no servers (BackendNotFound).",
                 "backendRefs: [{name: missing, port: 80}]",
                 "Create the Service or fix the name."),
