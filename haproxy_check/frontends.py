@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from haproxy_check import clienttrust, escaping, isolation, listenercerts, tlscerts, tlsroutes
+from haproxy_check import clienttrust, escaping, extauth, isolation, listenercerts, tlscerts, tlsroutes
 from haproxy_check.helpers import Recorder
 from haproxy_check.httpmodels import MAX_CRTS, FrontendModel, HttpModel
 from validators.attachments import Listener
@@ -32,6 +32,12 @@ Mark = Callable[[Ref, Sequence[PathPart]], str]
 def synthetic_listener() -> Listener:
     return Listener(gateway=SYNTHETIC, source=SYNTHETIC, name="unattached", port=0, protocol="HTTP", hostname=None,
                     tls_mode=None, certificate_refs=(), allowed_kinds=("HTTPRoute", "GRPCRoute"), path=())
+
+
+def check_settings(settings: Any) -> None:
+    """Deployment settings of the frontends, checked when the Renderer is made (ValueError / Unsafe)."""
+    isolation.check_range(settings.isolation_pod_port_base, settings.isolation_pod_port_span)
+    extauth.check_settings(settings)
 
 
 def lookup(fronts: Mapping[tuple[str, str], FrontendModel], lst: Listener) -> FrontendModel | None:

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from haproxy_check import backendtls, crdroutes, tcproutes, tlsroutes
+from haproxy_check import backendtls, crdroutes, extauth, tcproutes, tlsroutes
 from haproxy_check.backendtls import FileSink, ServerTLS
 from haproxy_check.crdroutes import CrdModel
 from haproxy_check.helpers import TemplateError, template_location
@@ -88,9 +88,11 @@ def resources_of(state: State) -> Callable[[str], Sequence[Obj]]:
 
 def template_globals(state: State, settings: Any, files: FileSink, findings: list[Finding],
                      memo: Memo = direct) -> dict[str, Any]:
-    """``l4`` (the lazy models), ``backend_tls(service, port)`` and ``resources(plural or Kind)``."""
+    """``l4`` (the lazy models), ``backend_tls(service, port)``, ``extauth`` (the SPOE wiring) and
+    ``resources(plural or Kind)``."""
     models = Models(state, settings, files, findings, memo)
     backend_tls: Callable[[Obj, int], ServerTLS] = models.backend_tls
     share = tlsroutes.https_share_socket(0, settings.internal_socket_prefix).removesuffix("-0") + "-{port}"
     return {"l4": models, "backend_tls": backend_tls, "https_share_socket": share,
+            "extauth": extauth.ExtAuthWiring(settings, files),
             "resources": resources_of(state)}

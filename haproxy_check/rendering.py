@@ -24,17 +24,7 @@ import jinja2
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from haproxy_check import (
-    escaping,
-    frames,
-    frontends,
-    httproutes,
-    increments,
-    isolation,
-    l4contexts,
-    routelines,
-    templatestate,
-)
+from haproxy_check import escaping, frames, frontends, httproutes, increments, l4contexts, routelines, templatestate
 from haproxy_check.descriptions import Description
 from haproxy_check.helpers import Recorder, TemplateError
 from haproxy_check.httpmodels import FrontendModel, HttpModel
@@ -95,6 +85,10 @@ class RenderSettings:
     dynamic_cookie_key: str = "routegate"
     external_auth: bool = True  # the SPOA hub external-auth plugin is enabled
     external_auth_plaintext: bool = True  # allow_plaintext = true
+    # The SPOA hub's SPOP listener (IP:port) the ExternalAuth SPOE engine talks to, and how long a check
+    # may take (SPOE "timeout processing"; past it the request is denied with 401).
+    external_auth_agent: str = "127.0.0.1:12345"
+    external_auth_timeout: str = "1s"
     timeout_connect: str = "5s"
     timeout_client: str = "30s"
     timeout_server: str = "30s"
@@ -136,7 +130,7 @@ class Renderer:
         escaping.check(self.settings.system_ca_file, key=True, what="system_ca_file")  # one server-line word
         escaping.check(self.settings.stats_socket, key=True, what="stats_socket")  # one global-line word
         escaping.check(self.settings.internal_socket_prefix, key=True, what="internal_socket_prefix")
-        isolation.check_range(self.settings.isolation_pod_port_base, self.settings.isolation_pod_port_span)
+        frontends.check_settings(self.settings)  # pod port range, ExternalAuth agent
         self._dirs = [Path(d) for d in template_dirs] + [BUILTIN]
         # Templates are code: built-in and user ones alike run sandboxed, with only the documented helpers
         # (haproxy_check/templatestate.py says what the sandbox and the state view keep out).
