@@ -21,7 +21,7 @@ from haproxy_check.httpmodels import MAX_CRTS
 from haproxy_check.rulebackends import RuleBackend
 from validators import attachments
 from validators.findings import Finding, Severity
-from validators.objects import Ref, as_list, dig, ref_of
+from validators.objects import Obj, Ref, as_list, dig, ref_of
 from validators.states import State
 
 PASSTHROUGH, TERMINATE = "Passthrough", "Terminate"
@@ -103,9 +103,29 @@ def _finding(code: str, message: str, about: Ref, path: tuple[str | int, ...]) -
 
 
 def passthrough_on(state: State, port: int) -> bool:
-    """Whether any Passthrough TLS listener uses ``port`` (the HTTP engine then yields the bind)."""
-    return any(x.protocol == "TLS" and x.tls_mode == PASSTHROUGH and x.port == port and not x.conflicted
-               for x in attachments.listeners(state))
+    """Whether any Passthrough TLS listener, or an HTTPS listener an SSLPassthrough HTTPRoute attaches to,
+    uses ``port`` (the HTTP engine then yields the bind)."""
+    if any(x.protocol == "TLS" and x.tls_mode == PASSTHROUGH and x.port == port and not x.conflicted
+           for x in attachments.listeners(state)):
+        return True
+    return any(a.listener.port == port for route, _ in ssl_passthrough_routes(state)
+               for a in attachments.attach(route, state)[0] if a.listener.protocol == "HTTPS")
+
+
+SSL_PASSTHROUGH = "SSLPassthrough"
+
+
+def ssl_passthrough_rules(route: Obj) -> list[int]:
+    """Rules of an HTTPRoute whose filters carry the SSLPassthrough ExtensionRef."""
+    return [i for i, rule in enumerate(as_list(dig(route, "spec", "rules")))
+            if any(dig(f, "type") == "ExtensionRef" and dig(f, "extensionRef", "kind") == SSL_PASSTHROUGH
+                   for f in as_list(dig(rule, "filters")))]
+
+
+def ssl_passthrough_routes(state: State) -> list[tuple[Obj, list[int]]]:
+    """HTTPRoutes with SSLPassthrough rules, oldest first (the oldest claim on a server name wins)."""
+    found = [(r, rules) for r in state.list("HTTPRoute") if (rules := ssl_passthrough_rules(r))]
+    return sorted(found, key=lambda pair: attachments.age_key(pair[0]))
 
 
 def http_engine_ports(lsts: Sequence[attachments.Listener]) -> dict[int, str]:
@@ -183,6 +203,8 @@ def build(state: State, files: FileSink, *, https_shared: bool = True,
                                                    (*lst.path, "tls", "certificateRefs", k)))
     claimed: set[tuple[int, str]] = set()
     built: set[str] = set()
+    if https_shared:
+        _ssl_passthrough(state, fronts, engine, claimed, built, model, files, settings, sockets)
     for route in sorted(state.list("TLSRoute"), key=attachments.age_key):
         try:
             _route(state, route, fronts, claimed, built, model, files, http_ports, settings)
@@ -207,6 +229,55 @@ def build(state: State, files: FileSink, *, https_shared: bool = True,
     model.backends.sort(key=lambda b: b.name)
     model.hops.sort(key=lambda h: h.name)
     return model
+
+
+def _ssl_passthrough(state: State, fronts: dict[tuple[int, str], TLSFrontend], engine: dict[int, str],
+                     claimed: set[tuple[int, str]], built: set[str], model: TLSModel, files: FileSink,
+                     settings: Any, sockets: str) -> None:
+    """HTTPRoute rules with the SSLPassthrough ExtensionRef: on the HTTPS ports the route attaches to,
+    its hostnames are passed through by SNI to the rule's backends (TLS stays end to end); the rest of
+    the port stays with the HTTP engine. They claim names before TLSRoutes (the HTTPS port is theirs)."""
+    for route, rules in ssl_passthrough_routes(state):
+        ref = ref_of(route)
+        attached = [a for a in attachments.attach(route, state)[0] if a.listener.protocol == "HTTPS"
+                    and engine.get(a.listener.port) == "HTTPS"]
+        for a in attached:  # the port's bind moves here (passthrough_on) whatever becomes of the route
+            port = a.listener.port
+            if (port, PASSTHROUGH) not in fronts:
+                front = fronts[(port, PASSTHROUGH)] = TLSFrontend(frontend_name(port), port, PASSTHROUGH,
+                                                                  shared_https=True, bind=f":{port}")
+                front.share_address = https_share_socket(port, sockets)
+                model.hops.append(Hop(front.share_backend, front.share_address))
+        try:
+            for a in attached:
+                for host in a.hostnames:
+                    escaping.hostname(host)
+            names = [(i, escaping.ident(f"gtw_tls_{ref.namespace}_{ref.name}_{i}", what="backend name"))
+                     for i in rules]
+        except escaping.Unsafe as exc:
+            model.findings.append(_finding("RG0519", f"SSLPassthrough HTTPRoute is not rendered: {exc}", ref,
+                                           ("spec",)))
+            continue
+        rule_index, name = names[0]  # SNI carries no path: the first passthrough rule takes the names
+        for a in attached:
+            port = a.listener.port
+            front = fronts[(port, PASSTHROUGH)]
+            if name not in built:
+                built.add(name)
+                model.backends.append(rulebackends.build(state, route, rule_index, name, files, tls=False,
+                                                         settings=settings))
+                model.findings.extend(model.backends[-1].findings)
+            if not a.hostnames:
+                model.findings.append(_finding("RG0519", "an SSLPassthrough rule needs spec.hostnames (routing is "
+                                               "by SNI); it is not passed through", ref, ("spec", "hostnames")))
+            for host in a.hostnames:
+                if (port, host) in claimed:
+                    model.findings.append(_finding("RG0518", f"server name {host} on port {port} is already "
+                                                   "claimed by an older route", ref, ("spec", "hostnames")))
+                    continue
+                claimed.add((port, host))
+                (front.wild if host.startswith("*.") else front.exact).append(
+                    (host[1:] if host.startswith("*.") else host, name, ref))
 
 
 def _route(state: State, route: Any, fronts: dict[tuple[int, str], TLSFrontend],

@@ -68,6 +68,30 @@ def test_overlapping_hostnames_of_the_two_modes_still_conflict() -> None:
     assert any("overlapping hostnames" in s.message for s in statuses)
 
 
+def ssl_passthrough_route(name: str, gw: str, host: str, svc: str, port: int) -> Obj:
+    return {"apiVersion": GW, "kind": "HTTPRoute", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"parentRefs": [{"name": gw}], "hostnames": [host],
+                     "rules": [{"filters": [{"type": "ExtensionRef", "extensionRef": {
+                         "group": "haproxy-haptic.org", "kind": "SSLPassthrough", "name": "on"}}],
+                                "backendRefs": [{"name": svc, "port": port}]}]}}
+
+
+def test_ssl_passthrough_http_route_takes_its_names_on_the_https_port(haproxy_check: Check) -> None:
+    objs = [gateway({"name": "https", "protocol": "HTTPS", "port": 443, "tls": {"certificateRefs": [{"name": "www"}]}},
+                    name="edge"),
+            tls_secret("www", "www.example.com"), *service("db", 9001),
+            ssl_passthrough_route("pass", "edge", "pass.example.com", "db", 9001)]
+    result = render(objs)
+    assert_valid(haproxy_check(result))
+    cfg = lines(result)
+    assert "bind :443" in section(cfg, "frontend gateway-tls-port-443")
+    assert any(x.startswith("bind abns@routegate-https-443 accept-proxy ssl") for x in cfg)
+    assert map_lines(result, "tls-sni-443.map") == ["pass.example.com gtw_tls_default_pass_0"]
+    assert "server s1 127.0.0.1:9001 weight 1" in section(cfg, "backend gtw_tls_default_pass_0")
+    off = render(objs, share_https_with_passthrough=False)
+    assert "frontend gateway-tls-port-443" not in off.config and "bind :443 ssl" in off.config
+
+
 def test_mixed_modes_live(haproxy_paths: list[str], tmp_path: Path) -> None:
     """A client with SNI db.example.com reaches the passthrough backend (its own certificate); one with
     x.apps.example.com is served the gateway's certificate and reaches the terminated route's backend;
@@ -86,6 +110,7 @@ def test_mixed_modes_live(haproxy_paths: list[str], tmp_path: Path) -> None:
                     {**tls_route("db2", "pt2", "db.example.com", "db", db),
                      "spec": {**tls_route("db2", "pt2", "db.example.com", "db", db)["spec"],
                               "parentRefs": [{"name": "web", "sectionName": "pt2"}]}},
+                    ssl_passthrough_route("pass", "web", "pass.example.com", "db", db),
                     {"apiVersion": GW, "kind": "HTTPRoute", "metadata": {"name": "www", "namespace": "default"},
                      "spec": {"parentRefs": [{"name": "web", "sectionName": "https"}],
                               "hostnames": ["www.example.com"],
@@ -102,6 +127,8 @@ def test_mixed_modes_live(haproxy_paths: list[str], tmp_path: Path) -> None:
                 assert got is None, binary
                 # HTTPS port beside passthrough: the passthrough name, then the terminated HTTPRoute
                 assert tls_get(https_port, "db.example.com") == ("db.example.com", "db-backend")
+                # an HTTPRoute with the SSLPassthrough ExtensionRef: end-to-end TLS to its backend
+                assert tls_get(https_port, "pass.example.com") == ("db.example.com", "db-backend")
                 cn, body = tls_get(https_port, "www.example.com", http_host="www.example.com")
                 assert cn == "www.example.com" and '"server": "web"' in body, (binary, body)
     finally:
