@@ -38,6 +38,7 @@ def check_settings(settings: Any) -> None:
     """Deployment settings of the frontends, checked when the Renderer is made (ValueError / Unsafe)."""
     isolation.check_range(settings.isolation_pod_port_base, settings.isolation_pod_port_span)
     extauth.check_settings(settings)
+    escaping.check(settings.access_log, key=False, what="access_log")
 
 
 def lookup(fronts: Mapping[tuple[str, str], FrontendModel], lst: Listener) -> FrontendModel | None:

@@ -89,6 +89,10 @@ class RenderSettings:
     # may take (SPOE "timeout processing"; past it the request is denied with 401).
     external_auth_agent: str = "127.0.0.1:12345"
     external_auth_timeout: str = "1s"
+    # The access log's target: the words after `log` (e.g. "stdout format raw local0"). Set, the HTTP
+    # frontends log JSON lines with gw_route (<namespace>_<name>_<ruleIndex> of the winning rule);
+    # empty: no access log (HAProxy ignores a log-format without a log address).
+    access_log: str = ""
     timeout_connect: str = "5s"
     timeout_client: str = "30s"
     timeout_server: str = "30s"
