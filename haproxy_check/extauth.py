@@ -23,7 +23,7 @@ SPOE_PATH = "spoe/extauth.conf"
 AGENT_BACKEND = "routegate_spoa_hub"
 
 
-def agent_address(value: str) -> tuple[str, int]:
+def agent_address(value: str, what: str = "external_auth_agent") -> tuple[str, int]:
     """``host:port`` of the hub's SPOP listener (an IP literal: no DNS lookup at check or start)."""
     host, sep, port = value.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
@@ -32,8 +32,8 @@ def agent_address(value: str) -> tuple[str, int]:
         number = int(port)
     except ValueError:
         number = 0
-    if not sep or not 1 <= number <= 65535:
-        raise ValueError(f"external_auth_agent {value!r}: use <IP>:<port>, e.g. 127.0.0.1:12345")
+    if not isinstance(value, str) or not sep or not 1 <= number <= 65535:
+        raise ValueError(f"{what} {value!r}: use <IP>:<port>, e.g. 127.0.0.1:12345")
     return host, number
 
 

@@ -39,6 +39,8 @@ def check_settings(settings: Any) -> None:
     isolation.check_range(settings.isolation_pod_port_base, settings.isolation_pod_port_span)
     extauth.check_settings(settings)
     escaping.check(settings.access_log, key=False, what="access_log")
+    for server in settings.dns_nameservers:
+        extauth.agent_address(server, "dns_nameservers entry")
 
 
 def lookup(fronts: Mapping[tuple[str, str], FrontendModel], lst: Listener) -> FrontendModel | None:

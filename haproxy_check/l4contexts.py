@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from haproxy_check import backendtls, crdroutes, extauth, tcproutes, tlsroutes
+from haproxy_check import backendtls, crdroutes, endpoints, extauth, tcproutes, tlsroutes
 from haproxy_check.backendtls import FileSink, ServerTLS
 from haproxy_check.crdroutes import CrdModel
 from haproxy_check.helpers import TemplateError, template_location
@@ -92,7 +92,13 @@ def template_globals(state: State, settings: Any, files: FileSink, findings: lis
     ``resources(plural or Kind)``."""
     models = Models(state, settings, files, findings, memo)
     backend_tls: Callable[[Obj, int], ServerTLS] = models.backend_tls
+    def uses_resolvers() -> bool:
+        """Whether a backend rendered so far has a server resolved at run time (an ExternalName Service)."""
+        backends = getattr(files, "backends", {})
+        return any(endpoints.RESOLVERS in s.options for b in backends.values() for s in b.servers)
+
     share = tlsroutes.https_share_socket(0, settings.internal_socket_prefix).removesuffix("-0") + "-{port}"
     return {"l4": models, "backend_tls": backend_tls, "https_share_socket": share,
-            "extauth": extauth.ExtAuthWiring(settings, files),
+            "extauth": extauth.ExtAuthWiring(settings, files), "uses_resolvers": uses_resolvers,
+            "resolvers_name": endpoints.RESOLVERS,
             "resources": resources_of(state)}

@@ -93,6 +93,9 @@ class RenderSettings:
     # frontends log JSON lines with gw_route (<namespace>_<name>_<ruleIndex> of the winning rule);
     # empty: no access log (HAProxy ignores a log-format without a log address).
     access_log: str = ""
+    # Nameservers (IP:port) of the `resolvers routegate` section that resolves ExternalName Services at
+    # run time; empty: the data plane's /etc/resolv.conf (parse-resolv-conf).
+    dns_nameservers: tuple[str, ...] = ()
     timeout_connect: str = "5s"
     timeout_client: str = "30s"
     timeout_server: str = "30s"
