@@ -60,3 +60,67 @@ def test_the_agent_address_must_be_an_ip_and_port(agent: str) -> None:
 
 def test_ipv6_agent() -> None:
     assert extauth.agent_address("[fd00::1]:12345") == ("fd00::1", 12345)
+
+
+def test_external_auth_live_against_a_fake_agent(haproxy_paths: list[str], tmp_path: Path) -> None:
+    """A real haproxy asks the (fake) SPOA hub agent over SPOP: allowed requests reach the backend with
+    the copied response header, the others get 401."""
+    import http.client
+    import json
+    import socket
+    import time
+
+    from tests.conftest import free_port
+    from tests.render.fakespoa import FakeAgent
+    from tests.render.test_live import echo_server
+    from tests.render_l4.livegw import service
+
+    agent = FakeAgent("Bearer ok")
+    web, web_port = echo_server("web")
+    gw = "gateway.networking.k8s.io/v1"
+    try:
+        for k, binary in enumerate(haproxy_paths):
+            port = free_port()
+            objs = [{"apiVersion": gw, "kind": "Gateway", "metadata": {"name": "edge", "namespace": "default"},
+                     "spec": {"gatewayClassName": "haptic",
+                              "listeners": [{"name": "http", "protocol": "HTTP", "port": port}]}},
+                    *service("web", web_port), *service("auth", 9000),
+                    {"apiVersion": gw, "kind": "HTTPRoute", "metadata": {"name": "app", "namespace": "default"},
+                     "spec": {"parentRefs": [{"name": "edge"}], "hostnames": ["app.example.com"], "rules": [{
+                         "filters": [{"type": "ExternalAuth", "externalAuth": {
+                             "protocol": "HTTP", "backendRef": {"name": "auth", "port": 9000},
+                             "http": {"path": "/verify", "allowedResponseHeaders": ["X-Auth-User"]}}}],
+                         "backendRefs": [{"name": "web", "port": web_port}]}]}}]
+            where = write(render(objs, external_auth_agent=f"127.0.0.1:{agent.port}"), tmp_path / f"r{k}")
+            proc = subprocess.Popen([binary, "-db", "-f", "haproxy.cfg"], cwd=where, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    env={"PATH": "/usr/bin:/bin", "LANG": "C", "OPENSSL_CONF": "/dev/null"})
+            try:
+                deadline = time.monotonic() + 10
+                while True:
+                    try:
+                        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                        break
+                    except OSError:
+                        assert proc.poll() is None and time.monotonic() < deadline, "haproxy did not start"
+                        time.sleep(0.05)
+
+                def get(headers: dict[str, str], port: int = port) -> tuple[int, dict[str, str]]:
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                    conn.request("GET", "/x", headers={"Host": "app.example.com", **headers})
+                    resp = conn.getresponse()
+                    body = resp.read()
+                    conn.close()
+                    return resp.status, json.loads(body)["headers"] if resp.status == 200 else {}
+
+                status, seen = get({"Authorization": "Bearer ok", "X-Auth-User": "forged"})
+                assert status == 200 and seen.get("x-auth-user") == "alice", (binary, status, seen)
+                assert get({"Authorization": "Bearer bad"})[0] == 401, binary
+                assert get({})[0] == 401, binary
+                assert any("/verify" in str(a.get("url")) for a in agent.seen), agent.seen
+            finally:
+                proc.kill()
+                proc.wait()
+    finally:
+        agent.close()
+        web.shutdown()

@@ -45,7 +45,7 @@ def test_external_name_renders_a_runtime_resolved_server(haproxy_check: Check) -
 
 def test_an_external_name_needs_no_service_ports() -> None:
     state = MemoryState(objects())
-    for route in state.list("HTTPRoute") + list(state.list("TCPRoute")):
+    for route in [*state.list("HTTPRoute"), *state.list("TCPRoute")]:
         assert not [f for f in crossobjects.findings(route, state) if f.code == "RG0516"]
     assert not render(objects()).findings
 
@@ -69,7 +69,7 @@ def test_an_unusable_name_gives_no_server_and_no_resolvers(bad: str) -> None:
 
 def test_no_external_name_no_resolvers() -> None:
     objs = objects()
-    objs[1]["spec"] = {"ports": [{"port": 8080}]}
+    objs[1] = {**objs[1], "spec": {"ports": [{"port": 8080}]}}
     assert "resolvers" not in render(objs).config
 
 
