@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from haproxy_check import escaping, listenercerts, rulebackends, tlscerts
+from haproxy_check import clienttrust, escaping, listenercerts, rulebackends, tlscerts
 from haproxy_check.backendtls import FileSink
 from haproxy_check.httpmodels import MAX_CRTS
 from haproxy_check.rulebackends import RuleBackend
@@ -42,6 +42,9 @@ class TLSFrontend:
     hop: str = ""  # the backend name the SNI split uses to reach this (inner) Terminate frontend
     share_address: str = ""  # shared_https: the HTTP engine's internal socket for this port
     inner: bool = False  # bound on an internal socket (accept-proxy) behind the port's SNI split
+    gateways: list[Ref] = field(default_factory=list)  # the Gateways of the listeners, in listener order
+    client_verify: list[str] = field(default_factory=list)  # frontend mTLS bind keywords (clienttrust)
+    reject_all: bool = False  # client validation without a usable CA: no traffic
 
     def entries(self, wild: bool, mark: Callable[[Ref, tuple[str, ...]], str]) -> list[str]:
         """Map lines ``<sni> <backend>`` carrying the route's source-map marker."""
@@ -190,6 +193,8 @@ def build(state: State, files: FileSink, *, https_shared: bool = True,
                 front.hop = f"routegate_tlst_{lst.port}"
                 model.hops.append(Hop(front.hop, terminate_socket(lst.port, sockets)))
         front.owners.append((lst.source, lst.path))
+        if lst.gateway not in front.gateways:
+            front.gateways.append(lst.gateway)
         if lst.tls_mode == TERMINATE:
             for k, cert in enumerate(lst.certificate_refs):
                 got = listenercerts.certificate(state, lst.source, cert, files)
@@ -221,6 +226,11 @@ def build(state: State, files: FileSink, *, https_shared: bool = True,
                 model.findings.append(_finding("RG0521", f"terminating TLS port {front.port} has no usable "
                                                "certificate; a placeholder is used for the check", source,
                                                (*path, "tls", "certificateRefs")))
+        if front.mode == TERMINATE and front.gateways:
+            # frontend mTLS of the port's Gateway (a TLS port has one frontend: the first Gateway's rules)
+            trust = clienttrust.resolve(state, front.gateways[0], front.port, files)
+            model.findings.extend(trust.findings)
+            front.client_verify, front.reject_all = list(trust.bind_options()), trust.reject_all
         if len(front.certs) > MAX_CRTS:  # two words per `crt`: a crt-list keeps the bind line under 64 words
             body = "".join(f"{path}\n" for path in front.certs).encode()
             front.crt_list, front.certs = files.add_file(f"certs/{front.name}.crt-list", body), []

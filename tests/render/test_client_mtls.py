@@ -159,3 +159,31 @@ def test_client_certificates_live(haproxy_paths: list[str], tmp_path: Path) -> N
                 assert refused(port, good), binary
     finally:
         web.shutdown()
+
+
+def test_terminating_tls_listeners_verify_clients_too(haproxy_check: Check) -> None:
+    def objs(refs: list[dict[str, str]]) -> list[Obj]:
+        gw = gateway(443, {"frontend": {"default": {"validation": validation(*refs)}}})
+        gw["spec"]["listeners"].append({"name": "t", "protocol": "TLS", "port": 7443, "hostname": "db.example.com",
+                                        "tls": {"mode": "Terminate", "certificateRefs": [{"name": "www"}]}})
+        route = {"apiVersion": GW, "kind": "TLSRoute", "metadata": {"name": "db", "namespace": "default"},
+                 "spec": {"parentRefs": [{"name": "edge", "sectionName": "t"}], "hostnames": ["db.example.com"],
+                          "rules": [{"backendRefs": [{"name": "web", "port": 8080}]}]}}
+        return [*base(443, None), gw, route][1:]
+
+    result = render(objs([cm("client-ca")]))
+    assert_valid(haproxy_check(result))
+    tls_bind = next(x for x in lines(result) if x.startswith("bind :7443 ssl"))
+    assert tls_bind.endswith("verify required ca-file certs/client-ca_default_edge_7443.pem")
+    refused = render(objs([cm("missing")]))
+    assert_valid(haproxy_check(refused))
+    assert "tcp-request connection reject" in section_of(refused, "frontend gateway-tls-port-7443")
+    assert [f.field for f in refused.findings if f.code == "RG0410"] == [
+        "spec.tls.frontend.default.validation.caCertificateRefs[0]"] * 2  # ports 443 and 7443
+
+
+def section_of(result: Any, header: str) -> list[str]:
+    cfg = lines(result)
+    start = next(i for i, x in enumerate(cfg) if x.startswith(header))
+    end = next((i for i in range(start + 1, len(cfg)) if not cfg[i]), len(cfg))
+    return cfg[start:end]
