@@ -210,6 +210,13 @@ def build(state: State, files: FileSink, *, https_shared: bool = True,
     built: set[str] = set()
     if https_shared:
         _ssl_passthrough(state, fronts, engine, claimed, built, model, files, settings, sockets)
+    else:
+        for route, rules in ssl_passthrough_routes(state):
+            if any(a.listener.protocol == "HTTPS" for a in attachments.attach(route, state)[0]):
+                model.findings.append(_finding(
+                    "RG0517", "the SSLPassthrough rule is not passed through: the HTTP engine does not share its "
+                    "HTTPS port (RenderSettings.share_https_with_passthrough is off); it is served as HTTP",
+                    ref_of(route), ("spec", "rules", rules[0], "filters")))
     for route in sorted(state.list("TLSRoute"), key=attachments.age_key):
         try:
             _route(state, route, fronts, claimed, built, model, files, http_ports, settings)

@@ -31,7 +31,7 @@ CODES: Mapping[str, str] = {
     "RG0515": "a BackendTLSPolicy has no usable CA: its backends are blocked",
     "RG0516": "a backendRef port is not a port of the Service",
     # render-time findings (haproxy_check: tlsroutes, crdroutes), listed here for `routegate rules`
-    "RG0517": "a TLS listener on a port the HTTP engine binds is not rendered (only shared passthrough)",
+    "RG0517": "a TLS listener (or SSLPassthrough rule) on a port the HTTP engine keeps is not passed through",
     "RG0518": "a TLSRoute server name on a port is already claimed by an older TLSRoute",
     "RG0519": "a custom Route (or a TLSRoute/TCPRoute name) cannot be rendered safely and is skipped",
     "RG0520": "a listener certificate Secret holds no usable PEM certificate/key pair",

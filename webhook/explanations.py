@@ -221,9 +221,10 @@ EXPLANATIONS: dict[str, Explanation] = {
     "RG0516": E("A backendRef port must be one of the Service's ports; otherwise no server line is written.",
                 "backendRefs: [{name: web, port: 9999}]",
                 "Use a port the Service declares."),
-    "RG0517": E("The HTTP engine binds that port; only shared passthrough TLS can live there.",
+    "RG0517": E("The HTTP engine binds that port; only passthrough TLS split by server name can share it "
+                "(RenderSettings.share_https_with_passthrough, on by default).",
                 "(a terminating TLS listener on the HTTPS port)",
-                "Move the TLS listener to another port."),
+                "Move the TLS listener to another port, or turn share_https_with_passthrough back on."),
     "RG0518": E("One SNI name on one port goes to one TLSRoute; the older claim wins.",
                 "(two TLSRoutes with hostname a.example on port 443)",
                 "Use distinct hostnames."),

@@ -90,6 +90,8 @@ def test_ssl_passthrough_http_route_takes_its_names_on_the_https_port(haproxy_ch
     assert "server s1 127.0.0.1:9001 weight 1" in section(cfg, "backend gtw_tls_default_pass_0")
     off = render(objs, share_https_with_passthrough=False)
     assert "frontend gateway-tls-port-443" not in off.config and "bind :443 ssl" in off.config
+    assert [(f.code, f.field, f.about) for f in off.findings] == [
+        ("RG0517", "spec.rules[0].filters", "HTTPRoute default/pass")]
 
 
 def test_mixed_modes_live(haproxy_paths: list[str], tmp_path: Path) -> None:
