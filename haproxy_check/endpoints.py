@@ -4,6 +4,13 @@ Names are the 1-based index in address order (``s1``, ``s2``, ...): the same set
 gives the same names, and one endpoint moving to a new address keeps the server count, so the change
 is a server update rather than a delete plus an add. Only IP literals are used; anything else in an
 EndpointSlice (FQDN endpoints, garbage) never reaches haproxy.cfg.
+
+An ExternalName Service has no endpoints: the data plane resolves ``spec.externalName`` at run time.
+It renders as one server ``s1 <name>:<port> resolvers routegate init-addr none`` (the ``resolvers``
+section is ``haproxy_check/templates/990-resolvers.cfg.j2``): HAProxy starts without an address and
+fills it from DNS, so neither a reload nor ``haproxy -c`` waits for a lookup (``init-addr none``; the
+check is sandboxed without network anyway, docs/SANDBOX.md). A name that is not a DNS name gives no
+server.
 """
 
 from __future__ import annotations
@@ -12,12 +19,28 @@ import ipaddress
 from collections.abc import Sequence
 from typing import Any
 
+from haproxy_check import escaping
 from haproxy_check.descriptions import ServerDesc
 from validators import indexes, references
 from validators.objects import Obj, as_list, dig, name_of, namespace_of
 from validators.states import State
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+RESOLVERS = "routegate"
+EXTERNAL_NAME_OPTIONS = ("resolvers", RESOLVERS, "init-addr", "none")
+
+
+def external_name(service: Obj) -> str | None:
+    """The DNS name of an ExternalName Service ("" when the name is unusable), None for other types."""
+    if dig(service, "spec", "type") != "ExternalName":
+        return None
+    name = dig(service, "spec", "externalName")
+    if not isinstance(name, str) or not name or name.startswith("*."):
+        return ""
+    try:
+        return escaping.hostname(name.rstrip(".").lower())
+    except escaping.Unsafe:
+        return ""
 
 
 def _int(value: Any) -> int | None:
@@ -99,6 +122,10 @@ def servers_within(state: State, service: Obj, port: int, *, weight: int = 1, op
     EndpointSlice order, named in address order) and whether the Service has more ready endpoints than
     that. EndpointSlices are a tenant's to fill, and every server costs every render and every
     ``haproxy -c`` that includes the backend."""
+    dns = external_name(service)
+    if dns is not None:  # resolved by the data plane at run time; the backendRef port is the port
+        return ([ServerDesc("s1", dns, port, weight, (*options, *EXTERNAL_NAME_OPTIONS))]
+                if dns and 0 < port < 65536 and limit != 0 else []), False
     addresses = endpoint_addresses(state, service, port, limit=limit)
     servers = [ServerDesc(f"s{i}", addr, target, weight, tuple(options))
                for i, (addr, target) in enumerate(addresses[:limit], start=1)]

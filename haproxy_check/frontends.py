@@ -1,17 +1,18 @@
-"""Gateway HTTP/HTTPS listeners -> one HAProxy frontend per listener port (seed 004).
+"""Gateway HTTP/HTTPS listeners -> one HAProxy frontend per Gateway listener address (seed 004).
 
-All Gateways' HTTP/HTTPS listeners on one port share that port's frontend (a port can be bound once);
-map keys carry the port so routes of different ports never meet. HTTPS frontends load each listener's
+The listeners of one Gateway on one port share a frontend; another Gateway on the same port gets its own
+frontend on a dedicated pod port (``isolation``). Map keys carry the frontend's token (its port) so routes
+of different frontends never meet. HTTPS frontends load each listener's
 certificates (a placeholder + warning when a Secret is missing) and get the 421 Misdirected Request
 check when several HTTPS listeners with distinct hostnames share the port.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from haproxy_check import escaping, l4contexts, listenercerts, tlscerts, tlsroutes
+from haproxy_check import clienttrust, escaping, extauth, isolation, listenercerts, tlscerts, tlsroutes
 from haproxy_check.helpers import Recorder
 from haproxy_check.httpmodels import MAX_CRTS, FrontendModel, HttpModel
 from validators.attachments import Listener
@@ -33,37 +34,85 @@ def synthetic_listener() -> Listener:
                     tls_mode=None, certificate_refs=(), allowed_kinds=("HTTPRoute", "GRPCRoute"), path=())
 
 
+def check_settings(settings: Any) -> None:
+    """Deployment settings of the frontends, checked when the Renderer is made (ValueError / Unsafe)."""
+    isolation.check_range(settings.isolation_pod_port_base, settings.isolation_pod_port_span)
+    extauth.check_settings(settings)
+    escaping.check(settings.access_log, key=False, what="access_log")
+    for server in settings.dns_nameservers:
+        extauth.agent_address(server, "dns_nameservers entry")
+
+
+def lookup(fronts: Mapping[tuple[str, str], FrontendModel], lst: Listener) -> FrontendModel | None:
+    """The frontend serving a listener: its Gateway's own (isolated) one, else the port's."""
+    return fronts.get((lst.protocol, isolated_key(lst.port, lst.gateway))) or fronts.get((lst.protocol, str(lst.port)))
+
+
+def isolated_key(port: int, gateway: Ref) -> str:
+    return f"{port}@{gateway.namespace}/{gateway.name}"
+
+
 def build(state: State, listeners: Sequence[Listener], *, recorder: Recorder, model: HttpModel, mark: Mark,
-          findings: list[Finding], settings: Any = None) -> dict[tuple[str, str], FrontendModel]:
-    """Frontends keyed (protocol, port token); the synthetic one keyed ("HTTP", "0")."""
+          findings: list[Finding], settings: Any) -> dict[tuple[str, str], FrontendModel]:
+    """Frontends keyed (protocol, port token); the synthetic one keyed ("HTTP", "0").
+
+    Per-Gateway isolation (``isolation.assign``): the oldest Gateway with HTTP/HTTPS listeners on a port
+    binds ``:<port>`` (key ``(protocol, "<port>")``); every other one gets a frontend on its own pod port
+    (key ``(protocol, "<port>@<ns>/<gateway>")``, map token = the pod port), so its routes never match
+    on another Gateway's address.
+    """
     by_port: dict[int, list[Listener]] = {}
     for lst in listeners:
         if lst.protocol in ("HTTP", "HTTPS"):
             by_port.setdefault(lst.port, []).append(lst)
-    engine = tlsroutes.http_engine_ports(listeners)  # the port's protocol, as the TLS frontends see it
+    pods = isolation.assign(state, listeners, base=settings.isolation_pod_port_base,
+                            span=settings.isolation_pod_port_span)
     out: dict[tuple[str, str], FrontendModel] = {}
     for port, group in sorted(by_port.items()):
-        protocol = engine[port]
-        name = f"gw-{protocol.lower()}-{port}"
-        fe = FrontendModel(name, str(port), protocol, f":{port}", port, mark(group[0].source, group[0].path))
+        by_gateway: dict[Ref, list[Listener]] = {}
         for lst in group:
-            if lst.protocol != protocol:
-                findings.append(Finding(PORT_CONFLICT, f"listener {lst.name!r} is {lst.protocol} on port {port}, "
-                                        f"which other listeners use for {protocol}; it is not rendered",
-                                        lst.path, Severity.WARN, subject=False, about=str(lst.source)))
-                continue
+            by_gateway.setdefault(lst.gateway, []).append(lst)
+        for gateway, own in sorted(by_gateway.items()):
+            pod = pods.get((gateway, port))
+            protocol = tlsroutes.http_engine_ports(own)[port]
+            token, key = (str(pod), isolated_key(port, gateway)) if pod else (str(port), str(port))
+            fe = FrontendModel(f"gw-{protocol.lower()}-{token}", token, protocol, f":{token}", pod or port,
+                               mark(own[0].source, own[0].path))
+            _listeners(state, fe, own, protocol, recorder, findings)
             if protocol == "HTTPS":
-                _certs(state, fe, lst, recorder, findings)
-        if protocol == "HTTPS" and getattr(settings, "share_https_with_passthrough", False) \
-                and tlsroutes.passthrough_on(state, port):
-            fe.bind = l4contexts.HTTPS_SHARE_SOCKET.format(port=port) + " accept-proxy"
-        if protocol == "HTTPS":
-            _misdirected(fe, [x for x in group if x.protocol == "HTTPS"], model)
-            if not fe.certs:
-                fe.certs.append(recorder.add_file(tlscerts.PLACEHOLDER_PATH, tlscerts.placeholder_pem(), "cert"))
-            _crt_list(fe, recorder)
-        out[(protocol, str(port))] = fe
+                if not pod and settings.share_https_with_passthrough and tlsroutes.passthrough_on(state, port):
+                    fe.bind = tlsroutes.https_share_socket(port, settings.internal_socket_prefix) + " accept-proxy"
+                _client_trust(state, fe, gateway, port, recorder, findings, mark)
+                _misdirected(fe, [x for x in own if x.protocol == "HTTPS"], model)
+                if not fe.certs:
+                    fe.certs.append(recorder.add_file(tlscerts.PLACEHOLDER_PATH, tlscerts.placeholder_pem(), "cert"))
+                _crt_list(fe, recorder)
+            out[(protocol, key)] = fe
     return out
+
+
+def _listeners(state: State, fe: FrontendModel, own: Sequence[Listener], protocol: str, recorder: Recorder,
+               findings: list[Finding]) -> None:
+    for lst in own:
+        if lst.protocol != protocol:
+            findings.append(Finding(PORT_CONFLICT, f"listener {lst.name!r} is {lst.protocol} on port {lst.port}, "
+                                    f"which other listeners use for {protocol}; it is not rendered",
+                                    lst.path, Severity.WARN, subject=False, about=str(lst.source)))
+            continue
+        if protocol == "HTTPS":
+            _certs(state, fe, lst, recorder, findings)
+
+
+def _client_trust(state: State, fe: FrontendModel, gateway: Ref, port: int, recorder: Recorder,
+                  findings: list[Finding], mark: Mark) -> None:
+    """Frontend mTLS (``spec.tls.frontend``): verify options on the bind (the line traced to the
+    validation block), or no traffic at all."""
+    trust = clienttrust.resolve(state, gateway, port, recorder)
+    findings.extend(trust.findings)
+    fe.client_verify = list(trust.bind_options())
+    fe.reject_all = trust.reject_all
+    if trust.validated:
+        fe.trust_mark = mark(gateway, trust.path)
 
 
 def _crt_list(fe: FrontendModel, recorder: Recorder) -> None:

@@ -96,6 +96,9 @@ class FrontendModel:
     rules: list[RuleModel] = field(default_factory=list)
     misdirected: bool = False  # several HTTPS listeners with distinct hostnames
     any_host: bool = False
+    client_verify: list[str] = field(default_factory=list)  # mTLS bind keywords (clienttrust)
+    reject_all: bool = False  # client validation without a usable CA: the frontend accepts no traffic
+    trust_mark: str = ""  # source-map marker of the validation block, on the bind line
 
 
 @dataclass(slots=True)

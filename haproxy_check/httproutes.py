@@ -12,7 +12,7 @@ from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from haproxy_check import backendtls, escaping, httpfilters, precedence, rulepolicies
+from haproxy_check import backendtls, escaping, frontends, httpfilters, precedence, rulepolicies
 from haproxy_check.endpoints import servers_for, servers_within
 from haproxy_check.escaping import FieldError, guard
 from haproxy_check.httpmodels import FAIL, SLOTS, WEIGHTED, Advanced, BackendSpec, FrontendModel, HttpModel, RuleModel
@@ -211,7 +211,7 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
     # vhost keys per frontend
     targets: dict[str, tuple[FrontendModel, list[str]]] = {}
     for att in attachments:
-        fe = fronts.get((att.listener.protocol, str(att.listener.port)))
+        fe = frontends.lookup(fronts, att.listener)
         if fe is None:
             continue
         hosts = att.hostnames or ("*",)

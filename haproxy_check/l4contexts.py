@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from haproxy_check import backendtls, crdroutes, tcproutes, tlsroutes
+from haproxy_check import backendtls, crdroutes, endpoints, extauth, tcproutes, tlsroutes
 from haproxy_check.backendtls import FileSink, ServerTLS
 from haproxy_check.crdroutes import CrdModel
 from haproxy_check.helpers import TemplateError, template_location
@@ -21,9 +21,6 @@ from haproxy_check.tlsroutes import TLSModel
 from validators.findings import Finding
 from validators.objects import KINDS, Obj
 from validators.states import State
-
-HTTPS_SHARE_SOCKET = "abns@routegate-https-{port}"
-
 
 Build = Callable[[State, FileSink], Any]
 Memo = Callable[[str, State, FileSink, Build], Any]  # (name, state, files, build) -> build(state, files)
@@ -47,9 +44,9 @@ class Models:
 
     @functools.cached_property
     def tls(self) -> TLSModel:
-        shared = bool(getattr(self._settings, "share_https_with_passthrough", False))
+        shared, sockets = self._settings.share_https_with_passthrough, self._settings.internal_socket_prefix
         model: TLSModel = self._memo("tls", self._state, self._files, lambda state, files: tlsroutes.build(
-            state, files, https_shared=shared, settings=self._settings))
+            state, files, https_shared=shared, settings=self._settings, sockets=sockets))
         self._findings.extend(model.findings)
         return model
 
@@ -91,8 +88,17 @@ def resources_of(state: State) -> Callable[[str], Sequence[Obj]]:
 
 def template_globals(state: State, settings: Any, files: FileSink, findings: list[Finding],
                      memo: Memo = direct) -> dict[str, Any]:
-    """``l4`` (the lazy models), ``backend_tls(service, port)`` and ``resources(plural or Kind)``."""
+    """``l4`` (the lazy models), ``backend_tls(service, port)``, ``extauth`` (the SPOE wiring) and
+    ``resources(plural or Kind)``."""
     models = Models(state, settings, files, findings, memo)
     backend_tls: Callable[[Obj, int], ServerTLS] = models.backend_tls
-    return {"l4": models, "backend_tls": backend_tls, "https_share_socket": HTTPS_SHARE_SOCKET,
+    def uses_resolvers() -> bool:
+        """Whether a backend rendered so far has a server resolved at run time (an ExternalName Service)."""
+        backends = getattr(files, "backends", {})
+        return any(endpoints.RESOLVERS in s.options for b in backends.values() for s in b.servers)
+
+    share = tlsroutes.https_share_socket(0, settings.internal_socket_prefix).removesuffix("-0") + "-{port}"
+    return {"l4": models, "backend_tls": backend_tls, "https_share_socket": share,
+            "extauth": extauth.ExtAuthWiring(settings, files), "uses_resolvers": uses_resolvers,
+            "resolvers_name": endpoints.RESOLVERS,
             "resources": resources_of(state)}

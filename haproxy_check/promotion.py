@@ -4,11 +4,12 @@ The layout is a Kubernetes ConfigMap volume's (``..data`` swapped by rename(2)),
 a half-written set:
 
     OUTPUT/
-      ..v000042-1a2b3c4d5e6f/      one complete, fsynced version (haproxy.cfg, maps/, certs/)
+      ..v000042-1a2b3c4d5e6f/      one complete, fsynced version (haproxy.cfg, maps/, certs/, spoe/)
       ..data -> ..v000042-1a2b3c4d5e6f
       haproxy.cfg -> ..data/haproxy.cfg     stable names, made once
       maps -> ..data/maps
       certs -> ..data/certs
+      spoe -> ..data/spoe
       last-known-good.json         content hash, time and state version of the live version
 
 A version is written under a temporary name, every file and directory fsynced, renamed to its final
@@ -33,7 +34,7 @@ from haproxy_check import scratches
 
 DATA = "..data"
 RECORD = "last-known-good.json"
-STABLE = ("haproxy.cfg", "maps", "certs")
+STABLE = ("haproxy.cfg", "maps", "certs", "spoe")  # spoe: the ExternalAuth SPOE config (extauth.py)
 _VERSION = re.compile(r"^\.\.v(\d{6,})-[0-9a-f]{12}$")
 _PRIVATE_KEY = b"PRIVATE KEY-----"
 

@@ -85,11 +85,32 @@ class RenderSettings:
     dynamic_cookie_key: str = "routegate"
     external_auth: bool = True  # the SPOA hub external-auth plugin is enabled
     external_auth_plaintext: bool = True  # allow_plaintext = true
+    # The SPOA hub's SPOP listener (IP:port) the ExternalAuth SPOE engine talks to, and how long a check
+    # may take (SPOE "timeout processing"; past it the request is denied with 401).
+    external_auth_agent: str = "127.0.0.1:12345"
+    external_auth_timeout: str = "1s"
+    # The access log's target: the words after `log` (e.g. "stdout format raw local0"). Set, the HTTP
+    # frontends log JSON lines with gw_route (<namespace>_<name>_<ruleIndex> of the winning rule);
+    # empty: no access log (HAProxy ignores a log-format without a log address).
+    access_log: str = ""
+    # Nameservers (IP:port) of the `resolvers routegate` section that resolves ExternalName Services at
+    # run time; empty: the data plane's /etc/resolv.conf (parse-resolv-conf).
+    dns_nameservers: tuple[str, ...] = ()
     timeout_connect: str = "5s"
     timeout_client: str = "30s"
     timeout_server: str = "30s"
     timeout_http_request: str = "10s"
-    share_https_with_passthrough: bool = False  # engineer B's TCP frontend owns the HTTPS port
+    # Passthrough TLS listeners on an HTTPS port: a TCP frontend owns the port and reads the SNI; names no
+    # passthrough route claims go on to the HTTPS frontend (bound on an internal socket). Off: such
+    # passthrough listeners are not rendered (RG0517).
+    share_https_with_passthrough: bool = True
+    # Internal sockets behind an SNI split are "<prefix>-https-<port>" and "<prefix>-tlst-<port>"; abstract
+    # sockets are per network namespace, so two data planes sharing one need different prefixes.
+    internal_socket_prefix: str = "abns@routegate"
+    # Per-Gateway isolation: a Gateway that shares an HTTP/HTTPS port with an older Gateway listens on a
+    # dedicated pod port in [base, base + span) (haproxy_check/isolation.py; docs/ISOLATION.md).
+    isolation_pod_port_base: int = 20000
+    isolation_pod_port_span: int = 10000
     system_ca_file: str = ""
     limits: Limits = field(default_factory=Limits)  # servers per backend, lines per route
     # Output for a running data plane (routegate reconcile): the master's admin socket, with the listeners'
@@ -115,6 +136,8 @@ class Renderer:
         escaping.check(self.settings.dynamic_cookie_key, key=False)
         escaping.check(self.settings.system_ca_file, key=True, what="system_ca_file")  # one server-line word
         escaping.check(self.settings.stats_socket, key=True, what="stats_socket")  # one global-line word
+        escaping.check(self.settings.internal_socket_prefix, key=True, what="internal_socket_prefix")
+        frontends.check_settings(self.settings)  # pod port range, ExternalAuth agent
         self._dirs = [Path(d) for d in template_dirs] + [BUILTIN]
         # Templates are code: built-in and user ones alike run sandboxed, with only the documented helpers
         # (haproxy_check/templatestate.py says what the sandbox and the state view keep out).

@@ -1,4 +1,5 @@
-"""TLSRoute model: one SNI-routing tcp frontend per TLS port, one weighted backend per rule and mode.
+"""TLSRoute model: one SNI-routing tcp frontend per TLS port (two behind an SNI split), one weighted
+backend per rule and mode.
 
 Passthrough frontends read the SNI from the ClientHello (``req.ssl_sni``); Terminate frontends
 decrypt with the listeners' certificates and read ``ssl_fc_sni``. Route hostnames (already
@@ -14,13 +15,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from haproxy_check import escaping, listenercerts, rulebackends, tlscerts
+from haproxy_check import clienttrust, escaping, listenercerts, rulebackends, tlscerts
 from haproxy_check.backendtls import FileSink
 from haproxy_check.httpmodels import MAX_CRTS
 from haproxy_check.rulebackends import RuleBackend
 from validators import attachments
 from validators.findings import Finding, Severity
-from validators.objects import Ref, as_list, dig, ref_of
+from validators.objects import Obj, Ref, as_list, dig, ref_of
 from validators.states import State
 
 PASSTHROUGH, TERMINATE = "Passthrough", "Terminate"
@@ -37,6 +38,13 @@ class TLSFrontend:
     wild: list[tuple[str, str, Ref]] = field(default_factory=list)  # (".suffix", backend, route)
     shared_https: bool = False  # passthrough on the HTTPS port: the rest goes to the HTTP engine
     owners: list[tuple[Ref, tuple[str | int, ...]]] = field(default_factory=list)  # listeners (source, path)
+    bind: str = ""  # ":<port>", or the internal socket of a Terminate frontend behind an SNI split
+    hop: str = ""  # the backend name the SNI split uses to reach this (inner) Terminate frontend
+    share_address: str = ""  # shared_https: the HTTP engine's internal socket for this port
+    inner: bool = False  # bound on an internal socket (accept-proxy) behind the port's SNI split
+    gateways: list[Ref] = field(default_factory=list)  # the Gateways of the listeners, in listener order
+    client_verify: list[str] = field(default_factory=list)  # frontend mTLS bind keywords (clienttrust)
+    reject_all: bool = False  # client validation without a usable CA: no traffic
 
     def entries(self, wild: bool, mark: Callable[[Ref, tuple[str, ...]], str]) -> list[str]:
         """Map lines ``<sni> <backend>`` carrying the route's source-map marker."""
@@ -49,11 +57,18 @@ class TLSFrontend:
 
     @property
     def exact_map(self) -> str:
-        return f"tls-sni-{self.port}.map"
+        return f"tls-sni-terminate-{self.port}.map" if self.inner else f"tls-sni-{self.port}.map"
 
     @property
     def wild_map(self) -> str:
-        return f"tls-sni-wild-{self.port}.map"
+        return f"tls-sni-wild-terminate-{self.port}.map" if self.inner else f"tls-sni-wild-{self.port}.map"
+
+
+@dataclass(frozen=True, slots=True)
+class Hop:
+    """A static tcp backend forwarding a connection (PROXY v2 header first) to an internal frontend."""
+    name: str
+    address: str
 
 
 @dataclass(slots=True)
@@ -61,6 +76,20 @@ class TLSModel:
     frontends: list[TLSFrontend] = field(default_factory=list)
     backends: list[RuleBackend] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    hops: list[Hop] = field(default_factory=list)
+
+
+DEFAULT_SOCKETS = "abns@routegate"
+
+
+def https_share_socket(port: int, prefix: str = DEFAULT_SOCKETS) -> str:
+    """Where the HTTP engine's HTTPS frontend listens when the TLS frontend owns ``:<port>``."""
+    return f"{prefix}-https-{port}"
+
+
+def terminate_socket(port: int, prefix: str = DEFAULT_SOCKETS) -> str:
+    """Where a port's Terminate frontend listens when passthrough listeners share the port."""
+    return f"{prefix}-tlst-{port}"
 
 
 def backend_name(route: Ref, rule_index: int, mode: str) -> str:
@@ -77,9 +106,29 @@ def _finding(code: str, message: str, about: Ref, path: tuple[str | int, ...]) -
 
 
 def passthrough_on(state: State, port: int) -> bool:
-    """Whether any Passthrough TLS listener uses ``port`` (the HTTP engine then yields the bind)."""
-    return any(x.protocol == "TLS" and x.tls_mode == PASSTHROUGH and x.port == port and not x.conflicted
-               for x in attachments.listeners(state))
+    """Whether any Passthrough TLS listener, or an HTTPS listener an SSLPassthrough HTTPRoute attaches to,
+    uses ``port`` (the HTTP engine then yields the bind)."""
+    if any(x.protocol == "TLS" and x.tls_mode == PASSTHROUGH and x.port == port and not x.conflicted
+           for x in attachments.listeners(state)):
+        return True
+    return any(a.listener.port == port for route, _ in ssl_passthrough_routes(state)
+               for a in attachments.attach(route, state)[0] if a.listener.protocol == "HTTPS")
+
+
+SSL_PASSTHROUGH = "SSLPassthrough"
+
+
+def ssl_passthrough_rules(route: Obj) -> list[int]:
+    """Rules of an HTTPRoute whose filters carry the SSLPassthrough ExtensionRef."""
+    return [i for i, rule in enumerate(as_list(dig(route, "spec", "rules")))
+            if any(dig(f, "type") == "ExtensionRef" and dig(f, "extensionRef", "kind") == SSL_PASSTHROUGH
+                   for f in as_list(dig(rule, "filters")))]
+
+
+def ssl_passthrough_routes(state: State) -> list[tuple[Obj, list[int]]]:
+    """HTTPRoutes with SSLPassthrough rules, oldest first (the oldest claim on a server name wins)."""
+    found = [(r, rules) for r in state.list("HTTPRoute") if (rules := ssl_passthrough_rules(r))]
+    return sorted(found, key=lambda pair: attachments.age_key(pair[0]))
 
 
 def http_engine_ports(lsts: Sequence[attachments.Listener]) -> dict[int, str]:
@@ -91,14 +140,10 @@ def http_engine_ports(lsts: Sequence[attachments.Listener]) -> dict[int, str]:
     return out
 
 
-def build(state: State, files: FileSink, *, https_shared: bool = False,
-          http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS, settings: Any = None) -> TLSModel:
-    """The TLS frontends/backends of the state. ``https_shared``: the HTTP engine binds its HTTPS
-    frontends on ``abns@routegate-https-<port>`` when passthrough listeners share the port."""
-    model = TLSModel()
-    lsts = attachments.listeners(state, http_ports=http_ports)
-    engine = http_engine_ports(lsts)
-    fronts: dict[int, TLSFrontend] = {}
+def _usable(lsts: Sequence[attachments.Listener], engine: dict[int, str], https_shared: bool,
+            model: TLSModel) -> list[attachments.Listener]:
+    """The TLS listeners that render; RG0517 for those on a port the HTTP engine keeps to itself."""
+    out = []
     for lst in lsts:
         if lst.protocol != "TLS" or lst.conflicted or lst.tls_mode not in (PASSTHROUGH, TERMINATE):
             continue
@@ -106,13 +151,50 @@ def build(state: State, files: FileSink, *, https_shared: bool = False,
                                        and https_shared):
             why = ("only Passthrough TLS listeners may share an HTTPS port; use a separate port"
                    if lst.tls_mode == TERMINATE or engine[lst.port] == "HTTP" else
-                   "the HTTP engine does not share its HTTPS port with passthrough")
+                   "the HTTP engine does not share its HTTPS port with passthrough "
+                   "(RenderSettings.share_https_with_passthrough is off)")
             model.findings.append(_finding("RG0517", f"TLS listener on port {lst.port} is not rendered: "
                                            f"{why}", lst.source, (*lst.path, "port")))
             continue
-        front = fronts.setdefault(lst.port, TLSFrontend(frontend_name(lst.port), lst.port, lst.tls_mode,
-                                                         shared_https=lst.port in engine))
+        out.append(lst)
+    return out
+
+
+def build(state: State, files: FileSink, *, https_shared: bool = True,
+          http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS, settings: Any = None,
+          sockets: str = DEFAULT_SOCKETS) -> TLSModel:
+    """The TLS frontends/backends of the state.
+
+    A port with Passthrough listeners gets one SNI-reading frontend on ``:<port>``: passthrough names go
+    to their backends, the names of the port's Terminate listeners to the Terminate frontend on
+    ``<sockets>-tlst-<port>``, and (``https_shared``, an HTTPS port of the HTTP engine) every other name
+    to the engine's HTTPS frontend on ``<sockets>-https-<port>``. A port with only Terminate listeners
+    gets its Terminate frontend on ``:<port>``.
+    """
+    model = TLSModel()
+    lsts = attachments.listeners(state, http_ports=http_ports)
+    engine = http_engine_ports(lsts)
+    usable = _usable(lsts, engine, https_shared, model)
+    split = {x.port for x in usable if x.tls_mode == PASSTHROUGH}
+    fronts: dict[tuple[int, str], TLSFrontend] = {}
+    for lst in usable:
+        key = (lst.port, lst.tls_mode or TERMINATE)
+        front = fronts.get(key)
+        if front is None:
+            front = fronts[key] = TLSFrontend(frontend_name(lst.port), lst.port, key[1],
+                                              shared_https=key[1] == PASSTHROUGH and lst.port in engine,
+                                              bind=f":{lst.port}")
+            if front.shared_https:
+                front.share_address = https_share_socket(lst.port, sockets)
+                model.hops.append(Hop(front.share_backend, front.share_address))
+            if key[1] == TERMINATE and lst.port in split:
+                front.name, front.inner = f"{front.name}-terminate", True
+                front.bind = terminate_socket(lst.port, sockets) + " accept-proxy"
+                front.hop = f"routegate_tlst_{lst.port}"
+                model.hops.append(Hop(front.hop, terminate_socket(lst.port, sockets)))
         front.owners.append((lst.source, lst.path))
+        if lst.gateway not in front.gateways:
+            front.gateways.append(lst.gateway)
         if lst.tls_mode == TERMINATE:
             for k, cert in enumerate(lst.certificate_refs):
                 got = listenercerts.certificate(state, lst.source, cert, files)
@@ -126,6 +208,15 @@ def build(state: State, files: FileSink, *, https_shared: bool = False,
                                                    (*lst.path, "tls", "certificateRefs", k)))
     claimed: set[tuple[int, str]] = set()
     built: set[str] = set()
+    if https_shared:
+        _ssl_passthrough(state, fronts, engine, claimed, built, model, files, settings, sockets)
+    else:
+        for route, rules in ssl_passthrough_routes(state):
+            if any(a.listener.protocol == "HTTPS" for a in attachments.attach(route, state)[0]):
+                model.findings.append(_finding(
+                    "RG0517", "the SSLPassthrough rule is not passed through: the HTTP engine does not share its "
+                    "HTTPS port (RenderSettings.share_https_with_passthrough is off); it is served as HTTP",
+                    ref_of(route), ("spec", "rules", rules[0], "filters")))
     for route in sorted(state.list("TLSRoute"), key=attachments.age_key):
         try:
             _route(state, route, fronts, claimed, built, model, files, http_ports, settings)
@@ -142,15 +233,71 @@ def build(state: State, files: FileSink, *, https_shared: bool = False,
                 model.findings.append(_finding("RG0521", f"terminating TLS port {front.port} has no usable "
                                                "certificate; a placeholder is used for the check", source,
                                                (*path, "tls", "certificateRefs")))
+        if front.mode == TERMINATE and front.gateways:
+            # frontend mTLS of the port's Gateway (a TLS port has one frontend: the first Gateway's rules)
+            trust = clienttrust.resolve(state, front.gateways[0], front.port, files)
+            model.findings.extend(trust.findings)
+            front.client_verify, front.reject_all = list(trust.bind_options()), trust.reject_all
         if len(front.certs) > MAX_CRTS:  # two words per `crt`: a crt-list keeps the bind line under 64 words
             body = "".join(f"{path}\n" for path in front.certs).encode()
             front.crt_list, front.certs = files.add_file(f"certs/{front.name}.crt-list", body), []
-    model.frontends = [f for _, f in sorted(fronts.items())]
+    # the outer frontend first: sorted (port, Passthrough before Terminate)
+    model.frontends = [f for _, f in sorted(fronts.items(), key=lambda kv: (kv[0][0], kv[0][1] != PASSTHROUGH))]
     model.backends.sort(key=lambda b: b.name)
+    model.hops.sort(key=lambda h: h.name)
     return model
 
 
-def _route(state: State, route: Any, fronts: dict[int, TLSFrontend],
+def _ssl_passthrough(state: State, fronts: dict[tuple[int, str], TLSFrontend], engine: dict[int, str],
+                     claimed: set[tuple[int, str]], built: set[str], model: TLSModel, files: FileSink,
+                     settings: Any, sockets: str) -> None:
+    """HTTPRoute rules with the SSLPassthrough ExtensionRef: on the HTTPS ports the route attaches to,
+    its hostnames are passed through by SNI to the rule's backends (TLS stays end to end); the rest of
+    the port stays with the HTTP engine. They claim names before TLSRoutes (the HTTPS port is theirs)."""
+    for route, rules in ssl_passthrough_routes(state):
+        ref = ref_of(route)
+        attached = [a for a in attachments.attach(route, state)[0] if a.listener.protocol == "HTTPS"
+                    and engine.get(a.listener.port) == "HTTPS"]
+        for a in attached:  # the port's bind moves here (passthrough_on) whatever becomes of the route
+            port = a.listener.port
+            if (port, PASSTHROUGH) not in fronts:
+                front = fronts[(port, PASSTHROUGH)] = TLSFrontend(frontend_name(port), port, PASSTHROUGH,
+                                                                  shared_https=True, bind=f":{port}")
+                front.share_address = https_share_socket(port, sockets)
+                model.hops.append(Hop(front.share_backend, front.share_address))
+        try:
+            for a in attached:
+                for host in a.hostnames:
+                    escaping.hostname(host)
+            names = [(i, escaping.ident(f"gtw_tls_{ref.namespace}_{ref.name}_{i}", what="backend name"))
+                     for i in rules]
+        except escaping.Unsafe as exc:
+            model.findings.append(_finding("RG0519", f"SSLPassthrough HTTPRoute is not rendered: {exc}", ref,
+                                           ("spec",)))
+            continue
+        rule_index, name = names[0]  # SNI carries no path: the first passthrough rule takes the names
+        for a in attached:
+            port = a.listener.port
+            front = fronts[(port, PASSTHROUGH)]
+            if name not in built:
+                built.add(name)
+                model.backends.append(rulebackends.build(state, route, rule_index, name, files, tls=False,
+                                                         settings=settings))
+                model.findings.extend(model.backends[-1].findings)
+            if not a.hostnames:
+                model.findings.append(_finding("RG0519", "an SSLPassthrough rule needs spec.hostnames (routing is "
+                                               "by SNI); it is not passed through", ref, ("spec", "hostnames")))
+            for host in a.hostnames:
+                if (port, host) in claimed:
+                    model.findings.append(_finding("RG0518", f"server name {host} on port {port} is already "
+                                                   "claimed by an older route", ref, ("spec", "hostnames")))
+                    continue
+                claimed.add((port, host))
+                (front.wild if host.startswith("*.") else front.exact).append(
+                    (host[1:] if host.startswith("*.") else host, name, ref))
+
+
+def _route(state: State, route: Any, fronts: dict[tuple[int, str], TLSFrontend],
            claimed: set[tuple[int, str]], built: set[str], model: TLSModel, files: FileSink,
            http_ports: Sequence[int], settings: Any) -> None:
     """One TLSRoute: its rule backend per mode and its server names on every attached port."""
@@ -162,7 +309,7 @@ def _route(state: State, route: Any, fronts: dict[int, TLSFrontend],
         for host in a.hostnames:
             escaping.hostname(host)
     for a in attached:
-        front = fronts.get(a.listener.port)
+        front = fronts.get((a.listener.port, a.listener.tls_mode or TERMINATE))
         if front is None:
             continue
         name = backend_name(ref, 0, front.mode)  # a TLSRoute rule has no matches: rule 0 serves
@@ -171,6 +318,8 @@ def _route(state: State, route: Any, fronts: dict[int, TLSFrontend],
             model.backends.append(rulebackends.build(state, route, 0, name, files,
                                                      tls=front.mode == TERMINATE, settings=settings))
             model.findings.extend(model.backends[-1].findings)
+        # behind an SNI split, the outer frontend sends the name on to this frontend's hop
+        outer = fronts.get((front.port, PASSTHROUGH)) if front.inner else None
         for host in a.hostnames:
             if (front.port, host) in claimed:
                 model.findings.append(_finding(
@@ -178,7 +327,9 @@ def _route(state: State, route: Any, fronts: dict[int, TLSFrontend],
                     "TLSRoute", ref, ("spec", "hostnames")))
                 continue
             claimed.add((front.port, host))
-            if host.startswith("*."):
-                front.wild.append((host[1:], name, ref))
-            else:
-                front.exact.append((host, name, ref))
+            targets = [(front, name)] + ([(outer, front.hop)] if outer is not None else [])
+            for target, be in targets:
+                if host.startswith("*."):
+                    target.wild.append((host[1:], be, ref))
+                else:
+                    target.exact.append((host, be, ref))

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from validators import indexes
+from validators import indexes, tlsmodes
 from validators.foreign import is_foreign
 from validators.objects import (
     GATEWAY_GROUP,
@@ -84,7 +84,7 @@ class Listener:
     certificate_refs: tuple[Ref, ...]  # Secret refs (namespace resolved)
     allowed_kinds: tuple[str, ...]  # resolved allowedRoutes.kinds (protocol defaults applied)
     path: tuple[str | int, ...]  # field path of the listener inside `source`
-    conflicted: bool = False  # e.g. Passthrough+Terminate on one port
+    conflicted: bool = False  # Passthrough and Terminate on one port with overlapping hostnames
     namespaces_from: str = "Same"  # allowedRoutes.namespaces.from
     namespace_selector: Selector | None = None
     dropped: str = ""  # why the listener is not used ("" = used); only from declared_listeners()
@@ -256,15 +256,16 @@ def _declared(state: State, http_ports: Sequence[int]) -> list[Listener]:
         status = listener_set_status(ls, state)
         if status.accepted:
             found.extend(_raw_listeners(ls, status.parent))
-    modes: dict[int, set[str]] = {}
+    modes: dict[int, list[tuple[str, str | None]]] = {}
     for lst in found:
         if lst.protocol == "TLS" and lst.tls_mode:
-            modes.setdefault(lst.port, set()).add(lst.tls_mode)
+            modes.setdefault(lst.port, []).append((lst.tls_mode, lst.hostname))
     out: list[Listener] = []
     for lst in found:
         if lst.protocol == "TCP" and lst.port in http_ports:
             lst = replace(lst, dropped=f"TCP listener on port {lst.port} collides with the HTTP/HTTPS port")
-        if lst.protocol == "TLS" and len(modes.get(lst.port, ())) > 1:
+        if lst.protocol == "TLS" and lst.tls_mode and tlsmodes.conflicted(lst.tls_mode, lst.hostname,
+                                                                          modes.get(lst.port, ())):
             lst = replace(lst, conflicted=True)
         out.append(lst)
     out.sort(key=lambda x: (x.gateway, x.port, x.name, x.source))
@@ -377,8 +378,8 @@ def _attach_one(route: Obj, index: int, parent_ref: Any, state: State,
     if not usable:
         ports = ", ".join(str(p) for p in sorted({x.port for x in allowed}))
         return status(NOT_ALLOWED_BY_LISTENERS,
-                      f"port {ports} of {parent} mixes Passthrough and Terminate TLS listeners "
-                      "(protocol conflict); no route attaches")
+                      f"port {ports} of {parent} has Passthrough and Terminate TLS listeners with "
+                      "overlapping hostnames (protocol conflict); no route attaches")
     hosts = route_hostnames(route)
     if kind == "TLSRoute" and not hosts:
         return status(NO_MATCHING_LISTENER_HOSTNAME,

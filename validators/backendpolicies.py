@@ -90,13 +90,18 @@ def _parse_error(pem: str) -> str | None:
 def _ca_from_ref(state: State, policy: Obj, index: int, raw: Any) -> tuple[str, CAProblem | None]:
     path = ("spec", "validation", "caCertificateRefs", index)
     kind, group, name = _str(dig(raw, "kind")), _str(dig(raw, "group")), _str(dig(raw, "name"))
-    ns = namespace_of(policy)
     if group != "" or kind not in ("ConfigMap", "Secret"):
         return "", CAProblem(path, f"caCertificateRefs kind {group or 'core'}/{kind} is not a ConfigMap "
                                    "or Secret")
+    pem, problem = ca_bundle(state, kind, namespace_of(policy), name)
+    return pem, CAProblem(path, problem) if problem else None
+
+
+def ca_bundle(state: State, kind: str, ns: str, name: str) -> tuple[str, str]:
+    """(the PEM certificates of a ConfigMap's/Secret's ``ca.crt``, "") or ("", why there are none)."""
     obj = state.get(kind, ns, name)
     if obj is None:
-        return "", CAProblem(path, f"{kind} {ns}/{name} does not exist")
+        return "", f"{kind} {ns}/{name} does not exist"
     if kind == "ConfigMap":
         text = _str(dig(obj, "data", "ca.crt"))
     else:
@@ -106,18 +111,17 @@ def _ca_from_ref(state: State, policy: Obj, index: int, raw: Any) -> tuple[str, 
             try:
                 text = base64.b64decode(encoded, validate=True).decode("utf-8", "replace")
             except (binascii.Error, ValueError):
-                return "", CAProblem(path, f"{kind} {ns}/{name} key ca.crt is not valid base64")
+                return "", f"{kind} {ns}/{name} key ca.crt is not valid base64"
     if not text:
-        return "", CAProblem(path, f"{kind} {ns}/{name} has no key ca.crt")
+        return "", f"{kind} {ns}/{name} has no key ca.crt"
     certs = ca_certificates(text)
     if not certs:
-        return "", CAProblem(path, f"{kind} {ns}/{name} key ca.crt holds no PEM certificate")
+        return "", f"{kind} {ns}/{name} key ca.crt holds no PEM certificate"
     for i, cert in enumerate(certs):
         error = _parse_error(cert)
         if error is not None:
-            return "", CAProblem(path, f"{kind} {ns}/{name} key ca.crt: certificate {i + 1} of {len(certs)} "
-                                       f"cannot be loaded ({error})")
-    return "\n".join(certs) + "\n", None
+            return "", f"{kind} {ns}/{name} key ca.crt: certificate {i + 1} of {len(certs)} cannot be loaded ({error})"
+    return "\n".join(certs) + "\n", ""
 
 
 def resolve(state: State, policy: Obj) -> BackendTLS:

@@ -149,8 +149,8 @@ def may_overlap(route: Obj, state: State) -> list[Obj]:
 
 def match_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
                  only: Obj | None = None) -> list[LostClaim]:
-    """Matches (host + path + matchers on one listener port, across Gateways: the HTTP engine renders one
-    frontend per port) already claimed by an older route.
+    """Matches (host + path + matchers on one Gateway's listener port: each Gateway has its own frontend,
+    haproxy_check/isolation.py) already claimed by an older route.
 
     ``only``: consider just the routes that may overlap this one (what a review of it needs).
     """
@@ -166,7 +166,7 @@ def match_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAUL
             for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
                 for k, key, words in _match_keys(route, rule):
                     for host in hosts:
-                        full = (a.listener.port, host, key)  # one frontend per port (all Gateways)
+                        full = (a.listener.gateway, a.listener.port, host, key)  # one frontend per Gateway port
                         owner = owners.setdefault(full, ref)
                         if owner != ref and (full, i, k) not in seen:
                             seen.add((full, i, k))

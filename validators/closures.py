@@ -94,6 +94,7 @@ def referenced(obj: Obj) -> tuple[set[tuple[str, str]], set[str]]:
         for lst in as_list(dig(obj, "spec", "listeners")):
             for cert in as_list(dig(lst, "tls", "certificateRefs")):
                 spaces.add(_str(dig(cert, "namespace")) or own)
+        spaces |= _client_ca_spaces(obj, own)
     else:
         for raw in _backend_ref_nodes(dig(obj, "spec", "rules")):
             ns = _str(dig(raw, "namespace")) or own
@@ -102,6 +103,16 @@ def referenced(obj: Obj) -> tuple[set[tuple[str, str]], set[str]]:
                 services.add((ns, _str(dig(raw, "name"))))
     spaces.discard(own)
     return services, spaces
+
+
+def _client_ca_spaces(gateway: Obj, own: str) -> set[str]:
+    """Namespaces of the frontend mTLS CAs (spec.tls.frontend default and perPort): a ReferenceGrant
+    there decides whether the Gateway's port accepts traffic."""
+    frontend = dig(gateway, "spec", "tls", "frontend")
+    blocks = [dig(frontend, "default", "validation"),
+              *(dig(p, "tls", "validation") for p in as_list(dig(frontend, "perPort")))]
+    return {_str(dig(ref, "namespace")) or own for block in blocks
+            for ref in as_list(dig(block, "caCertificateRefs"))}
 
 
 def listener_ports(source: Obj) -> set[int]:

@@ -63,6 +63,7 @@ RENDER_PROTOCOL_CLASH = "RG0406"
 RENDER_SERVERS_CAPPED = "RG0407"
 RENDER_ROUTE_TOO_LARGE = "RG0408"
 RENDER_CERT_VALIDITY = "RG0409"
+RENDER_CLIENT_CA = "RG0410"
 
 HAPROXY_REJECTED = "RG0800"
 RENDER_REFUSED = "RG0801"
@@ -110,7 +111,7 @@ INFOS: tuple[RuleInfo, ...] = (
     RuleInfo(TLSROUTE_HOSTNAMES, WARN, "TLSRoute without hostnames attaches nowhere (routing is by SNI)."),
     RuleInfo(TCP_PORT_TAKEN, WARN, "TCP listener on the HTTP/HTTPS port is dropped."),
     RuleInfo(TLS_MODE_CONFLICT, WARN,
-             "Passthrough and Terminate TLS listeners on one port: no route attaches."),
+             "Passthrough and Terminate TLS listeners on one port with overlapping hostnames: no route attaches."),
     RuleInfo(UNSAFE_VALUE, DENY,
              "A value the renderer cannot write safely (control characters, whitespace in a key)."),
     RuleInfo(RULE_MATCH_HOSTNAMES, DENY,
@@ -127,6 +128,9 @@ INFOS: tuple[RuleInfo, ...] = (
              "Render: the route renders more lines and map entries than limits.linesPerRoute (4000)."),
     RuleInfo(RENDER_CERT_VALIDITY, WARN,
              "Render: a listener certificate is expired or not yet valid; clients will reject it."),
+    RuleInfo(RENDER_CLIENT_CA, WARN,
+             "Render: a frontend client-certificate CA is unusable; without any usable CA the port accepts no "
+             "traffic."),
     RuleInfo(HAPROXY_REJECTED, DENY, "haproxy -c rejects the rendered configuration (new alerts only).",
              configurable=False),
     RuleInfo(RENDER_REFUSED, DENY, "The renderer refused to emit a value it cannot represent safely.",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
-from validators import attachments, backendpolicies, claims, indexes, references
+from validators import attachments, backendpolicies, claims, indexes, references, tlsmodes
 from validators.findings import Finding, Severity
 from validators.objects import Obj, Ref, as_list, dig, kind_of, namespace_of, ref_of
 from validators.states import State
@@ -26,12 +26,12 @@ CODES: Mapping[str, str] = {
     "RG0508": "the same host+path+matchers are claimed by an older route, which wins",
     "RG0509": "a Gateway/ListenerSet certificateRefs Secret does not exist",
     "RG0510": "a cross-namespace certificateRefs Secret has no covering ReferenceGrant",
-    "RG0513": "another Gateway/ListenerSet uses the port with the other TLS mode: no route attaches",
+    "RG0513": "another Gateway/ListenerSet uses the port with the other TLS mode and an overlapping hostname",
     "RG0514": "a ListenerSet is not admitted by its parent Gateway's allowedListeners",
     "RG0515": "a BackendTLSPolicy has no usable CA: its backends are blocked",
     "RG0516": "a backendRef port is not a port of the Service",
     # render-time findings (haproxy_check: tlsroutes, crdroutes), listed here for `routegate rules`
-    "RG0517": "a TLS listener on a port the HTTP engine binds is not rendered (only shared passthrough)",
+    "RG0517": "a TLS listener (or SSLPassthrough rule) on a port the HTTP engine keeps is not passed through",
     "RG0518": "a TLSRoute server name on a port is already claimed by an older TLSRoute",
     "RG0519": "a custom Route (or a TLSRoute/TCPRoute name) cannot be rendered safely and is skipped",
     "RG0520": "a listener certificate Secret holds no usable PEM certificate/key pair",
@@ -74,7 +74,8 @@ def route_findings(route: Obj, state: State, *, http_ports: Sequence[int] = atta
             served = ("it has no servers until the Service exists" if ref.reason == references.BACKEND_NOT_FOUND
                       else "its share of the traffic is answered with 500")
             yield _warn(_REF_CODES[ref.reason], f"{ref.reason}: {ref.message}; {served}", ref.path, about)
-        elif ref.service is not None and ref.port is not None and ref.port not in _service_ports(ref.service):
+        elif ref.service is not None and ref.port is not None and ref.port not in _service_ports(ref.service) \
+                and dig(ref.service, "spec", "type") != "ExternalName":  # its servers take the ref's port
             ports = ", ".join(str(p) for p in sorted(_service_ports(ref.service))) or "none"
             yield _warn("RG0516", f"port {ref.port} is not a port of Service {ref.namespace}/{ref.name} "
                         f"(ports: {ports}); the backend has no servers", (*ref.path, "port"), about)
@@ -115,10 +116,11 @@ def _listener_owner_findings(obj: Obj, state: State, http_ports: Sequence[int]) 
                      and x.protocol == "TLS"}
         if lst.conflicted and len(own_modes) < 2:
             others = sorted({str(x.source) for x in declared if x.source != me and x.port == lst.port
-                             and x.protocol == "TLS" and x.tls_mode != lst.tls_mode})
+                             and x.protocol == "TLS" and x.tls_mode != lst.tls_mode
+                             and tlsmodes.hostnames_overlap(x.hostname, lst.hostname)})
             yield _warn("RG0513", f"port {lst.port} is also used by {', '.join(others)} with the other TLS "
-                        f"mode (this listener is {lst.tls_mode}): a protocol conflict, so no route "
-                        "attaches to either", (*lst.path, "tls", "mode"))
+                        f"mode and an overlapping hostname (this listener is {lst.tls_mode}): a protocol "
+                        "conflict, so no route attaches to either", (*lst.path, "tls", "mode"))
         for k, cert in enumerate(lst.certificate_refs):
             path = (*lst.path, "tls", "certificateRefs", k)
             if cert.kind != "Secret":

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from validators import codes
+from validators import codes, tlsmodes
 from validators.contexts import Context
 from validators.findings import Finding, Severity
 from validators.objects import Obj, as_list, as_map, dig
@@ -48,24 +48,25 @@ def tcp_ports(obj: Obj, ctx: Context) -> Iterator[Finding]:
 
 
 def tls_modes(obj: Obj, ctx: Context) -> Iterator[Finding]:
-    """A port with both Passthrough and Terminate TLS listeners is a protocol conflict."""
-    modes: dict[Any, dict[str, list[int]]] = {}
+    """Passthrough and Terminate TLS listeners on one port with overlapping hostnames are a protocol
+    conflict (distinct hostnames render through one SNI split: validators.tlsmodes)."""
+    ports: dict[Any, list[tuple[int, str, str | None]]] = {}
     for i, listener in _listeners(obj):
         if listener.get("protocol") != "TLS":
             continue
         mode = as_map(listener.get("tls")).get("mode") or "Terminate"
-        port = listener.get("port")
+        port, host = listener.get("port"), listener.get("hostname")
         if isinstance(port, int) and isinstance(mode, str):
-            modes.setdefault(port, {}).setdefault(mode, []).append(i)
-    for port, by_mode in sorted(modes.items()):
-        if "Passthrough" not in by_mode or "Terminate" not in by_mode:
-            continue
-        for mode, indexes in sorted(by_mode.items()):
-            for i in indexes:
-                yield Finding(
-                    codes.TLS_MODE_CONFLICT,
-                    f"port {port} has both Passthrough and Terminate TLS listeners (this one is {mode}): "
-                    "a protocol conflict, so no route attaches to either; use separate ports",
-                    ("spec", "listeners", i, "tls", "mode"),
-                    Severity.WARN,
-                )
+            ports.setdefault(port, []).append((i, mode, host if isinstance(host, str) else None))
+    for port, group in sorted(ports.items()):
+        for i, mode, host in group:
+            if not tlsmodes.conflicted(mode, host, [(m, h) for _, m, h in group]):
+                continue
+            yield Finding(
+                codes.TLS_MODE_CONFLICT,
+                f"port {port} has Passthrough and Terminate TLS listeners whose hostnames overlap (this one "
+                f"is {mode}, hostname {host or 'unset: every name'}): a protocol conflict, so no route "
+                "attaches to either; give them distinct hostnames or separate ports",
+                ("spec", "listeners", i, "tls", "mode"),
+                Severity.WARN,
+            )

@@ -114,10 +114,11 @@ EXPLANATIONS: dict[str, Explanation] = {
     "RG0118": E("The HTTP engine owns the HTTP and HTTPS ports; a TCP listener there is not rendered.",
                 "listeners:\n- {name: tcp, port: 80, protocol: TCP}",
                 "Use another port for TCP listeners."),
-    "RG0119": E("One HAProxy frontend per port either terminates TLS or passes it through, not both.",
+    "RG0119": E("One port carries both TLS modes by splitting on the client's server name (SNI); a name "
+                "both a passthrough and a terminating listener could take has no single owner.",
                 "listeners:\n- {name: a, port: 443, protocol: TLS, tls: {mode: Passthrough}}\n"
                 "- {name: b, port: 443, protocol: TLS, tls: {mode: Terminate}}",
-                "Put passthrough and terminating listeners on different ports."),
+                "Give the listeners distinct, non-overlapping hostnames, or put them on different ports."),
     "RG0120": E("Every value reaches haproxy.cfg, a map or a file; a control character or whitespace in a "
                 "key would change the configuration's structure.",
                 "hostnames: [\"a.example\\nbackend evil\"]",
@@ -166,6 +167,12 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "dates refuse the connection, so routegate warns before they do.",
                 "tls: {certificateRefs: [{name: tls-expired-last-month}]}",
                 "Renew the certificate in the Secret (or fix its notBefore date)."),
+    "RG0410": E("HAProxy verifies client certificates against the CA file on the bind; a CA that is missing, "
+                "not permitted or not PEM cannot be loaded, and with no usable CA at all the listener must "
+                "refuse every connection rather than accept unverified clients.",
+                "tls:\n  frontend:\n    default:\n      validation:\n        caCertificateRefs:\n"
+                "        - {group: \"\", kind: ConfigMap, name: missing}",
+                "Create the ConfigMap (or Secret) with a PEM ca.crt; across namespaces add a ReferenceGrant."),
     "RG0501": E("The Service does not exist; its share of traffic gets no servers (BackendNotFound).",
                 "backendRefs: [{name: missing, port: 80}]",
                 "Create the Service or fix the name."),
@@ -201,9 +208,10 @@ EXPLANATIONS: dict[str, Explanation] = {
     "RG0510": E("A cross-namespace certificate reference needs a ReferenceGrant (to kind Secret).",
                 "certificateRefs: [{name: cert, namespace: certs}]",
                 "Add a ReferenceGrant in the Secret's namespace."),
-    "RG0513": E("Passthrough and terminating listeners cannot share a port across Gateways either.",
-                "(Gateway a: 443 Passthrough; Gateway b: 443 Terminate)",
-                "Use different ports."),
+    "RG0513": E("Passthrough and terminating listeners on one port split by server name; across Gateways "
+                "too, an overlapping hostname has no single owner.",
+                "(Gateway a: 443 Passthrough, no hostname; Gateway b: 443 Terminate)",
+                "Give the listeners non-overlapping hostnames, or use different ports."),
     "RG0514": E("A ListenerSet attaches only when its parent Gateway's allowedListeners admits it.",
                 "(a ListenerSet whose Gateway has no allowedListeners)",
                 "Allow the ListenerSet's namespace in spec.allowedListeners."),
@@ -213,9 +221,10 @@ EXPLANATIONS: dict[str, Explanation] = {
     "RG0516": E("A backendRef port must be one of the Service's ports; otherwise no server line is written.",
                 "backendRefs: [{name: web, port: 9999}]",
                 "Use a port the Service declares."),
-    "RG0517": E("The HTTP engine binds that port; only shared passthrough TLS can live there.",
+    "RG0517": E("The HTTP engine binds that port; only passthrough TLS split by server name can share it "
+                "(RenderSettings.share_https_with_passthrough, on by default).",
                 "(a terminating TLS listener on the HTTPS port)",
-                "Move the TLS listener to another port."),
+                "Move the TLS listener to another port, or turn share_https_with_passthrough back on."),
     "RG0518": E("One SNI name on one port goes to one TLSRoute; the older claim wins.",
                 "(two TLSRoutes with hostname a.example on port 443)",
                 "Use distinct hostnames."),

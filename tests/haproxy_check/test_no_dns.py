@@ -61,7 +61,7 @@ print(json.dumps(out))
 '''
 
 
-def run_isolated(binary: str, mode: str, tmp_path: Path) -> dict[str, object]:
+def run_isolated(binary: str, mode: str, tmp_path: Path, config: str = CONFIG) -> dict[str, object]:
     if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None:
         pytest.skip("needs root, unshare and ip to build a namespace with its own resolv.conf")
     resolv = tmp_path / "resolv.conf"
@@ -70,7 +70,7 @@ def run_isolated(binary: str, mode: str, tmp_path: Path) -> dict[str, object]:
     work.mkdir()
     script = (f"ip link set lo up && mount --bind {resolv} /etc/resolv.conf && "
               f'exec {sys.executable} -c "$0" "$@"')
-    proc = subprocess.run(["unshare", "-m", "-n", "sh", "-c", script, INNER, binary, mode, CONFIG, str(work)],
+    proc = subprocess.run(["unshare", "-m", "-n", "sh", "-c", script, INNER, binary, mode, config, str(work)],
                           capture_output=True, text=True, timeout=60, check=False,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr

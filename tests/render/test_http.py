@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from haproxy_check import isolation
 from tests.render.conftest import Check, assert_valid, fixture, lines, map_lines, render
 from validators import crossobjects
 from validators.objects import Obj, Ref
@@ -274,16 +275,20 @@ def test_listener_set_listeners_get_frontends_and_routes(haproxy_check: Check) -
     assert map_lines(result, "path-prefix.map") == ["alt.example.com:8088/ 100000|ns_r_0|0|path"]
 
 
-def test_one_frontend_per_port_shared_by_gateways(haproxy_check: Check) -> None:
+def test_each_gateway_on_a_shared_port_gets_its_own_frontend(haproxy_check: Check) -> None:
     other = copy.deepcopy(GW)
     other["metadata"]["name"] = "edge2"
     r2 = route("r2", hostnames=["two.example.com"])
     r2["spec"]["parentRefs"] = [{"name": "edge2"}]
     result = render([GW, other, SVC, route(hostnames=["one.example.com"]), r2])
     assert_valid(haproxy_check(result))
+    pod = isolation.pod_port(Ref("Gateway", GW["metadata"]["namespace"], "edge2"), 80, base=20000, span=10000,
+                             taken={80})
     assert result.config.count("frontend gw-http-80 ") == 1
+    assert f"bind :{pod}" in lines(result)
+    # the older Gateway keeps :80; the other's routes match only on its own frontend's token
     assert map_lines(result, "host.map") == ["one.example.com:80 one.example.com:80",
-                                             "two.example.com:80 two.example.com:80"]
+                                             f"two.example.com:{pod} two.example.com:{pod}"]
 
 
 @pytest.mark.parametrize(("field", "value", "path"), [

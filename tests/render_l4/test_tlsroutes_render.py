@@ -89,7 +89,7 @@ def test_reject_share_edge_cases(weights: tuple[int, int], want: str | None) -> 
     assert rejects == ([want] if want else [])
 
 
-def test_passthrough_on_the_https_port_needs_the_engine_to_share_it(haproxy_check: Check) -> None:
+def test_passthrough_on_the_https_port_shares_it_with_the_engine_by_default(haproxy_check: Check) -> None:
     gw = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
           "metadata": {"name": "web", "namespace": "default"},
           "spec": {"gatewayClassName": "haptic", "listeners": [
@@ -100,15 +100,16 @@ def test_passthrough_on_the_https_port_needs_the_engine_to_share_it(haproxy_chec
              "spec": {"parentRefs": [{"name": "web", "sectionName": "pt"}], "hostnames": ["db.example.com"],
                       "rules": [{"backendRefs": [{"name": "app", "port": 8443}]}]}}
     objs = [*tls_objects(), gw, route]
-    plain = render(objs)
+    plain = render(objs, share_https_with_passthrough=False)
     assert not any(x.startswith("frontend gateway-tls-port-443") for x in lines(plain))
     assert any(f.code == "RG0517" and f.about == "Gateway default/web" for f in plain.findings)
-    shared = render(objs, share_https_with_passthrough=True)
+    shared = render(objs)
     assert_valid(haproxy_check(shared))
     cfg = lines(shared)
     assert section(cfg, "frontend gateway-tls-port-443")[-2:] == [
         "use_backend %[var(txn.tls_be)] if { var(txn.tls_be) -m found }", "default_backend routegate_https_443"]
-    assert "server https abns@routegate-https-443 send-proxy-v2" in cfg
+    assert "server hop abns@routegate-https-443 send-proxy-v2" in cfg
+    assert not any(f.code == "RG0517" for f in shared.findings)
     assert any(x.startswith("bind abns@routegate-https-443 accept-proxy ssl") for x in cfg)
     assert map_lines(shared, "tls-sni-443.map") == ["db.example.com gtw_tls_default_pt_0"]
 

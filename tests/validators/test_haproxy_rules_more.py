@@ -209,6 +209,20 @@ CASES = [
         id="11 Passthrough and defaulted Terminate on one port warn",
     ),
     pytest.param(
+        gateway(listener("a", "TLS", 8443, "Passthrough") | {"hostname": "db.example.com"},
+                listener("b", "TLS", 8443) | {"hostname": "*.apps.example.com"}),
+        codes.TLS_MODE_CONFLICT,
+        [],
+        id="11 both TLS modes on one port with distinct hostnames split by SNI",
+    ),
+    pytest.param(
+        gateway(listener("a", "TLS", 8443, "Passthrough") | {"hostname": "*.example.com"},
+                listener("b", "TLS", 8443) | {"hostname": "api.example.com"}),
+        codes.TLS_MODE_CONFLICT,
+        [(W, "spec.listeners[0].tls.mode"), (W, "spec.listeners[1].tls.mode")],
+        id="11 a wildcard covering the other mode's hostname warns",
+    ),
+    pytest.param(
         crd_route("X-Trace", address="10.0.0.1 backup"),
         codes.UNSAFE_VALUE,
         [(D, "spec.backend.address")],
