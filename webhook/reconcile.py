@@ -19,6 +19,7 @@ given. A check that could not decide (timeout) promotes nothing and is not a rej
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from enum import StrEnum
 import structlog
 
 from haproxy_check.checks import CheckTimedOut
+from haproxy_check.descriptions import Description
 from haproxy_check.promotion import Promoted, Promoter, content_hash
 from haproxy_check.results import CheckResult, RenderError, RenderResult
 from validators import codes
@@ -94,6 +96,7 @@ class Reconciler:
         self._clock = clock
         self._lock = asyncio.Lock()
         self.last: Outcome | None = None
+        self._described: tuple[str, Description | None] | None = None  # the live version's, parsed once
 
     async def reconcile(self, state: State) -> Outcome:
         """One run over ``state``; runs are serialized (a promotion is never interleaved with another)."""
@@ -120,9 +123,12 @@ class Reconciler:
         assert isinstance(audited, list)
         view, left = leaveouts.apply(state, audited)
         by_ref: dict[Ref, list[Finding]] = {ref: list(found) for ref, found in audited}
+        previous = await asyncio.to_thread(self._live_description, live)
         try:
-            render = await self._timed("render", timings,
-                                       asyncio.to_thread(self.gate.renderer.render, view, subject=None))
+            # servers keep the slot names the live version gave them, so an endpoint that moves is one
+            # `set server` at runtime and not a rename (haproxy_check/slots.py)
+            render = await self._timed("render", timings, asyncio.to_thread(
+                self.gate.renderer.render, view, subject=None, previous=previous))
         except RenderError as exc:
             return self._refused(exc, state, by_ref, left, live, timings)
         assert isinstance(render, RenderResult)
@@ -158,6 +164,19 @@ class Reconciler:
             except Exception as exc:  # a hook (runtime apply) failing never un-promotes the files
                 log.error("after-promotion hook failed", hook=getattr(hook, "__name__", repr(hook)), error=repr(exc))
         return Outcome(Result.PROMOTED, state.version, promoted, _faults(by_ref), tuple(left), (), timings)
+
+    def _live_description(self, live: Promoted | None) -> Description | None:
+        if live is None:
+            return None
+        if self._described is not None and self._described[0] == live.version:
+            return self._described[1]
+        try:
+            text = (self.promoter.output / live.version / "description.json").read_text(encoding="utf-8")
+            description: Description | None = Description.from_dict(json.loads(text))
+        except (OSError, ValueError, TypeError):
+            description = None  # pruned by hand, or promoted before descriptions were: fresh slot names
+        self._described = (live.version, description)
+        return description
 
     def _add_render_findings(self, render: RenderResult, by_ref: dict[Ref, list[Finding]]) -> None:
         """Render findings about stored objects, under the same enforcement settings as admission."""
@@ -231,6 +250,4 @@ def _faults(by_ref: dict[Ref, list[Finding]]) -> tuple[Fault, ...]:
 
 
 def _description(render: RenderResult) -> bytes:
-    import json
-
     return (json.dumps(render.description.as_dict(), indent=2) + "\n").encode()
