@@ -51,6 +51,7 @@ class Result(StrEnum):
     UNCHANGED = "unchanged"  # passed, and byte for byte what is live already
     REJECTED = "rejected"  # haproxy -c failed or the renderer refused: last-known-good stays
     UNDECIDED = "undecided"  # the check could not finish: nothing written
+    PASSED = "passed"  # a judgement only (no Promoter: ``routegate check --all``), and haproxy -c passed
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +87,7 @@ class Outcome:
 
 
 class Reconciler:
-    def __init__(self, gate: Gate, promoter: Promoter, *, recorder: events.EventRecorder | None = None,
+    def __init__(self, gate: Gate, promoter: Promoter | None, *, recorder: events.EventRecorder | None = None,
                  on_promoted: list[OnPromoted] | None = None, clock: Callable[[], float] = time.perf_counter,
                  ) -> None:
         self.gate = gate
@@ -107,6 +108,13 @@ class Reconciler:
             self.last = outcome  # once its findings are logged, counted and written as Events
         return outcome
 
+    async def judge(self, state: State) -> Outcome:
+        """The same audit, leave-outs, render and check as ``reconcile``, for every stored object, without
+        promoting, logging, counting or writing Events (``routegate check --kubeconfig --all``). With a
+        Promoter, what passes is still not promoted: the outcome says PASSED."""
+        async with self._lock:
+            return await self._run(state, promote=False)
+
     async def _timed(self, step: str, timings: dict[str, float], work: Awaitable[object]) -> object:
         mark = self._clock()
         try:
@@ -115,9 +123,9 @@ class Reconciler:
             timings[step] = self._clock() - mark
             metrics.RECONCILE_SECONDS.labels(step).observe(timings[step])
 
-    async def _run(self, state: State) -> Outcome:
+    async def _run(self, state: State, *, promote: bool = True) -> Outcome:
         timings: dict[str, float] = {}
-        live = self.promoter.last_known_good()
+        live = self.promoter.last_known_good() if self.promoter is not None else None
         state = self.gate.scope.view(state)  # our GatewayClasses only, as admission judges them
         audited = await self._timed("audit", timings, asyncio.to_thread(audits.audit, self.gate.rules, state))
         assert isinstance(audited, list)
@@ -153,6 +161,8 @@ class Reconciler:
                              if owner else finding.message)
             metrics.PROMOTIONS_REJECTED.inc()
             return Outcome(Result.REJECTED, state.version, live, _faults(by_ref), tuple(left), tuple(lines), timings)
+        if not promote or self.promoter is None:
+            return Outcome(Result.PASSED, state.version, live, _faults(by_ref), tuple(left), (), timings)
         files = {**render.files, "description.json": _description(render)}
         if live is not None and live.content_hash == content_hash(files) and self.promoter.live() is not None:
             return Outcome(Result.UNCHANGED, state.version, live, _faults(by_ref), tuple(left), (), timings)
@@ -169,6 +179,8 @@ class Reconciler:
 
     def _live_description(self, live: Promoted | None) -> Description | None:
         if live is None:
+            return None
+        if self.promoter is None:
             return None
         if self._described is not None and self._described[0] == live.version:
             return self._described[1]

@@ -96,7 +96,7 @@ def _health_app(reconciler: Reconciler, source: StateSource) -> web.Application:
         return web.json_response({"status": "ok"})
 
     async def readyz(request: web.Request) -> web.Response:
-        live = reconciler.promoter.last_known_good()
+        live = reconciler.promoter.last_known_good() if reconciler.promoter is not None else None
         last = reconciler.last
         ready = source.ready and live is not None
         body = {"ready": ready, "state": {"ready": source.ready, **source.status()},
