@@ -98,6 +98,7 @@ class Reconciler:
         self._lock = asyncio.Lock()
         self.last: Outcome | None = None
         self._described: tuple[str, Description | None] | None = None  # the live version's, parsed once
+        self._audits = audits.AuditCache(gate.rules)  # re-judges only objects whose content or reads changed
 
     async def reconcile(self, state: State) -> Outcome:
         """One run over ``state``; runs are serialized (a promotion is never interleaved with another)."""
@@ -127,7 +128,7 @@ class Reconciler:
         timings: dict[str, float] = {}
         live = self.promoter.last_known_good() if self.promoter is not None else None
         state = self.gate.scope.view(state)  # our GatewayClasses only, as admission judges them
-        audited = await self._timed("audit", timings, asyncio.to_thread(audits.audit, self.gate.rules, state))
+        audited = await self._timed("audit", timings, asyncio.to_thread(self._audits.audit, state))
         assert isinstance(audited, list)
         view, left = leaveouts.apply(state, audited)
         by_ref: dict[Ref, list[Finding]] = {ref: list(found) for ref, found in audited}
