@@ -27,7 +27,7 @@ from webhook.checking import settings_from
 from webhook.filesources import FileSource
 from webhook.gates import Gate
 from webhook.reconcile import OnPromoted, Reconciler, Result
-from webhook.reconcileruntime import CommandReload, PidfileReload, Reload, RuntimeApplier, TriggerReload
+from webhook.reconcileruntime import TRIGGER_DIR, CommandReload, PidfileReload, Reload, RuntimeApplier, TriggerReload
 from webhook.sources import StateSource
 
 log = structlog.get_logger("routegate.reconcile")
@@ -67,6 +67,10 @@ def runtime_applier(gate: Gate, promoter: Promoter, args: argparse.Namespace) ->
             raise SetupError(f"--reload-command: {exc}") from exc
     else:
         reload = TriggerReload(promoter.output)
+        try:  # there before the first reload request: a wrapper may start watching it right away
+            (promoter.output / TRIGGER_DIR).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SetupError(f"--output-dir {promoter.output}: {exc.strerror or exc}") from exc
     version = gate.dataplane_version or gate.binary.version_tuple
     log.info("runtime updates on", socket=args.runtime_socket, dataplane=".".join(map(str, version)),
              reload=reload.describe())

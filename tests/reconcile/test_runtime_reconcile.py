@@ -72,6 +72,7 @@ class Setup:
         assert "bind {{ fe.bind }}" in text
         (self.templates / name).write_text(text.replace("bind {{ fe.bind }}", "bind 127.0.0.1{{ fe.bind }}"))
         self.master: subprocess.Popen[bytes] | None = None
+        self.flags: tuple[str, ...] = ()  # given to every reconcile (--haproxy)
 
     def write(self, **kw: Any) -> None:
         objs = _objects(self.port, self.backend_port, **kw)
@@ -82,7 +83,7 @@ class Setup:
         done = subprocess.run(
             [sys.executable, "-m", "webhook", "reconcile", "--once", "--state", str(self.state),
              "--output-dir", str(self.out), "--stats-socket", self.socket, "--templates", str(self.templates),
-             "--log-level", "debug", *extra],
+             "--log-level", "debug", *self.flags, *extra],
             capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(self.tmp)}, check=False)
         assert done.returncode == 0, done.stderr
         return done.stderr
@@ -182,9 +183,20 @@ def _eventually(check: Any, seconds: float = 10) -> Any:
 
 
 def test_runtime_updates_and_reload_fallbacks(setup: Setup, haproxy_path: str) -> None:
+    _scenario(setup, haproxy_path, "2.8")
+
+
+def test_runtime_updates_and_reload_fallbacks_on_3x(setup: Setup, haproxy3: str) -> None:
+    """The same on the fetched 3.x binary (patched to be re-executable by scripts/get-haproxy3), planned
+    for that version (3.2: a new backend is still a reload)."""
+    _scenario(setup, haproxy3, "3.2", "--haproxy", haproxy3)
+
+
+def _scenario(setup: Setup, binary: str, before_backends_at_runtime: str, *flags: str) -> None:
+    setup.flags = flags
     setup.write(env="one", addrs=("127.0.0.1", "127.0.0.2"))
     setup.reconcile()  # the first version, before the data plane starts on it
-    setup.start(haproxy_path)
+    setup.start(binary)
     assert "x-env=one" in dp.get(setup.port, "a.example.com")[1]
     pid = setup.worker_pid()
 
@@ -207,7 +219,7 @@ def test_runtime_updates_and_reload_fallbacks(setup: Setup, haproxy_path: str) -
 
     # a new backend on a data plane before 3.4: the plan says reload -> SIGUSR2 to the master
     setup.write(env="two", addrs=("127.0.0.1", "127.0.0.3"), second_route=True)
-    log = _logged(setup.runtime("--dataplane-version", "2.8"))
+    log = _logged(setup.runtime("--dataplane-version", before_backends_at_runtime))
     assert "rule 4: backend gw_h_default_r2_api_80 created" in log["reload signalled"]["reason"], log
     pid = setup.new_worker(pid)
     assert _eventually(lambda: set(_served(setup, "c.example.com", 4)) == {"127.0.0.3"})
