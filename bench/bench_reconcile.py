@@ -1,10 +1,11 @@
 """The reconcile gate at scale: one run's steps (audit, render, check, promote) at N routes, and a second
-run after one route changed (the incremental renderer reuses every other route; the audit does not).
+run after one route changed (the incremental renderer reuses every other route, and the audit re-judges
+only the objects whose content or reads changed).
 
     python3 bench/bench_reconcile.py [N ...]      (default 100 1000)
 
-Prints seconds per step and the audit's share, measured in one run (the machine is shared and noisy:
-compare the ratios, not the absolute numbers).
+Prints seconds per step, the audit's share and how many objects it judged again, measured in one run
+(the machine is shared and noisy: compare the ratios, not the absolute numbers).
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ async def main(sizes: list[int]) -> None:
             steps = "  ".join(f"{k} {v:.3f}s" for k, v in outcome.timings.items())
             share = outcome.timings.get("audit", 0.0) / seconds if seconds else 0.0
             print(f"{routes:>6} routes  {label:<12} {outcome.result:<9} total {seconds:.3f}s  {steps}  "
-                  f"audit share {share:.0%}  changed {ref_of(route)}" if label != "first" else
+                  f"audit share {share:.0%}  judged {reconciler._audits.judged} reused {reconciler._audits.reused}  "
+                  f"changed {ref_of(route)}" if label != "first" else
                   f"{routes:>6} routes  {label:<12} {outcome.result:<9} total {seconds:.3f}s  {steps}  "
                   f"audit share {share:.0%}")
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
-from haproxy_check.descriptions import BackendDesc, Description, FileDesc, MapDesc, ServerDesc
+from haproxy_check.descriptions import BackendDesc, Description, FileDesc, MapDesc, ProfileDesc, ServerDesc
 from haproxy_check.helpers import server_address
 
 MAX_REASONS = 32
@@ -158,6 +158,26 @@ class Plan:
         return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """What the running configuration loads beyond a partial ``old`` description.
+
+    An admission review plans over its change's closure (``validators.closures``): the closure's
+    baseline lists only the records its own objects make, while the running configuration also has the
+    profiles and maps of every other route. Objects outside the closure render the same before and
+    after the change, so planning the closure's records against ``old`` plus these is planning the whole
+    configuration: the same action, reasons and number of commands. Such a plan is for the admission
+    note only; its atomic map replaces carry the closure's entries, not the whole map's, so only a plan
+    over whole descriptions is applied. ``of`` takes them from a whole-state description."""
+
+    profiles: Mapping[str, ProfileDesc] = field(default_factory=dict)
+    maps: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, description: Description) -> Loaded:
+        return cls({p.name: p for p in description.profiles}, frozenset(m.path for m in description.maps))
+
+
 @dataclass(slots=True)
 class _Draft:
     version: tuple[int, ...]
@@ -189,11 +209,12 @@ class _Draft:
 
 
 def plan(old: Description | None, new: Description, *, dataplane_version: tuple[int, ...],
-         files: Mapping[str, bytes] | None = None) -> Plan:
+         files: Mapping[str, bytes] | None = None, loaded: Loaded | None = None) -> Plan:
     """The plan that takes a data plane running ``old`` to ``new`` (see the module docstring).
 
     ``files``: the new render's files (certificate payloads); without them certificate commands name
-    the file and ``apply`` needs the contents from the caller's render."""
+    the file and ``apply`` needs the contents from the caller's render. ``loaded``: when ``old`` and
+    ``new`` are part of the configuration (a closure), what the rest of the running one loads."""
     draft = _Draft(tuple(dataplane_version), files)
     if old is None:
         draft.fail(1, "no previous configuration to compare with")
@@ -202,15 +223,15 @@ def plan(old: Description | None, new: Description, *, dataplane_version: tuple[
         draft.fail(2, "the configuration outside Backend() was not recorded (no frame digest)")
     elif old.frame != new.frame:
         draft.fail(2, "frontend or global configuration changed (rules, listeners, or text outside Backend())")
-    old_profiles = {p.name: p for p in old.profiles}
+    old_profiles = {**(loaded.profiles if loaded else {}), **{p.name: p for p in old.profiles}}
     for profile in new.profiles:
         if profile.name not in old_profiles:
             draft.fail(3, f"new settings profile {profile.name}")
         elif old_profiles[profile.name] != profile:
             draft.fail(3, f"settings profile {profile.name} changed")
-    profile_lines = {p.name: p.lines for p in (*old.profiles, *new.profiles)}
+    profile_lines = {**{name: p.lines for name, p in old_profiles.items()}, **{p.name: p.lines for p in new.profiles}}
     _backends(old, new, set(old_profiles), profile_lines, draft)
-    _maps(old, new, draft)
+    _maps(old, new, draft, loaded.maps if loaded else frozenset())
     _files(old, new, draft)
     return draft.plan()
 
@@ -431,10 +452,13 @@ def _entry(line: str) -> tuple[str, str]:
     return (match.group(1), match.group(2)) if match else ("", "")
 
 
-def _maps(old: Description, new: Description, draft: _Draft) -> None:
+def _maps(old: Description, new: Description, draft: _Draft, elsewhere: frozenset[str]) -> None:
     before = {m.path: m for m in old.maps}
     for current in new.maps:
         previous = before.get(current.path)
+        if previous is None and current.path in elsewhere:
+            # loaded by the rest of the configuration: ``old``'s objects had no entries in it
+            previous = MapDesc(current.path, current.ordered, ())
         if previous is None:
             draft.fail(8, f"map {current.path} is not loaded by the running configuration")
             continue

@@ -24,6 +24,21 @@ _MISSING = object()  # an index lookup of a key the index does not hold
 _WHOLE = object()  # the index was used as a whole (iterated, or it is not a mapping)
 
 
+class _Get:
+    """The key of a lookup made through a non-Mapping index's ``get(key)`` (``indexes.refs_by_key``)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Get) and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(("get", self.key))
+
+
 def _same(a: Any, b: Any) -> bool:
     return a is b or bool(a == b)
 
@@ -79,6 +94,9 @@ class FrozenReads:
             if key is _WHOLE:
                 if not _same(value, seen):
                     return False
+            elif isinstance(key, _Get):
+                if not _same(value.get(key.key), seen):
+                    return False
             elif not _same(value.get(key, _MISSING), seen):
                 return False
         return True
@@ -111,6 +129,22 @@ class _Watched(Mapping[Any, Any]):
         return len(self._inner)
 
 
+class _WatchedGets:
+    """A non-Mapping index with a ``get(key)`` (a lookup table of refs): each key asked is logged with
+    its answer, so a later version's index (a new object, patched from this one) is compared by the keys
+    the computation asked, not by identity."""
+
+    __slots__ = ("_build", "_inner", "_name", "_reads")
+
+    def __init__(self, inner: Any, name: str, build: Callable[[State], Any], reads: Reads) -> None:
+        self._inner, self._name, self._build, self._reads = inner, name, build, reads
+
+    def get(self, key: Any) -> Any:
+        value = self._inner.get(key)
+        self._reads.lookups[(self._name, _Get(key))] = (self._build, value)
+        return value
+
+
 class Recording:
     """A State view of ``base`` that logs what is read through it into ``reads``."""
 
@@ -139,5 +173,7 @@ class Recording:
         value = indexes.index(self._base, name, build)
         if isinstance(value, Mapping):
             return _Watched(value, name, build, self.reads)
+        if isinstance(value, indexes.KeyLookup):
+            return _WatchedGets(value, name, build, self.reads)
         self.reads.lookups[(name, _WHOLE)] = (build, value)
         return value

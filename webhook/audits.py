@@ -5,16 +5,25 @@ are the ones admission gives. An object can be stored invalid (the webhook was d
 Ignore``, created before routegate was installed, a Service or Secret changed underneath it); this
 says which and why. It touches every object, so it runs in the reconcile loop and ``routegate check
 --all``, never on an AdmissionReview.
+
+``AuditCache`` makes the reconcile loop's audit incremental: each object's findings are kept with the
+object as judged and everything its judgement read (``validators.reads``: gets, listings, index keys),
+and reused while the object is the same and every read still reads the same, as the renderer's route
+cache does. Only objects whose content or dependencies changed since the previous state are judged
+again; the result equals ``audit`` on the same state (tests/reconcile/test_incremental_audit.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from validators.changes import Change, Operation
 from validators.findings import Finding
-from validators.objects import REVIEWED_KINDS, Ref, ref_of
+from validators.objects import REVIEWED_KINDS, Obj, Ref, ref_of
+from validators.reads import FrozenReads, Recording
 from validators.states import State
 from webhook.gates import RuleChecks
 
@@ -27,11 +36,19 @@ def audit(rules: RuleChecks, state: State) -> list[tuple[Ref, tuple[Finding, ...
     Judged as a CREATE (no old object), so no rule skips a field because it did not change. A finding
     about another object than the one judged (a Gateway's review names the routes it leaves without a
     listener: ``Finding.about``) is that object's, once however many reviews report it."""
+    return _collect(state, lambda obj: _judge(rules, obj, state))
+
+
+def _judge(rules: RuleChecks, obj: Obj, state: State) -> Sequence[Finding]:
+    return rules.run(Change(Operation.CREATE, obj, None, dry_run=True), state).findings
+
+
+def _collect(state: State, judge: Callable[[Obj], Sequence[Finding]]) -> list[tuple[Ref, tuple[Finding, ...]]]:
     found: dict[Ref, list[Finding]] = {}
     for kind in sorted(REVIEWED_KINDS):
         for obj in state.list(kind):
             judged = ref_of(obj)
-            for finding in rules.run(Change(Operation.CREATE, obj, None, dry_run=True), state).findings:
+            for finding in judge(obj):
                 owner = parse_ref(finding.about) or judged
                 if finding.about:
                     finding = replace(finding, subject=True, about="")
@@ -39,6 +56,42 @@ def audit(rules: RuleChecks, state: State) -> list[tuple[Ref, tuple[Finding, ...
                 if finding not in known:
                     known.append(finding)
     return [(ref, tuple(items)) for ref, items in sorted(found.items()) if items]
+
+
+class AuditCache:
+    """``audit`` across state versions, judging again only what changed (module docstring). One per
+    rule set; ``audit`` calls are serialized (the reconcile loop runs one at a time)."""
+
+    def __init__(self, rules: RuleChecks) -> None:
+        self.rules = rules
+        self._entries: dict[Ref, tuple[Obj, FrozenReads, tuple[Finding, ...]]] = {}
+        self._lock = threading.Lock()
+        self.judged = 0  # objects judged (not reused) by the last audit
+        self.reused = 0
+
+    def audit(self, state: State) -> list[tuple[Ref, tuple[Finding, ...]]]:
+        with self._lock:
+            indexed: dict[str, Any] = {}  # the state's indexes, looked up once for every entry's check
+            seen: set[Ref] = set()
+            self.judged = self.reused = 0
+
+            def judge(obj: Obj) -> Sequence[Finding]:
+                ref = ref_of(obj)
+                seen.add(ref)
+                entry = self._entries.get(ref)
+                if entry is not None and (entry[0] is obj or entry[0] == obj) and entry[1].hold(state, indexed):
+                    self.reused += 1
+                    return entry[2]
+                recording = Recording(state)
+                findings = tuple(_judge(self.rules, obj, recording))
+                self._entries[ref] = (obj, recording.reads.frozen(), findings)
+                self.judged += 1
+                return findings
+
+            out = _collect(state, judge)
+            for gone in self._entries.keys() - seen:  # deleted objects: nothing to keep
+                del self._entries[gone]
+            return out
 
 
 def parse_ref(about: str) -> Ref | None:

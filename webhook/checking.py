@@ -22,7 +22,7 @@ from typing import Any
 
 from haproxy_check import binaries
 from validators.changes import Change, Operation
-from validators.findings import Severity
+from validators.findings import Severity, denies
 from validators.objects import KINDS, REVIEWED_KINDS, Obj, Ref, ref_of
 from validators.states import MemoryState, Overlay, State
 from webhook import inputs, plans, reports
@@ -155,10 +155,14 @@ async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Seque
     last = {ref_of(i.obj): i for i in manifests}
     batch: list[tuple[int, Change, State]] = []
     alone: list[tuple[int, Change, State]] = []
+    stored: list[tuple[int, inputs.Located]] = []
     for n, item in enumerate(located):
         if item.obj.get("kind") in skip:
             continue
         ref = ref_of(item.obj)
+        if item.file == CLUSTER:
+            stored.append((n, item))  # --all: audited the way the reconcile loop audits (below)
+            continue
         if _is_review(item):
             state: State = everything
             if item.old is not None:
@@ -182,7 +186,26 @@ async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Seque
             verdicts.update((n, v) for (n, _, _), v in zip(batch, judged, strict=True))
         for n, change, state in alone:
             verdicts[n] = await gate.review(change, state=state, reload_note=False)
+        if stored:
+            verdicts.update(await _audited(gate, everything, stored))
     return _attributed([(located[n], verdicts[n]) for n in sorted(verdicts)])
+
+
+async def _audited(gate: Gate, everything: State, stored: list[tuple[int, inputs.Located]]) -> dict[int, Verdict]:
+    """``--all``: the stored objects judged by the reconcile loop's own steps (``Reconciler.judge``: the
+    audit of every object with the admission rules, the seed's leave-outs, one render of the whole state
+    and its haproxy -c, alerts attributed to their objects), so both report the same findings."""
+    from webhook.reconcile import Reconciler
+
+    outcome = await Reconciler(gate, None).judge(everything)
+    faults = {f.ref: f.findings for f in outcome.faults}
+    out: dict[int, Verdict] = {}
+    for n, item in stored:
+        ref = ref_of(item.obj)
+        found = faults.get(ref, ())
+        decision = Decision.DENY if denies(found) else Decision.ALLOW
+        out[n] = Verdict(decision, ref, findings=found, haproxy=gate.binary)
+    return out
 
 
 def _attributed(results: list[tuple[inputs.Located, Verdict]]) -> list[tuple[inputs.Located, Verdict]]:

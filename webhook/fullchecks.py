@@ -165,6 +165,7 @@ class FullChecker:
             finally:
                 metrics.FULL_CHECK_SECONDS.observe(self._clock() - started)
             self.checked_version, self.last = state.version, result
+            self.gate.loaded.record(self.gate.scope.view(state).version, render.description)  # apply notes' context
             metrics.FULL_CHECKS.labels("ok" if result.ok else "failed").inc()
             metrics.FULL_CHECK_FAILING.set(0 if result.ok else 1)
             found = await asyncio.to_thread(self._disagreements, result, state)

@@ -31,6 +31,7 @@ from validators.findings import Finding, Severity, denies, format_path
 from validators.objects import REVIEWED_KINDS, Ref
 from validators.states import Overlay, State, Without
 from webhook import batching
+from webhook.loadedindex import LoadedIndex
 from webhook.verdicts import Decision, Verdict
 
 HAPROXY_REJECTED = "RG0800"
@@ -140,6 +141,9 @@ class Gate:
         self._clock = clock
         self._baselines: OrderedDict[str, asyncio.Future[CheckResult]] = OrderedDict()
         self._baseline_renders: OrderedDict[str, asyncio.Future[RenderResult]] = OrderedDict()
+        # what the whole state loads (profiles, maps), recorded by whole-state renders off the request
+        # path: the context of a delta review's apply note (webhook.loadedindex)
+        self.loaded = LoadedIndex()
 
     @property
     def binary(self) -> HAProxyBinary:
@@ -216,7 +220,8 @@ class Gate:
             # the whole state decides (only a change that leaves no bind among its related objects).
             return await self._full_gate().review(original, state=full_state, reload_note=reload_note)
         if result.ok:
-            notes = await self._apply_note(state, render, render_seconds=timings["render"]) if reload_note else ()
+            notes = await self._apply_note(state, render, render_seconds=timings["render"],
+                                           whole=full_state) if reload_note else ()
             timings["total"] = self._clock() - started
             verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
                               timings=timings, status=render.statuses.get(str(ref), {}))
@@ -600,7 +605,8 @@ class Gate:
         finding = Finding(RENDER_REFUSED, message, path, Severity.DENY)
         return Verdict(Decision.DENY, ref, findings=(*findings, finding), haproxy=self.binary, timings=timings)
 
-    async def _apply_note(self, state: State, render: RenderResult, *, render_seconds: float) -> tuple[str, ...]:
+    async def _apply_note(self, state: State, render: RenderResult, *, render_seconds: float,
+                          whole: State | None = None) -> tuple[str, ...]:
         """Say how the data plane takes this change: the runtime planner's verdict (runtimeplans).
 
         The note needs a render of the state without the change. It is advice, so on a large state whose
@@ -615,11 +621,13 @@ class Gate:
         except RenderError:
             return ()
         version = self.dataplane_version or self.binary.version_tuple
+        # A closure's baseline lacks the profiles and maps other routes load: the whole state's supply them.
+        loaded = self.loaded.get(whole.version) if self.delta and whole is not None else None
         # Off the loop: comparing two whole descriptions is CPU work. The proposed servers take the
         # baseline's slots, as a render for a data plane running the baseline would name them.
         plan = await asyncio.to_thread(
             lambda: runtimeplans.plan(before.description, slots.stabilize(render.description, before.description),
-                                      dataplane_version=version, files=render.files))
+                                      dataplane_version=version, files=render.files, loaded=loaded))
         if plan.action is runtimeplans.Action.RELOAD:
             why = "; ".join(r.split(": ", 1)[-1] for r in plan.reasons[:3])
             return (f"needs a reload: {why}",)

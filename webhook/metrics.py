@@ -136,6 +136,15 @@ VIOLATIONS = Gauge(
     "routegate_violations", "Findings on stored objects by rule code and severity, in the last audit.",
     ("code", "severity"), registry=REGISTRY,
 )
+DATAPLANE_UPDATES = Counter(
+    "routegate_dataplane_updates_total", "How promotions reached the data plane (--runtime-socket): none (it runs "
+    "that already), runtime (Runtime API commands), reload (signalled), reload_failed (could not be signalled).",
+    ("how",), registry=REGISTRY,
+)
+RUNTIME_COMMANDS = Counter(
+    "routegate_runtime_commands_total", "Runtime API commands sent after promotions, by answer (ok, failed).",
+    ("result",), registry=REGISTRY,
+)
 EVENTS = Counter(
     "routegate_events_total", "Kubernetes Warning Events by outcome (written, deduplicated, rate_limited, failed).",
     ("outcome",), registry=REGISTRY,

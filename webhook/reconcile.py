@@ -19,6 +19,7 @@ given. A check that could not decide (timeout) promotes nothing and is not a rej
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from enum import StrEnum
 import structlog
 
 from haproxy_check.checks import CheckTimedOut
+from haproxy_check.descriptions import Description
 from haproxy_check.promotion import Promoted, Promoter, content_hash
 from haproxy_check.results import CheckResult, RenderError, RenderResult
 from validators import codes
@@ -49,6 +51,7 @@ class Result(StrEnum):
     UNCHANGED = "unchanged"  # passed, and byte for byte what is live already
     REJECTED = "rejected"  # haproxy -c failed or the renderer refused: last-known-good stays
     UNDECIDED = "undecided"  # the check could not finish: nothing written
+    PASSED = "passed"  # a judgement only (no Promoter: ``routegate check --all``), and haproxy -c passed
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +87,7 @@ class Outcome:
 
 
 class Reconciler:
-    def __init__(self, gate: Gate, promoter: Promoter, *, recorder: events.EventRecorder | None = None,
+    def __init__(self, gate: Gate, promoter: Promoter | None, *, recorder: events.EventRecorder | None = None,
                  on_promoted: list[OnPromoted] | None = None, clock: Callable[[], float] = time.perf_counter,
                  ) -> None:
         self.gate = gate
@@ -94,6 +97,8 @@ class Reconciler:
         self._clock = clock
         self._lock = asyncio.Lock()
         self.last: Outcome | None = None
+        self._described: tuple[str, Description | None] | None = None  # the live version's, parsed once
+        self._audits = audits.AuditCache(gate.rules)  # re-judges only objects whose content or reads changed
 
     async def reconcile(self, state: State) -> Outcome:
         """One run over ``state``; runs are serialized (a promotion is never interleaved with another)."""
@@ -104,6 +109,13 @@ class Reconciler:
             self.last = outcome  # once its findings are logged, counted and written as Events
         return outcome
 
+    async def judge(self, state: State) -> Outcome:
+        """The same audit, leave-outs, render and check as ``reconcile``, for every stored object, without
+        promoting, logging, counting or writing Events (``routegate check --kubeconfig --all``). With a
+        Promoter, what passes is still not promoted: the outcome says PASSED."""
+        async with self._lock:
+            return await self._run(state, promote=False)
+
     async def _timed(self, step: str, timings: dict[str, float], work: Awaitable[object]) -> object:
         mark = self._clock()
         try:
@@ -112,20 +124,25 @@ class Reconciler:
             timings[step] = self._clock() - mark
             metrics.RECONCILE_SECONDS.labels(step).observe(timings[step])
 
-    async def _run(self, state: State) -> Outcome:
+    async def _run(self, state: State, *, promote: bool = True) -> Outcome:
         timings: dict[str, float] = {}
-        live = self.promoter.last_known_good()
+        live = self.promoter.last_known_good() if self.promoter is not None else None
         state = self.gate.scope.view(state)  # our GatewayClasses only, as admission judges them
-        audited = await self._timed("audit", timings, asyncio.to_thread(audits.audit, self.gate.rules, state))
+        audited = await self._timed("audit", timings, asyncio.to_thread(self._audits.audit, state))
         assert isinstance(audited, list)
         view, left = leaveouts.apply(state, audited)
         by_ref: dict[Ref, list[Finding]] = {ref: list(found) for ref, found in audited}
+        previous = await asyncio.to_thread(self._live_description, live)
         try:
-            render = await self._timed("render", timings,
-                                       asyncio.to_thread(self.gate.renderer.render, view, subject=None))
+            # servers keep the slot names the live version gave them, so an endpoint that moves is one
+            # `set server` at runtime and not a rename (haproxy_check/slots.py)
+            render = await self._timed("render", timings, asyncio.to_thread(
+                self.gate.renderer.render, view, subject=None, previous=previous))
         except RenderError as exc:
             return self._refused(exc, state, by_ref, left, live, timings)
         assert isinstance(render, RenderResult)
+        if not left:  # the whole scoped state: what admission's apply notes plan against (webhook.loadedindex)
+            self.gate.loaded.record(state.version, render.description)
         self._add_render_findings(render, by_ref)
         try:
             checked = await self._timed("check", timings, self.gate.checker.check(render))
@@ -145,6 +162,8 @@ class Reconciler:
                              if owner else finding.message)
             metrics.PROMOTIONS_REJECTED.inc()
             return Outcome(Result.REJECTED, state.version, live, _faults(by_ref), tuple(left), tuple(lines), timings)
+        if not promote or self.promoter is None:
+            return Outcome(Result.PASSED, state.version, live, _faults(by_ref), tuple(left), (), timings)
         files = {**render.files, "description.json": _description(render)}
         if live is not None and live.content_hash == content_hash(files) and self.promoter.live() is not None:
             return Outcome(Result.UNCHANGED, state.version, live, _faults(by_ref), tuple(left), (), timings)
@@ -158,6 +177,21 @@ class Reconciler:
             except Exception as exc:  # a hook (runtime apply) failing never un-promotes the files
                 log.error("after-promotion hook failed", hook=getattr(hook, "__name__", repr(hook)), error=repr(exc))
         return Outcome(Result.PROMOTED, state.version, promoted, _faults(by_ref), tuple(left), (), timings)
+
+    def _live_description(self, live: Promoted | None) -> Description | None:
+        if live is None:
+            return None
+        if self.promoter is None:
+            return None
+        if self._described is not None and self._described[0] == live.version:
+            return self._described[1]
+        try:
+            text = (self.promoter.output / live.version / "description.json").read_text(encoding="utf-8")
+            description: Description | None = Description.from_dict(json.loads(text))
+        except (OSError, ValueError, TypeError):
+            description = None  # pruned by hand, or promoted before descriptions were: fresh slot names
+        self._described = (live.version, description)
+        return description
 
     def _add_render_findings(self, render: RenderResult, by_ref: dict[Ref, list[Finding]]) -> None:
         """Render findings about stored objects, under the same enforcement settings as admission."""
@@ -231,6 +265,4 @@ def _faults(by_ref: dict[Ref, list[Finding]]) -> tuple[Fault, ...]:
 
 
 def _description(render: RenderResult) -> bytes:
-    import json
-
     return (json.dumps(render.description.as_dict(), indent=2) + "\n").encode()

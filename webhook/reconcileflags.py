@@ -19,6 +19,15 @@ def add_reconcile_options(parser: argparse.ArgumentParser, *, required: bool) ->
     parser.add_argument("--stats-socket", default=DEFAULT_SOCKET, metavar="PATH",
                         help="the data plane's admin socket, rendered into global as 'stats socket PATH level "
                              f"admin expose-fd listeners' (default {DEFAULT_SOCKET}; '' leaves it out)")
+    parser.add_argument("--runtime-socket", default="", metavar="PATH",
+                        help="after each promotion, apply the runtime plan over this admin socket (unix path or "
+                             "HOST:PORT) and reload only when the plan says so or a command fails")
+    reload = parser.add_mutually_exclusive_group()
+    reload.add_argument("--reload-pidfile", default="", metavar="FILE",
+                        help="with --runtime-socket: reload by SIGUSR2 to the haproxy -W master whose pid FILE holds")
+    reload.add_argument("--reload-command", default="", metavar="CMD",
+                        help="with --runtime-socket: reload by running CMD (exit 0 = done; default: write "
+                             "OUTPUT/reload/requested for a wrapper watching OUTPUT/reload)")
     parser.add_argument("--keep", type=flags.positive_int, default=5, metavar="N",
                         help="promoted versions kept (default 5)")
     parser.add_argument("--debounce", type=flags.nonnegative_seconds, default=1.0, metavar="SECONDS",

@@ -26,7 +26,8 @@ from webhook.assembly import GateSettings, SetupError, build_gate
 from webhook.checking import settings_from
 from webhook.filesources import FileSource
 from webhook.gates import Gate
-from webhook.reconcile import Reconciler, Result
+from webhook.reconcile import OnPromoted, Reconciler, Result
+from webhook.reconcileruntime import TRIGGER_DIR, CommandReload, PidfileReload, Reload, RuntimeApplier, TriggerReload
 from webhook.sources import StateSource
 
 log = structlog.get_logger("routegate.reconcile")
@@ -48,7 +49,32 @@ def reconciler_for(gate: Gate, args: argparse.Namespace, api: Any) -> Reconciler
         from webhook.events import EventRecorder
 
         recorder = EventRecorder(api, host=socket.gethostname())
-    return Reconciler(gate, Promoter(Path(args.output_dir), keep=max(args.keep, 2)), recorder=recorder)
+    promoter = Promoter(Path(args.output_dir), keep=max(args.keep, 2))  # the previous version stays to plan from
+    hooks: list[OnPromoted] = [runtime_applier(gate, promoter, args)] if getattr(args, "runtime_socket", "") else []
+    return Reconciler(gate, promoter, recorder=recorder, on_promoted=hooks)
+
+
+def runtime_applier(gate: Gate, promoter: Promoter, args: argparse.Namespace) -> RuntimeApplier:
+    """``--runtime-socket``: plan and apply each promotion for the data plane's version (``--dataplane-version``,
+    else the checker binary's); reload by ``--reload-pidfile``, ``--reload-command`` or the trigger file."""
+    reload: Reload
+    if getattr(args, "reload_pidfile", ""):
+        reload = PidfileReload(Path(args.reload_pidfile))
+    elif getattr(args, "reload_command", ""):
+        try:
+            reload = CommandReload.parse(args.reload_command)
+        except ValueError as exc:
+            raise SetupError(f"--reload-command: {exc}") from exc
+    else:
+        reload = TriggerReload(promoter.output)
+        try:  # there before the first reload request: a wrapper may start watching it right away
+            (promoter.output / TRIGGER_DIR).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SetupError(f"--output-dir {promoter.output}: {exc.strerror or exc}") from exc
+    version = gate.dataplane_version or gate.binary.version_tuple
+    log.info("runtime updates on", socket=args.runtime_socket, dataplane=".".join(map(str, version)),
+             reload=reload.describe())
+    return RuntimeApplier(promoter, args.runtime_socket, dataplane_version=version, reload=reload)
 
 
 def alongside(gate: Gate, source: StateSource, api: Any, args: argparse.Namespace) -> Awaitable[None]:
@@ -74,7 +100,7 @@ def _health_app(reconciler: Reconciler, source: StateSource) -> web.Application:
         return web.json_response({"status": "ok"})
 
     async def readyz(request: web.Request) -> web.Response:
-        live = reconciler.promoter.last_known_good()
+        live = reconciler.promoter.last_known_good() if reconciler.promoter is not None else None
         last = reconciler.last
         ready = source.ready and live is not None
         body = {"ready": ready, "state": {"ready": source.ready, **source.status()},

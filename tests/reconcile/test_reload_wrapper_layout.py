@@ -56,6 +56,15 @@ def _eventually_answers(port: int, want: str, deadline: float = 10.0) -> str:
 
 
 def test_wrapper_standin_reloads_a_real_master_on_each_promotion(tmp_path: Path, haproxy_path: str) -> None:
+    _reloads(tmp_path, haproxy_path)
+
+
+def test_wrapper_standin_reloads_a_real_3x_master(tmp_path: Path, haproxy3: str) -> None:
+    """The same on the fetched 3.x binary, which scripts/get-haproxy3 patches to be re-executable."""
+    _reloads(tmp_path, haproxy3)
+
+
+def _reloads(tmp_path: Path, haproxy_path: str) -> None:
     out = tmp_path / "out"
     port = free_port()
     promoter = Promoter(out)
