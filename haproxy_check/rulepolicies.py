@@ -10,11 +10,11 @@ from typing import Any
 from haproxy_check import escaping
 from haproxy_check.escaping import FieldError, guard
 from haproxy_check.httpfilters import _warn, duration_ms
+from validators import dataplanes
 from validators.findings import Finding, PathPart
 from validators.objects import Ref, as_list, dig
 
 RETRY_CODE, RETRY_BACKOFF = "RG0111", "RG0112"
-RETRYABLE = (401, 403, 404, 408, 425, 429, 500, 501, 502, 503, 504)
 
 
 def backend_profile(rule: Any, i: int, *, grpc: bool, findings: list[Finding], ref: Ref,
@@ -27,10 +27,10 @@ def backend_profile(rule: Any, i: int, *, grpc: bool, findings: list[Finding], r
     if isinstance(retry, dict):
         attempts = dig(retry, "attempts")
         attempts = attempts if isinstance(attempts, int) and attempts >= 0 else 3
-        allowed = (*RETRYABLE, 421) if haproxy_version >= (3, 1) else RETRYABLE
+        allowed = dataplanes.retry_codes(haproxy_version)  # what the checker and the data plane accept
         codes: list[int] = []
         for k, code in enumerate(as_list(dig(retry, "codes"))):
-            if isinstance(code, int) and code in allowed:
+            if isinstance(code, int) and not isinstance(code, bool) and code in allowed:
                 codes.append(code)
             else:
                 _warn(findings, ref, RETRY_CODE,

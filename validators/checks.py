@@ -42,6 +42,7 @@ class Checks:
         schemas: SchemaSet | None,
         enforcement: Enforcement = Enforcement(),  # noqa: B008 - frozen value, shared safely
         haproxy_version: tuple[int, ...] = (2, 8),
+        dataplane_version: tuple[int, ...] | None = None,
         cross_object: bool = True,
         http_ports: tuple[int, ...] = (80, 443),
         rule_set: Mapping[str, Sequence[rules.Rule]] = rules.RULES,
@@ -49,7 +50,8 @@ class Checks:
     ) -> None:
         self.schemas = schemas
         self.enforcement = enforcement
-        self.haproxy_version = tuple(haproxy_version)
+        self.haproxy_version = tuple(haproxy_version)  # what the render writes for (validators.dataplanes)
+        self.dataplane_version = dataplane_version  # as given; None: the checker's is assumed
         self.cross_object = cross_object
         self.http_ports = tuple(http_ports)
         self.rule_set = rule_set
@@ -90,6 +92,7 @@ class Checks:
             defaulted, schema_findings = self._schema(change)
             found += schema_findings
             ctx = Context(state=state, haproxy_version=self.haproxy_version, http_ports=self.http_ports,
+                          dataplane_version=self.dataplane_version,
                           old=change.old, limits=self.enforcement.limits)
             found += _guarded("HAProxy rules", lambda: rules.run(defaulted or obj, ctx, self.rule_set))
         if self.cross_object:

@@ -10,22 +10,22 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from validators import codes
+from validators import codes, dataplanes
 from validators.contexts import Context
 from validators.findings import Finding, Severity
 from validators.objects import Obj, as_list, as_map
 from validators.texts import TOKEN_ALLOWED, quote, token_problem
 from validators.traversals import rules_of
 
-#: Statuses HAProxy's ``retry-on`` accepts, without 421 (added in HAProxy 3.1).
-RETRYABLE = frozenset({401, 403, 404, 408, 425, 429, 500, 501, 502, 503, 504})
-RETRYABLE_421_SINCE = (3, 1)
+#: Statuses ``retry-on`` accepts in every version routegate renders for (2.8 and later); 421 and 429
+#: need 3.1 (``validators.dataplanes.RETRY_CODES_SINCE`` is the table).
+RETRYABLE = dataplanes.retry_codes((2, 8))
 
 _DURATION = re.compile(r"([0-9]+)(h|ms|m|s)")
 
 
 def retryable(version: tuple[int, ...]) -> frozenset[int]:
-    return RETRYABLE | {421} if tuple(version) >= RETRYABLE_421_SINCE else RETRYABLE
+    return dataplanes.retry_codes(version)
 
 
 def session_names(obj: Obj, ctx: Context) -> Iterator[Finding]:
@@ -55,11 +55,10 @@ def retries(obj: Obj, ctx: Context) -> Iterator[Finding]:
         for k, code in enumerate(as_list(retry.get("codes"))):
             if not isinstance(code, int) or isinstance(code, bool) or code in allowed:
                 continue
-            why = " (421 needs HAProxy 3.1 or later)" if code == 421 else ""
             yield Finding(
                 codes.RETRY_CODE,
-                f"{code} is not retryable by HAProxy {version}{why}; the code is dropped; "
-                f"retryable: {', '.join(str(c) for c in sorted(allowed))}",
+                f"RetryCodeUnsupported: {code} is not retryable by HAProxy {version}{_why(code, ctx)}; "
+                f"the code is dropped; retryable: {', '.join(str(c) for c in sorted(allowed))}",
                 (*rule_path, "retry", "codes", k),
                 Severity.WARN,
             )
@@ -71,6 +70,20 @@ def retries(obj: Obj, ctx: Context) -> Iterator[Finding]:
                 (*rule_path, "retry", "backoff"),
                 Severity.WARN,
             )
+
+
+def _why(code: int, ctx: Context) -> str:
+    """Why a status HAProxy knows in some version is not retried here: the version that added it, and
+    when the data plane has it but the checker does not, that the checker decides."""
+    since = dataplanes.RETRY_CODES_SINCE.get(code)
+    if since is None:
+        return ""
+    dataplane = ctx.dataplane_version
+    if dataplane is not None and code in dataplanes.retry_codes(dataplane):
+        return (f" ({code} needs HAProxy {dataplanes.text(since)} or later: the data plane "
+                f"{dataplanes.text(dataplanes.major_minor(dataplane))} has it, the checker does not, and a "
+                "line the checker refuses cannot be checked)")
+    return f" ({code} needs HAProxy {dataplanes.text(since)} or later)"
 
 
 def timeouts(obj: Obj, ctx: Context) -> Iterator[Finding]:

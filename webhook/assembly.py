@@ -19,6 +19,7 @@ from haproxy_check import scratches
 from haproxy_check.checks import Checker
 from haproxy_check.rendering import Renderer, RenderSettings
 from haproxy_check.results import HAProxyBinary
+from validators import dataplanes
 from validators.checks import Checks
 from validators.crds import SchemaSet, pattern_problems
 from validators.enforcement import Enforcement
@@ -119,13 +120,15 @@ def check_scratch_dir(path: str) -> None:
 
 
 def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: SchemaSet | None = None) -> Gate:
+    # What the render writes for: only what both the checker and the data plane accept.
+    version = dataplanes.target(binary.version_tuple, settings.dataplane_version)
     rules = Checks(
         schemas=schemas if schemas is not None else load_schemas(settings.crds),
         enforcement=load_config(settings.config, strict=settings.strict),
-        haproxy_version=binary.version_tuple,
+        haproxy_version=version, dataplane_version=settings.dataplane_version,
     )
     renderer = Renderer(
-        settings=RenderSettings(**{"haproxy_version": binary.version_tuple, "system_ca_file": system_ca_file(),
+        settings=RenderSettings(**{"haproxy_version": version, "system_ca_file": system_ca_file(),
                                    "limits": rules.enforcement.limits, **dict(settings.render)}),
         template_dirs=[Path(t) for t in settings.templates],
     )

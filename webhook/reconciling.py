@@ -78,7 +78,7 @@ def _health_app(reconciler: Reconciler, source: StateSource) -> web.Application:
         last = reconciler.last
         ready = source.ready and live is not None
         body = {"ready": ready, "state": {"ready": source.ready, **source.status()},
-                "live": live.version if live else None,
+                "live": live.version if live else None, "dataplane": reconciler.gate.dataplane_info(),
                 "last": {"result": str(last.result), "stateVersion": last.state_version} if last else None}
         return web.json_response(body, status=200 if ready else 503)
 
