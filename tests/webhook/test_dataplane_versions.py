@@ -129,3 +129,29 @@ def test_the_retry_table_matches_the_binaries(tmp_path: Path, haproxy_paths: lis
             render = RenderResult(files={"haproxy.cfg": cfg.format(code=code).encode()})
             result = asyncio.run(Checker(info).check(render))
             assert result.ok is (code in accepted), (info.version, code, result.alerts)
+
+
+async def test_readyz_warns_when_checker_and_data_plane_differ(tmp_path: Path, haproxy_path: str) -> None:
+    from aiohttp import ClientSession
+    from aiohttp.test_utils import TestServer
+
+    from webhook import assembly, servers
+    from webhook.sources import StaticSource
+
+    info = await binaries.detect(haproxy_path)
+    checker = dataplanes.major_minor(info.version_tuple)
+    other = (4, 0) if checker != (4, 0) else (2, 8)
+    for dataplane, warned in ((other, True), (checker, False)):
+        gate = assembly.build_gate(info, assembly.GateSettings(scratch_dir=str(tmp_path), dataplane_version=dataplane))
+        server = TestServer(servers.make_app(gate, StaticSource()), host="127.0.0.1")
+        await server.start_server()
+        try:
+            async with ClientSession() as session, session.get(f"http://127.0.0.1:{server.port}/readyz") as resp:
+                body = await resp.json()
+        finally:
+            await server.close()
+        assert body["dataplane"]["version"] == dataplanes.text(dataplane) and body["dataplane"]["assumed"] is False
+        assert ("warning" in body["dataplane"]) is warned, body["dataplane"]
+        if warned:
+            assert body["dataplane"]["warning"].startswith(
+                f"checked with HAProxy {dataplanes.text(checker)}, data plane {dataplanes.text(dataplane)}")
