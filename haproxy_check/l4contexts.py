@@ -45,18 +45,25 @@ class Models:
         self._state, self._settings, self._files, self._findings = state, settings, files, findings
         self._memo = memo
 
+    @property
+    def _http_ports(self) -> tuple[int, ...]:
+        """The pod ports of HTTP and HTTPS traffic (RenderSettings.http_port/https_port), which TCP
+        listeners may not take."""
+        return (int(getattr(self._settings, "http_port", 80)), int(getattr(self._settings, "https_port", 443)))
+
     @functools.cached_property
     def tls(self) -> TLSModel:
         shared = bool(getattr(self._settings, "share_https_with_passthrough", False))
         model: TLSModel = self._memo("tls", self._state, self._files, lambda state, files: tlsroutes.build(
-            state, files, https_shared=shared, settings=self._settings))
+            state, files, https_shared=shared, settings=self._settings, http_ports=self._http_ports))
         self._findings.extend(model.findings)
         return model
 
     @functools.cached_property
     def tcp(self) -> TCPModel:
         model: TCPModel = self._memo("tcp", self._state, self._files,
-                                     lambda state, files: tcproutes.build(state, files, settings=self._settings))
+                                     lambda state, files: tcproutes.build(state, files, settings=self._settings,
+                                                                          http_ports=self._http_ports))
         self._findings.extend(model.findings)
         return model
 

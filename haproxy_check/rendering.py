@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,11 @@ MAPS = ("host.map", "host-wildcard.map", "path-exact.map", "path-regex.map", "pa
 
 
 __all__ = ["RenderError", "RenderSettings", "Renderer"]
+
+# HAProxy's time format (a bare number is milliseconds); ``us`` rounds up to 1 ms here
+_TIME = re.compile(r"([0-9]{1,10})(us|ms|s|m|h|d)?")
+_UNIT_MS = {"us": 0, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_MAX_TIMEOUT_MS = 2_147_483_647
 
 
 def _statuses(state: State, subject: Ref | None) -> dict[str, Any]:
@@ -89,12 +95,38 @@ class RenderSettings:
     timeout_client: str = "30s"
     timeout_server: str = "30s"
     timeout_http_request: str = "10s"
-    share_https_with_passthrough: bool = False  # engineer B's TCP frontend owns the HTTPS port
+    share_https_with_passthrough: bool = False  # a TCP frontend owns the HTTPS port and splits by SNI
+    retry_non_idempotent: bool = False  # retry POST/PATCH/... too (HAProxy retries every method otherwise)
+    http_port: int = 80  # the pod ports HTTP and HTTPS traffic arrives on (the chart's; TCP listeners keep off)
+    https_port: int = 443
     system_ca_file: str = ""
     limits: Limits = field(default_factory=Limits)  # servers per backend, lines per route
     # Output for a running data plane (routegate reconcile): the master's admin socket, with the listeners'
     # file descriptors handed over on reload, and map/cert paths relative to haproxy.cfg, not the cwd.
     stats_socket: str = ""
+
+    def check(self) -> None:
+        """Raise ValueError naming the setting when a value cannot be rendered (each one is written into
+        haproxy.cfg as one word)."""
+        for name in ("timeout_connect", "timeout_client", "timeout_server", "timeout_http_request"):
+            value = getattr(self, name)
+            match = _TIME.fullmatch(value) if isinstance(value, str) else None
+            if match is None:
+                raise ValueError(f"{name}: {value!r} is not an HAProxy time (a whole number with ms, s, m, h "
+                                 "or d, e.g. 30s)")
+            if int(match[1]) * _UNIT_MS[match[2] or "ms"] > _MAX_TIMEOUT_MS:
+                raise ValueError(f"{name}: {value!r} is above HAProxy's longest timeout, 2147483647ms (24.8 days)")
+        if not self.dynamic_cookie_key:
+            raise ValueError("dynamic_cookie_key: must not be empty (it keys the cookie values of every server)")
+        escaping.check(self.dynamic_cookie_key, key=False, what="dynamic_cookie_key")
+        escaping.check(self.system_ca_file, key=True, what="system_ca_file")  # one server-line word
+        escaping.check(self.stats_socket, key=True, what="stats_socket")  # one global-line word
+        for name in ("http_port", "https_port"):
+            port = getattr(self, name)
+            if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+                raise ValueError(f"{name}: {port!r} is not a port from 1 to 65535")
+        if self.http_port == self.https_port:
+            raise ValueError(f"http_port and https_port are both {self.http_port}: one port cannot be both")
 
     def base_lines(self) -> tuple[str, ...]:
         return (f"timeout connect {self.timeout_connect}", f"timeout client {self.timeout_client}",
@@ -112,9 +144,7 @@ class Renderer:
         self.cache = increments.RouteCache() if incremental else None
         for value in self.settings.base_lines():
             escaping.check(value, key=False)
-        escaping.check(self.settings.dynamic_cookie_key, key=False)
-        escaping.check(self.settings.system_ca_file, key=True, what="system_ca_file")  # one server-line word
-        escaping.check(self.settings.stats_socket, key=True, what="stats_socket")  # one global-line word
+        self.settings.check()
         self._dirs = [Path(d) for d in template_dirs] + [BUILTIN]
         # Templates are code: built-in and user ones alike run sandboxed, with only the documented helpers
         # (haproxy_check/templatestate.py says what the sandbox and the state view keep out).
@@ -159,7 +189,7 @@ class Renderer:
                             memo=gen.recorder if gen is not None else None, previous=previous)
         findings: list[Finding] = []
         model = HttpModel()
-        lsts = attachments.listeners(state)
+        lsts = attachments.listeners(state, http_ports=(self.settings.http_port, self.settings.https_port))
         fronts = frontends.build(state, lsts, recorder=recorder, model=model, mark=sources.mark, findings=findings,
                                  settings=self.settings)
         ctx = httproutes.Context(state, sources.mark, self.settings, recorder)
