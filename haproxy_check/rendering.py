@@ -57,14 +57,14 @@ _UNIT_MS = {"us": 0, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_40
 _MAX_TIMEOUT_MS = 2_147_483_647
 
 
-def _statuses(state: State, subject: Ref | None) -> dict[str, Any]:
-    """Attachment and reference outcome of the subject (every route's: ``validators.statuses.statuses``)."""
-    if subject is None:
+def _statuses(state: State, subject: Ref | None, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
+              ) -> dict[str, Any]:
+    """The Gateway API status of the subject as rendered (every object's: ``validators.statuses.all_statuses``)."""
+    if subject is None or subject.kind not in statuses.STATUS_KINDS:
         return {}
-    route = state.get(subject.kind, subject.namespace, subject.name)
-    if subject.kind not in attachments.ROUTE_KINDS or route is None:
-        return {}
-    return {str(subject): statuses.route_status(route, state)}
+    obj = state.get(subject.kind, subject.namespace, subject.name)
+    found = statuses.status_of(obj, state, http_ports=http_ports) if obj is not None else None
+    return {str(subject): found} if found is not None else {}
 
 
 def _where(name: str, exc: BaseException) -> str:
@@ -246,7 +246,7 @@ class Renderer:
                             description=recorder.description(
                                 map_texts, frame=frames.digest(clean_cfg, recorder.backends, recorder.profiles)),
                             findings=tuple(sorted(set(findings), key=lambda f: (f.about, f.field, f.code, f.message))),
-                            statuses=_statuses(state, subject))
+                            statuses=_statuses(state, subject, (self.settings.http_port, self.settings.https_port)))
 
     def _route(self, route: Obj, state: State, fronts: dict[tuple[str, str], Any], model: HttpModel,
                ctx: httproutes.Context, subject: Ref | None, findings: list[Finding]) -> None:

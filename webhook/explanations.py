@@ -238,6 +238,14 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "- {kind: Route, metadata: {name: a}, spec: {hostnames: [shop.example.com], paths: [/]}}\n"
                 "- {kind: Route, metadata: {name: b}, spec: {hostnames: [shop.example.com], paths: [/]}}",
                 "Give each Route its own host or path, or delete the duplicate."),
+    "RG0524": E("Listeners on one port must differ in hostname (and HTTP cannot share a port with TLS). A "
+                "ListenerSet listener that repeats one of its parent Gateway's (or an older ListenerSet's) is "
+                "Conflicted in the Gateway API: the parent's listener takes precedence.",
+                "# Gateway edge: {name: http, port: 80, protocol: HTTP}\n"
+                "kind: ListenerSet\nspec:\n  parentRef: {name: edge}\n  listeners:\n"
+                "  - {name: dup, port: 80, protocol: HTTP}",
+                "Give the ListenerSet listener its own hostname or port, or attach the routes to the parent's "
+                "listener."),
     "RG0800": E("haproxy -c rejects the rendered configuration: applying the change would break the next "
                 "reload for every route. Only alerts the change introduces count.",
                 "path: {type: RegularExpression, value: \"/items/[0-9]{4,2}\"}",

@@ -382,7 +382,7 @@ class Gate:
         if not denies(findings):  # as in review(): a denied object is not judged by its render
             findings += self.rules.enforcement.apply([f for f in render.findings if f.about == str(ref)],
                                                      namespace=ref.namespace)
-        status = (statuses.route_status(change.subject, combined) if ref.kind in attachments.ROUTE_KINDS else {})
+        status = (statuses.status_of(change.subject, combined) if ref.kind in statuses.STATUS_KINDS else None) or {}
         decision = Decision.DENY if denies(findings) else Decision.ALLOW
         return Verdict(decision, ref, findings=tuple(findings), haproxy=self.binary,
                        timings={"render+check (shared by the batch)": seconds}, status=status)
