@@ -11,7 +11,7 @@ Gateway API lists them).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from validators import attachments, backendpolicies, backendtls, references
@@ -77,12 +77,17 @@ def status_of(obj: Obj, state: State, *, http_ports: Sequence[int] = attachments
 def all_statuses(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> dict[str, Any]:
     """Status of every object of :data:`STATUS_KINDS`, keyed ``"<Kind> <ns>/<name>"``."""
     out: dict[str, Any] = {}
+    counts = _attached_counts(state, None, http_ports)  # one pass over the routes for every listener owner
     for kind in STATUS_KINDS:
         for obj in state.list(kind):
-            if kind_of(obj) == kind:
+            if kind_of(obj) != kind:
+                continue
+            if kind in ("Gateway", "ListenerSet"):
+                found: dict[str, Any] | None = _owner_status(obj, state, http_ports, counts)
+            else:
                 found = status_of(obj, state, http_ports=http_ports)
-                if found is not None:
-                    out[str(ref_of(obj))] = found
+            if found is not None:
+                out[str(ref_of(obj))] = found
     return out
 
 
@@ -96,14 +101,22 @@ def _condition(kind: str, ok: bool, reason: str, message: str) -> dict[str, str]
 def gateway_status(gateway: Obj, state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
                    ) -> dict[str, Any]:
     """``{"conditions": [Accepted, Programmed], "listeners": [...]}`` of a Gateway."""
-    listeners = _listener_statuses(gateway, state, http_ports)
-    return {"conditions": _owner_conditions(listeners, "Gateway"), "listeners": listeners}
+    return _owner_status(gateway, state, http_ports, _attached_counts(state, ref_of(gateway), http_ports))
 
 
 def listener_set_status(listener_set: Obj, state: State, *,
                         http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> dict[str, Any]:
     """A ListenerSet's status: Accepted by its parent (spec.allowedListeners), then its listeners, each
     Conflicted when it clashes with a listener of the parent Gateway or of an older ListenerSet."""
+    return _owner_status(listener_set, state, http_ports, _attached_counts(state, ref_of(listener_set), http_ports))
+
+
+def _owner_status(owner: Obj, state: State, http_ports: Sequence[int],
+                  counts: Mapping[tuple[Ref, str], int]) -> dict[str, Any]:
+    if kind_of(owner) == "Gateway":
+        listeners = _listener_statuses(owner, state, http_ports, counts)
+        return {"conditions": _owner_conditions(listeners, "Gateway"), "listeners": listeners}
+    listener_set = owner
     admitted = attachments.listener_set_status(listener_set, state)
     if not admitted.accepted:
         parent_missing = not admitted.parent.name or state.get("Gateway", admitted.parent.namespace,
@@ -112,7 +125,7 @@ def listener_set_status(listener_set: Obj, state: State, *,
         return {"conditions": [_condition("Accepted", False, reason, admitted.message),
                                _condition("Programmed", False, reason, admitted.message)],
                 "listeners": []}
-    listeners = _listener_statuses(listener_set, state, http_ports)
+    listeners = _listener_statuses(listener_set, state, http_ports, counts)
     return {"conditions": _owner_conditions(listeners, "ListenerSet"), "listeners": listeners}
 
 
@@ -180,13 +193,13 @@ def clashes(owner: Obj, state: State) -> list[tuple[attachments.Listener, attach
     return out
 
 
-def _listener_statuses(owner: Obj, state: State, http_ports: Sequence[int]) -> list[dict[str, Any]]:
+def _listener_statuses(owner: Obj, state: State, http_ports: Sequence[int],
+                       counts: Mapping[tuple[Ref, str], int]) -> list[dict[str, Any]]:
     source = ref_of(owner)
     gateway = source if source.kind == "Gateway" else attachments.listener_set_parent(owner)
     ordered = _precedence(state, gateway) if gateway is not None else []
     declared = {x.path: x for x in attachments.declared_listeners(state, http_ports=http_ports)
                 if x.source == source}
-    attached = _attached_counts(state, source, http_ports)
     out: list[dict[str, Any]] = []
     for i, raw in enumerate(as_list(dig(owner, "spec", "listeners"))):
         name = str(dig(raw, "name", default=""))
@@ -235,7 +248,7 @@ def _listener_statuses(owner: Obj, state: State, http_ports: Sequence[int]) -> l
         kinds = [k for k in lst.allowed_kinds if k in ROUTABLE_KINDS.get(lst.protocol, set())]
         out.append({"name": lst.name,
                     "supportedKinds": [{"group": GATEWAY_GROUP, "kind": k} for k in kinds],
-                    "attachedRoutes": attached.get(lst.name, 0) if ok else 0,
+                    "attachedRoutes": counts.get((source, lst.name), 0) if ok else 0,
                     "conditions": [accepted, programmed, resolved, conflicted]})
     return out
 
@@ -278,14 +291,15 @@ def _listener_refs(owner: Obj, raw: Any, lst: attachments.Listener, state: State
     return _condition("ResolvedRefs", True, "ResolvedRefs", "Resolved")
 
 
-def _attached_counts(state: State, source: Ref, http_ports: Sequence[int]) -> dict[str, int]:
-    """Routes attached to each listener of ``source`` (by listener name)."""
-    counts: dict[str, int] = {}
+def _attached_counts(state: State, source: Ref | None, http_ports: Sequence[int]) -> dict[tuple[Ref, str], int]:
+    """Routes attached to each listener, keyed (owner, listener name); only ``source``'s unless None."""
+    counts: dict[tuple[Ref, str], int] = {}
     for kind in attachments.ROUTE_KINDS:
         for route in state.list(kind):
             got, _ = attachments.attach(route, state, http_ports=http_ports)
-            for name in {a.listener.name for a in got if a.listener.source == source}:
-                counts[name] = counts.get(name, 0) + 1
+            for key in {(a.listener.source, a.listener.name) for a in got
+                        if source is None or a.listener.source == source}:
+                counts[key] = counts.get(key, 0) + 1
     return counts
 
 
