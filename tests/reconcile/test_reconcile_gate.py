@@ -90,9 +90,9 @@ async def test_valid_broken_fixed_and_left_out(running: Running, tmp_path: Path,
     assert hooks == [(None, first)]
     # the Gateway API status of what was promoted, beside it (validators.statuses)
     promoted_status = json.loads((out / "..data" / "statuses.json").read_text())
-    gateways = [v for k, v in promoted_status.items() if k.startswith("Gateway ")]
-    assert gateways and all(g["listeners"] for g in gateways), promoted_status
-    assert any(x["attachedRoutes"] > 0 for g in gateways for x in g["listeners"]), gateways
+    (http,) = promoted_status["Gateway capture/edge"]["listeners"]
+    assert http["name"] == "http" and http["attachedRoutes"] == 0, http
+    assert {c["type"]: c["status"] for c in http["conditions"]}["Programmed"] == "True", http
 
     # a stored route haproxy -c rejects -> nothing written, last-known-good stays, Event, counted
     version = source.snapshot().version
