@@ -100,7 +100,7 @@ class Checks:
             found += _guarded("cross-object checks", lambda: self._cross(change, defaulted, state))
         subject = obj if isinstance(obj, Mapping) else change.old if isinstance(change.old, Mapping) else {}
         enforced = self.enforcement.apply(found, namespace=namespace_of(subject))
-        return Result(ordered(_without_shadowed(enforced)), defaulted)
+        return Result(ordered(without_shadowed(enforced)), defaulted)
 
     def _schema(self, change: Change) -> tuple[Obj, list[Finding]]:
         obj = change.obj
@@ -153,10 +153,13 @@ def _guarded(stage: str, produce: Callable[[], Iterable[Finding]]) -> list[Findi
 _SHADOWED_BY: dict[str, frozenset[str] | None] = {
     codes.UNSAFE_VALUE: None,
     codes.SCHEMA_INVALID: frozenset({codes.REDIRECT_STATUS}),  # the statusCode enum, and what HAProxy redirects with
+    # the render's placeholder certificate, where the cross-object rules name why: the Secret does not
+    # exist (RG0509) or no ReferenceGrant permits it (RG0510)
+    "RG0405": frozenset({"RG0509", "RG0510"}),
 }
 
 
-def _without_shadowed(found: list[Finding]) -> list[Finding]:
+def without_shadowed(found: list[Finding]) -> list[Finding]:
     """Drop a generic finding (``_SHADOWED_BY``) where a specific rule reports the same field at
     least as severely."""
     rank = {Severity.WARN: 0, Severity.DENY: 1}

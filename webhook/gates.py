@@ -198,6 +198,7 @@ class Gate:
         # Render-time findings about the subject follow the same enforcement settings as the rules.
         findings += self.rules.enforcement.apply([f for f in render.findings if f.about in ("", str(ref))],
                                                  namespace=ref.namespace)
+        findings = checks.without_shadowed(findings)  # one finding per fact (validators.checks)
         if denies(findings):
             return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary, timings=timings)
         mark = self._clock()
@@ -382,6 +383,7 @@ class Gate:
         if not denies(findings):  # as in review(): a denied object is not judged by its render
             findings += self.rules.enforcement.apply([f for f in render.findings if f.about == str(ref)],
                                                      namespace=ref.namespace)
+            findings = checks.without_shadowed(findings)
         status = (statuses.status_of(change.subject, combined) if ref.kind in statuses.STATUS_KINDS else None) or {}
         decision = Decision.DENY if denies(findings) else Decision.ALLOW
         return Verdict(decision, ref, findings=tuple(findings), haproxy=self.binary,

@@ -99,6 +99,7 @@ async def reconcile(args: argparse.Namespace) -> int:
     tasks: list[Awaitable[Any]] = []
     source, api = await _source(args, tasks)
     gate = build_gate(binary, gate_settings(args))
+    log.info("gateway scope", judging=gate.scope.describe())
     reconciler = reconciler_for(gate, args, api)
     if args.once:
         try:
