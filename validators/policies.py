@@ -86,9 +86,26 @@ def _why(code: int, ctx: Context) -> str:
     return f" ({code} needs HAProxy {dataplanes.text(since)} or later)"
 
 
+#: HAProxy's longest timeout (a signed 32-bit count of milliseconds, about 24.8 days).
+MAX_TIMEOUT_MS = 2_147_483_647
+_UNIT_MS = {"h": 3_600_000, "m": 60_000, "s": 1000, "ms": 1}
+
+
 def timeouts(obj: Obj, ctx: Context) -> Iterator[Finding]:
-    """Rule 8: HAProxy has no overall request deadline, so ``timeouts.request`` is ignored."""
+    """Rule 8: HAProxy has no overall request deadline, so ``timeouts.request`` is ignored; a
+    ``backendRequest`` longer than HAProxy's longest timeout is cut to it."""
     for rule_path, rule in rules_of(obj):
+        backend = as_map(rule.get("timeouts")).get("backendRequest")
+        if isinstance(backend, str):
+            total = sum(int(n) * _UNIT_MS[u] for n, u in _DURATION.findall(backend))
+            if total > MAX_TIMEOUT_MS:
+                yield Finding(
+                    codes.TIMEOUT_TOO_LONG,
+                    f"backendRequest {quote(backend)} is {total} ms, above HAProxy's longest timeout of "
+                    f"{MAX_TIMEOUT_MS} ms (24.8 days); that is used instead",
+                    (*rule_path, "timeouts", "backendRequest"),
+                    Severity.WARN,
+                )
         request = as_map(rule.get("timeouts")).get("request")
         if request is not None:
             yield Finding(

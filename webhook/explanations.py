@@ -126,6 +126,11 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "that one route cannot make every check of the gateway slow.",
                 "(a rule with 100 matches on a route with 10 hostnames)",
                 "Split the rule or the route, or raise limits.matchesTimesHostnamesPerRule in --config."),
+    "RG0122": E("HAProxy counts a timeout in milliseconds in a signed 32-bit number: at most 2147483647 ms "
+                "(about 24.8 days). The Gateway API allows up to 99999h; a longer backendRequest is cut to "
+                "HAProxy's longest timeout, as 0 is.",
+                "timeouts:\n  backendRequest: 1000h",
+                "Use at most 596h (24.8 days), or 0 for the longest."),
     "RG0300": E("The CRD's x-kubernetes-validations (CEL) rules run in the API server; a false rule rejects "
                 "the object at apply time.",
                 "(a Gateway listener with protocol HTTPS and no tls section)",

@@ -82,3 +82,18 @@ def test_an_unsupported_value_is_reported_on_its_field(
         unplaced = [f for f in result["findings"] if f["severity"] == "deny" and not f["path"]]
         assert unplaced == [], (binary, unplaced)
         assert result["decision"] == ("deny" if severity == "deny" else "allow"), (binary, result)
+
+
+def test_a_backend_request_timeout_above_haproxy_s_longest_is_cut_to_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], haproxy_path: str) -> None:
+    """99999h passes the CRD pattern; its 359996400000 ms went into gw-timeouts.map unchanged, a number
+    HAProxy cannot count (the longest timeout is 2147483647 ms). Now it is cut to that, with RG0122."""
+    route = _route({"timeouts": {"backendRequest": "99999h"}})
+    result = _check(tmp_path, capsys, haproxy_path, route)
+    assert result["decision"] == "allow", result
+    (warned,) = [f for f in result["findings"] if f["code"] == "RG0122"]
+    assert warned["path"] == "spec.rules[0].timeouts.backendRequest" and '"99999h"' in warned["message"]
+    assert main(["render", "--state", str(tmp_path / "state.yaml"), "-f", str(tmp_path / "obj.yaml"),
+                 "-O", str(tmp_path / "out")]) == 0
+    capsys.readouterr()
+    assert (tmp_path / "out" / "maps" / "gw-timeouts.map").read_text().split() == ["shop_api_0", "2147483647"]
