@@ -8,6 +8,9 @@ the API server's own rules (schema, CEL: then the API server would not have acce
 denied with a code from the documented list of HAProxy limitations (docs/RULES.md, "Values the API
 server accepts and HAProxy cannot take"), on the field that was changed, with a message that quotes
 the value (so it describes this value, not a rule the value does not break).
+
+Eight examples per kind keep the suite fast; ``ROUTEGATE_PROPERTY_EXAMPLES=150`` searches deeper (about
+four minutes on a loaded two-core machine).
 """
 
 from __future__ import annotations
@@ -217,7 +220,7 @@ def test_schema_valid_values_are_allowed_or_denied_for_a_documented_haproxy_reas
     assert leaves, kind
     documented = documented_codes()
 
-    @settings(max_examples=int(os.environ.get("ROUTEGATE_PROPERTY_EXAMPLES", "12")), deadline=None, derandomize=True,
+    @settings(max_examples=int(os.environ.get("ROUTEGATE_PROPERTY_EXAMPLES", "8")), deadline=None, derandomize=True,
               suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
     @given(st.data())
     def check(data: st.DataObject) -> None:
