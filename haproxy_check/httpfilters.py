@@ -231,7 +231,9 @@ def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int,
                   "deadline; only backendRequest is applied", (*base, "timeouts", "request"), local=True)
         br = duration_ms(timeouts.get("backendRequest"))
         if br is not None:
-            model.add("gw-timeouts.map", f"{rm.rid} {br or MAX_TIMEOUT_MS}{mark(ref, (*base, 'timeouts'))}")
+            # 0 and anything longer than HAProxy can count (RG0122) are its longest timeout
+            value = min(br, MAX_TIMEOUT_MS) if br else MAX_TIMEOUT_MS
+            model.add("gw-timeouts.map", f"{rm.rid} {value}{mark(ref, (*base, 'timeouts'))}")
 
 
 def backend_filters(model: HttpModel, rm: RuleModel, route: Obj, i: int, j: int, be: str, plens: set[int],

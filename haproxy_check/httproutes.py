@@ -236,7 +236,8 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
         suffix = f"_r{i}" if own else ""
         profile = rulepolicies.backend_profile(
             rule, i, grpc=grpc, findings=findings, ref=ref, haproxy_version=ctx.settings.haproxy_version,
-            cookie_key=ctx.settings.dynamic_cookie_key)
+            cookie_key=ctx.settings.dynamic_cookie_key,
+            retry_non_idempotent=bool(getattr(ctx.settings, "retry_non_idempotent", False)))
         header = rulepolicies.session_header(rule, i)
         if header:
             sp_mark = ctx.mark(ref, ("spec", "rules", i, "sessionPersistence"))

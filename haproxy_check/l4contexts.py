@@ -42,18 +42,26 @@ class Models:
         self._state, self._settings, self._files, self._findings = state, settings, files, findings
         self._memo = memo
 
+    @property
+    def _http_ports(self) -> tuple[int, ...]:
+        """The pod ports of HTTP and HTTPS traffic (RenderSettings.http_port/https_port), which TCP
+        listeners may not take."""
+        return (self._settings.http_port, self._settings.https_port)
+
     @functools.cached_property
     def tls(self) -> TLSModel:
         shared, sockets = self._settings.share_https_with_passthrough, self._settings.internal_socket_prefix
         model: TLSModel = self._memo("tls", self._state, self._files, lambda state, files: tlsroutes.build(
-            state, files, https_shared=shared, settings=self._settings, sockets=sockets))
+            state, files, https_shared=shared, settings=self._settings, sockets=sockets,
+            http_ports=self._http_ports))
         self._findings.extend(model.findings)
         return model
 
     @functools.cached_property
     def tcp(self) -> TCPModel:
         model: TCPModel = self._memo("tcp", self._state, self._files,
-                                     lambda state, files: tcproutes.build(state, files, settings=self._settings))
+                                     lambda state, files: tcproutes.build(state, files, settings=self._settings,
+                                                                          http_ports=self._http_ports))
         self._findings.extend(model.findings)
         return model
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,15 +51,20 @@ MAPS = ("host.map", "host-wildcard.map", "path-exact.map", "path-regex.map", "pa
 
 __all__ = ["RenderError", "RenderSettings", "Renderer"]
 
+# HAProxy's time format (a bare number is milliseconds); ``us`` rounds up to 1 ms here
+_TIME = re.compile(r"([0-9]{1,10})(us|ms|s|m|h|d)?")
+_UNIT_MS = {"us": 0, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_MAX_TIMEOUT_MS = 2_147_483_647
 
-def _statuses(state: State, subject: Ref | None) -> dict[str, Any]:
-    """Attachment and reference outcome of the subject (every route's: ``validators.statuses.statuses``)."""
-    if subject is None:
+
+def _statuses(state: State, subject: Ref | None, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
+              ) -> dict[str, Any]:
+    """The Gateway API status of the subject as rendered (every object's: ``validators.statuses.all_statuses``)."""
+    if subject is None or subject.kind not in statuses.STATUS_KINDS:
         return {}
-    route = state.get(subject.kind, subject.namespace, subject.name)
-    if subject.kind not in attachments.ROUTE_KINDS or route is None:
-        return {}
-    return {str(subject): statuses.route_status(route, state)}
+    obj = state.get(subject.kind, subject.namespace, subject.name)
+    found = statuses.status_of(obj, state, http_ports=http_ports) if obj is not None else None
+    return {str(subject): found} if found is not None else {}
 
 
 def _where(name: str, exc: BaseException) -> str:
@@ -111,11 +117,38 @@ class RenderSettings:
     # dedicated pod port in [base, base + span) (haproxy_check/isolation.py; docs/ISOLATION.md).
     isolation_pod_port_base: int = 20000
     isolation_pod_port_span: int = 10000
+    retry_non_idempotent: bool = False  # retry POST/PATCH/... too (HAProxy retries every method otherwise)
+    http_port: int = 80  # the pod ports HTTP and HTTPS traffic arrives on (the chart's; TCP listeners keep off)
+    https_port: int = 443
     system_ca_file: str = ""
     limits: Limits = field(default_factory=Limits)  # servers per backend, lines per route
     # Output for a running data plane (routegate reconcile): the master's admin socket, with the listeners'
     # file descriptors handed over on reload, and map/cert paths relative to haproxy.cfg, not the cwd.
     stats_socket: str = ""
+
+    def check(self) -> None:
+        """Raise ValueError naming the setting when a value cannot be rendered (each one is written into
+        haproxy.cfg as one word)."""
+        for name in ("timeout_connect", "timeout_client", "timeout_server", "timeout_http_request"):
+            value = getattr(self, name)
+            match = _TIME.fullmatch(value) if isinstance(value, str) else None
+            if match is None:
+                raise ValueError(f"{name}: {value!r} is not an HAProxy time (a whole number with ms, s, m, h "
+                                 "or d, e.g. 30s)")
+            if int(match[1]) * _UNIT_MS[match[2] or "ms"] > _MAX_TIMEOUT_MS:
+                raise ValueError(f"{name}: {value!r} is above HAProxy's longest timeout, 2147483647ms (24.8 days)")
+        if not self.dynamic_cookie_key:
+            raise ValueError("dynamic_cookie_key: must not be empty (it keys the cookie values of every server)")
+        escaping.check(self.dynamic_cookie_key, key=False, what="dynamic_cookie_key")
+        escaping.check(self.system_ca_file, key=True, what="system_ca_file")  # one server-line word
+        escaping.check(self.stats_socket, key=True, what="stats_socket")  # one global-line word
+        escaping.check(self.internal_socket_prefix, key=True, what="internal_socket_prefix")
+        for name in ("http_port", "https_port"):
+            port = getattr(self, name)
+            if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+                raise ValueError(f"{name}: {port!r} is not a port from 1 to 65535")
+        if self.http_port == self.https_port:
+            raise ValueError(f"http_port and https_port are both {self.http_port}: one port cannot be both")
 
     def base_lines(self) -> tuple[str, ...]:
         return (f"timeout connect {self.timeout_connect}", f"timeout client {self.timeout_client}",
@@ -133,10 +166,7 @@ class Renderer:
         self.cache = increments.RouteCache() if incremental else None
         for value in self.settings.base_lines():
             escaping.check(value, key=False)
-        escaping.check(self.settings.dynamic_cookie_key, key=False)
-        escaping.check(self.settings.system_ca_file, key=True, what="system_ca_file")  # one server-line word
-        escaping.check(self.settings.stats_socket, key=True, what="stats_socket")  # one global-line word
-        escaping.check(self.settings.internal_socket_prefix, key=True, what="internal_socket_prefix")
+        self.settings.check()
         frontends.check_settings(self.settings)  # pod port range, ExternalAuth agent
         self._dirs = [Path(d) for d in template_dirs] + [BUILTIN]
         # Templates are code: built-in and user ones alike run sandboxed, with only the documented helpers
@@ -182,7 +212,7 @@ class Renderer:
                             memo=gen.recorder if gen is not None else None, previous=previous)
         findings: list[Finding] = []
         model = HttpModel()
-        lsts = attachments.listeners(state)
+        lsts = attachments.listeners(state, http_ports=(self.settings.http_port, self.settings.https_port))
         fronts = frontends.build(state, lsts, recorder=recorder, model=model, mark=sources.mark, findings=findings,
                                  settings=self.settings)
         ctx = httproutes.Context(state, sources.mark, self.settings, recorder)
@@ -239,7 +269,7 @@ class Renderer:
                             description=recorder.description(
                                 map_texts, frame=frames.digest(clean_cfg, recorder.backends, recorder.profiles)),
                             findings=tuple(sorted(set(findings), key=lambda f: (f.about, f.field, f.code, f.message))),
-                            statuses=_statuses(state, subject))
+                            statuses=_statuses(state, subject, (self.settings.http_port, self.settings.https_port)))
 
     def _route(self, route: Obj, state: State, fronts: dict[tuple[str, str], Any], model: HttpModel,
                ctx: httproutes.Context, subject: Ref | None, findings: list[Finding]) -> None:

@@ -10,15 +10,17 @@ from typing import Any
 from haproxy_check import escaping
 from haproxy_check.escaping import FieldError, guard
 from haproxy_check.httpfilters import _warn, duration_ms
+from validators import dataplanes
 from validators.findings import Finding, PathPart
 from validators.objects import Ref, as_list, dig
 
 RETRY_CODE, RETRY_BACKOFF = "RG0111", "RG0112"
-RETRYABLE = (401, 403, 404, 408, 425, 429, 500, 501, 502, 503, 504)
+IDEMPOTENT = "GET HEAD OPTIONS TRACE PUT DELETE"  # RFC 9110 section 9.2.2
 
 
 def backend_profile(rule: Any, i: int, *, grpc: bool, findings: list[Finding], ref: Ref,
-                    haproxy_version: tuple[int, ...] = (2, 8), cookie_key: str = "") -> tuple[str, ...]:
+                    haproxy_version: tuple[int, ...] = (2, 8), cookie_key: str = "",
+                    retry_non_idempotent: bool = False) -> tuple[str, ...]:
     lines: list[str] = []
     base: tuple[PathPart, ...] = ("spec", "rules", i)
     if grpc:
@@ -27,10 +29,10 @@ def backend_profile(rule: Any, i: int, *, grpc: bool, findings: list[Finding], r
     if isinstance(retry, dict):
         attempts = dig(retry, "attempts")
         attempts = attempts if isinstance(attempts, int) and attempts >= 0 else 3
-        allowed = (*RETRYABLE, 421) if haproxy_version >= (3, 1) else RETRYABLE
+        allowed = dataplanes.retry_codes(haproxy_version)  # what the checker and the data plane accept
         codes: list[int] = []
         for k, code in enumerate(as_list(dig(retry, "codes"))):
-            if isinstance(code, int) and code in allowed:
+            if isinstance(code, int) and not isinstance(code, bool) and code in allowed:
                 codes.append(code)
             else:
                 _warn(findings, ref, RETRY_CODE,
@@ -45,6 +47,10 @@ def backend_profile(rule: Any, i: int, *, grpc: bool, findings: list[Finding], r
         lines.append(f"retries {attempts}")
         lines.append("retry-on conn-failure empty-response response-timeout"
                      + "".join(f" {c}" for c in sorted(set(codes))))
+        if not retry_non_idempotent:
+            # HAProxy replays any method on a status, an empty response or a timeout; only the
+            # idempotent ones are safe to send twice (seed 004: retryNonIdempotent turns this off)
+            lines.append(f"http-request disable-l7-retry if !{{ method {IDEMPOTENT} }}")
     sp = dig(rule, "sessionPersistence")
     if isinstance(sp, dict):
         lines.extend(_persistence(sp, (*base, "sessionPersistence"), cookie_key))

@@ -42,6 +42,7 @@ class Checks:
         schemas: SchemaSet | None,
         enforcement: Enforcement = Enforcement(),  # noqa: B008 - frozen value, shared safely
         haproxy_version: tuple[int, ...] = (2, 8),
+        dataplane_version: tuple[int, ...] | None = None,
         cross_object: bool = True,
         http_ports: tuple[int, ...] = (80, 443),
         rule_set: Mapping[str, Sequence[rules.Rule]] = rules.RULES,
@@ -49,7 +50,8 @@ class Checks:
     ) -> None:
         self.schemas = schemas
         self.enforcement = enforcement
-        self.haproxy_version = tuple(haproxy_version)
+        self.haproxy_version = tuple(haproxy_version)  # what the render writes for (validators.dataplanes)
+        self.dataplane_version = dataplane_version  # as given; None: the checker's is assumed
         self.cross_object = cross_object
         self.http_ports = tuple(http_ports)
         self.rule_set = rule_set
@@ -90,6 +92,7 @@ class Checks:
             defaulted, schema_findings = self._schema(change)
             found += schema_findings
             ctx = Context(state=state, haproxy_version=self.haproxy_version, http_ports=self.http_ports,
+                          dataplane_version=self.dataplane_version,
                           old=change.old, limits=self.enforcement.limits)
             found += _guarded("HAProxy rules", lambda: rules.run(defaulted or obj, ctx, self.rule_set))
         if self.cross_object:
@@ -97,7 +100,7 @@ class Checks:
             found += _guarded("cross-object checks", lambda: self._cross(change, defaulted, state))
         subject = obj if isinstance(obj, Mapping) else change.old if isinstance(change.old, Mapping) else {}
         enforced = self.enforcement.apply(found, namespace=namespace_of(subject))
-        return Result(ordered(_without_shadowed(enforced)), defaulted)
+        return Result(ordered(without_shadowed(enforced)), defaulted)
 
     def _schema(self, change: Change) -> tuple[Obj, list[Finding]]:
         obj = change.obj
@@ -150,10 +153,13 @@ def _guarded(stage: str, produce: Callable[[], Iterable[Finding]]) -> list[Findi
 _SHADOWED_BY: dict[str, frozenset[str] | None] = {
     codes.UNSAFE_VALUE: None,
     codes.SCHEMA_INVALID: frozenset({codes.REDIRECT_STATUS}),  # the statusCode enum, and what HAProxy redirects with
+    # the render's placeholder certificate, where the cross-object rules name why: the Secret does not
+    # exist (RG0509) or no ReferenceGrant permits it (RG0510)
+    "RG0405": frozenset({"RG0509", "RG0510"}),
 }
 
 
-def _without_shadowed(found: list[Finding]) -> list[Finding]:
+def without_shadowed(found: list[Finding]) -> list[Finding]:
     """Drop a generic finding (``_SHADOWED_BY``) where a specific rule reports the same field at
     least as severely."""
     rank = {Severity.WARN: 0, Severity.DENY: 1}

@@ -55,6 +55,7 @@ TCP_PORT_TAKEN = "RG0118"
 TLS_MODE_CONFLICT = "RG0119"
 UNSAFE_VALUE = "RG0120"
 RULE_MATCH_HOSTNAMES = "RG0121"
+TIMEOUT_TOO_LONG = "RG0122"
 
 RENDER_UNATTACHED = "RG0401"
 RENDER_BACKEND_UNSERVED = "RG0402"
@@ -116,6 +117,8 @@ INFOS: tuple[RuleInfo, ...] = (
              "A value the renderer cannot write safely (control characters, whitespace in a key)."),
     RuleInfo(RULE_MATCH_HOSTNAMES, DENY,
              "A rule's matches x the route's hostnames exceed limits.matchesTimesHostnamesPerRule (512)."),
+    RuleInfo(TIMEOUT_TOO_LONG, WARN,
+             "timeouts.backendRequest above HAProxy's longest timeout (2147483647 ms); the longest is used."),
     RuleInfo(RENDER_UNATTACHED, WARN,
              "Render: the route attaches to no listener (checked behind a synthetic listener)."),
     RuleInfo(RENDER_BACKEND_UNSERVED, WARN,

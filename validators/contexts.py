@@ -13,7 +13,9 @@ from validators.states import MemoryState, State
 class Context:
     """Read-only inputs shared by every rule of one check.
 
-    ``haproxy_version`` is the detected binary's version (421 became retryable in 3.1);
+    ``haproxy_version`` is the version the render writes for: the older of the checker's and the data
+    plane's (``validators.dataplanes``; 421 and 429 became retryable in 3.1); ``dataplane_version`` is the
+    data plane's as configured (None: the checker's is assumed);
     ``http_ports`` are the chart-static HTTP and HTTPS ports TCP listeners may not reuse.
     """
 
@@ -22,3 +24,4 @@ class Context:
     http_ports: tuple[int, ...] = (80, 443)
     old: Obj | None = None
     limits: Limits = field(default_factory=Limits)
+    dataplane_version: tuple[int, ...] | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
-from validators import attachments, backendpolicies, claims, indexes, references, tlsmodes
+from validators import attachments, backendpolicies, claims, indexes, references, statuses, tlsmodes
 from validators.findings import Finding, Severity
 from validators.objects import Obj, Ref, as_list, dig, kind_of, namespace_of, ref_of
 from validators.states import State
@@ -38,6 +38,7 @@ CODES: Mapping[str, str] = {
     "RG0521": "a terminating TLS port has no usable certificate; a placeholder is used for the check",
     "RG0522": "a TCP listener shares its port with an HTTP/HTTPS/TLS listener and is not rendered",
     "RG0523": "the same host+path is claimed by two custom Routes; the first by namespace/name wins",
+    "RG0524": "a ListenerSet listener clashes with a listener of its parent Gateway or an older ListenerSet",
 }
 
 _REF_CODES = {references.BACKEND_NOT_FOUND: "RG0501", references.REF_NOT_PERMITTED: "RG0502",
@@ -106,6 +107,11 @@ def _listener_owner_findings(obj: Obj, state: State, http_ports: Sequence[int]) 
         if not st.accepted:
             yield _warn("RG0514", f"ListenerSet is not attached: {st.message}", ("spec", "parentRef"))
             return
+    for lst, winner, reason in statuses.clashes(obj, state):
+        what = "the same hostname" if reason == "HostnameConflict" else f"protocol {winner.protocol}"
+        yield _warn("RG0524", f"Conflicted ({reason}): port {lst.port} with {what} is already listener "
+                    f"{winner.name!r} of {winner.source}, which takes precedence; the listener's status is "
+                    "Conflicted and its routes share that port's frontend", (*lst.path, "port"))
     declared = attachments.declared_listeners(state, http_ports=http_ports)
     for lst in declared:
         if lst.source != me:

@@ -10,22 +10,22 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from validators import codes
+from validators import codes, dataplanes
 from validators.contexts import Context
 from validators.findings import Finding, Severity
 from validators.objects import Obj, as_list, as_map
 from validators.texts import TOKEN_ALLOWED, quote, token_problem
 from validators.traversals import rules_of
 
-#: Statuses HAProxy's ``retry-on`` accepts, without 421 (added in HAProxy 3.1).
-RETRYABLE = frozenset({401, 403, 404, 408, 425, 429, 500, 501, 502, 503, 504})
-RETRYABLE_421_SINCE = (3, 1)
+#: Statuses ``retry-on`` accepts in every version routegate renders for (2.8 and later); 421 and 429
+#: need 3.1 (``validators.dataplanes.RETRY_CODES_SINCE`` is the table).
+RETRYABLE = dataplanes.retry_codes((2, 8))
 
 _DURATION = re.compile(r"([0-9]+)(h|ms|m|s)")
 
 
 def retryable(version: tuple[int, ...]) -> frozenset[int]:
-    return RETRYABLE | {421} if tuple(version) >= RETRYABLE_421_SINCE else RETRYABLE
+    return dataplanes.retry_codes(version)
 
 
 def session_names(obj: Obj, ctx: Context) -> Iterator[Finding]:
@@ -55,11 +55,10 @@ def retries(obj: Obj, ctx: Context) -> Iterator[Finding]:
         for k, code in enumerate(as_list(retry.get("codes"))):
             if not isinstance(code, int) or isinstance(code, bool) or code in allowed:
                 continue
-            why = " (421 needs HAProxy 3.1 or later)" if code == 421 else ""
             yield Finding(
                 codes.RETRY_CODE,
-                f"{code} is not retryable by HAProxy {version}{why}; the code is dropped; "
-                f"retryable: {', '.join(str(c) for c in sorted(allowed))}",
+                f"RetryCodeUnsupported: {code} is not retryable by HAProxy {version}{_why(code, ctx)}; "
+                f"the code is dropped; retryable: {', '.join(str(c) for c in sorted(allowed))}",
                 (*rule_path, "retry", "codes", k),
                 Severity.WARN,
             )
@@ -73,9 +72,40 @@ def retries(obj: Obj, ctx: Context) -> Iterator[Finding]:
             )
 
 
+def _why(code: int, ctx: Context) -> str:
+    """Why a status HAProxy knows in some version is not retried here: the version that added it, and
+    when the data plane has it but the checker does not, that the checker decides."""
+    since = dataplanes.RETRY_CODES_SINCE.get(code)
+    if since is None:
+        return ""
+    dataplane = ctx.dataplane_version
+    if dataplane is not None and code in dataplanes.retry_codes(dataplane):
+        return (f" ({code} needs HAProxy {dataplanes.text(since)} or later: the data plane "
+                f"{dataplanes.text(dataplanes.major_minor(dataplane))} has it, the checker does not, and a "
+                "line the checker refuses cannot be checked)")
+    return f" ({code} needs HAProxy {dataplanes.text(since)} or later)"
+
+
+#: HAProxy's longest timeout (a signed 32-bit count of milliseconds, about 24.8 days).
+MAX_TIMEOUT_MS = 2_147_483_647
+_UNIT_MS = {"h": 3_600_000, "m": 60_000, "s": 1000, "ms": 1}
+
+
 def timeouts(obj: Obj, ctx: Context) -> Iterator[Finding]:
-    """Rule 8: HAProxy has no overall request deadline, so ``timeouts.request`` is ignored."""
+    """Rule 8: HAProxy has no overall request deadline, so ``timeouts.request`` is ignored; a
+    ``backendRequest`` longer than HAProxy's longest timeout is cut to it."""
     for rule_path, rule in rules_of(obj):
+        backend = as_map(rule.get("timeouts")).get("backendRequest")
+        if isinstance(backend, str):
+            total = sum(int(n) * _UNIT_MS[u] for n, u in _DURATION.findall(backend))
+            if total > MAX_TIMEOUT_MS:
+                yield Finding(
+                    codes.TIMEOUT_TOO_LONG,
+                    f"backendRequest {quote(backend)} is {total} ms, above HAProxy's longest timeout of "
+                    f"{MAX_TIMEOUT_MS} ms (24.8 days); that is used instead",
+                    (*rule_path, "timeouts", "backendRequest"),
+                    Severity.WARN,
+                )
         request = as_map(rule.get("timeouts")).get("request")
         if request is not None:
             yield Finding(

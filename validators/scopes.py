@@ -53,7 +53,8 @@ class Scope:
 
     def describe(self) -> str:
         if self.everything:
-            return "every GatewayClass (no --gateway-class or --controller-name set)"
+            return ("every GatewayClass (no --gateway-class or --controller-name set, nor gatewayClasses or "
+                    "controllerNames in --config)")
         parts = [f"GatewayClass {', '.join(sorted(self.classes))}" if self.classes else "",
                  f"controllerName {', '.join(sorted(self.controllers))}" if self.controllers else ""]
         return " or ".join(p for p in parts if p)

@@ -1,18 +1,31 @@
-"""Gateway API-shaped route status (status.parents[].conditions) from the shared attachment and
-reference logic: what the render result carries as the outcome of attachment and resolution.
+"""Gateway API-shaped status for every kind seed 004 reports on, from the shared attachment and
+reference logic: routes (status.parents[].conditions), Gateways (Accepted, Programmed, and per listener
+Accepted/Programmed/ResolvedRefs/Conflicted, supportedKinds, attachedRoutes), ListenerSets (the same for
+their listeners, a clash with the parent Gateway's listeners marked Conflicted) and BackendTLSPolicies
+(Accepted, ResolvedRefs). One module for admission, ``routegate check``/``render`` and the reconcile loop.
 
-Pure; JSON-serializable output, stable order (parentRefs order, conditions Accepted then ResolvedRefs).
+"Programmed" is what the render would program: the data plane's own outcome is the reconcile loop's.
+Pure; JSON-serializable output, stable order (parentRefs / listeners order, conditions in the order the
+Gateway API lists them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from validators import attachments, references
+from validators import attachments, backendpolicies, backendtls, references
+from validators.contexts import Context
 from validators.findings import format_path
-from validators.objects import Obj, as_list, dig, kind_of, ref_of
+from validators.objects import GATEWAY_GROUP, Obj, Ref, as_list, as_map, created_at, dig, kind_of, ref_of
 from validators.states import State
+
+#: Listener protocols the data plane serves (HAProxy has no UDP proxying).
+SUPPORTED_PROTOCOLS = frozenset({"HTTP", "HTTPS", "TLS", "TCP"})
+#: Route kinds a listener may list in allowedRoutes.kinds, per protocol.
+ROUTABLE_KINDS = {"HTTP": {"HTTPRoute", "GRPCRoute"}, "HTTPS": {"HTTPRoute", "GRPCRoute"},
+                  "TLS": {"TLSRoute"}, "TCP": {"TCPRoute"}}
+STATUS_KINDS = ("Gateway", "ListenerSet", "BackendTLSPolicy", *attachments.ROUTE_KINDS)
 
 
 def resolved_condition(route: Obj, state: State) -> dict[str, str]:
@@ -44,3 +57,275 @@ def statuses(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HT
     """Status of every route in the state, keyed ``"<Kind> <ns>/<name>"``."""
     return {str(ref_of(r)): route_status(r, state, http_ports=http_ports)
             for kind in attachments.ROUTE_KINDS for r in state.list(kind) if kind_of(r) == kind}
+
+
+def status_of(obj: Obj, state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
+              ) -> dict[str, Any] | None:
+    """The status of any kind this module knows, None for others."""
+    kind = kind_of(obj)
+    if kind in attachments.ROUTE_KINDS:
+        return route_status(obj, state, http_ports=http_ports)
+    if kind == "Gateway":
+        return gateway_status(obj, state, http_ports=http_ports)
+    if kind == "ListenerSet":
+        return listener_set_status(obj, state, http_ports=http_ports)
+    if kind == "BackendTLSPolicy":
+        return backend_tls_policy_status(obj, state)
+    return None
+
+
+def all_statuses(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> dict[str, Any]:
+    """Status of every object of :data:`STATUS_KINDS`, keyed ``"<Kind> <ns>/<name>"``."""
+    out: dict[str, Any] = {}
+    counts = _attached_counts(state, None, http_ports)  # one pass over the routes for every listener owner
+    for kind in STATUS_KINDS:
+        for obj in state.list(kind):
+            if kind_of(obj) != kind:
+                continue
+            if kind in ("Gateway", "ListenerSet"):
+                found: dict[str, Any] | None = _owner_status(obj, state, http_ports, counts)
+            else:
+                found = status_of(obj, state, http_ports=http_ports)
+            if found is not None:
+                out[str(ref_of(obj))] = found
+    return out
+
+
+def _condition(kind: str, ok: bool, reason: str, message: str) -> dict[str, str]:
+    return {"type": kind, "status": "True" if ok else "False", "reason": reason, "message": message}
+
+
+# ---------------------------------------------------------------- Gateway and ListenerSet
+
+
+def gateway_status(gateway: Obj, state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
+                   ) -> dict[str, Any]:
+    """``{"conditions": [Accepted, Programmed], "listeners": [...]}`` of a Gateway."""
+    return _owner_status(gateway, state, http_ports, _attached_counts(state, ref_of(gateway), http_ports))
+
+
+def listener_set_status(listener_set: Obj, state: State, *,
+                        http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> dict[str, Any]:
+    """A ListenerSet's status: Accepted by its parent (spec.allowedListeners), then its listeners, each
+    Conflicted when it clashes with a listener of the parent Gateway or of an older ListenerSet."""
+    return _owner_status(listener_set, state, http_ports, _attached_counts(state, ref_of(listener_set), http_ports))
+
+
+def _owner_status(owner: Obj, state: State, http_ports: Sequence[int],
+                  counts: Mapping[tuple[Ref, str], int]) -> dict[str, Any]:
+    if kind_of(owner) == "Gateway":
+        listeners = _listener_statuses(owner, state, http_ports, counts)
+        return {"conditions": _owner_conditions(listeners, "Gateway"), "listeners": listeners}
+    listener_set = owner
+    admitted = attachments.listener_set_status(listener_set, state)
+    if not admitted.accepted:
+        parent_missing = not admitted.parent.name or state.get("Gateway", admitted.parent.namespace,
+                                                                admitted.parent.name) is None
+        reason = "ParentNotAccepted" if parent_missing else "NotAllowed"
+        return {"conditions": [_condition("Accepted", False, reason, admitted.message),
+                               _condition("Programmed", False, reason, admitted.message)],
+                "listeners": []}
+    listeners = _listener_statuses(listener_set, state, http_ports, counts)
+    return {"conditions": _owner_conditions(listeners, "ListenerSet"), "listeners": listeners}
+
+
+def _owner_conditions(listeners: list[dict[str, Any]], kind: str) -> list[dict[str, str]]:
+    def true(entry: dict[str, Any], kind_: str) -> bool:
+        return any(c["type"] == kind_ and c["status"] == "True" for c in entry["conditions"])
+
+    valid = [entry for entry in listeners if true(entry, "Accepted")]
+    programmed = [entry for entry in listeners if true(entry, "Programmed")]
+    bad = [str(entry["name"]) for entry in listeners if entry not in valid or entry not in programmed]
+    if listeners and not valid:
+        accepted = _condition("Accepted", False, "ListenersNotValid", f"no listener of the {kind} is valid")
+    elif bad:
+        accepted = _condition("Accepted", True, "ListenersNotValid",
+                              f"listeners {', '.join(bad)} are not programmed; the others are")
+    else:
+        accepted = _condition("Accepted", True, "Accepted", "Accepted")
+    if programmed:
+        done = _condition("Programmed", True, "Programmed", f"{len(programmed)} of {len(listeners)} listeners")
+    else:
+        done = _condition("Programmed", False, "Invalid", f"no listener of the {kind} can be programmed")
+    return [accepted, done]
+
+
+def _precedence(state: State, gateway: Ref) -> list[attachments.Listener]:
+    """Every listener on ``gateway``'s ports, in the order they claim them: the Gateway's own in spec
+    order, then admitted ListenerSets oldest first (GEP-1713: the parent's listeners win)."""
+    own = [x for x in attachments.declared_listeners(state) if x.gateway == gateway]
+    sets = sorted({x.source for x in own if x.source.kind == "ListenerSet"},
+                  key=lambda r: (created_at(state.get(r.kind, r.namespace, r.name) or {}), r.namespace, r.name))
+    order = {gateway: 0, **{r: i + 1 for i, r in enumerate(sets)}}
+    return sorted(own, key=lambda x: (order.get(x.source, len(order)), x.path))
+
+
+def _clash(a: attachments.Listener, b: attachments.Listener) -> str:
+    """"" when two listeners can share a port; else the Gateway API conflict reason."""
+    if a.port != b.port:
+        return ""
+    secure = {"HTTPS", "TLS"}
+    if a.protocol != b.protocol and not (a.protocol in secure and b.protocol in secure):
+        return "ProtocolConflict"
+    if (a.hostname or "*") == (b.hostname or "*"):
+        return "HostnameConflict"
+    return ""
+
+
+def clashes(owner: Obj, state: State) -> list[tuple[attachments.Listener, attachments.Listener, str]]:
+    """(listener of ``owner``, the listener that wins its port, reason) for every listener of ``owner`` that
+    clashes with one of another object (the parent Gateway, an older ListenerSet)."""
+    source = ref_of(owner)
+    gateway = source if source.kind == "Gateway" else attachments.listener_set_parent(owner)
+    if gateway is None:
+        return []
+    ordered = _precedence(state, gateway)
+    out: list[tuple[attachments.Listener, attachments.Listener, str]] = []
+    for k, lst in enumerate(ordered):
+        if lst.source != source:
+            continue
+        for other in ordered[:k]:
+            reason = _clash(other, lst)
+            if reason:
+                if other.source != source:
+                    out.append((lst, other, reason))
+                break
+    return out
+
+
+def _listener_statuses(owner: Obj, state: State, http_ports: Sequence[int],
+                       counts: Mapping[tuple[Ref, str], int]) -> list[dict[str, Any]]:
+    source = ref_of(owner)
+    gateway = source if source.kind == "Gateway" else attachments.listener_set_parent(owner)
+    ordered = _precedence(state, gateway) if gateway is not None else []
+    declared = {x.path: x for x in attachments.declared_listeners(state, http_ports=http_ports)
+                if x.source == source}
+    out: list[dict[str, Any]] = []
+    for i, raw in enumerate(as_list(dig(owner, "spec", "listeners"))):
+        name = str(dig(raw, "name", default=""))
+        lst = declared.get(("spec", "listeners", i))
+        if lst is None:
+            reason = "Invalid"
+            out.append({"name": name, "supportedKinds": [], "attachedRoutes": 0, "conditions": [
+                _condition("Accepted", False, reason, "the listener has no port or protocol"),
+                _condition("Programmed", False, reason, "the listener has no port or protocol"),
+                _condition("ResolvedRefs", True, "ResolvedRefs", "Resolved"),
+                _condition("Conflicted", False, "NoConflicts", "No conflicts")]})
+            continue
+        accepted = _condition("Accepted", True, "Accepted", "Accepted")
+        if lst.protocol not in SUPPORTED_PROTOCOLS:
+            accepted = _condition("Accepted", False, "UnsupportedProtocol",
+                                  f"protocol {lst.protocol} is not served: HAProxy proxies TCP, not UDP")
+        elif lst.dropped:
+            accepted = _condition("Accepted", False, "PortUnavailable", lst.dropped)
+        conflict = ""
+        winner: attachments.Listener | None = None
+        if lst.conflicted:
+            conflict = "ProtocolConflict"
+        else:
+            for other in ordered:
+                if other.source == lst.source and other.path == lst.path:
+                    break
+                conflict = _clash(other, lst)
+                if conflict:
+                    winner = other
+                    break
+        if not conflict:
+            conflicted = _condition("Conflicted", False, "NoConflicts", "No conflicts")
+        elif winner is not None:
+            conflicted = _condition("Conflicted", True, conflict,
+                                    f"port {lst.port} is already taken by listener {winner.name!r} of "
+                                    f"{winner.source}" + (" with the same hostname" if conflict ==
+                                                          "HostnameConflict" else f" ({winner.protocol})"))
+        else:
+            conflicted = _condition("Conflicted", True, conflict,
+                                    f"port {lst.port} mixes Passthrough and Terminate TLS listeners")
+        resolved = _listener_refs(owner, raw, lst, state)
+        ok = accepted["status"] == "True" and conflicted["status"] == "False"
+        programmed = (_condition("Programmed", True, "Programmed", "Programmed") if ok else
+                      _condition("Programmed", False, "Invalid",
+                                 accepted["message"] if accepted["status"] == "False" else conflicted["message"]))
+        kinds = [k for k in lst.allowed_kinds if k in ROUTABLE_KINDS.get(lst.protocol, set())]
+        out.append({"name": lst.name,
+                    "supportedKinds": [{"group": GATEWAY_GROUP, "kind": k} for k in kinds],
+                    "attachedRoutes": counts.get((source, lst.name), 0) if ok else 0,
+                    "conditions": [accepted, programmed, resolved, conflicted]})
+    return out
+
+
+def _listener_refs(owner: Obj, raw: Any, lst: attachments.Listener, state: State) -> dict[str, str]:
+    """ResolvedRefs of one listener: its allowedRoutes.kinds, then each tls.certificateRefs entry."""
+    wanted = [as_map(k) for k in as_list(dig(raw, "allowedRoutes", "kinds"))]
+    unknown = [str(k.get("kind")) for k in wanted
+               if str(k.get("group", GATEWAY_GROUP)) != GATEWAY_GROUP
+               or k.get("kind") not in ROUTABLE_KINDS.get(lst.protocol, set())]
+    if unknown:
+        return _condition("ResolvedRefs", False, "InvalidRouteKinds",
+                          f"allowedRoutes.kinds {', '.join(unknown)} cannot attach to a {lst.protocol} listener")
+    if lst.tls_mode != "Terminate":
+        return _condition("ResolvedRefs", True, "ResolvedRefs", "Resolved")
+    owner_ns = ref_of(owner).namespace
+    for j, ref in enumerate(as_list(dig(raw, "tls", "certificateRefs"))):
+        where = format_path((*lst.path, "tls", "certificateRefs", j))
+        group, kind = str(dig(ref, "group", default="")), str(dig(ref, "kind", default="Secret"))
+        ns, name = str(dig(ref, "namespace", default="") or owner_ns), str(dig(ref, "name", default=""))
+        if group != "" or kind != "Secret":
+            return _condition("ResolvedRefs", False, "InvalidCertificateRef",
+                              f"{where}: {group or 'core'}/{kind} is not a Secret")
+        if not references.grant_allows(state, from_kind=kind_of(owner), from_namespace=owner_ns, to_kind="Secret",
+                                       to_namespace=ns, to_name=name):
+            return _condition("ResolvedRefs", False, "RefNotPermitted",
+                              f"{where}: no ReferenceGrant in {ns} permits the reference to Secret {ns}/{name}")
+        secret = state.get("Secret", ns, name)
+        if secret is None:
+            return _condition("ResolvedRefs", False, "InvalidCertificateRef",
+                              f"{where}: Secret {ns}/{name} does not exist")
+        data = {**as_map(dig(secret, "data")), **as_map(dig(secret, "stringData"))}
+        missing = [k for k in ("tls.crt", "tls.key") if not data.get(k)]
+        if missing:
+            return _condition("ResolvedRefs", False, "InvalidCertificateRef",
+                              f"{where}: Secret {ns}/{name} has no {' or '.join(missing)}")
+    if not as_list(dig(raw, "tls", "certificateRefs")):
+        return _condition("ResolvedRefs", False, "InvalidCertificateRef",
+                          f"{format_path(lst.path)}: a Terminate listener needs tls.certificateRefs")
+    return _condition("ResolvedRefs", True, "ResolvedRefs", "Resolved")
+
+
+def _attached_counts(state: State, source: Ref | None, http_ports: Sequence[int]) -> dict[tuple[Ref, str], int]:
+    """Routes attached to each listener, keyed (owner, listener name); only ``source``'s unless None."""
+    counts: dict[tuple[Ref, str], int] = {}
+    for kind in attachments.ROUTE_KINDS:
+        for route in state.list(kind):
+            got, _ = attachments.attach(route, state, http_ports=http_ports)
+            for key in {(a.listener.source, a.listener.name) for a in got
+                        if source is None or a.listener.source == source}:
+                counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+# ---------------------------------------------------------------- BackendTLSPolicy
+
+
+def backend_tls_policy_status(policy: Obj, state: State) -> dict[str, Any]:
+    """``{"conditions": [Accepted, ResolvedRefs]}`` of a BackendTLSPolicy (Gateway API reasons)."""
+    resolved = backendpolicies.resolve(state, policy)
+    refs = _condition("ResolvedRefs", True, "ResolvedRefs", "Resolved")
+    if resolved.problems:
+        first = resolved.problems[0]
+        reason = "InvalidKind" if "is not a ConfigMap or Secret" in first.message else "InvalidCACertificateRef"
+        refs = _condition("ResolvedRefs", False, reason, f"{format_path(first.path)}: {first.message}")
+    unsupported = [f for rule in (backendtls.subject_alt_names, backendtls.trust) for f in rule(policy, Context())]
+    targets = [t for t in as_list(dig(policy, "spec", "targetRefs"))
+               if str(dig(t, "group", default="")) == "" and dig(t, "kind") == "Service"]
+    ns = ref_of(policy).namespace
+    if unsupported:
+        first_finding = unsupported[0]
+        accepted = _condition("Accepted", False, "Invalid", f"{first_finding.field}: {first_finding.message}")
+    elif not targets or all(state.get("Service", ns, str(dig(t, "name", default=""))) is None for t in targets):
+        accepted = _condition("Accepted", False, "TargetNotFound",
+                              "no Service of spec.targetRefs exists in namespace " + ns)
+    elif not resolved.usable:
+        accepted = _condition("Accepted", False, "NoValidCACertificate", resolved.blocked_reason)
+    else:
+        accepted = _condition("Accepted", True, "Accepted", "Accepted")
+    return {"conditions": [accepted, refs]}

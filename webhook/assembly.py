@@ -9,23 +9,22 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from haproxy_check import scratches
 from haproxy_check.checks import Checker
 from haproxy_check.rendering import Renderer, RenderSettings
 from haproxy_check.results import HAProxyBinary
+from validators import dataplanes
 from validators.checks import Checks
 from validators.crds import SchemaSet, pattern_problems
 from validators.enforcement import Enforcement
 from validators.objects import KINDS, Obj
 from validators.scopes import Scope
 from validators.states import MemoryState
-from webhook import inputs, yamlloading
+from webhook import inputs, settingsfiles
 from webhook.gates import Gate
 
 
@@ -50,18 +49,19 @@ class GateSettings:
 
 
 def load_config(path: str | None, *, strict: bool) -> Enforcement:
-    data: dict[str, Any] = {}
-    if path:
-        try:
-            # the same loader as manifests: no aliases, bounded depth (a settings file may come from a PR)
-            loaded = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=yamlloading.NoAliasLoader)  # noqa: S506
-        except OSError as exc:
-            raise SetupError(f"--config {path}: {exc.strerror or exc}") from None
-        except yaml.YAMLError as exc:
-            raise SetupError(f"--config {inputs.yaml_problem(exc, path)}") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise SetupError(f"--config {path}: must be a YAML mapping")
-        data = dict(loaded or {})
+    """The enforcement section of the ``--config`` file (``webhook.settingsfiles`` reads all of it)."""
+    return enforcement_of(load_settings(path), path, strict=strict)
+
+
+def load_settings(path: str | None) -> settingsfiles.Settings:
+    try:
+        return settingsfiles.load(path)
+    except settingsfiles.SettingsError as exc:
+        raise SetupError(str(exc)) from None
+
+
+def enforcement_of(loaded: settingsfiles.Settings, path: str | None, *, strict: bool) -> Enforcement:
+    data = dict(loaded.enforcement)
     if strict:
         data["strict"] = True
     try:
@@ -119,16 +119,23 @@ def check_scratch_dir(path: str) -> None:
 
 
 def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: SchemaSet | None = None) -> Gate:
+    settings = with_file(settings)
+    # What the render writes for: only what both the checker and the data plane accept.
+    version = dataplanes.target(binary.version_tuple, settings.dataplane_version)
+    render = RenderSettings(**{"haproxy_version": version, "system_ca_file": system_ca_file(),
+                               **dict(settings.render)})
     rules = Checks(
         schemas=schemas if schemas is not None else load_schemas(settings.crds),
         enforcement=load_config(settings.config, strict=settings.strict),
-        haproxy_version=binary.version_tuple,
+        haproxy_version=version, dataplane_version=settings.dataplane_version,
+        http_ports=(render.http_port, render.https_port),
     )
-    renderer = Renderer(
-        settings=RenderSettings(**{"haproxy_version": binary.version_tuple, "system_ca_file": system_ca_file(),
-                                   "limits": rules.enforcement.limits, **dict(settings.render)}),
-        template_dirs=[Path(t) for t in settings.templates],
-    )
+    try:
+        limits = settings.render.get("limits", rules.enforcement.limits)
+        renderer = Renderer(settings=replace(render, limits=limits),
+                            template_dirs=[Path(t) for t in settings.templates])
+    except ValueError as exc:
+        raise SetupError(f"render settings: {exc}") from None
     if settings.scratch_dir:
         check_scratch_dir(settings.scratch_dir)
     checker = Checker(
@@ -139,6 +146,18 @@ def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: Schema
     return Gate(rules=rules, renderer=renderer, checker=checker, note_budget=settings.note_budget,
                 delta=not settings.templates, dataplane_version=settings.dataplane_version,
                 scope=scope_of(settings))
+
+
+def with_file(settings: GateSettings) -> GateSettings:
+    """``settings`` completed from its ``--config`` file: render settings under the command line's own
+    (``reconcile --stats-socket``), and the data plane version and GatewayClass scope where no flag set them."""
+    loaded = load_settings(settings.config)
+    return replace(
+        settings, render={**loaded.render, **dict(settings.render)},
+        dataplane_version=settings.dataplane_version if settings.dataplane_version is not None
+        else loaded.dataplane_version,
+        gateway_classes=tuple(settings.gateway_classes) or loaded.gateway_classes,
+        controller_names=tuple(settings.controller_names) or loaded.controller_names)
 
 
 def scope_of(settings: GateSettings) -> Scope:

@@ -329,7 +329,7 @@ async def render(args: argparse.Namespace) -> int:
 
     files = {**result.files,
              "description.json": (json.dumps(result.description.as_dict(), indent=2) + "\n").encode(),
-             "statuses.json": (json.dumps(statuses.statuses(state), indent=2, sort_keys=True) + "\n").encode()}
+             "statuses.json": (json.dumps(statuses.all_statuses(state), indent=2, sort_keys=True) + "\n").encode()}
     await asyncio.to_thread(outdirs.write, outdir, files, force=args.force)
     for finding in result.findings:
         print(f"warning: {reports.clean(finding.about) + ': ' if finding.about else ''}"

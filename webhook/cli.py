@@ -66,7 +66,8 @@ def _add_gate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reload-note-budget", type=flags.nonnegative_seconds, default=1.0, metavar="SECONDS",
                         help="skip the reload-vs-runtime note when one render takes longer (default 1)")
     parser.add_argument("--dataplane-version", metavar="X.Y",
-                        help="the data plane's HAProxy version, for the runtime/reload note (default: --haproxy's)")
+                        help="the data plane's HAProxy version: only what it and the checker accept is rendered, "
+                             "the runtime/reload note plans for it (default: --haproxy's)")
 
 
 def _add_input_options(parser: argparse.ArgumentParser, *, required: bool) -> None:

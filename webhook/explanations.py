@@ -127,6 +127,11 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "that one route cannot make every check of the gateway slow.",
                 "(a rule with 100 matches on a route with 10 hostnames)",
                 "Split the rule or the route, or raise limits.matchesTimesHostnamesPerRule in --config."),
+    "RG0122": E("HAProxy counts a timeout in milliseconds in a signed 32-bit number: at most 2147483647 ms "
+                "(about 24.8 days). The Gateway API allows up to 99999h; a longer backendRequest is cut to "
+                "HAProxy's longest timeout, as 0 is.",
+                "timeouts:\n  backendRequest: 1000h",
+                "Use at most 596h (24.8 days), or 0 for the longest."),
     "RG0300": E("The CRD's x-kubernetes-validations (CEL) rules run in the API server; a false rule rejects "
                 "the object at apply time.",
                 "(a Gateway listener with protocol HTTPS and no tls section)",
@@ -247,6 +252,14 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "- {kind: Route, metadata: {name: a}, spec: {hostnames: [shop.example.com], paths: [/]}}\n"
                 "- {kind: Route, metadata: {name: b}, spec: {hostnames: [shop.example.com], paths: [/]}}",
                 "Give each Route its own host or path, or delete the duplicate."),
+    "RG0524": E("Listeners on one port must differ in hostname (and HTTP cannot share a port with TLS). A "
+                "ListenerSet listener that repeats one of its parent Gateway's (or an older ListenerSet's) is "
+                "Conflicted in the Gateway API: the parent's listener takes precedence.",
+                "# Gateway edge: {name: http, port: 80, protocol: HTTP}\n"
+                "kind: ListenerSet\nspec:\n  parentRef: {name: edge}\n  listeners:\n"
+                "  - {name: dup, port: 80, protocol: HTTP}",
+                "Give the ListenerSet listener its own hostname or port, or attach the routes to the parent's "
+                "listener."),
     "RG0800": E("haproxy -c rejects the rendered configuration: applying the change would break the next "
                 "reload for every route. Only alerts the change introduces count.",
                 "path: {type: RegularExpression, value: \"/items/[0-9]{4,2}\"}",

@@ -24,7 +24,7 @@ from haproxy_check import runtimeplans, slots
 from haproxy_check.checks import CheckTimedOut
 from haproxy_check.descriptions import Description
 from haproxy_check.results import Alert, CheckResult, HAProxyBinary, RenderError, RenderResult
-from validators import attachments, checks, closures, scopes, statuses
+from validators import attachments, checks, closures, dataplanes, scopes, statuses
 from validators.changes import Change, Operation
 from validators.enforcement import Enforcement
 from validators.findings import Finding, Severity, denies, format_path
@@ -150,6 +150,31 @@ class Gate:
         return self.checker.binary
 
     async def review(self, change: Change, *, state: State, reload_note: bool = True) -> Verdict:
+        return self._stamped(await self._review(change, state=state, reload_note=reload_note))
+
+    def _stamped(self, verdict: Verdict) -> Verdict:
+        """A judged verdict names the data plane version it was rendered for, and warns when the checker's
+        major.minor is another (``validators.dataplanes``)."""
+        if not verdict.handled or verdict.dataplane:
+            return verdict
+        info = self.dataplane_info()
+        warning = str(info.get("warning", ""))
+        return replace(verdict, notes=(*verdict.notes, warning) if warning else verdict.notes,
+                       dataplane={k: v for k, v in info.items() if k != "warning"})
+
+    def dataplane_info(self) -> dict[str, str | bool]:
+        """The data plane version renders are written for, the checker's, whether the data plane's was
+        assumed, and the mismatch warning when their major.minor differ (verdicts and /readyz show it)."""
+        checker = self.binary.version_tuple
+        version = self.dataplane_version or dataplanes.major_minor(checker)
+        info: dict[str, str | bool] = {"version": dataplanes.text(version), "checker": dataplanes.text(checker),
+                                       "assumed": self.dataplane_version is None}
+        warning = dataplanes.mismatch(checker, self.dataplane_version)
+        if warning:
+            info["warning"] = warning
+        return info
+
+    async def _review(self, change: Change, *, state: State, reload_note: bool = True) -> Verdict:
         ref = change.ref
         if ref.kind not in REVIEWED_KINDS:
             return Verdict(Decision.ALLOW, ref, handled=False,
@@ -206,6 +231,7 @@ class Gate:
         # Render-time findings about the subject follow the same enforcement settings as the rules.
         findings += self.rules.enforcement.apply([f for f in render.findings if f.about in ("", str(ref))],
                                                  namespace=ref.namespace)
+        findings = checks.without_shadowed(findings)  # one finding per fact (validators.checks)
         if denies(findings):
             return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary, timings=timings)
         mark = self._clock()
@@ -287,7 +313,7 @@ class Gate:
         for i, (change, state) in enumerate(items):
             if verdicts[i] is None:
                 verdicts[i] = await self.review(change, state=state, reload_note=False)
-        return [v for v in verdicts if v is not None]
+        return [self._stamped(v) for v in verdicts if v is not None]
 
     async def review_together(self, changes: Sequence[Change], *, state: State,
                               notes_for: float | None = None) -> list[Verdict]:
@@ -502,7 +528,8 @@ class Gate:
         if not denies(findings):  # as in review(): a denied object is not judged by its render
             findings += self.rules.enforcement.apply([f for f in render.findings if f.about == str(ref)],
                                                      namespace=ref.namespace)
-        status = (statuses.route_status(change.subject, combined) if ref.kind in attachments.ROUTE_KINDS else {})
+            findings = checks.without_shadowed(findings)
+        status = (statuses.status_of(change.subject, combined) if ref.kind in statuses.STATUS_KINDS else None) or {}
         decision = Decision.DENY if denies(findings) else Decision.ALLOW
         return Verdict(decision, ref, findings=tuple(findings), haproxy=self.binary,
                        timings={"render+check (shared by the batch)": seconds}, status=status)

@@ -31,7 +31,7 @@ from haproxy_check.checks import CheckTimedOut
 from haproxy_check.descriptions import Description
 from haproxy_check.promotion import Promoted, Promoter, content_hash
 from haproxy_check.results import CheckResult, RenderError, RenderResult
-from validators import codes
+from validators import codes, statuses
 from validators.findings import Finding, Severity, denies
 from validators.objects import Ref, dig
 from validators.states import State
@@ -164,7 +164,10 @@ class Reconciler:
             return Outcome(Result.REJECTED, state.version, live, _faults(by_ref), tuple(left), tuple(lines), timings)
         if not promote or self.promoter is None:
             return Outcome(Result.PASSED, state.version, live, _faults(by_ref), tuple(left), (), timings)
-        files = {**render.files, "description.json": _description(render)}
+        # the Gateway API status of what is promoted (validators.statuses), beside the configuration it describes
+        promoted_status = await asyncio.to_thread(statuses.all_statuses, view)
+        files = {**render.files, "description.json": _description(render),
+                 "statuses.json": (json.dumps(promoted_status, indent=2, sort_keys=True) + "\n").encode()}
         if live is not None and live.content_hash == content_hash(files) and self.promoter.live() is not None:
             return Outcome(Result.UNCHANGED, state.version, live, _faults(by_ref), tuple(left), (), timings)
         promoted = await self._timed("promote", timings, asyncio.to_thread(

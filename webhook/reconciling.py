@@ -104,7 +104,7 @@ def _health_app(reconciler: Reconciler, source: StateSource) -> web.Application:
         last = reconciler.last
         ready = source.ready and live is not None
         body = {"ready": ready, "state": {"ready": source.ready, **source.status()},
-                "live": live.version if live else None,
+                "live": live.version if live else None, "dataplane": reconciler.gate.dataplane_info(),
                 "last": {"result": str(last.result), "stateVersion": last.state_version} if last else None}
         return web.json_response(body, status=200 if ready else 503)
 
@@ -125,6 +125,7 @@ async def reconcile(args: argparse.Namespace) -> int:
     tasks: list[Awaitable[Any]] = []
     source, api = await _source(args, tasks)
     gate = build_gate(binary, gate_settings(args))
+    log.info("gateway scope", judging=gate.scope.describe())
     reconciler = reconciler_for(gate, args, api)
     if args.once:
         try:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from haproxy_check.results import HAProxyBinary
+from validators import dataplanes
 from validators.findings import Finding, Severity, ordered
 from webhook.inputs import Located, Problem
 from webhook.verdicts import Decision, Verdict
@@ -143,8 +144,18 @@ def text(report: Report, *, colour: bool = False) -> str:
             more = repeats[key] - 1
             also = f" (and {more} more object{'s' if more != 1 else ''})" if more else ""
             lines.append(f"    note: {clean(note)}{also}")
+    lines.extend(f"note: {clean(n)}" for n in _assumed(report))
     lines.append(report.summary())
     return "\n".join(lines) + "\n"
+
+
+def _assumed(report: Report) -> list[str]:
+    """Once per run: the data plane version every verdict assumed (no --dataplane-version)."""
+    for j in report.results:
+        d = j.verdict.dataplane
+        if d.get("assumed"):
+            return [dataplanes.assumed(tuple(int(p) for p in str(d["checker"]).split(".") if p.isdigit()), None)]
+    return []
 
 
 def _warned(j: Judged) -> list[Placed]:
@@ -184,6 +195,7 @@ def _result(j: Judged) -> dict[str, Any]:
         "findings": [{**p.finding.as_dict(), "line": p.line, "column": p.column, "about": p.finding.about,
                       "docs": anchor(p.finding.code)} for p in j.findings],
         "status": dict(v.status),
+        "dataplane": dict(v.dataplane),
         "timings": {k: round(t, 4) for k, t in v.timings.items()},
     }
 

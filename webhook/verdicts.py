@@ -43,6 +43,9 @@ class Verdict:
     timings: Mapping[str, float] = field(default_factory=dict)
     handled: bool = True
     status: Mapping[str, Any] = field(default_factory=dict)  # route status (Accepted/ResolvedRefs) as rendered
+    # the data plane's HAProxy version the render was written for, the checker's, and whether the
+    # data plane's was assumed (no --dataplane-version): {"version", "checker", "assumed"}
+    dataplane: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def allowed(self) -> bool:

@@ -155,3 +155,28 @@ async def test_a_new_reference_to_an_unwatched_secret_is_read_during_the_review(
         # Read during the review (it holds no usable PEM pair, which is now what the review says), and watched.
         assert any("Secret shop/edge2-tls holds no usable PEM pair" in w for w in warnings), warnings
         assert state.snapshot().get("Secret", "shop", "edge2-tls") is not None
+
+
+async def test_a_new_policy_s_unwatched_ca_configmap_is_read_during_the_review(kube: FakeKube,
+                                                                               webhook: Served) -> None:
+    """A BackendTLSPolicy naming an existing but unwatched ConfigMap: no false "does not exist" (RG0515,
+    "backends are blocked"); the ConfigMap is read during the review and watched from then on."""
+    from tests.cluster.clusterkit import service
+
+    client, state = webhook
+    kube.create(service("web", "shop"))
+    kube.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web-ca", "namespace": "shop"},
+                 "data": {"ca.crt": "not a certificate"}})
+    policy = {"apiVersion": f"{GW}/v1", "kind": "BackendTLSPolicy", "metadata": {"name": "web", "namespace": "shop"},
+              "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": "web"}],
+                       "validation": {"hostname": "web.shop.example",
+                                      "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "web-ca"}]}}}
+    async with running(state):
+        await eventually(lambda: state.ready, within=10)
+        assert state.snapshot().get("ConfigMap", "shop", "web-ca") is None
+        out = await post(client, review(policy))
+        assert out["allowed"] is True, out
+        warnings = out.get("warnings", [])
+        assert not any("does not exist" in w for w in warnings), warnings
+        assert any("ConfigMap shop/web-ca key ca.crt holds no PEM certificate" in w for w in warnings), warnings
+        assert state.snapshot().get("ConfigMap", "shop", "web-ca") is not None

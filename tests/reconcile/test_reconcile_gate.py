@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -87,6 +88,11 @@ async def test_valid_broken_fixed_and_left_out(running: Running, tmp_path: Path,
     assert first is not None and first.state_version == source.snapshot().version
     live_cfg = (out / "haproxy.cfg").read_bytes()
     assert hooks == [(None, first)]
+    # the Gateway API status of what was promoted, beside it (validators.statuses)
+    promoted_status = json.loads((out / "..data" / "statuses.json").read_text())
+    (http,) = promoted_status["Gateway capture/edge"]["listeners"]
+    assert http["name"] == "http" and http["attachedRoutes"] == 0, http
+    assert {c["type"]: c["status"] for c in http["conditions"]}["Programmed"] == "True", http
 
     # a stored route haproxy -c rejects -> nothing written, last-known-good stays, Event, counted
     version = source.snapshot().version

@@ -50,3 +50,17 @@ def test_an_unsupported_redirect_status_is_one_finding(tmp_path: Path, capsys: p
         {"type": "RequestRedirect", "requestRedirect": {"statusCode": 305}}]}))
     about = [f for f in found if f["path"].endswith("requestRedirect.statusCode")]
     assert [(f["code"], f["severity"]) for f in about] == [("RG0110", "deny")], found
+
+
+@pytest.mark.parametrize(("ref", "code"), [({"name": "nowhere"}, "RG0509"),
+                                           ({"name": "t", "namespace": "other"}, "RG0510")])
+def test_a_missing_or_unpermitted_listener_secret_is_one_finding(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], haproxy_path: str, ref: dict[str, str], code: str) -> None:
+    """It was RG0405 (the render's placeholder) and RG0509 / RG0510 on the same certificateRefs entry."""
+    gateway = {**GATEWAY, "spec": {"gatewayClassName": "haproxy", "listeners": [
+        {"name": "https", "port": 443, "protocol": "HTTPS", "tls": {"certificateRefs": [ref]}}]}}
+    (tmp_path / "gw.yaml").write_text(yaml.safe_dump(gateway))
+    main(["check", "-f", str(tmp_path / "gw.yaml"), "-o", "json"])
+    found = json.loads(capsys.readouterr().out)["results"][0]["findings"]
+    about = [f["code"] for f in found if f["path"] == "spec.listeners[0].tls.certificateRefs[0]"]
+    assert about == [code], found
