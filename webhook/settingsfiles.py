@@ -132,6 +132,10 @@ def _typed(key: str, hint: Any, value: Any) -> Any:
         if not isinstance(value, str):
             raise SettingsError(f"{key}: expected a string, got {value!r}")
         return value
+    if hint == tuple[str, ...]:
+        if not isinstance(value, list | tuple) or not all(isinstance(x, str) for x in value):
+            raise SettingsError(f"{key}: expected a list of strings, got {value!r}")
+        return tuple(value)
     raise SettingsError(f"{key}: a {hint} setting cannot be given in a settings file")
 
 
