@@ -80,6 +80,32 @@ def quote(value: str) -> str:
     return "'" + value.replace("'", "'\\''") + "'"
 
 
+def word_count(text: str) -> int:
+    """How many words HAProxy's line parser makes of ``text``: blanks separate words outside quotes,
+    '...' is literal, "..." and bare text take backslash escapes, and ``#`` outside quotes ends the line.
+    A word quoted by :func:`quote` is one word however many spaces it holds."""
+    count, quote_char, escaped, in_word = 0, "", False, False
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif quote_char == "'":
+            quote_char = "" if ch == "'" else quote_char
+        elif ch == "\\":
+            escaped = True
+        elif quote_char == '"':
+            quote_char = "" if ch == '"' else quote_char
+        elif ch in "'\"":
+            quote_char = ch
+        elif ch in " \t":
+            in_word = False
+            continue
+        elif ch == "#":
+            break
+        if not in_word:
+            count, in_word = count + 1, True
+    return count
+
+
 def lf_escape(value: str) -> str:
     """Literal text for a log-format string: ``%`` doubled so it can never start ``%[...]``."""
     check(value, key=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from haproxy_check import escaping
 from haproxy_check.descriptions import ServerDesc
 
 WEIGHTED, FAIL = "@weighted", "@500"
@@ -69,7 +70,7 @@ class Advanced:
         """The one-line form would pass HAProxy's 64 words per line (16 hostnames, 16 headers and 16 query
         params are within the CRD limits): the template then declares named ACLs over several lines."""
         fixed = 22  # set-var, the two guards, the vhost block's own words
-        return fixed + len(self.vhosts) + sum(len(c.split()) for c in self.conditions) > MAX_WORDS - 4
+        return fixed + len(self.vhosts) + sum(escaping.word_count(c) for c in self.conditions) > MAX_WORDS - 4
 
     @property
     def acl(self) -> str:

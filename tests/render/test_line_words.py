@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from haproxy_check import escaping
 from tests.render.conftest import Check, assert_valid, fixture, render, tls_secret
 from tests.render.test_injection import words
 from tests.render.test_live import get, running
@@ -51,6 +52,28 @@ def test_short_lines_keep_the_one_line_form() -> None:
                                              "headers": [{"name": "X-A", "value": "b"}]}]
     config = render([GW, SVC, route]).config
     assert "acl gwa_" not in config and "{ req.hdr(X-A) -m str -- 'b' }" in config
+
+
+def test_quoted_spaces_are_one_word_and_keep_the_one_line_form(haproxy_check: Check) -> None:
+    """A header value with 100 spaces is one quoted word to HAProxy: counting it as 100 words split a
+    short rule into named ACLs (a different config shape for a value that changes nothing)."""
+    route = maximal_route(regex=True)
+    route["spec"]["hostnames"] = ["a.example.com"]
+    route["spec"]["rules"][0]["matches"] = [{"path": {"type": "PathPrefix", "value": "/x"},
+                                             "headers": [{"type": "RegularExpression", "name": "X-A",
+                                                          "value": "x " * 100}]}]
+    result = render([GW, SVC, route])
+    assert "acl gwa_" not in result.config
+    assert max(len(words(line)) for line in result.config.splitlines()) <= 64
+    assert_valid(haproxy_check(result))
+
+
+@pytest.mark.parametrize(("text", "count"), [
+    ("a b", 2), ("req.hdr(X) -m reg -- 'x x x'", 5), ("a\\ b", 1), ("'it'\\''s'", 1), ("a # b c", 1),
+    ('"a b" c', 2), ("", 0), ("  a \t b  ", 2),
+])
+def test_word_count_tokenizes_like_haproxy(text: str, count: int) -> None:
+    assert escaping.word_count(text) == count == len(words(text))
 
 
 def test_the_split_form_routes_like_the_one_line_form(haproxy_path: str, tmp_path: Path) -> None:
