@@ -115,12 +115,19 @@ def _patch(prior: _Built[K], before: State, after: State, changed: Iterable[Ref]
     return _Built(found)
 
 
+def prior_link(state: State) -> tuple[State, frozenset[Ref]] | None:
+    """The previous version of ``state`` and the refs whose objects changed since, when ``state`` says
+    (``webhook.cluster`` snapshots link to the snapshot before them, one step back); else None."""
+    prior = getattr(state, "prior", None)
+    link = prior() if callable(prior) else None
+    return link
+
+
 def _built(state: State, name: str, kinds: Sequence[str], keys_of: Callable[[Obj], Iterable[K]]) -> _Built[K]:
     """The lookup of a base state: patched from its predecessor's when the state names one (``prior``:
     the previous version and the refs changed since, as ``webhook.cluster`` snapshots do) and that one
     is still cached; scanned from scratch otherwise."""
-    prior = getattr(state, "prior", None)
-    link = prior() if callable(prior) else None
+    link = prior_link(state)
     if link is not None:
         before, changed = link
         wanted = [r for r in changed if r.kind in kinds]
