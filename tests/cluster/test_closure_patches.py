@@ -99,8 +99,8 @@ event = st.one_of(st.tuples(st.just("put"), objects()), st.tuples(st.just("delet
 def test_patched_closure_index_equals_a_scan(initial: list[Obj], events: list[tuple[str, Obj | None]]) -> None:
     cluster = ClusterState(cast(Any, None), kinds=list(KINDS))
     stores = cluster._stores
-    for obj in initial:
-        stores[obj["kind"]].put(_key(obj), obj)
+    for first in initial:
+        stores[first["kind"]].put(_key(first), first)
     snapshot = cluster.snapshot()
     index = closures.scan_index(snapshot)
     for op, obj in [*events, ("snapshot", None)]:
