@@ -31,7 +31,7 @@ per review is proportional to the closure, not to the cluster. Pure: no I/O.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,24 +150,24 @@ def port_signature(state: State, ports: Iterable[int]) -> dict[int, tuple[Any, .
 class ClosureIndex:
     """Reverse lookups over one state version, each built in one pass over the objects."""
 
-    ports: dict[Ref, set[int]] = field(default_factory=dict)  # listener ports of a Gateway/ListenerSet
-    on_port: dict[int, set[Ref]] = field(default_factory=dict)
-    listener_sets: dict[Ref, set[Ref]] = field(default_factory=dict)  # Gateway -> ListenerSets naming it
-    children: dict[Ref, set[Ref]] = field(default_factory=dict)  # Gateway/ListenerSet -> routes naming it
-    keys: dict[Ref, set[Key]] = field(default_factory=dict)  # route -> its competitor keys
-    claimants: dict[Key, set[Ref]] = field(default_factory=dict)
-    users: dict[tuple[str, str], set[Ref]] = field(default_factory=dict)  # Service -> routes naming it
-    across: dict[tuple[str, str], set[Ref]] = field(default_factory=dict)  # (from ns, to ns) -> objects
-    slices: dict[tuple[str, str], set[Ref]] = field(default_factory=dict)  # Service -> EndpointSlices
-    policies: dict[tuple[str, str], set[Ref]] = field(default_factory=dict)  # Service -> BackendTLSPolicies
-    grants: dict[str, set[Ref]] = field(default_factory=dict)  # namespace -> ReferenceGrants
+    ports: MutableMapping[Ref, set[int]] = field(default_factory=dict)  # listener ports of a Gateway/ListenerSet
+    on_port: MutableMapping[int, set[Ref]] = field(default_factory=dict)
+    listener_sets: MutableMapping[Ref, set[Ref]] = field(default_factory=dict)  # Gateway -> ListenerSets naming it
+    children: MutableMapping[Ref, set[Ref]] = field(default_factory=dict)  # Gateway/ListenerSet -> routes naming it
+    keys: MutableMapping[Ref, set[Key]] = field(default_factory=dict)  # route -> its competitor keys
+    claimants: MutableMapping[Key, set[Ref]] = field(default_factory=dict)
+    users: MutableMapping[tuple[str, str], set[Ref]] = field(default_factory=dict)  # Service -> routes naming it
+    across: MutableMapping[tuple[str, str], set[Ref]] = field(default_factory=dict)  # (from ns, to ns) -> objects
+    slices: MutableMapping[tuple[str, str], set[Ref]] = field(default_factory=dict)  # Service -> EndpointSlices
+    policies: MutableMapping[tuple[str, str], set[Ref]] = field(default_factory=dict)  # Service -> BackendTLSPolicies
+    grants: MutableMapping[str, set[Ref]] = field(default_factory=dict)  # namespace -> ReferenceGrants
     http_sources: set[Ref] = field(default_factory=set)
     bind_sources: set[Ref] = field(default_factory=set)  # with an HTTP/HTTPS/TLS listener: a frontend bind
     # routes whose parents have a Selector listener: their keys also read Namespace labels
     selector_routes: set[Ref] = field(default_factory=set)
 
 
-def _add(table: dict[Any, set[Ref]], key: Any, ref: Ref) -> None:
+def _add(table: MutableMapping[Any, set[Ref]], key: Any, ref: Ref) -> None:
     table.setdefault(key, set()).add(ref)
 
 
@@ -225,6 +225,11 @@ def build_index(state: State) -> ClosureIndex:
     """The index of ``state``: patched from the previous version's when ``state`` links to it (a
     ``webhook.cluster`` snapshot names the snapshot before it and the objects changed since) and that
     one is still cached, in O(changed objects); scanned from scratch otherwise."""
+    if isinstance(state, Overlay):
+        # A review's proposed state, or a ``routegate check`` input against all the others: the base's
+        # index with one object's contribution replaced, layered over the base's tables (O(change) in
+        # time and memory, however many overlays of one base are alive at once).
+        return patch_index(index_of(state.base), state.base, state, [state.change.ref], layered=True)
     link = indexes.prior_link(state)
     if link is not None:
         before, changed = link
@@ -285,20 +290,68 @@ def scan_index(state: State) -> ClosureIndex:
     return idx
 
 
+_MISSING: Any = object()
+_GONE: Any = object()
+
+
+class _Layer(MutableMapping[Any, Any]):
+    """A table read through to a base table except for the keys set or deleted on it: an Overlay's
+    index costs the keys its one change touches, not a copy of every table."""
+
+    __slots__ = ("_base", "_over")
+
+    def __init__(self, base: Mapping[Any, Any]) -> None:
+        self._base = base
+        self._over: dict[Any, Any] = {}
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        got = self._over.get(key, _MISSING)
+        if got is _MISSING:
+            return self._base.get(key, default)
+        return default if got is _GONE else got
+
+    def __getitem__(self, key: Any) -> Any:
+        got = self.get(key, _MISSING)
+        if got is _MISSING:
+            raise KeyError(key)
+        return got
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._over[key] = value
+
+    def __delitem__(self, key: Any) -> None:
+        if self.get(key, _MISSING) is _MISSING:
+            raise KeyError(key)
+        self._over[key] = _GONE
+
+    def __iter__(self) -> Iterator[Any]:
+        over = self._over
+        yield from (k for k in self._base if k not in over)
+        yield from (k for k, v in over.items() if v is not _GONE)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 class _Patch:
     """A copy of a predecessor's index that shares every set it does not change (copy on first write):
-    the predecessor stays exactly as it was, for the reviews still reading it."""
+    the predecessor stays exactly as it was, for the reviews still reading it. ``layered``: the tables
+    are layers over the predecessor's (for short-lived derived states) instead of shallow copies (for
+    the next snapshot, which becomes the predecessor of the one after it)."""
 
-    def __init__(self, prior: ClosureIndex) -> None:
+    def __init__(self, prior: ClosureIndex, *, layered: bool = False) -> None:
+        def table(of: MutableMapping[Any, Any]) -> MutableMapping[Any, Any]:
+            return _Layer(of) if layered else dict(of)
+
         self.idx = ClosureIndex(
-            ports=dict(prior.ports), on_port=dict(prior.on_port), listener_sets=dict(prior.listener_sets),
-            children=dict(prior.children), keys=dict(prior.keys), claimants=dict(prior.claimants),
-            users=dict(prior.users), across=dict(prior.across), slices=dict(prior.slices),
-            policies=dict(prior.policies), grants=dict(prior.grants), http_sources=set(prior.http_sources),
+            ports=table(prior.ports), on_port=table(prior.on_port), listener_sets=table(prior.listener_sets),
+            children=table(prior.children), keys=table(prior.keys), claimants=table(prior.claimants),
+            users=table(prior.users), across=table(prior.across), slices=table(prior.slices),
+            policies=table(prior.policies), grants=table(prior.grants), http_sources=set(prior.http_sources),
             bind_sources=set(prior.bind_sources), selector_routes=set(prior.selector_routes))
         self._owned: set[tuple[int, Any]] = set()
 
-    def add(self, table: dict[Any, set[Ref]], key: Any, ref: Ref) -> None:
+    def add(self, table: MutableMapping[Any, set[Ref]], key: Any, ref: Ref) -> None:
         owned = (id(table), key)
         if owned in self._owned:
             table.setdefault(key, set()).add(ref)
@@ -306,7 +359,7 @@ class _Patch:
             table[key] = {*table.get(key, ()), ref}
             self._owned.add(owned)
 
-    def discard(self, table: dict[Any, set[Ref]], key: Any, ref: Ref) -> None:
+    def discard(self, table: MutableMapping[Any, set[Ref]], key: Any, ref: Ref) -> None:
         got = table.get(key)
         if got is None or ref not in got:
             return
@@ -375,7 +428,8 @@ def _forget(obj: Obj) -> None:
             cache.pop(id(obj), None)
 
 
-def patch_index(prior: ClosureIndex, before: State, after: State, changed: Iterable[Ref]) -> ClosureIndex:
+def patch_index(prior: ClosureIndex, before: State, after: State, changed: Iterable[Ref], *,
+                layered: bool = False) -> ClosureIndex:
     """``scan_index(after)`` from ``prior = scan_index(before)`` and the refs whose objects differ
     between the two: each changed object's contribution is taken out and put back from its new version,
     and the competitor keys of the routes whose parents' listeners changed (or, after a Namespace
@@ -383,7 +437,7 @@ def patch_index(prior: ClosureIndex, before: State, after: State, changed: Itera
     changed = [r for r in changed if r.kind in LISTED_KINDS or r.kind == "Namespace"]
     if not changed:
         return prior  # nothing the index reads changed
-    patch = _Patch(prior)
+    patch = _Patch(prior, layered=layered)
     idx = patch.idx
     by_before = attachments.listeners_by_source(before)
     by_after = attachments.listeners_by_source(after)

@@ -1,5 +1,6 @@
 """The closure index of a cluster snapshot, patched from the previous snapshot's (validators.closures),
-equals the index scanned from scratch, over random sequences of watch events of every kind it reads."""
+and of a review's Overlay, derived from its base's, equal the index scanned from scratch, over random
+sequences of watch events and reviews of every kind the index reads."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from validators import closures, indexes
+from validators.changes import Change, Operation
 from validators.objects import Obj, Ref
+from validators.states import Overlay
 from webhook.cluster.states import ClusterState
 
 GW = "gateway.networking.k8s.io/v1"
@@ -90,7 +93,7 @@ def _key(obj: Obj) -> tuple[str, str]:
     return (obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
 
 
-event = st.one_of(st.tuples(st.just("put"), objects()), st.tuples(st.just("delete"), objects()),
+event = st.one_of(st.tuples(st.sampled_from(("put", "delete", "review", "review-delete")), objects()),
                   st.tuples(st.just("snapshot"), st.none()))
 
 
@@ -107,18 +110,29 @@ def test_patched_closure_index_equals_a_scan(initial: list[Obj], events: list[tu
         if op == "put":
             assert obj is not None
             stores[obj["kind"]].put(_key(obj), obj)
-        elif op == "delete":
+            continue
+        if op == "delete":
             assert obj is not None
             stores[obj["kind"]].delete(_key(obj))
-        else:
-            current = cluster.snapshot()
-            if current is snapshot:
-                continue
+            continue
+        current = cluster.snapshot()
+        if current is not snapshot:
             link = current.prior()
             assert link is not None and link[0] is snapshot
             index = closures.patch_index(index, snapshot, current, link[1])
             assert index == closures.scan_index(current)
             snapshot = current
+        if op.startswith("review"):  # an Overlay of one change on the snapshot: the index derived from its base's
+            assert obj is not None
+            old = snapshot.get(obj["kind"], *_key(obj))
+            if op == "review-delete":
+                change = Change(Operation.DELETE, None, obj)
+            else:
+                change = Change(Operation.CREATE if old is None else Operation.UPDATE, obj, old)
+            proposed = Overlay(snapshot, change)
+            derived = closures.patch_index(index, snapshot, proposed, [change.ref], layered=True)
+            assert derived == closures.scan_index(proposed)
+            assert index == closures.scan_index(snapshot)  # the base's tables are left as they were
 
 
 def _route(name: str, host: str) -> Obj:
@@ -142,6 +156,10 @@ def test_a_new_snapshot_patches_the_cached_index_instead_of_scanning(monkeypatch
                                                               Ref("HTTPRoute", "n1", "r2")}
     assert first.claimants[("http", 80, "a.example.com")] == {Ref("HTTPRoute", "n1", "r1")}  # left as it was
     assert indexes.peek(cluster.snapshot(), "closure") is second
+    proposed = Overlay(cluster.snapshot(), Change(Operation.DELETE, None, _route("r1", "a.example.com")))
+    third = closures.index_of(proposed)
+    assert not scans
+    assert third.claimants[("http", 80, "a.example.com")] == {Ref("HTTPRoute", "n1", "r2")}
 
 
 def test_a_namespace_label_change_moves_the_routes_of_selector_listeners() -> None:
