@@ -24,7 +24,7 @@ from aiohttp import web
 
 from haproxy_check import binaries
 from validators.checks import Checks
-from webhook import connections, fullchecks, liveschemas, logs, metrics, servers
+from webhook import connections, fullchecks, liveschemas, logs, metrics, servers, warming
 from webhook.assembly import SetupError, build_gate, load_crd_documents, load_state
 from webhook.sources import StateSource, StaticSource
 
@@ -217,6 +217,8 @@ async def serve(args: argparse.Namespace) -> int:
         tasks.append(full_check.run())
     if getattr(args, "reconcile", False):
         tasks.append(reconciling.alongside(gate, source, api, args))
+    if gate.delta:  # a gate that checks the whole state, not closures, has no closure index to build
+        tasks.append(warming.follow(gate, source))
     if args.client_ca:
         require_client_certificates(reloader.context, args.client_ca)
     app = servers.make_app(gate, source, certs=reloader, review_timeout=args.review_timeout,
