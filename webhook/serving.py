@@ -232,6 +232,10 @@ async def serve(args: argparse.Namespace) -> int:
     metrics_runner = web.AppRunner(metrics_app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     await metrics_runner.setup()
+    if gate.delta and source.ready:
+        # A state that is there from the start (files) is indexed before the first review can arrive,
+        # so no review waits for it; a cluster's first state is warmed by the task once synced.
+        await asyncio.to_thread(warming.warm, gate, source)
     background = [asyncio.ensure_future(t) for t in tasks]
     stop = on_stop_signals()
     try:
