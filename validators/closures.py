@@ -31,7 +31,7 @@ per review is proportional to the closure, not to the cluster. Pure: no I/O.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,22 +161,24 @@ def port_signature(state: State, ports: Iterable[int]) -> dict[int, tuple[Any, .
 class ClosureIndex:
     """Reverse lookups over one state version, each built in one pass over the objects."""
 
-    ports: dict[Ref, set[int]] = field(default_factory=dict)  # listener ports of a Gateway/ListenerSet
-    on_port: dict[int, set[Ref]] = field(default_factory=dict)
-    listener_sets: dict[Ref, set[Ref]] = field(default_factory=dict)  # Gateway -> ListenerSets naming it
-    children: dict[Ref, set[Ref]] = field(default_factory=dict)  # Gateway/ListenerSet -> routes naming it
-    keys: dict[Ref, set[Key]] = field(default_factory=dict)  # route -> its competitor keys
-    claimants: dict[Key, set[Ref]] = field(default_factory=dict)
-    users: dict[tuple[str, str], set[Ref]] = field(default_factory=dict)  # Service -> routes naming it
-    across: dict[tuple[str, str], set[Ref]] = field(default_factory=dict)  # (from ns, to ns) -> objects
-    slices: dict[tuple[str, str], set[Ref]] = field(default_factory=dict)  # Service -> EndpointSlices
-    policies: dict[tuple[str, str], set[Ref]] = field(default_factory=dict)  # Service -> BackendTLSPolicies
-    grants: dict[str, set[Ref]] = field(default_factory=dict)  # namespace -> ReferenceGrants
+    ports: MutableMapping[Ref, set[int]] = field(default_factory=dict)  # listener ports of a Gateway/ListenerSet
+    on_port: MutableMapping[int, set[Ref]] = field(default_factory=dict)
+    listener_sets: MutableMapping[Ref, set[Ref]] = field(default_factory=dict)  # Gateway -> ListenerSets naming it
+    children: MutableMapping[Ref, set[Ref]] = field(default_factory=dict)  # Gateway/ListenerSet -> routes naming it
+    keys: MutableMapping[Ref, set[Key]] = field(default_factory=dict)  # route -> its competitor keys
+    claimants: MutableMapping[Key, set[Ref]] = field(default_factory=dict)
+    users: MutableMapping[tuple[str, str], set[Ref]] = field(default_factory=dict)  # Service -> routes naming it
+    across: MutableMapping[tuple[str, str], set[Ref]] = field(default_factory=dict)  # (from ns, to ns) -> objects
+    slices: MutableMapping[tuple[str, str], set[Ref]] = field(default_factory=dict)  # Service -> EndpointSlices
+    policies: MutableMapping[tuple[str, str], set[Ref]] = field(default_factory=dict)  # Service -> BackendTLSPolicies
+    grants: MutableMapping[str, set[Ref]] = field(default_factory=dict)  # namespace -> ReferenceGrants
     http_sources: set[Ref] = field(default_factory=set)
     bind_sources: set[Ref] = field(default_factory=set)  # with an HTTP/HTTPS/TLS listener: a frontend bind
+    # routes whose parents have a Selector listener: their keys also read Namespace labels
+    selector_routes: set[Ref] = field(default_factory=set)
 
 
-def _add(table: dict[Any, set[Ref]], key: Any, ref: Ref) -> None:
+def _add(table: MutableMapping[Any, set[Ref]], key: Any, ref: Ref) -> None:
     table.setdefault(key, set()).add(ref)
 
 
@@ -206,22 +208,50 @@ def _facts(route: Obj, seen: dict[int, tuple[Obj, _RouteFacts]]) -> _RouteFacts:
     return hit[1]
 
 
-def _keys(route: Obj, facts: _RouteFacts, state: State, seen: dict[int, tuple[Obj, tuple[Any, ...], set[Key]]],
-          by_source: Mapping[Ref, tuple[attachments.Listener, ...]]) -> set[Key]:
+def _inputs(facts: _RouteFacts, by_source: Mapping[Ref, tuple[attachments.Listener, ...]],
+            ) -> tuple[tuple[attachments.Listener, ...], ...]:
+    """What a route's attachment reads besides the route: the listeners of the parents it names."""
+    return tuple(by_source.get(p, ()) for p in facts.parents)
+
+
+def _reads_labels(inputs: tuple[tuple[attachments.Listener, ...], ...]) -> bool:
+    return any(x.namespaces_from == "Selector" for group in inputs for x in group)
+
+
+def _keys(route: Obj, state: State, seen: dict[int, tuple[Obj, tuple[Any, ...], set[Key]]],
+          inputs: tuple[tuple[attachments.Listener, ...], ...]) -> set[Key]:
     """``competitor_keys``, reused while the listeners of the route's parents are equal (attachment
     reads nothing else, except namespace labels for Selector listeners: those are never reused).
-    ``by_source`` is ``attachments.listeners_by_source(state)``, looked up once per build rather than
-    once per route (10,000 index lookups cost more than the keys they guard)."""
-    inputs = tuple(by_source.get(p, ()) for p in facts.parents)
+    ``inputs`` come from ``attachments.listeners_by_source(state)``, looked up once per build rather
+    than once per route (10,000 index lookups cost more than the keys they guard)."""
     hit = _KEYS.get(id(route))
     if hit is None or hit[0] is not route or hit[1] != inputs:
         hit = (route, inputs, competitor_keys(route, state))
-    if not any(x.namespaces_from == "Selector" for group in inputs for x in group):
+    if not _reads_labels(inputs):
         seen[id(route)] = hit
     return hit[2]
 
 
 def build_index(state: State) -> ClosureIndex:
+    """The index of ``state``: patched from the previous version's when ``state`` links to it (a
+    ``webhook.cluster`` snapshot names the snapshot before it and the objects changed since) and that
+    one is still cached, in O(changed objects); scanned from scratch otherwise."""
+    if isinstance(state, Overlay):
+        # A review's proposed state, or a ``routegate check`` input against all the others: the base's
+        # index with one object's contribution replaced, layered over the base's tables (O(change) in
+        # time and memory, however many overlays of one base are alive at once).
+        return patch_index(index_of(state.base), state.base, state, [state.change.ref], layered=True)
+    link = indexes.prior_link(state)
+    if link is not None:
+        before, changed = link
+        prior = indexes.peek(before, "closure")
+        if isinstance(prior, ClosureIndex):
+            return patch_index(prior, before, state, changed)
+    return scan_index(state)
+
+
+def scan_index(state: State) -> ClosureIndex:
+    """The index of ``state`` from all its objects (per-object facts reused by identity)."""
     global _FACTS, _KEYS
     idx = ClosureIndex()
     for kind in SOURCE_KINDS:
@@ -247,8 +277,11 @@ def build_index(state: State) -> ClosureIndex:
             ref = facts.ref
             for parent in facts.parents:
                 _add(idx.children, parent, ref)
-            keys = _keys(route, facts, state, keys_seen, by_source)
+            inputs = _inputs(facts, by_source)
+            keys = _keys(route, state, keys_seen, inputs)
             idx.keys[ref] = keys
+            if _reads_labels(inputs):
+                idx.selector_routes.add(ref)
             for key in keys:
                 _add(idx.claimants, key, ref)
             for service in facts.services:
@@ -265,6 +298,203 @@ def build_index(state: State) -> ClosureIndex:
             _add(idx.policies, target, ref_of(policy))
     for grant in state.list("ReferenceGrant"):
         _add(idx.grants, namespace_of(grant), ref_of(grant))
+    return idx
+
+
+_MISSING: Any = object()
+_GONE: Any = object()
+
+
+class _Layer(MutableMapping[Any, Any]):
+    """A table read through to a base table except for the keys set or deleted on it: an Overlay's
+    index costs the keys its one change touches, not a copy of every table."""
+
+    __slots__ = ("_base", "_over")
+
+    def __init__(self, base: Mapping[Any, Any]) -> None:
+        self._base = base
+        self._over: dict[Any, Any] = {}
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        got = self._over.get(key, _MISSING)
+        if got is _MISSING:
+            return self._base.get(key, default)
+        return default if got is _GONE else got
+
+    def __getitem__(self, key: Any) -> Any:
+        got = self.get(key, _MISSING)
+        if got is _MISSING:
+            raise KeyError(key)
+        return got
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._over[key] = value
+
+    def __delitem__(self, key: Any) -> None:
+        if self.get(key, _MISSING) is _MISSING:
+            raise KeyError(key)
+        self._over[key] = _GONE
+
+    def __iter__(self) -> Iterator[Any]:
+        over = self._over
+        yield from (k for k in self._base if k not in over)
+        yield from (k for k, v in over.items() if v is not _GONE)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class _Patch:
+    """A copy of a predecessor's index that shares every set it does not change (copy on first write):
+    the predecessor stays exactly as it was, for the reviews still reading it. ``layered``: the tables
+    are layers over the predecessor's (for short-lived derived states) instead of shallow copies (for
+    the next snapshot, which becomes the predecessor of the one after it)."""
+
+    def __init__(self, prior: ClosureIndex, *, layered: bool = False) -> None:
+        def table(of: MutableMapping[Any, Any]) -> MutableMapping[Any, Any]:
+            return _Layer(of) if layered else dict(of)
+
+        self.idx = ClosureIndex(
+            ports=table(prior.ports), on_port=table(prior.on_port), listener_sets=table(prior.listener_sets),
+            children=table(prior.children), keys=table(prior.keys), claimants=table(prior.claimants),
+            users=table(prior.users), across=table(prior.across), slices=table(prior.slices),
+            policies=table(prior.policies), grants=table(prior.grants), http_sources=set(prior.http_sources),
+            bind_sources=set(prior.bind_sources), selector_routes=set(prior.selector_routes))
+        self._owned: set[tuple[int, Any]] = set()
+
+    def add(self, table: MutableMapping[Any, set[Ref]], key: Any, ref: Ref) -> None:
+        owned = (id(table), key)
+        if owned in self._owned:
+            table.setdefault(key, set()).add(ref)
+        else:
+            table[key] = {*table.get(key, ()), ref}
+            self._owned.add(owned)
+
+    def discard(self, table: MutableMapping[Any, set[Ref]], key: Any, ref: Ref) -> None:
+        got = table.get(key)
+        if got is None or ref not in got:
+            return
+        owned = (id(table), key)
+        if owned not in self._owned:
+            got = table[key] = set(got)
+            self._owned.add(owned)
+        got.discard(ref)
+        if not got:
+            del table[key]  # a scan never holds an empty set
+
+    def source(self, ref: Ref, obj: Obj, add: bool) -> None:
+        """Add (or take out) what one Gateway/ListenerSet contributes."""
+        idx, put = self.idx, self.add if add else self.discard
+        ports = listener_ports(obj)
+        for port in ports:
+            put(idx.on_port, port, ref)
+        if add:
+            idx.ports[ref] = ports
+            if _http_source(obj):
+                idx.http_sources.add(ref)
+            if _binds(obj):
+                idx.bind_sources.add(ref)
+        else:
+            idx.ports.pop(ref, None)
+            idx.http_sources.discard(ref)
+            idx.bind_sources.discard(ref)
+        for space in referenced(obj)[1]:
+            put(idx.across, (ref.namespace, space), ref)
+        if ref.kind == "ListenerSet" and (parent := attachments.listener_set_parent(obj)) is not None:
+            put(idx.listener_sets, parent, ref)
+
+    def route_facts(self, facts: _RouteFacts, add: bool) -> None:
+        idx, put, ref = self.idx, self.add if add else self.discard, facts.ref
+        for parent in facts.parents:
+            put(idx.children, parent, ref)
+        for service in facts.services:
+            put(idx.users, service, ref)
+        for space in facts.spaces:
+            put(idx.across, (ref.namespace, space), ref)
+
+    def route_keys(self, ref: Ref, route: Obj | None, facts: _RouteFacts | None, state: State,
+                   by_source: Mapping[Ref, tuple[attachments.Listener, ...]]) -> None:
+        """Replace a route's competitor keys with those it has in ``state`` (none when deleted)."""
+        idx = self.idx
+        for key in idx.keys.pop(ref, ()):
+            self.discard(idx.claimants, key, ref)
+        idx.selector_routes.discard(ref)
+        if route is None or facts is None:
+            return
+        inputs = _inputs(facts, by_source)
+        seen: dict[int, tuple[Obj, tuple[Any, ...], set[Key]]] = {}
+        keys = idx.keys[facts.ref] = _keys(route, state, seen, inputs)
+        _KEYS.update(seen)
+        for key in keys:
+            self.add(idx.claimants, key, facts.ref)
+        if _reads_labels(inputs):
+            idx.selector_routes.add(facts.ref)
+
+
+def _forget(obj: Obj) -> None:
+    """Drop a replaced object's per-identity entries (a scan would have dropped them)."""
+    for cache in (_FACTS, _KEYS):
+        hit = cache.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            cache.pop(id(obj), None)
+
+
+def patch_index(prior: ClosureIndex, before: State, after: State, changed: Iterable[Ref], *,
+                layered: bool = False) -> ClosureIndex:
+    """``scan_index(after)`` from ``prior = scan_index(before)`` and the refs whose objects differ
+    between the two: each changed object's contribution is taken out and put back from its new version,
+    and the competitor keys of the routes whose parents' listeners changed (or, after a Namespace
+    change, that read namespace labels) are recomputed. O(changed objects and the routes they move)."""
+    changed = [r for r in changed if r.kind in LISTED_KINDS or r.kind == "Namespace"]
+    if not changed:
+        return prior  # nothing the index reads changed
+    patch = _Patch(prior, layered=layered)
+    idx = patch.idx
+    by_before = attachments.listeners_by_source(before)
+    by_after = attachments.listeners_by_source(after)
+    moved = {s for s in by_before.keys() | by_after.keys() if by_before.get(s) != by_after.get(s)}
+    rekey: set[Ref] = set()
+    for source in moved:
+        rekey |= prior.children.get(source, set())
+    if any(r.kind == "Namespace" for r in changed):
+        rekey |= prior.selector_routes
+    for ref in changed:
+        old = before.get(ref.kind, ref.namespace, ref.name)
+        new = after.get(ref.kind, ref.namespace, ref.name)
+        if old is new:
+            continue
+        if ref.kind in SOURCE_KINDS:
+            for obj, add in ((old, False), (new, True)):
+                if obj is not None:
+                    patch.source(ref_of(obj), obj, add)
+        elif ref.kind in ROUTE_KINDS or ref.kind == CRD_ROUTE:
+            rekey.discard(ref)
+            facts = None
+            if old is not None:
+                patch.route_facts(_facts(old, {}), add=False)
+                _forget(old)
+            if new is not None:
+                seen: dict[int, tuple[Obj, _RouteFacts]] = {}
+                facts = _facts(new, seen)
+                _FACTS.update(seen)
+                patch.route_facts(facts, add=True)
+            patch.route_keys(ref, new, facts, after, by_after)
+        elif ref.kind == "EndpointSlice":
+            for obj, put in ((old, patch.discard), (new, patch.add)):
+                owner = dig(obj, "metadata", "labels", SERVICE_NAME_LABEL) if obj is not None else None
+                if obj is not None and isinstance(owner, str):
+                    put(idx.slices, (namespace_of(obj), owner), ref_of(obj))
+        elif ref.kind == "BackendTLSPolicy":
+            for obj, put in ((old, patch.discard), (new, patch.add)):
+                for target in _policy_targets(obj) if obj is not None else ():
+                    put(idx.policies, target, ref_of(obj))  # type: ignore[arg-type]
+        elif ref.kind == "ReferenceGrant":
+            for obj, put in ((old, patch.discard), (new, patch.add)):
+                if obj is not None:
+                    put(idx.grants, namespace_of(obj), ref_of(obj))
+    for ref in rekey:
+        route = after.get(ref.kind, ref.namespace, ref.name)
+        patch.route_keys(ref, route, _facts(route, {}) if route is not None else None, after, by_after)
     return idx
 
 

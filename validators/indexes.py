@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import threading
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
@@ -21,6 +22,8 @@ from validators.states import Overlay, State
 T = TypeVar("T")
 
 _CACHE: weakref.WeakKeyDictionary[Any, dict[str, tuple[str, Any]]] = weakref.WeakKeyDictionary()
+_BUILDING: dict[tuple[int, str], threading.Lock] = {}  # the builds under way, per (state object, index)
+_GUARD = threading.Lock()
 
 
 def index(state: State, name: str, build: Callable[[State], T]) -> T:
@@ -37,13 +40,28 @@ def index(state: State, name: str, build: Callable[[State], T]) -> T:
         hit = per_state.get(name)
         if hit is not None and hit[0] == version:
             return hit[1]  # type: ignore[no-any-return]
-    value = build(state)
-    if per_state is None:
-        per_state = {}
-        with contextlib.suppress(TypeError):
-            _CACHE[state] = per_state
-    per_state[name] = (version, value)
-    return value
+    # One build per (state, index) at a time: reviews of a new state version arriving together (in
+    # worker threads) wait for the first one's build instead of each building the same index at once.
+    key = (id(state), name)
+    with _GUARD:
+        lock = _BUILDING.setdefault(key, threading.Lock())
+    try:
+        with lock:
+            per_state = _CACHE.get(state)
+            hit = per_state.get(name) if per_state is not None else None
+            if hit is not None and hit[0] == version:
+                return hit[1]  # type: ignore[no-any-return]
+            value = build(state)
+            if per_state is None:
+                per_state = {}
+                with contextlib.suppress(TypeError):
+                    _CACHE[state] = per_state
+            per_state[name] = (version, value)
+            return value
+    finally:
+        with _GUARD:
+            if _BUILDING.get(key) is lock:
+                del _BUILDING[key]
 
 
 def _unchanged_base(state: State, reads: frozenset[str]) -> State:
@@ -120,12 +138,19 @@ def _patch(prior: _Built[K], before: State, after: State, changed: Iterable[Ref]
     return _Built(found)
 
 
+def prior_link(state: State) -> tuple[State, frozenset[Ref]] | None:
+    """The previous version of ``state`` and the refs whose objects changed since, when ``state`` says
+    (``webhook.cluster`` snapshots link to the snapshot before them, one step back); else None."""
+    prior = getattr(state, "prior", None)
+    link = prior() if callable(prior) else None
+    return link
+
+
 def _built(state: State, name: str, kinds: Sequence[str], keys_of: Callable[[Obj], Iterable[K]]) -> _Built[K]:
     """The lookup of a base state: patched from its predecessor's when the state names one (``prior``:
     the previous version and the refs changed since, as ``webhook.cluster`` snapshots do) and that one
     is still cached; scanned from scratch otherwise."""
-    prior = getattr(state, "prior", None)
-    link = prior() if callable(prior) else None
+    link = prior_link(state)
     if link is not None:
         before, changed = link
         wanted = [r for r in changed if r.kind in kinds]

@@ -220,6 +220,8 @@ async def serve(args: argparse.Namespace) -> int:
         tasks.append(full_check.run())
     if getattr(args, "reconcile", False):
         tasks.append(reconciling.alongside(gate, source, api, args))
+    if gate.delta:  # a gate that checks the whole state, not closures, has no closure index to build
+        tasks.append(warming.follow(gate, source))
     if args.client_ca:
         require_client_certificates(reloader.context, args.client_ca)
     app = servers.make_app(gate, source, certs=reloader, review_timeout=args.review_timeout, queue=queue,
@@ -233,6 +235,10 @@ async def serve(args: argparse.Namespace) -> int:
     metrics_runner = web.AppRunner(metrics_app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
     await metrics_runner.setup()
+    if gate.delta and source.ready:
+        # A state that is there from the start (files) is indexed before the first review can arrive,
+        # so no review waits for it; a cluster's first state is warmed by the task once synced.
+        await asyncio.to_thread(warming.build_index, gate, source)
     background = [asyncio.ensure_future(t) for t in tasks]
     stop = on_stop_signals()
     try:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,3 +133,35 @@ def test_check_leaves_the_callers_logging_as_it_was(capsys: pytest.CaptureFixtur
     before = structlog.get_config()
     check(capsys, "-f", str(INPUTS / "good.yaml"))
     assert structlog.get_config() == before
+
+
+def test_check_gives_the_combined_haproxy_check_a_deadline_that_grows_with_the_inputs(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, haproxy_path: str) -> None:
+    # All inputs are checked together first; a review's 5 s deadline on that one big check sent a busy
+    # machine into N one-by-one reviews (10,000 routes: minutes).
+    from webhook import checking
+
+    routes = "".join(f"""---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{name: r{i}, namespace: default}}
+spec: {{parentRefs: [{{name: none}}]}}
+""" for i in range(3000))
+    (tmp_path / "routes.yaml").write_text(routes)
+    from webhook import assembly
+
+    seen: list[float] = []
+
+    def build(binary: Any, settings: assembly.GateSettings) -> Any:
+        seen.append(settings.check_timeout)
+        return assembly.build_gate(binary, settings)
+
+    monkeypatch.setattr(checking, "build_gate", build)
+    monkeypatch.setattr(checking, "judge", lambda *args, **kwargs: _no_results())
+    main(["check", "-f", str(tmp_path / "routes.yaml"), "--check-timeout", "1"])
+    capsys.readouterr()
+    assert seen == [pytest.approx(3000 * checking.COMBINED_CHECK_SECONDS_PER_OBJECT)]
+
+
+async def _no_results() -> list[object]:
+    return []

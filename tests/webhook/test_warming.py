@@ -1,15 +1,19 @@
-"""The gate is warmed while idle: each new state version gets one discarded dry-run review through the
-reviews' own queue, so the first real review does not build the version's indexes."""
+"""The gate is warmed ahead of reviews (webhook.warming): each new state version's closure index is built
+in a worker thread, and each new version gets one discarded dry-run review through the reviews' own
+queue, so the first real review does not build the version's indexes."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from typing import Any
 
 import pytest
 
 from tests.webhook.conftest import STATE_DIR, load_objects
 from validators import indexes
 from validators.changes import Change
+from validators.scopes import Scope
 from validators.states import MemoryState, State
 from webhook import warming
 from webhook.admission import Batcher
@@ -17,7 +21,41 @@ from webhook.gates import Gate
 from webhook.sources import StaticSource
 from webhook.verdicts import Verdict
 
-pytestmark = pytest.mark.haproxy
+
+class _Source:
+    def __init__(self) -> None:
+        self.state = MemoryState([], version="v1")
+        self.ready = True
+
+    def snapshot(self) -> MemoryState:
+        return self.state
+
+    def status(self) -> dict[str, Any]:
+        return {}
+
+
+class _Gate:
+    scope = Scope()
+    delta = True
+
+
+async def test_each_new_version_gets_its_closure_index_before_a_review_asks() -> None:
+    source = _Source()
+    task = asyncio.ensure_future(warming.follow(_Gate(), source, poll=0.01))  # type: ignore[arg-type]
+    try:
+        for version in ("v1", "v2"):
+            source.state = MemoryState([], version=version)
+            for _ in range(200):
+                if indexes.peek(source.state, "closure") is not None:
+                    break
+                await asyncio.sleep(0.01)
+            assert indexes.peek(source.state, "closure") is not None
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 
 
 class Recording(Gate):
@@ -30,6 +68,7 @@ class Recording(Gate):
         return await super().review(change, state=state, reload_note=reload_note)
 
 
+@pytest.mark.haproxy
 async def test_each_new_state_version_is_warmed_once_through_the_queue(gate: Gate) -> None:
     recording = Recording(gate)
     queue = Batcher(recording)
