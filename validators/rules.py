@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from validators import backendtls, budgets, filters, listeners, names, policies, regexes, routecosts, sweeps
+from validators import budgets
 from validators.codes import INFOS, RuleInfo
 from validators.contexts import Context
 from validators.findings import Finding, Severity
+from validators.objectrules import backendtlsrules, filters, listeners, names, policies, regexes, routecosts, sweeps
 from validators.objects import Obj
 
 Rule = Callable[[Obj, Context], Iterator[Finding]]
@@ -45,7 +46,7 @@ RULES: Mapping[str, Sequence[Rule]] = {
     "TCPRoute": COMMON,
     "Gateway": (*COMMON, listeners.tcp_ports, listeners.tls_modes),
     "ListenerSet": (*COMMON, listeners.tcp_ports, listeners.tls_modes),
-    "BackendTLSPolicy": (*COMMON, backendtls.subject_alt_names, backendtls.trust),
+    "BackendTLSPolicy": (*COMMON, backendtlsrules.subject_alt_names, backendtlsrules.trust),
     "ReferenceGrant": COMMON,
     "Route": (*COMMON, filters.route_crd_headers),
 }
@@ -65,14 +66,14 @@ def table() -> list[RuleInfo]:
     """Every code with its default severity and one line: ours, then CEL's when that module exists."""
     infos = list(INFOS)
     try:
-        from validators import celchecks  # optional: another engineer's module
+        from validators.cel import celchecks  # optional: another engineer's module
 
         extra = getattr(celchecks, "RULE_INFOS", ())
         infos += [i for i in extra if isinstance(i, RuleInfo)]
     except ImportError:
         pass
     try:
-        from validators import crossobjects  # optional: another engineer's module
+        from validators.crossobject import crossobjects  # optional: another engineer's module
 
         cross = getattr(crossobjects, "CODES", {})
         infos += [RuleInfo(c, Severity.WARN, s) for c, s in cross.items() if isinstance(s, str)]

@@ -177,7 +177,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "routegate") -> int:
     top = parser()
     top.prog = prog
     args = top.parse_args(argv)
-    from haproxy_check import binaries
+    from haproxy_check.check import binaries
     from webhook import inputs
     from webhook.assembly import SetupError
 
@@ -229,7 +229,7 @@ def print_version() -> int:
     import asyncio
     import json
 
-    from haproxy_check import binaries
+    from haproxy_check.check import binaries
 
     info: dict[str, Any] = {"routegate": routegate_version()}
     try:

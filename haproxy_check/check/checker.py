@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from haproxy_check import alerts, sandboxes, scratches
+from haproxy_check.check import alerts, sandboxes, scratches
+from haproxy_check.check.sandboxes import Runner
 from haproxy_check.results import CheckResult, HAProxyBinary, RenderResult
-from haproxy_check.sandboxes import Runner
 
 
 class CheckTimedOut(RuntimeError):

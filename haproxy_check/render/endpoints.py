@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from haproxy_check.descriptions import ServerDesc
-from validators import indexes, references
+from validators.crossobject import backendrefs
 from validators.objects import Obj, as_list, dig, name_of, namespace_of
 from validators.states import State
+from validators.views import indexes
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
@@ -63,7 +64,7 @@ def endpoint_addresses(state: State, service: Obj, port: int, *, limit: int | No
     endpoints in slice order): a tenant's EndpointSlices cost every render O(limit) address parses,
     not O(all endpoints). More than ``limit`` entries back means the Service is over the limit.
     """
-    sp = references.service_port(service, port)
+    sp = backendrefs.service_port(service, port)
     if sp is None:
         return []
     port_name = dig(sp, "name", default="")

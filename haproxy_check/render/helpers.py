@@ -15,9 +15,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from haproxy_check import escaping, slots
+from haproxy_check import escaping
 from haproxy_check.descriptions import BackendDesc, Description, FileDesc, MapDesc, ProfileDesc, ServerDesc
-from haproxy_check.sourcemaps import SourceMap
+from haproxy_check.render.sourcemaps import SourceMap
+from haproxy_check.runtime import slots
 
 BACKEND_KEYS = frozenset({"name", "mode", "balance", "hashType", "profile", "body", "servers", "defaultServer",
                           "guid", "comments", "shape", "shapeReason"})

@@ -6,7 +6,7 @@ findings, the files it wrote) with what the compilation read to produce it:
 
 - the route object itself (identity, else equal content: an UPDATE's object still carries the old
   resourceVersion, so that is never what is compared);
-- every object, kind listing and per-state index key read through ``validators.reads.Recording``
+- every object, kind listing and per-state index key read through ``validators.views.reads.Recording``
   (Services, EndpointSlices, ReferenceGrants, BackendTLSPolicies, Namespaces, the listeners of the
   parent Gateways/ListenerSets);
 - the frontends (name and port token) looked up by listener port;
@@ -35,13 +35,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from haproxy_check import helpers, httproutes
-from haproxy_check.httpmodels import FrontendModel
-from haproxy_check.sourcemaps import Origins
+from haproxy_check.render import helpers
+from haproxy_check.render.http import httproutes
+from haproxy_check.render.http.httpmodels import FrontendModel
+from haproxy_check.render.sourcemaps import Origins
 from validators.findings import Finding
 from validators.objects import Obj, Ref
-from validators.reads import FrozenReads, Recording
 from validators.states import State
+from validators.views.reads import FrozenReads, Recording
 
 FileKind = Literal["cert", "ca", "other"]
 FrontKey = tuple[str, str]

@@ -19,8 +19,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from haproxy_check import escaping
-from haproxy_check.backendtls import FileSink
-from validators import references
+from haproxy_check.render.servertls import FileSink
+from validators.crossobject import backendrefs
 from validators.objects import Ref, dig
 from validators.states import State
 
@@ -68,7 +68,7 @@ def certificate(state: State, owner: Ref, secret: Ref, files: FileSink, *,
     """Write the PEM bundle of a listener's certificate Secret, or say why it cannot be used."""
     if secret.kind != "Secret":
         return CertOutcome("", f"certificateRefs kind {secret.kind} is not a Secret")
-    if not references.grant_allows(state, from_kind=owner.kind, from_namespace=owner.namespace,
+    if not backendrefs.grant_allows(state, from_kind=owner.kind, from_namespace=owner.namespace,
                                    to_kind="Secret", to_namespace=secret.namespace, to_name=secret.name):
         return CertOutcome("", f"Secret {secret.namespace}/{secret.name} is in another namespace and no "
                            "ReferenceGrant permits it")

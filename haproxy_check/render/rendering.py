@@ -24,18 +24,23 @@ import jinja2
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from haproxy_check import escaping, frames, frontends, httproutes, increments, l4contexts, routelines, templatestate
+from haproxy_check import escaping
 from haproxy_check.descriptions import Description
-from haproxy_check.helpers import Recorder, TemplateError
-from haproxy_check.httpmodels import FrontendModel, HttpModel
+from haproxy_check.render import increments, routelines, templatestate
+from haproxy_check.render.helpers import Recorder, TemplateError
+from haproxy_check.render.http import frontends, httproutes
+from haproxy_check.render.http.httpmodels import FrontendModel, HttpModel
+from haproxy_check.render.l4 import l4contexts
+from haproxy_check.render.sourcemaps import SourceMap
 from haproxy_check.results import RenderError, RenderResult
-from haproxy_check.sourcemaps import SourceMap
-from validators import attachments, statuses
+from haproxy_check.runtime import frames
+from validators.crossobject import statuses
 from validators.findings import Finding, PathPart, Severity
 from validators.limits import Limits
 from validators.objects import Obj, Ref, dig, ref_of
-from validators.reads import Recording
 from validators.states import State
+from validators.views import attachments
+from validators.views.reads import Recording
 
 BUILTIN = Path(__file__).parent / "templates"
 PROFILES = "\x1dPROFILES\x1d"
@@ -52,7 +57,7 @@ __all__ = ["RenderError", "RenderSettings", "Renderer"]
 
 
 def _statuses(state: State, subject: Ref | None) -> dict[str, Any]:
-    """Attachment and reference outcome of the subject (every route's: ``validators.statuses.statuses``)."""
+    """Attachment and reference outcome of the subject (every route's: ``validators.crossobject.statuses.statuses``)."""
     if subject is None:
         return {}
     route = state.get(subject.kind, subject.namespace, subject.name)
@@ -117,7 +122,7 @@ class Renderer:
         escaping.check(self.settings.stats_socket, key=True, what="stats_socket")  # one global-line word
         self._dirs = [Path(d) for d in template_dirs] + [BUILTIN]
         # Templates are code: built-in and user ones alike run sandboxed, with only the documented helpers
-        # (haproxy_check/templatestate.py says what the sandbox and the state view keep out).
+        # (haproxy_check/render/templatestate.py says what the sandbox and the state view keep out).
         self._env = ImmutableSandboxedEnvironment(
             loader=jinja2.FileSystemLoader([str(d) for d in self._dirs]),
             # not HTML: escaping.py applies HAProxy's escaping to every user value

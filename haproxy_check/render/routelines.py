@@ -13,9 +13,10 @@ from collections import Counter
 from collections.abc import Mapping
 
 from haproxy_check.results import Origin
-from validators import attachments, codes
+from validators import codes
 from validators.findings import Finding, PathPart, Severity, format_path
 from validators.objects import Ref
+from validators.views import attachments
 
 ROUTE_KINDS = (*attachments.ROUTE_KINDS, "Route")
 

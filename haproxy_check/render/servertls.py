@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from haproxy_check import escaping
-from validators import backendpolicies
+from validators.crossobject import backendpolicies
 from validators.objects import Obj, Ref
 from validators.states import State
 

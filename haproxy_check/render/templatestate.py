@@ -17,7 +17,7 @@ import binascii
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from haproxy_check.helpers import TemplateError, template_location
+from haproxy_check.render.helpers import TemplateError, template_location
 from validators.objects import Obj, dig
 from validators.states import State
 

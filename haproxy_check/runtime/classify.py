@@ -2,7 +2,7 @@
 
 A view of ``runtimeplans.plan`` for callers that hold whole renders (description and haproxy.cfg text)
 rather than descriptions with their recorded frames: the frame of each render is computed from its
-text, then the planner decides. Rule numbers are the planner's (haproxy_check/runtimeplans.py).
+text, then the planner decides. Rule numbers are the planner's (haproxy_check/runtime/runtimeplans.py).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from haproxy_check import frames, runtimeplans
 from haproxy_check.descriptions import Description
+from haproxy_check.runtime import frames, runtimeplans
 
 MAX_REASONS = runtimeplans.MAX_REASONS
 

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from haproxy_check import scratches
+from haproxy_check.check import scratches
 
 DATA = "..data"
 RECORD = "last-known-good.json"

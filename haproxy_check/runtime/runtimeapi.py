@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from haproxy_check.runtimeplans import Action, Command, Plan, UnsafeValue, pem_payload
+from haproxy_check.runtime.runtimeplans import Action, Command, Plan, UnsafeValue, pem_payload
 
 COMMAND_TIMEOUT = 10.0
 RETRY_PAUSE = 0.1

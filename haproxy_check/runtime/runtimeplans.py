@@ -45,7 +45,7 @@ from enum import StrEnum
 from typing import Any
 
 from haproxy_check.descriptions import BackendDesc, Description, FileDesc, MapDesc, ServerDesc
-from haproxy_check.helpers import server_address
+from haproxy_check.render.helpers import server_address
 
 MAX_REASONS = 32
 UNRECORDED = "unrecorded"  # the frame of a description.json written before frames were recorded

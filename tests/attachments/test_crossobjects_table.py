@@ -1,4 +1,4 @@
-"""Cross-object findings (validators.crossobjects) and claims (validators.claims)."""
+"""Cross-object findings (validators.crossobject.crossobjects) and claims (validators.crossobject.claims)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import base64
 import pytest
 
 from tests.attachments.gwbuilders import gateway, grant, listener, listener_set, parent, route, service
-from validators import claims, crossobjects
+from validators.crossobject import claims, crossobjects
 from validators.findings import Severity
 from validators.objects import Obj
 from validators.states import MemoryState

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.render.conftest import Check, assert_valid, fixture, lines, map_lines, render
-from validators import crossobjects
+from validators.crossobject import crossobjects
 from validators.objects import Obj, Ref
 from validators.states import MemoryState
 

@@ -25,7 +25,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from validators import celengines, celprograms, texts
+from validators import texts
+from validators.cel import celengines, celprograms
 from validators.findings import Finding, PathPart, Severity
 
 Path = tuple[PathPart, ...]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from validators import celfunctions
+from validators.cel import celfunctions
 
 __all__ = ["Bound", "CelCompileError", "CelEvalError", "CppEngine", "Engine", "Program", "RustEngine", "load"]
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from validators import celengines, celfunctions
+from validators.cel import celengines, celfunctions
 from validators.findings import PathPart
 
 __all__ = ["ConversionError", "Memo", "OutOfTime", "Rule", "Site", "compile_schema", "to_cel"]

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from validators import indexes
 from validators.objects import GATEWAY_GROUP, Obj, as_list, dig, group_of, kind_of, namespace_of
 from validators.states import State
+from validators.views import indexes
 
 RESOLVED = "ResolvedRefs"
 BACKEND_NOT_FOUND = "BackendNotFound"

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from validators import attachments, indexes
-from validators.attachments import Listener
 from validators.objects import Obj, Ref, as_list, dig, kind_of, namespace_of, ref_of
 from validators.states import State
+from validators.views import attachments, indexes
+from validators.views.attachments import Listener
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,15 +9,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from validators import attachments, references
+from validators.crossobject import backendrefs
 from validators.findings import format_path
 from validators.objects import Obj, as_list, dig, kind_of, ref_of
 from validators.states import State
+from validators.views import attachments
 
 
 def resolved_condition(route: Obj, state: State) -> dict[str, str]:
     """ResolvedRefs for the whole route: False with the first unresolved backendRef's reason."""
-    bad = references.unresolved(references.backend_refs(route, state))
+    bad = backendrefs.unresolved(backendrefs.backend_refs(route, state))
     if not bad:
         return {"type": "ResolvedRefs", "status": "True", "reason": "ResolvedRefs", "message": "Resolved"}
     first = bad[0]

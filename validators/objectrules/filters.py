@@ -14,10 +14,10 @@ from typing import Any
 from validators import codes
 from validators.contexts import Context
 from validators.findings import Finding, Severity
+from validators.objectrules.traversals import FilterAt, filters_of, matches_of, path_type, rules_of
 from validators.objects import Obj, as_list, as_map
 from validators.safety import describe_char, first_control
 from validators.texts import TOKEN_ALLOWED, quote, token_problem
-from validators.traversals import FilterAt, filters_of, matches_of, path_type, rules_of
 
 REDIRECT_CODES = (301, 302, 303, 307, 308)
 SUPPORTED_EXTENSIONS = ("HAProxyRoutePolicy", "SSLPassthrough")

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from validators import codes
 from validators.contexts import Context
 from validators.findings import Finding, Severity
+from validators.objectrules.traversals import rules_of
 from validators.objects import Obj, as_list, as_map
 from validators.texts import TOKEN_ALLOWED, quote, token_problem
-from validators.traversals import rules_of
 
 #: Statuses HAProxy's ``retry-on`` accepts, without 421 (added in HAProxy 3.1).
 RETRYABLE = frozenset({401, 403, 404, 408, 425, 429, 500, 501, 502, 503, 504})

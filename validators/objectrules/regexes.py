@@ -17,9 +17,9 @@ from typing import Any
 from validators import codes, pcre
 from validators.contexts import Context
 from validators.findings import Finding, PathPart
+from validators.objectrules.traversals import rules_of
 from validators.objects import Obj, as_list, as_map
 from validators.texts import quote
-from validators.traversals import rules_of
 
 
 def balance_problem(pattern: str, *, anchored: bool = True, spaces: bool = False) -> str | None:

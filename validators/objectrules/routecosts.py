@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from validators import codes
 from validators.contexts import Context
 from validators.findings import Finding
+from validators.objectrules.traversals import rules_of
 from validators.objects import Obj, as_list, as_map
-from validators.traversals import rules_of
 
 
 def match_hostnames(obj: Obj, ctx: Context) -> Iterator[Finding]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from validators.objects import as_list, as_map
-from validators.schemaformats import pattern_problem
+from validators.schema.schemaformats import pattern_problem
 
 SchemaKey = tuple[str, str, str]  # (group, version, kind)
 

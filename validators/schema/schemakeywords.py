@@ -20,7 +20,7 @@ from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 
 from validators import budgets
-from validators.schemaformats import FORMATS, go_pattern, pattern_problem
+from validators.schema.schemaformats import FORMATS, go_pattern, pattern_problem
 
 Keyword = Callable[[Validator, Any, Any, Mapping[str, Any]], Iterator[ValidationError]]
 

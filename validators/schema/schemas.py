@@ -20,9 +20,10 @@ from jsonschema import validators as jsv
 from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 
-from validators import codes, structural
+from validators import codes
 from validators.findings import Finding, PathPart, Severity
-from validators.schemakeywords import DUPLICATE, KEYWORDS, PATTERN_UNCHECKED, TYPES
+from validators.schema import structural
+from validators.schema.schemakeywords import DUPLICATE, KEYWORDS, PATTERN_UNCHECKED, TYPES
 from validators.texts import quote
 
 KubeValidator = jsv.create(
@@ -76,7 +77,7 @@ def compiled(schema: Mapping[str, Any], *, kind: str) -> Compiled:
 
 def _compile_cel(schema: Mapping[str, Any], kind: str) -> tuple[CelRules | None, str]:
     try:
-        from validators.celchecks import CelValidator  # optional: another engineer's module
+        from validators.cel.celchecks import CelValidator  # optional: another engineer's module
     except ImportError:
         return None, ""
     try:

@@ -24,7 +24,7 @@ proposed state render the same object set):
 - the EndpointSlices and BackendTLSPolicies of every Service a member route references, and the
   ReferenceGrants of every namespace a member references across.
 
-All of it is read from ``ClosureIndex``, built once per state version (``validators.indexes``); the work
+All of it is read from ``ClosureIndex``, built once per state version (``validators.views.indexes``); the work
 per review is proportional to the closure, not to the cluster. Pure: no I/O.
 """
 
@@ -35,17 +35,17 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from validators import attachments, indexes
 from validators.changes import Change, Operation
 from validators.objects import GATEWAY_GROUP, Obj, Ref, as_list, dig, kind_of, namespace_of, ref_of
 from validators.states import Overlay, State
+from validators.views import attachments, indexes
 
 ROUTE_KINDS = attachments.ROUTE_KINDS
 SOURCE_KINDS = ("Gateway", "ListenerSet")
 CRD_ROUTE = "Route"
 LISTED_KINDS = frozenset({*SOURCE_KINDS, *ROUTE_KINDS, CRD_ROUTE, "EndpointSlice", "ReferenceGrant",
                           "BackendTLSPolicy"})
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # as haproxy_check.endpoints groups slices
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # as haproxy_check.render.endpoints groups slices
 
 Key = tuple[Any, ...]
 

@@ -1,4 +1,4 @@
-"""The stub a scoped state (validators.scopes) shows for another controller's Gateway or ListenerSet."""
+"""The stub a scoped state (validators.views.scopes) shows for another controller's Gateway or ListenerSet."""
 
 from __future__ import annotations
 

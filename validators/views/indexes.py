@@ -26,7 +26,7 @@ _CACHE: weakref.WeakKeyDictionary[Any, dict[str, tuple[str, Any]]] = weakref.Wea
 def index(state: State, name: str, build: Callable[[State], T]) -> T:
     """``build(state)``, cached per (state object, ``name``) until ``state.version`` changes."""
     recorded = getattr(state, "recorded_index", None)
-    if recorded is not None:  # a validators.reads.Recording view: the base's index, its lookups logged
+    if recorded is not None:  # a validators.views.reads.Recording view: the base's index, its lookups logged
         return recorded(name, build)  # type: ignore[no-any-return]
     try:
         per_state = _CACHE.get(state)

@@ -1,7 +1,7 @@
 """What a computation read from a State, so its result can be reused for another State.
 
 ``Recording(state)`` is a State view that logs every ``get``, every ``list`` and every lookup in a
-per-state index (``validators.indexes``: the key looked up, not the whole index) together with what it
+per-state index (``validators.views.indexes``: the key looked up, not the whole index) together with what it
 saw. ``Reads.frozen().hold(other)`` answers whether ``other`` gives the same answers to all of them: then a pure
 function of the state that only read through the view returns the same result on ``other``.
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from validators import indexes
 from validators.objects import Obj
 from validators.states import State
+from validators.views import indexes
 
 _MISSING = object()  # an index lookup of a key the index does not hold
 _WHOLE = object()  # the index was used as a whole (iterated, or it is not a mapping)

@@ -23,11 +23,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from validators import attachments, closures
 from validators.changes import Change, Operation
-from validators.foreign import Foreign, is_foreign
 from validators.objects import Obj, Ref, as_list, dig, kind_of, name_of, namespace_of
 from validators.states import Overlay, State, Without
+from validators.views import attachments, closures
+from validators.views.foreign import Foreign, is_foreign
 
 SOURCE_KINDS = frozenset({"Gateway", "ListenerSet"})
 
@@ -175,7 +175,7 @@ class ScopedState:
 
 
 class _Views:
-    """One ScopedState per base state object, so the per-state indexes (validators.indexes) built
+    """One ScopedState per base state object, so the per-state indexes (validators.views.indexes) built
     on a view are reused by every review of that state version, not rebuilt per review."""
 
     def __init__(self, scope: Scope) -> None:

@@ -34,14 +34,14 @@ import structlog
 from kubernetes_asyncio import client
 
 from validators.objects import KINDS, KindInfo, Obj, Ref
-from webhook.cluster import clients, discovery, references, slimming
+from webhook.cluster import clients, discovery, referencewatches, slimming
 from webhook.cluster.reflectors import DEFAULT_BACKOFF_CAP, Backoff, Collection, Reflector
 from webhook.cluster.stores import ClusterSnapshot, KindView, Store
 
 log = structlog.get_logger(__name__)
 
 CRD_KIND = discovery.CRD_INFO.kind
-REFERENCED_KINDS = references.WANTED_KINDS  # watched per referenced name, never as a whole
+REFERENCED_KINDS = referencewatches.WANTED_KINDS  # watched per referenced name, never as a whole
 DEFAULT_STALE_AFTER = 60.0
 
 
@@ -80,7 +80,7 @@ class ClusterState:
         self._served: discovery.Served = {}
         self._chosen: dict[str, str | None] = {}
         self._reflectors: dict[str, Reflector] = {}  # kind -> reflector of the whole collection
-        self._referenced: dict[references.Target, Reflector] = {}
+        self._referenced: dict[referencewatches.Target, Reflector] = {}
         self._tasks: dict[object, asyncio.Task[None]] = {}
         self._crd_reflector: Reflector | None = None
         self._planned = False
@@ -144,7 +144,7 @@ class ClusterState:
     def reference_problems(self, obj: Obj) -> list[str]:
         """What the gate could not read of the Secrets/ConfigMaps ``obj`` references: O(references of obj)."""
         out: list[str] = []
-        for target in sorted(references.referenced([obj])):
+        for target in sorted(referencewatches.referenced([obj])):
             reflector = self._referenced.get(target)
             if reflector is None:
                 continue  # not referenced by a stored object yet (e.g. the object under review)
@@ -224,7 +224,7 @@ class ClusterState:
             self._crd_version += 1
         event, self._changed = self._changed, asyncio.Event()
         event.set()
-        if kind == CRD_KIND or kind in references.REFERRING_KINDS:
+        if kind == CRD_KIND or kind in referencewatches.REFERRING_KINDS:
             self._wake.set()
 
     def _reflectors_of(self, kind: str) -> list[Reflector]:
@@ -240,7 +240,7 @@ class ClusterState:
         if kind in REFERENCED_KINDS:
             # complete once the referrers are listed and each target was tried: one that cannot be
             # read is a problem of the objects referencing it, never of the whole state
-            referrers = [k for k in references.REFERRING_KINDS if k in self._reflectors]
+            referrers = [k for k in referencewatches.REFERRING_KINDS if k in self._reflectors]
             return all(self._reflectors[k].synced for k in referrers) and all(
                 r.settled for r in self._reflectors_of(kind)
             )
@@ -359,7 +359,7 @@ class ClusterState:
         (``time.monotonic()``), whichever comes first. O(references of obj)."""
         wanted_kinds = REFERENCED_KINDS & self._infos.keys()
         started: list[Reflector] = []
-        for target in sorted(references.referenced([obj])):
+        for target in sorted(referencewatches.referenced([obj])):
             if target[0] not in wanted_kinds or target in self._referenced:
                 continue
             self._referenced[target] = self._scoped_reflector(target)
@@ -381,8 +381,8 @@ class ClusterState:
     async def _reconcile_references(self) -> None:
         wanted_kinds = REFERENCED_KINDS & self._infos.keys()
         snapshot = self.snapshot()
-        referrers = (obj for k in references.REFERRING_KINDS for obj in snapshot.list(k))
-        targets = {t for t in references.referenced(referrers) if t[0] in wanted_kinds}
+        referrers = (obj for k in referencewatches.REFERRING_KINDS for obj in snapshot.list(k))
+        targets = {t for t in referencewatches.referenced(referrers) if t[0] in wanted_kinds}
         for target in [t for t in self._referenced if t not in targets]:
             await self._stop(target)
             del self._referenced[target]

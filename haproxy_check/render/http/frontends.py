@@ -11,13 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from haproxy_check import escaping, l4contexts, listenercerts, tlscerts, tlsroutes
-from haproxy_check.helpers import Recorder
-from haproxy_check.httpmodels import MAX_CRTS, FrontendModel, HttpModel
-from validators.attachments import Listener
+from haproxy_check import escaping
+from haproxy_check.render import listenercerts, tlscerts
+from haproxy_check.render.helpers import Recorder
+from haproxy_check.render.http.httpmodels import MAX_CRTS, FrontendModel, HttpModel
+from haproxy_check.render.l4 import l4contexts, tlsroutes
 from validators.findings import Finding, PathPart, Severity
 from validators.objects import Ref
 from validators.states import State
+from validators.views.attachments import Listener
 
 PLACEHOLDER_CERT = "RG0405"
 PORT_CONFLICT = "RG0406"

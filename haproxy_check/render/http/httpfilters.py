@@ -13,12 +13,13 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from haproxy_check import escaping, redirects
+from haproxy_check import escaping
 from haproxy_check.escaping import guard
-from haproxy_check.httpmodels import FAIL, Cors, HttpModel, RuleModel
+from haproxy_check.render.http import redirects
+from haproxy_check.render.http.httpmodels import FAIL, Cors, HttpModel, RuleModel
+from validators.crossobject.backendrefs import INVALID_KIND, REF_NOT_PERMITTED, BackendRef
 from validators.findings import Finding, PathPart, Severity
 from validators.objects import Obj, Ref, as_list, dig, ref_of
-from validators.references import INVALID_KIND, REF_NOT_PERMITTED, BackendRef
 
 Mark = Callable[[Ref, Sequence[PathPart]], str]
 
@@ -42,8 +43,8 @@ def duration_ms(text: Any) -> int | None:
 def _warn(findings: list[Finding], ref: Ref, code: str, message: str, path: tuple[PathPart, ...],
           *, local: bool = False) -> None:
     """Record a render-time warning. ``local`` ones depend on the object alone: the validators
-    (validators.filters / validators.policies) already report those for the object under review, so the
-    render only applies their effect and does not repeat the message."""
+    (validators.objectrules.filters / validators.objectrules.policies) already report those for the object
+    under review, so the render only applies their effect and does not repeat the message."""
     if local:
         return
     findings.append(Finding(code, message, path, Severity.WARN, subject=True, about=str(ref)))
@@ -117,7 +118,7 @@ def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path:
                    findings: list[Finding], mark: str, backend_ref: Callable[[Any, tuple[PathPart, ...]], BackendRef],
                    settings: Any) -> None:
     ref = ref_of(route)
-    problem, local = "", True  # local: the object alone shows it (validators.filters reports it)
+    problem, local = "", True  # local: the object alone shows it (validators.objectrules.filters reports it)
     if dig(spec, "protocol") != "HTTP":
         problem = f"protocol {dig(spec, 'protocol')!r} is not supported; use HTTP"
     elif (dig(spec, "forwardBody", "maxSize") or 0) > 0:
@@ -133,7 +134,8 @@ def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path:
                 problem = f"allowedResponseHeaders[{k}] {h!r} cannot be copied"
             else:
                 headers.append(h.lower())
-    bref = backend_ref(dig(spec, "backendRef"), (*path, "backendRef"))  # validators.references, as rules do
+    # resolved by validators.crossobject.backendrefs, as the rules resolve it
+    bref = backend_ref(dig(spec, "backendRef"), (*path, "backendRef"))
     svc_ns, svc, port, service = bref.namespace, bref.name, bref.port, bref.service
     if not problem:
         local = False

@@ -19,7 +19,7 @@ from typing import Any
 
 from haproxy_check import escaping
 from haproxy_check.escaping import FieldError, guard
-from haproxy_check.httpmodels import HttpModel
+from haproxy_check.render.http.httpmodels import HttpModel
 from validators.findings import PathPart
 from validators.objects import dig
 

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from haproxy_check import backendtls, endpoints
-from haproxy_check.backendtls import FileSink
 from haproxy_check.descriptions import ServerDesc
-from validators import codes, references
+from haproxy_check.render import endpoints, servertls
+from haproxy_check.render.servertls import FileSink
+from validators import codes
+from validators.crossobject import backendrefs
 from validators.findings import Finding, Severity
 from validators.limits import Limits
 from validators.objects import Obj, Ref, ref_of
@@ -77,8 +78,8 @@ def reject_rule(total: int, rejected: int) -> tuple[str, ...]:
 def build(state: State, route: Obj, rule_index: int, name: str, files: FileSink, *, tls: bool,
           settings: Any = None) -> RuleBackend:
     """The backend of rule ``rule_index``; ``tls`` applies BackendTLSPolicy (never for passthrough)."""
-    refs = references.rule_backend_refs(route, state, rule_index)
-    per_ref: list[tuple[references.BackendRef, list[ServerDesc], str]] = []
+    refs = backendrefs.rule_backend_refs(route, state, rule_index)
+    per_ref: list[tuple[backendrefs.BackendRef, list[ServerDesc], str]] = []
     capped: list[Finding] = []
     for ref in refs:
         if not ref.resolved or ref.service is None or ref.port is None:
@@ -86,7 +87,7 @@ def build(state: State, route: Obj, rule_index: int, name: str, files: FileSink,
             continue
         options: tuple[str, ...] = ()
         if tls:
-            stls = backendtls.server_tls(state, ref.service, ref.port, files, settings=settings)
+            stls = servertls.server_tls(state, ref.service, ref.port, files, settings=settings)
             if stls.blocked:
                 per_ref.append((ref, [], stls.blocked))
                 continue

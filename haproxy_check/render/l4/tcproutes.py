@@ -1,7 +1,7 @@
 """TCPRoute model: ``frontend gateway-tcp-port-<port>`` (mode tcp, default_backend, no ACLs) per
 claimed port and ``gtw_tcp_<ns>_<route>_<rule>`` backends (seed 004).
 
-Port ownership comes from ``validators.claims.tcp_claims`` (oldest route wins), the same function the
+Port ownership comes from ``validators.crossobject.claims.tcp_claims`` (oldest route wins), the same function the
 RG0507 warning uses. A route attached to several TCP listeners gets one frontend per port, all
 sharing its one backend. TCP listeners on the HTTP/HTTPS ports never get here (dropped upstream).
 """
@@ -12,13 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from haproxy_check import escaping, rulebackends
-from haproxy_check.backendtls import FileSink
-from haproxy_check.rulebackends import RuleBackend
-from validators import attachments, claims
+from haproxy_check import escaping
+from haproxy_check.render.l4 import rulebackends
+from haproxy_check.render.l4.rulebackends import RuleBackend
+from haproxy_check.render.servertls import FileSink
+from validators.crossobject import claims
 from validators.findings import Finding, Severity
 from validators.objects import Ref
 from validators.states import State
+from validators.views import attachments
 
 
 @dataclass(frozen=True, slots=True)
