@@ -9,7 +9,6 @@ the key and the template location, as seed 000 requires.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import sys
 from collections.abc import Mapping, Sequence
@@ -81,19 +80,7 @@ def _server(raw: Any) -> ServerDesc:
 
 
 def _address(server: ServerDesc) -> str:
-    return _address_of(server.address, server.port)
-
-
-def server_address(address: str, port: int) -> str:
-    """A server's address as its haproxy.cfg line (and a runtime ``add server``) says it."""
-    return _address_of(address, port)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _address_of(address: str, port: int) -> str:
-    """``ip:port`` / ``[ip6]:port`` / ``name:port``; remembered, since the same endpoints come back in every
-    render and parsing an address costs more than the rest of the server line."""
-    return f"{escaping.server_address(address)}:{port}"
+    return escaping.server_address_and_port(server.address, server.port)
 
 
 def check_file_path(path: str) -> None:

@@ -44,8 +44,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from haproxy_check import escaping
 from haproxy_check.descriptions import BackendDesc, Description, FileDesc, MapDesc, ServerDesc
-from haproxy_check.render.helpers import server_address
 
 MAX_REASONS = 32
 UNRECORDED = "unrecorded"  # the frame of a description.json written before frames were recorded
@@ -303,7 +303,8 @@ def _add_server(backend: BackendDesc, server: ServerDesc, profile: Sequence[str]
     target = _server_target(backend.name, server.name)
     keywords = [*_default_server(profile), *(o for o in server.options if o != MAINT_KEYWORD)]
     words = " ".join(cli_word(k, what=f"server {server.name} keyword") for k in keywords)
-    address = cli_word(server_address(server.address, server.port), what=f"server {server.name} address")
+    address = escaping.server_address_and_port(server.address, server.port)
+    address = cli_word(address, what=f"server {server.name} address")
     line = f"add server {target} {address} weight {int(server.weight)}" + (f" {words}" if words else "")
     cmds = [Command(line, r"New server registered\.", 6, why)]
     if MAINT_KEYWORD not in server.options:
