@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from validators import budgets, codes, rules
 from validators.changes import Change, Operation
 from validators.contexts import Context
+from validators.crossobject import crossobjects
 from validators.enforcement import Enforcement
 from validators.findings import Finding, Severity, ordered
 from validators.objects import Obj, group_of, kind_of, namespace_of
@@ -119,10 +120,6 @@ class Checks:
         return defaulted, list(outcome.findings)
 
     def _cross(self, change: Change, defaulted: Obj | None, state: State) -> Iterator[Finding]:
-        try:
-            from validators.crossobject import crossobjects  # optional: another engineer's module
-        except ImportError:
-            return
         subject = change.old if change.operation is Operation.DELETE else defaulted or change.obj
         if not isinstance(subject, Mapping):
             return

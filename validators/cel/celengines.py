@@ -153,7 +153,7 @@ class CppEngine:
             self._spare_tried = True
             try:
                 self._spare = RustEngine()
-            except ImportError:
+            except ImportError:  # the Rust engine's wheel is a separate third-party package
                 self._spare = None
         return self._spare
 

@@ -21,6 +21,7 @@ from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 
 from validators import codes
+from validators.cel.celchecks import CelValidator
 from validators.findings import Finding, PathPart, Severity
 from validators.schema import structural
 from validators.schema.schemakeywords import DUPLICATE, KEYWORDS, PATTERN_UNCHECKED, TYPES
@@ -76,10 +77,6 @@ def compiled(schema: Mapping[str, Any], *, kind: str) -> Compiled:
 
 
 def _compile_cel(schema: Mapping[str, Any], kind: str) -> tuple[CelRules | None, str]:
-    try:
-        from validators.cel.celchecks import CelValidator  # optional: another engineer's module
-    except ImportError:
-        return None, ""
     try:
         validator: CelRules = CelValidator.compile(schema, kind=kind)
     except Exception as e:  # a broken CEL rule must not break the schema check
