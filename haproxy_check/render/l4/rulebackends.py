@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING
 
 from haproxy_check.descriptions import ServerDesc
 from haproxy_check.render import endpoints, servertls
@@ -24,6 +24,9 @@ from validators.findings import Finding, Severity
 from validators.limits import Limits
 from validators.objects import Obj, Ref, ref_of
 from validators.states import State
+
+if TYPE_CHECKING:  # rendering imports this module: the settings type is for the checker only
+    from haproxy_check.render.rendering import RenderSettings
 
 MAX_WEIGHT = 256
 
@@ -76,7 +79,7 @@ def reject_rule(total: int, rejected: int) -> tuple[str, ...]:
 
 
 def build(state: State, route: Obj, rule_index: int, name: str, files: FileSink, *, tls: bool,
-          settings: Any = None) -> RuleBackend:
+          settings: RenderSettings | None = None) -> RuleBackend:
     """The backend of rule ``rule_index``; ``tls`` applies BackendTLSPolicy (never for passthrough)."""
     refs = backendrefs.rule_backend_refs(route, state, rule_index)
     per_ref: list[tuple[backendrefs.BackendRef, list[ServerDesc], str]] = []
@@ -92,7 +95,7 @@ def build(state: State, route: Obj, rule_index: int, name: str, files: FileSink,
                 per_ref.append((ref, [], stls.blocked))
                 continue
             options = stls.options
-        limit = getattr(settings, "limits", Limits()).servers_per_backend
+        limit = (settings.limits if settings is not None else Limits()).servers_per_backend
         servers, over = endpoints.servers_within(state, ref.service, ref.port, options=options, limit=limit)
         if over:
             capped.append(Finding(
