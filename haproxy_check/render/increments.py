@@ -52,7 +52,7 @@ MODEL_VARIANTS = 4
 
 
 class FileLog:
-    """A ``backendtls.FileSink`` that checks and logs the files a compilation adds, for replay."""
+    """A ``servertls.FileSink`` that checks and logs the files a compilation adds, for replay."""
 
     __slots__ = ("added",)
 
