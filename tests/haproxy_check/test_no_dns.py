@@ -29,7 +29,7 @@ CONFIG = ("global\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 
 INNER = r'''
 import asyncio, json, socket, sys, threading
 from pathlib import Path
-from haproxy_check import sandboxes
+from haproxy_check.check import sandboxes
 from haproxy_check.check.checker import Checker
 from haproxy_check.results import HAProxyBinary, RenderResult
 
