@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from validators import celchecks, celengines
+from validators.cel import celchecks, celengines
 
 HERE = Path(__file__).resolve().parents[1]
 DEFAULT_DIRS = (HERE.parent / "shared" / "gateway-api" / "v1.6.1", Path("/work/shared/gateway-api/v1.6.1"))

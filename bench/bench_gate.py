@@ -46,8 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from certs import generation  # noqa: E402
-from haproxy_check import binaries  # noqa: E402
-from haproxy_check.sandboxes import Runner  # noqa: E402
+from haproxy_check.check import binaries  # noqa: E402
+from haproxy_check.check.sandboxes import Runner  # noqa: E402
 
 GW = "gateway.networking.k8s.io"
 NAMESPACES = 20

@@ -36,13 +36,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from haproxy_check import binaries
-from haproxy_check.checks import Checker
+from haproxy_check.check import binaries
+from haproxy_check.check.checker import Checker
 from haproxy_check.results import HAProxyBinary, RenderResult
 from validators.changes import Change, Operation
-from validators.crds import SchemaSet
 from validators.limits import Limits
-from validators.schemaformats import go_pattern
+from validators.schema.crds import SchemaSet
+from validators.schema.schemaformats import go_pattern
 from validators.states import MemoryState
 from webhook import assembly
 

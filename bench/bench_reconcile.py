@@ -20,8 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_gate import objects
-from haproxy_check import binaries
-from haproxy_check.promotion import Promoter
+from haproxy_check.check import binaries
+from haproxy_check.runtime.promotion import Promoter
 from validators.objects import ref_of
 from validators.states import MemoryState
 from webhook import assembly

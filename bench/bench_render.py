@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from haproxy_check.rendering import Renderer
+from haproxy_check.render.rendering import Renderer
 from validators.changes import Change, Operation
 from validators.objects import Obj
 from validators.states import MemoryState, Overlay, State

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_render import realistic
 
-from haproxy_check import binaries
-from haproxy_check.rendering import Renderer
+from haproxy_check.check import binaries
+from haproxy_check.render.rendering import Renderer
 from validators.changes import Change, Operation
 from validators.states import MemoryState
 from webhook import assembly

@@ -17,7 +17,7 @@ import statistics
 import time
 from typing import Any
 
-from haproxy_check import binaries
+from haproxy_check.check import binaries
 from validators.changes import Change, Operation
 from validators.states import MemoryState
 from webhook import assembly

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.bench_render import realistic
-from haproxy_check import frames, runtimeplans, slots
-from haproxy_check.rendering import Renderer
+from haproxy_check.render.rendering import Renderer
+from haproxy_check.runtime import frames, runtimeplans, slots
 from validators.states import MemoryState
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import yaml
 
-from validators import schemas, structural
 from validators.changes import Change, Operation
 from validators.checks import Checks
-from validators.crds import SchemaSet
+from validators.schema import schemas, structural
+from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
 
 

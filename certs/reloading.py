@@ -20,7 +20,7 @@ from pathlib import Path
 import structlog
 
 from certs import files, generation
-from certs.metrics import CERT_NOT_AFTER
+from certs.certmetrics import CERT_NOT_AFTER
 
 log = structlog.get_logger()
 

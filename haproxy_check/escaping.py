@@ -19,6 +19,7 @@ validators (``validators.safety.unsafe_reason``) so admission and rendering agre
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 import urllib.parse
@@ -211,6 +212,14 @@ def server_address(value: str, *, what: str = "server address") -> str:
     if isinstance(ip, ipaddress.IPv6Address) and ip.scope_id is not None:
         raise Unsafe(f"{what} {value!r} has an IPv6 zone ('%...'); a server address cannot carry one")
     return f"[{ip}]" if ip.version == 6 else str(ip)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def server_address_and_port(address: str, port: int) -> str:
+    """A server's address as its haproxy.cfg line and a runtime ``add server`` say it: ``ip:port``,
+    ``[ip6]:port`` or ``name:port``. Remembered, since the same endpoints come back in every render and
+    parsing an address costs more than the rest of the server line."""
+    return f"{server_address(address)}:{port}"
 
 
 def regex(value: str) -> str:

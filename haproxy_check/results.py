@@ -27,7 +27,7 @@ class RenderResult:
     are render-time observations (dropped listeners, placeholder certificates, ...), each with
     ``about`` naming the object they concern. ``statuses`` is the outcome of attachment and reference
     resolution for the subject, Gateway API-shaped (``{"HTTPRoute ns/name": {"parents": [{"parentRef",
-    "conditions"}]}}``); ``validators.statuses.statuses(state)`` gives every route's.
+    "conditions"}]}}``); ``validators.crossobject.statuses.statuses(state)`` gives every route's.
     """
 
     files: Mapping[str, bytes]

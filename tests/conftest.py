@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from haproxy_check import binaries
+from haproxy_check.check import binaries
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from validators import budgets, codes, rules, schemas
+from validators import budgets, codes, rules
 from validators.changes import Change, Operation
 from validators.contexts import Context
-from validators.crds import SchemaSet
+from validators.crossobject import crossobjects
 from validators.enforcement import Enforcement
 from validators.findings import Finding, Severity, ordered
 from validators.objects import Obj, group_of, kind_of, namespace_of
+from validators.schema import schemas
+from validators.schema.crds import SchemaSet
 from validators.states import Overlay, State
 
 
@@ -121,10 +123,6 @@ class Checks:
         return defaulted, list(outcome.findings)
 
     def _cross(self, change: Change, defaulted: Obj | None, state: State) -> Iterator[Finding]:
-        try:
-            from validators import crossobjects  # optional: another engineer's module
-        except ImportError:
-            return
         subject = change.old if change.operation is Operation.DELETE else defaulted or change.obj
         if not isinstance(subject, Mapping):
             return

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from validators import backendtls, budgets, filters, listeners, names, policies, regexes, routecosts, sweeps
+from validators import budgets
+from validators.cel import celchecks
 from validators.codes import INFOS, RuleInfo
 from validators.contexts import Context
+from validators.crossobject import crossobjects
 from validators.findings import Finding, Severity
+from validators.objectrules import backendtlsrules, filters, listeners, names, policies, regexes, routecosts, sweeps
 from validators.objects import Obj
 
 Rule = Callable[[Obj, Context], Iterator[Finding]]
@@ -45,7 +48,7 @@ RULES: Mapping[str, Sequence[Rule]] = {
     "TCPRoute": COMMON,
     "Gateway": (*COMMON, listeners.tcp_ports, listeners.tls_modes),
     "ListenerSet": (*COMMON, listeners.tcp_ports, listeners.tls_modes),
-    "BackendTLSPolicy": (*COMMON, backendtls.subject_alt_names, backendtls.trust),
+    "BackendTLSPolicy": (*COMMON, backendtlsrules.subject_alt_names, backendtlsrules.trust),
     "ReferenceGrant": COMMON,
     "Route": (*COMMON, filters.route_crd_headers),
 }
@@ -62,22 +65,9 @@ def run(obj: Obj, ctx: Context, rules: Mapping[str, Sequence[Rule]] = RULES) -> 
 
 
 def table() -> list[RuleInfo]:
-    """Every code with its default severity and one line: ours, then CEL's when that module exists."""
-    infos = list(INFOS)
-    try:
-        from validators import celchecks  # optional: another engineer's module
-
-        extra = getattr(celchecks, "RULE_INFOS", ())
-        infos += [i for i in extra if isinstance(i, RuleInfo)]
-    except ImportError:
-        pass
-    try:
-        from validators import crossobjects  # optional: another engineer's module
-
-        cross = getattr(crossobjects, "CODES", {})
-        infos += [RuleInfo(c, Severity.WARN, s) for c, s in cross.items() if isinstance(s, str)]
-    except ImportError:
-        pass
+    """Every code with its default severity and one line: ours, CEL's and the cross-object warnings."""
+    infos = [*INFOS, *celchecks.RULE_INFOS]
+    infos += [RuleInfo(c, Severity.WARN, s) for c, s in crossobjects.CODES.items()]
     return sorted({i.code: i for i in infos}.values(), key=lambda i: i.code)
 
 

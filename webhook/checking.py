@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from haproxy_check import binaries
+from haproxy_check.check import binaries
 from validators.changes import Change, Operation
 from validators.findings import Severity, denies
 from validators.objects import KINDS, REVIEWED_KINDS, Obj, Ref, ref_of
@@ -292,7 +292,7 @@ async def _check(args: argparse.Namespace) -> int:
 
 
 def _cel_warning() -> list[str]:
-    from validators import celchecks
+    from validators.cel import celchecks
 
     if celchecks.engine_name() != "none":
         return []
@@ -313,7 +313,7 @@ def _version() -> str:
 
 
 async def render(args: argparse.Namespace) -> int:
-    from validators import statuses
+    from validators.crossobject import statuses
     from webhook import outdirs
 
     binary = await binaries.detect(args.haproxy)

@@ -178,7 +178,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "routegate") -> int:
     top = parser()
     top.prog = prog
     args = top.parse_args(argv)
-    from haproxy_check import binaries
+    from haproxy_check.check import binaries
     from webhook import inputs
     from webhook.assembly import SetupError
 
@@ -230,7 +230,7 @@ def print_version() -> int:
     import asyncio
     import json
 
-    from haproxy_check import binaries
+    from haproxy_check.check import binaries
 
     info: dict[str, Any] = {"routegate": routegate_version()}
     try:

@@ -13,8 +13,8 @@ from typing import Protocol
 
 import structlog
 
-from validators.crds import SchemaSet
 from validators.objects import Obj
+from validators.schema.crds import SchemaSet
 
 log = structlog.get_logger("routegate")
 

@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from haproxy_check.results import HAProxyBinary
-from validators import celchecks
+from validators.cel import celchecks
 from validators.objects import REVIEWED_KINDS
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

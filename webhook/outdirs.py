@@ -15,7 +15,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
-from haproxy_check import scratches
+from haproxy_check.check import scratches
 from webhook.assembly import SetupError
 
 PRIVATE, PUBLIC = 0o600, 0o644

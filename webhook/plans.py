@@ -2,7 +2,7 @@
 
 Both directories are ``routegate render --out`` output (``description.json`` beside haproxy.cfg, maps
 and certificates). Prints the Runtime API commands that take a data plane running OLD to NEW, or
-"reload" with every reason (haproxy_check/runtimeplans.py has the rules). The data plane's HAProxy
+"reload" with every reason (haproxy_check/runtime/runtimeplans.py has the rules). The data plane's HAProxy
 version decides what is possible: ``--dataplane-version``, else the checker binary's.
 """
 
@@ -14,8 +14,9 @@ import json
 import sys
 from pathlib import Path
 
-from haproxy_check import binaries, runtimeplans, scratches
+from haproxy_check.check import binaries, scratches
 from haproxy_check.descriptions import Description
+from haproxy_check.runtime import runtimeplans
 from webhook import inputs
 
 EXIT_OK, EXIT_USAGE = 0, 2

@@ -19,8 +19,8 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from haproxy_check import binaries
-from haproxy_check.promotion import Promoter
+from haproxy_check.check import binaries
+from haproxy_check.runtime.promotion import Promoter
 from webhook import following, logs, metrics, servers
 from webhook.assembly import GateSettings, SetupError, build_gate
 from webhook.checking import settings_from

@@ -29,8 +29,8 @@ from typing import Any
 
 import structlog
 
-from haproxy_check import scratches
-from haproxy_check.checks import CheckTimedOut
+from haproxy_check.check import scratches
+from haproxy_check.check.checker import CheckTimedOut
 from haproxy_check.results import RenderResult
 from webhook.gates import Checks
 

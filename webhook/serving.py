@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 import structlog
 from aiohttp import web
 
-from haproxy_check import binaries
+from haproxy_check.check import binaries
 from validators.checks import Checks
 from webhook import admission, connections, fullchecks, liveschemas, logs, metrics, servers, warming
 from webhook.assembly import SetupError, build_gate, load_crd_documents, load_state

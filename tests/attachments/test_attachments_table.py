@@ -1,13 +1,13 @@
-"""Listener collection and route attachment (validators.attachments), as tables."""
+"""Listener collection and route attachment (validators.views.attachments), as tables."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.attachments.gwbuilders import gateway, listener, listener_set, namespace, parent, route
-from validators import attachments
 from validators.objects import Obj, Ref
 from validators.states import MemoryState
+from validators.views import attachments
 
 
 def attach(r: Obj, *objs: Obj) -> tuple[list[tuple[str, int, tuple[str, ...]]], list[str]]:

@@ -10,10 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.attachments.gwbuilders import gateway, listener, listener_set, meta, namespace, parent, route
-from validators import attachments, claims, crossobjects, indexes, references
 from validators.changes import Change, Operation
+from validators.crossobject import backendrefs, claims, crossobjects
 from validators.objects import Obj, Ref, as_list, dig, namespace_of, ref_of
 from validators.states import MemoryState, Overlay, State
+from validators.views import attachments, indexes
 
 NAMESPACES = ("a", "b")
 HOSTS = ("x.example.com", "y.example.com", "*.example.com", "z.other.org")
@@ -41,7 +42,7 @@ def scan_mentions(route_obj: Obj, subject: Ref) -> bool:
 
 
 def scan_mentioning(subject: Ref, state: State) -> list[Obj]:
-    return [r for kind in references.BACKEND_ROUTE_KINDS for r in state.list(kind) if scan_mentions(r, subject)]
+    return [r for kind in backendrefs.BACKEND_ROUTE_KINDS for r in state.list(kind) if scan_mentions(r, subject)]
 
 
 def scan_may_overlap(a: Obj, b: Obj) -> bool:
@@ -162,7 +163,7 @@ def test_listener_indexes_shared_with_a_base_equal_a_fresh_build(data: st.DataOb
                                             *ROUTE_KINDS) for o in state.list(kind)], version="fresh")
         for route_obj in [o for kind in ROUTE_KINDS for o in state.list(kind)]:
             assert attachments.attach(route_obj, state) == attachments.attach(route_obj, fresh)
-            assert list(references.backend_refs(route_obj, state)) == list(references.backend_refs(route_obj, fresh))
+            assert list(backendrefs.backend_refs(route_obj, state)) == list(backendrefs.backend_refs(route_obj, fresh))
 
 
 @settings(max_examples=40, deadline=None)

@@ -1,12 +1,13 @@
-"""validators.indexes: lookups built once per state version, rebuilt when the version moves on."""
+"""validators.views.indexes: lookups built once per state version, rebuilt when the version moves on."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from validators import attachments, backendpolicies, references
+from validators.crossobject import backendpolicies, backendrefs
 from validators.objects import Obj
 from validators.states import MemoryState
+from validators.views import attachments
 
 GRANT: Obj = {"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
               "metadata": {"name": "g", "namespace": "b"},
@@ -47,7 +48,7 @@ class Mutable:
 
 
 def allows(state: Mutable) -> bool:
-    return references.grant_allows(state, from_kind="HTTPRoute", from_namespace="a", to_kind="Service",
+    return backendrefs.grant_allows(state, from_kind="HTTPRoute", from_namespace="a", to_kind="Service",
                                    to_namespace="b", to_name="s")
 
 

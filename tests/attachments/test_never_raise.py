@@ -8,11 +8,12 @@ from typing import Any, Literal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from haproxy_check import crdroutes, tcproutes, tlsroutes
-from validators import attachments, claims, crossobjects, references
+from haproxy_check.render.l4 import crdroutes, tcproutes, tlsroutes
+from validators.crossobject import backendrefs, claims, crossobjects
 from validators.findings import Finding
 from validators.objects import Obj
 from validators.states import MemoryState
+from validators.views import attachments
 
 KEYS = ["listeners", "name", "port", "protocol", "hostname", "tls", "mode", "certificateRefs", "allowedRoutes",
         "namespaces", "from", "selector", "matchLabels", "kinds", "kind", "group", "parentRefs", "parentRef",
@@ -50,7 +51,7 @@ def test_never_raises(objs: list[Obj]) -> None:
     for obj in objs:
         assert all(isinstance(f, Finding) for f in crossobjects.findings(obj, state))
         attachments.attach(obj, state)
-        references.backend_refs(obj, state)
+        backendrefs.backend_refs(obj, state)
     claims.tcp_claims(state)
     claims.match_claims(state)
     tlsroutes.build(state, Files())

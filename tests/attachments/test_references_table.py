@@ -1,4 +1,4 @@
-"""Backend reference resolution and ReferenceGrant (validators.references), plus endpoints.servers_for."""
+"""Backend reference resolution and ReferenceGrant (validators.crossobject.backendrefs), plus endpoints.servers_for."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from haproxy_check import endpoints
+from haproxy_check.render import endpoints
 from tests.attachments.gwbuilders import endpoint_slice, grant, parent, route, service
-from validators import references
+from validators.crossobject import backendrefs
 from validators.objects import Obj
 from validators.states import MemoryState
 
@@ -16,7 +16,7 @@ from validators.states import MemoryState
 def refs(kind: str, backend: dict[str, Any], *objs: Obj, ns: str = "app") -> list[tuple[Any, ...]]:
     r = route(kind, "r", parent("gw"), ns=ns, rules=[{"backendRefs": [backend]}])
     return [(b.reason, b.kind, b.namespace, b.name, b.port, b.weight, b.resolved)
-            for b in references.backend_refs(r, MemoryState([*objs, r]))]
+            for b in backendrefs.backend_refs(r, MemoryState([*objs, r]))]
 
 
 @pytest.mark.parametrize(("kind", "backend", "objs", "want"), [
@@ -49,10 +49,10 @@ def test_backend_refs(kind: str, backend: dict[str, Any], objs: list[Obj], want:
 def test_grant_allows_gateway_secret() -> None:
     state = MemoryState([grant("certs", "Gateway", "infra", to_kind="Secret", to_name="wild")])
     kw = {"from_kind": "Gateway", "from_namespace": "infra", "to_kind": "Secret", "to_namespace": "certs"}
-    assert references.grant_allows(state, **kw, to_name="wild")
-    assert not references.grant_allows(state, **kw, to_name="other")
-    assert not references.grant_allows(state, **{**kw, "from_namespace": "x"}, to_name="wild")
-    assert references.grant_allows(state, **{**kw, "to_namespace": "infra"}, to_name="any")
+    assert backendrefs.grant_allows(state, **kw, to_name="wild")
+    assert not backendrefs.grant_allows(state, **kw, to_name="other")
+    assert not backendrefs.grant_allows(state, **{**kw, "from_namespace": "x"}, to_name="wild")
+    assert backendrefs.grant_allows(state, **{**kw, "to_namespace": "infra"}, to_name="any")
 
 
 def test_servers_for_ready_endpoints_by_port_name() -> None:

@@ -1,11 +1,11 @@
-"""Route status (validators.statuses): Accepted and ResolvedRefs conditions per parentRef."""
+"""Route status (validators.crossobject.statuses): Accepted and ResolvedRefs conditions per parentRef."""
 
 from __future__ import annotations
 
 import json
 
 from tests.attachments.gwbuilders import gateway, listener, parent, route, service
-from validators import statuses
+from validators.crossobject import statuses
 from validators.states import MemoryState
 
 

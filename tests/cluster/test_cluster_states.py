@@ -21,7 +21,7 @@ from tests.cluster.clusterkit import (
 )
 from tests.conftest import need_shared
 from tests.fakekube import FakeKube, crd
-from validators.crds import SchemaSet
+from validators.schema.crds import SchemaSet
 from webhook.cluster import ClusterState
 
 FAST = {"resync_backoff_cap": 0.05}

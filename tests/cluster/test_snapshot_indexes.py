@@ -1,4 +1,4 @@
-"""A cluster snapshot's lookups patched from the previous snapshot's (validators.indexes) equal the ones
+"""A cluster snapshot's lookups patched from the previous snapshot's (validators.views.indexes) equal the ones
 scanned from scratch, over random sequences of watch events, relists and reviews between them."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any, cast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from validators import indexes
 from validators.objects import Obj, Ref
-from webhook.cluster.states import ClusterState
+from validators.views import indexes
+from webhook.cluster.clusterstate import ClusterState
 
 KINDS = ("HTTPRoute", "GRPCRoute")
 HOSTS = ("a.example.com", "b.example.com", "*.example.com")

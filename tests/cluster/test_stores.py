@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from validators import indexes
-from webhook.cluster import references, slimming
+from validators.views import indexes
+from webhook.cluster import referencewatches, slimming
 from webhook.cluster.stores import ClusterSnapshot, Store
 
 
@@ -160,7 +160,7 @@ GATEWAY_SPEC = {
 )
 def test_referenced_secrets_and_configmaps(kind: str, spec: Any, expected: set[tuple[str, str, str]]) -> None:
     referrer = {"kind": kind, "metadata": {"name": "g", "namespace": "n"}, "spec": spec}
-    assert references.referenced([referrer]) == expected
+    assert referencewatches.referenced([referrer]) == expected
 
 
 def test_a_snapshot_keeps_its_lookup_indexes() -> None:

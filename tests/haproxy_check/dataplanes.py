@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from haproxy_check.results import RenderResult
-from haproxy_check.runtimeapi import send
+from haproxy_check.runtime.runtimeapi import send
 
 STATE_COLUMNS = ("be_name", "srv_name", "srv_addr", "srv_op_state", "srv_admin_state", "srv_uweight", "srv_port",
                  "srv_use_ssl")

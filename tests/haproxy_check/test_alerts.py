@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from haproxy_check import alerts
+from haproxy_check.check import alerts
 from haproxy_check.results import Origin
 from validators.objects import Ref
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from haproxy_check import alerts, binaries
+from haproxy_check.check import alerts, binaries
 from haproxy_check.results import HAProxyBinary
 from tests.webhook.test_gates import named, state_with
 from validators.changes import Change, Operation

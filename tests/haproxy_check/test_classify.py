@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from haproxy_check.classify import ApplyClass, Rendered, classify, outside_helpers
 from haproxy_check.descriptions import BackendDesc, Description, FileDesc, MapDesc, ProfileDesc, ServerDesc
+from haproxy_check.runtime.classify import ApplyClass, Rendered, classify, outside_helpers
 
 PROFILE = ProfileDesc("haptic-be-aaa", ("mode http", "timeout server 30s"))
 WEB = BackendDesc("gw_h_d_r_web_80", profile=PROFILE.name,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from haproxy_check import sandboxes
+from haproxy_check.check import sandboxes
 
 pytestmark = pytest.mark.haproxy
 
@@ -29,8 +29,8 @@ CONFIG = ("global\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 
 INNER = r'''
 import asyncio, json, socket, sys, threading
 from pathlib import Path
-from haproxy_check import sandboxes
-from haproxy_check.checks import Checker
+from haproxy_check.check import sandboxes
+from haproxy_check.check.checker import Checker
 from haproxy_check.results import HAProxyBinary, RenderResult
 
 binary, mode, config, work = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])

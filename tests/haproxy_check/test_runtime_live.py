@@ -21,9 +21,10 @@ from dataclasses import replace
 
 import pytest
 
-from haproxy_check import binaries, runtimeapi, runtimeplans
-from haproxy_check.rendering import Renderer
+from haproxy_check.check import binaries
+from haproxy_check.render.rendering import Renderer
 from haproxy_check.results import RenderResult
+from haproxy_check.runtime import runtimeapi, runtimeplans
 from tests.attachments import gwbuilders as gb
 from tests.haproxy_check import dataplanes as dp
 from tests.render_l4.conftest import tls_secret

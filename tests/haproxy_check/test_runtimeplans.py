@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from haproxy_check import runtimeapi, runtimeplans
 from haproxy_check.descriptions import BackendDesc, Description, MapDesc, ProfileDesc
-from haproxy_check.runtimeplans import Action, UnsafeValue, cli_word
+from haproxy_check.runtime import runtimeapi, runtimeplans
+from haproxy_check.runtime.runtimeplans import Action, UnsafeValue, cli_word
 
 HDR = MapDesc("maps/gw-reqhdr.map", ordered=False, entries=("k one",))
 BASE = Description(maps=(HDR,), frame="f")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from haproxy_check import sandboxes
+from haproxy_check.check import sandboxes
 
 BASE = "global\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from haproxy_check import scratches
-from haproxy_check.checks import Checker
+from haproxy_check.check import scratches
+from haproxy_check.check.checker import Checker
 from haproxy_check.results import HAProxyBinary, RenderResult
 from tests.webhook.conftest import INPUTS, STATE_DIR
 from webhook.cli import main

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import copy
 
-from haproxy_check import runtimeplans, slots
 from haproxy_check.descriptions import ServerDesc
-from haproxy_check.rendering import Renderer
+from haproxy_check.render.rendering import Renderer
+from haproxy_check.runtime import runtimeplans, slots
 from tests.attachments import gwbuilders as gb
 from validators.objects import Obj
 from validators.states import MemoryState

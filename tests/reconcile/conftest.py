@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from haproxy_check import binaries
+from haproxy_check.check import binaries
 from haproxy_check.results import HAProxyBinary
 from tests.fakekube import FakeKube
 from webhook import assembly

@@ -7,7 +7,7 @@ import stat
 import threading
 from pathlib import Path
 
-from haproxy_check.promotion import DATA, Promoter, content_hash
+from haproxy_check.runtime.promotion import DATA, Promoter, content_hash
 
 KEY = b"-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n"
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from haproxy_check.promotion import Promoter
+from haproxy_check.runtime.promotion import Promoter
 from tests.conftest import free_port
 from tests.reconcile.conftest import DATA
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from haproxy_check.promotion import Promoted, Promoter
+from haproxy_check.runtime.promotion import Promoted, Promoter
 from tests.fakekube import FakeKube
 from tests.reconcile.conftest import DATA
 from webhook.events import EventRecorder

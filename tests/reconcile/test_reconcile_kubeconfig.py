@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from haproxy_check.promotion import Promoter
+from haproxy_check.runtime.promotion import Promoter
 from tests.cluster.clusterkit import install_gateway_api
 from tests.conftest import free_port
 from tests.fakekube import FakeKube

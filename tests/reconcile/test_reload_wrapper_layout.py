@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from haproxy_check.promotion import Promoter
+from haproxy_check.runtime.promotion import Promoter
 from tests.conftest import free_port
 from tests.reconcile.standin import ReloadOnSwap
 

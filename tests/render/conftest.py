@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from haproxy_check.rendering import Renderer, RenderSettings
+from haproxy_check.render.rendering import Renderer, RenderSettings
 from haproxy_check.results import RenderResult
 from validators.objects import Obj, Ref
 from validators.states import MemoryState

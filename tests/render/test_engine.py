@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from haproxy_check.rendering import Renderer, RenderError, RenderSettings
+from haproxy_check.render.rendering import Renderer, RenderError, RenderSettings
 from tests.render.conftest import Check, assert_valid, fixture, lines, render
 from validators.states import MemoryState
 

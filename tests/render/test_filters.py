@@ -133,7 +133,7 @@ def test_external_auth_settings_that_cannot_be_enforced_answer_500(change: dict[
     auth = [f for f in result.findings if f.code == "RG0114"]
     if reason:  # state- or settings-dependent: only the render can tell
         assert len(auth) == 1 and reason in auth[0].message
-    else:  # visible in the object alone: validators.filters reports it
+    else:  # visible in the object alone: validators.objectrules.filters reports it
         assert auth == []
 
 

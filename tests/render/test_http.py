@@ -9,7 +9,7 @@ import pytest
 
 from haproxy_check import isolation
 from tests.render.conftest import Check, assert_valid, fixture, lines, map_lines, render
-from validators import crossobjects
+from validators.crossobject import crossobjects
 from validators.objects import Obj, Ref
 from validators.states import MemoryState
 

@@ -22,9 +22,9 @@ import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from haproxy_check import increments
 from haproxy_check.descriptions import Description
-from haproxy_check.rendering import Renderer, RenderError
+from haproxy_check.render import increments
+from haproxy_check.render.rendering import Renderer, RenderError
 from haproxy_check.results import RenderResult
 from tests.attachments import gwbuilders as gb
 from tests.render_l4.conftest import ca_config_map, tls_secret

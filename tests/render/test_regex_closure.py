@@ -25,10 +25,10 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 from haproxy_check import escaping
-from haproxy_check.httproutes import pcre_escape
+from haproxy_check.render.http.httproutes import pcre_escape
 from tests.render.conftest import render
 from tests.render.test_live import echo_server, free_port, get
-from validators.regexes import balance_problem
+from validators.objectrules.regexes import balance_problem
 
 pytestmark = pytest.mark.haproxy
 

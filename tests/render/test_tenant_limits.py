@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from haproxy_check.rendering import Renderer, RenderSettings
+from haproxy_check.render.rendering import Renderer, RenderSettings
 from tests.render.conftest import Check, assert_valid
 from validators import codes
 from validators.changes import Change, Operation
@@ -163,7 +163,7 @@ def test_limits_come_from_the_config_and_typos_are_refused() -> None:
 @pytest.mark.haproxy
 async def test_through_the_gate_the_cap_is_a_warning_on_the_tenants_route_and_nothing_for_others(
         haproxy_path: str) -> None:
-    from haproxy_check import binaries
+    from haproxy_check.check import binaries
     from webhook import assembly
 
     gate = assembly.build_gate(await binaries.detect(haproxy_path),

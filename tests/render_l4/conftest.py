@@ -1,4 +1,4 @@
-"""Render-l4 helpers: fixture sets from tests/data/render_l4, real TLS material, and A's render helpers
+"""Render-l4 helpers: fixture sets from tests/data/render_l4, real TLS material, and the HTTP render tests' tools
 (``tests.render.conftest``: render, write, the real ``haproxy -c`` runner, line/map accessors)."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import pytest
 from tests.render.conftest import Check, assert_valid, lines, render
 from tests.render_l4.conftest import ca_config_map, fixture, key_and_cert
 from tests.render_l4.test_tcproutes_render import section
-from validators import crossobjects
+from validators.crossobject import crossobjects
 from validators.objects import Obj
 from validators.states import MemoryState
 

@@ -6,7 +6,7 @@ from tests.attachments.gwbuilders import grant
 from tests.render.conftest import Check, assert_valid, lines, render
 from tests.render_l4.conftest import fixture
 from tests.render_l4.test_tcproutes_render import section
-from validators import crossobjects
+from validators.crossobject import crossobjects
 from validators.states import MemoryState
 
 

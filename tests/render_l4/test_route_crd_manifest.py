@@ -11,8 +11,8 @@ import yaml
 
 from validators.changes import Change, Operation
 from validators.checks import Checks
-from validators.crds import SchemaSet
 from validators.findings import Severity
+from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
 
 CRD = Path(__file__).resolve().parents[2] / "manifests" / "base" / "route-crd.yaml"

@@ -45,7 +45,7 @@ def test_age_decides_not_the_name_and_the_loser_gets_a_warning() -> None:
             o["metadata"]["creationTimestamp"] = "2025-06-01T00:00:00Z"
     cfg = lines(render(objs))
     assert "default_backend gtw_tcp_default_pg-new_0" in cfg
-    from validators import crossobjects
+    from validators.crossobject import crossobjects
     from validators.states import MemoryState
     old = next(o for o in objs if o["metadata"]["name"] == "pg-old")
     got = [(f.code, f.field) for f in crossobjects.findings(old, MemoryState(objs))]

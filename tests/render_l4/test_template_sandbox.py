@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from haproxy_check.rendering import Renderer, RenderError
+from haproxy_check.render.rendering import Renderer, RenderError
 from validators.objects import Obj
 from validators.states import MemoryState
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from haproxy_check.rendering import Renderer, RenderError
+from haproxy_check.render.rendering import Renderer, RenderError
 from tests.render.conftest import Check, assert_valid, lines
 from tests.render_l4.conftest import fixture
 from tests.render_l4.test_tcproutes_render import section

@@ -13,9 +13,9 @@ import yaml
 
 from haproxy_check.results import HAProxyBinary
 from validators.changes import Change, Operation
-from validators.crds import SchemaSet
-from validators.scopes import Scope
+from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
+from validators.views.scopes import Scope
 from webhook import assembly
 from webhook.cli import main
 

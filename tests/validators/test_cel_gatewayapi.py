@@ -20,7 +20,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from validators import celchecks, celengines
+from validators.cel import celchecks, celengines
 from validators.findings import Severity
 
 VERSION = "v1.6.1"

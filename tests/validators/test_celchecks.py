@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from validators import celchecks, celengines
+from validators.cel import celchecks, celengines
 from validators.findings import Finding, Severity
 
 ENGINES = celengines.installed()

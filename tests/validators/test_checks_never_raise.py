@@ -14,8 +14,8 @@ from validatorbuilders import shared_dir
 
 from validators.changes import Change, Operation
 from validators.checks import Checks
-from validators.crds import SchemaSet
 from validators.findings import Finding
+from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
 
 KEYS = [

@@ -16,14 +16,15 @@ import re2
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from validators import budgets, codes, schemas
-from validators.celfunctions import _find, _find_all
+from validators import budgets, codes
+from validators.cel.celfunctions import _find, _find_all
 from validators.changes import Change, Operation
 from validators.checks import Checks
-from validators.crds import SchemaSet
 from validators.findings import Severity
-from validators.schemaformats import GoPattern, go_pattern, pattern_problem
-from validators.schemakeywords import pattern as pattern_keyword
+from validators.schema import schemas
+from validators.schema.crds import SchemaSet
+from validators.schema.schemaformats import GoPattern, go_pattern, pattern_problem
+from validators.schema.schemakeywords import pattern as pattern_keyword
 from validators.states import MemoryState
 
 BUNDLE = Path(__file__).resolve().parents[2] / "webhook" / "bundled" / "crds.json.gz"
@@ -187,7 +188,7 @@ LOOKAHEAD_CRD = {
 
 
 def test_crds_with_a_pattern_re2_rejects_are_refused_at_load(tmp_path: Path) -> None:
-    from validators.crds import pattern_problems
+    from validators.schema.crds import pattern_problems
     from webhook.assembly import SetupError, bundled_crd_documents, load_crd_documents
 
     assert pattern_problems(bundled_crd_documents()) == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from validators.regexes import balance_problem
+from validators.objectrules.regexes import balance_problem
 from validators.safety import unsafe_reason
 
 

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from validatorbuilders import run
 
-from validators import codes, schemas
-from validators.crds import SchemaSet
+from validators import codes
 from validators.enforcement import Enforcement
+from validators.schema import schemas
+from validators.schema.crds import SchemaSet
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -379,7 +380,7 @@ CEL_SCHEMA: dict[str, Any] = {
 
 
 def test_cel_rules_run_after_defaulting_and_see_the_old_object_on_update() -> None:
-    pytest.importorskip("validators.celchecks", reason="the CEL adapter is another module")
+    pytest.importorskip("validators.cel.celchecks", reason="the CEL adapter is another module")
     crd = copy.deepcopy(CRD)
     crd["spec"]["versions"] = [{"name": "v1", "served": True, "schema": {"openAPIV3Schema": CEL_SCHEMA}}]
     cel_set = SchemaSet.from_documents([crd])

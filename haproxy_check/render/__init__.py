@@ -1,0 +1,1 @@
+"""The render engine: a State in, haproxy.cfg, map files, certificates and a source map out."""

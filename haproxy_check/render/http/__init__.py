@@ -1,0 +1,1 @@
+"""HTTP rendering: HTTPRoute and GRPCRoute to frontends, map entries, matcher lines and backends."""

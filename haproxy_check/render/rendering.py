@@ -1,0 +1,373 @@
+"""The render engine: cluster state -> haproxy.cfg + maps + certs, deterministic and traceable.
+
+``Renderer.render`` compiles the HTTP routing model (``httproutes``), then renders the ordered template
+snippets (``templates/NNN-*.cfg.j2``, user template dirs first so they can override or add) with
+jinja2 (StrictUndefined, no autoescape: every user value is escaped by ``escaping`` instead), inserts
+the named ``defaults`` profiles Backend() collected, strips the source-map markers and returns a
+``RenderResult``. Pure: no I/O except reading templates; safe to run in a worker thread.
+
+A Renderer is incremental by default: each route's compiled share of the HTTP model and the L4/CRD
+models are reused from earlier renders while what they read holds (``increments``); templates run on
+every render. ``Renderer(incremental=False)`` is the from-scratch reference it is tested against.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from haproxy_check import escaping
+from haproxy_check.descriptions import Description
+from haproxy_check.render import increments, routelines, templatestate
+from haproxy_check.render.helpers import Recorder, TemplateError
+from haproxy_check.render.http import frontends, httproutes
+from haproxy_check.render.http.httpmodels import FrontendModel, HttpModel
+from haproxy_check.render.l4 import l4contexts
+from haproxy_check.render.sourcemaps import SourceMap
+from haproxy_check.results import RenderError, RenderResult
+from haproxy_check.runtime import frames
+from validators.crossobject import statuses
+from validators.findings import Finding, PathPart, Severity
+from validators.limits import Limits
+from validators.objects import Obj, Ref, dig, ref_of
+from validators.states import State
+from validators.views import attachments
+from validators.views.reads import Recording
+
+BUILTIN = Path(__file__).parent / "templates"
+PROFILES = "\x1dPROFILES\x1d"
+NOT_ATTACHED = "RG0401"
+HTTP_KINDS = ("HTTPRoute", "GRPCRoute")
+MAPS = ("host.map", "host-wildcard.map", "path-exact.map", "path-regex.map", "path-prefix-exact.map",
+        "path-prefix.map", "rule-backend.map", "weighted-multi-backend.map", "gw-reqhdr.map", "gw-reshdr.map",
+        "gw-timeouts.map", "gw-mirror.map", "gw-redirect.map", "gw-rewrite.map", "gw-extauth.map",
+        "gw-extauth-headers.map", "gw-session-header.map", "https-listener.map",
+        "https-listener-wildcard.map")
+
+
+__all__ = ["RenderError", "RenderSettings", "Renderer"]
+
+# HAProxy's time format (a bare number is milliseconds); ``us`` rounds up to 1 ms here
+_TIME = re.compile(r"([0-9]{1,10})(us|ms|s|m|h|d)?")
+_UNIT_MS = {"us": 0, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_MAX_TIMEOUT_MS = 2_147_483_647
+
+
+def _statuses(state: State, subject: Ref | None, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
+              ) -> dict[str, Any]:
+    """The Gateway API status of the subject as rendered (every object's: ``validators.statuses.all_statuses``)."""
+    if subject is None or subject.kind not in statuses.STATUS_KINDS:
+        return {}
+    obj = state.get(subject.kind, subject.namespace, subject.name)
+    found = statuses.status_of(obj, state, http_ports=http_ports) if obj is not None else None
+    return {str(subject): found} if found is not None else {}
+
+
+def _where(name: str, exc: BaseException) -> str:
+    """``template:line`` of a template failure: the syntax error's line, or the deepest traceback frame
+    that jinja2 mapped back to a template line."""
+    if isinstance(exc, jinja2.TemplateSyntaxError) and exc.lineno:
+        return f"{exc.name or name}:{exc.lineno}"
+    found = name
+    tb = exc.__traceback__
+    while tb is not None:
+        template = tb.tb_frame.f_globals.get("__jinja_template__")
+        if template is not None:
+            found = f"{template.name}:{template.get_corresponding_lineno(tb.tb_lineno)}"
+        elif tb.tb_frame.f_code.co_filename.endswith(".j2"):
+            found = f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class RenderSettings:
+    haproxy_version: tuple[int, ...] = (2, 8)
+    debug_headers: bool = False
+    dynamic_cookie_key: str = "routegate"
+    external_auth: bool = True  # the SPOA hub external-auth plugin is enabled
+    external_auth_plaintext: bool = True  # allow_plaintext = true
+    # The SPOA hub's SPOP listener (IP:port) the ExternalAuth SPOE engine talks to, and how long a check
+    # may take (SPOE "timeout processing"; past it the request is denied with 401).
+    external_auth_agent: str = "127.0.0.1:12345"
+    external_auth_timeout: str = "1s"
+    # The access log's target: the words after `log` (e.g. "stdout format raw local0"). Set, the HTTP
+    # frontends log JSON lines with gw_route (<namespace>_<name>_<ruleIndex> of the winning rule);
+    # empty: no access log (HAProxy ignores a log-format without a log address).
+    access_log: str = ""
+    # Nameservers (IP:port) of the `resolvers routegate` section that resolves ExternalName Services at
+    # run time; empty: the data plane's /etc/resolv.conf (parse-resolv-conf).
+    dns_nameservers: tuple[str, ...] = ()
+    timeout_connect: str = "5s"
+    timeout_client: str = "30s"
+    timeout_server: str = "30s"
+    timeout_http_request: str = "10s"
+    # Passthrough TLS listeners on an HTTPS port: a TCP frontend owns the port and reads the SNI; names no
+    # passthrough route claims go on to the HTTPS frontend (bound on an internal socket). Off: such
+    # passthrough listeners are not rendered (RG0517).
+    share_https_with_passthrough: bool = True
+    # Internal sockets behind an SNI split are "<prefix>-https-<port>" and "<prefix>-tlst-<port>"; abstract
+    # sockets are per network namespace, so two data planes sharing one need different prefixes.
+    internal_socket_prefix: str = "abns@routegate"
+    # Per-Gateway isolation: a Gateway that shares an HTTP/HTTPS port with an older Gateway listens on a
+    # dedicated pod port in [base, base + span) (haproxy_check/isolation.py; docs/ISOLATION.md).
+    isolation_pod_port_base: int = 20000
+    isolation_pod_port_span: int = 10000
+    retry_non_idempotent: bool = False  # retry POST/PATCH/... too (HAProxy retries every method otherwise)
+    http_port: int = 80  # the pod ports HTTP and HTTPS traffic arrives on (the chart's; TCP listeners keep off)
+    https_port: int = 443
+    system_ca_file: str = ""
+    limits: Limits = field(default_factory=Limits)  # servers per backend, lines per route
+    # Output for a running data plane (routegate reconcile): the master's admin socket, with the listeners'
+    # file descriptors handed over on reload, and map/cert paths relative to haproxy.cfg, not the cwd.
+    stats_socket: str = ""
+
+    def check(self) -> None:
+        """Raise ValueError naming the setting when a value cannot be rendered (each one is written into
+        haproxy.cfg as one word)."""
+        for name in ("timeout_connect", "timeout_client", "timeout_server", "timeout_http_request"):
+            value = getattr(self, name)
+            match = _TIME.fullmatch(value) if isinstance(value, str) else None
+            if match is None:
+                raise ValueError(f"{name}: {value!r} is not an HAProxy time (a whole number with ms, s, m, h "
+                                 "or d, e.g. 30s)")
+            if int(match[1]) * _UNIT_MS[match[2] or "ms"] > _MAX_TIMEOUT_MS:
+                raise ValueError(f"{name}: {value!r} is above HAProxy's longest timeout, 2147483647ms (24.8 days)")
+        if not self.dynamic_cookie_key:
+            raise ValueError("dynamic_cookie_key: must not be empty (it keys the cookie values of every server)")
+        escaping.check(self.dynamic_cookie_key, key=False, what="dynamic_cookie_key")
+        escaping.check(self.system_ca_file, key=True, what="system_ca_file")  # one server-line word
+        escaping.check(self.stats_socket, key=True, what="stats_socket")  # one global-line word
+        escaping.check(self.internal_socket_prefix, key=True, what="internal_socket_prefix")
+        for name in ("http_port", "https_port"):
+            port = getattr(self, name)
+            if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+                raise ValueError(f"{name}: {port!r} is not a port from 1 to 65535")
+        if self.http_port == self.https_port:
+            raise ValueError(f"http_port and https_port are both {self.http_port}: one port cannot be both")
+
+    def base_lines(self) -> tuple[str, ...]:
+        return (f"timeout connect {self.timeout_connect}", f"timeout client {self.timeout_client}",
+                f"timeout server {self.timeout_server}", f"timeout http-request {self.timeout_http_request}")
+
+
+class Renderer:
+    """Renders States. ``incremental`` (the default) reuses what each route compiled to in earlier renders
+    (``increments``): the output is byte for byte what a from-scratch render (``incremental=False``)
+    gives. One Renderer may render in several threads at once."""
+
+    def __init__(self, *, settings: RenderSettings | None = None, template_dirs: Sequence[Path] = (),
+                 incremental: bool = True) -> None:
+        self.settings = settings or RenderSettings()
+        self.cache = increments.RouteCache() if incremental else None
+        for value in self.settings.base_lines():
+            escaping.check(value, key=False)
+        self.settings.check()
+        frontends.check_settings(self.settings)  # pod port range, ExternalAuth agent
+        self._dirs = [Path(d) for d in template_dirs] + [BUILTIN]
+        # Templates are code: built-in and user ones alike run sandboxed, with only the documented helpers
+        # (haproxy_check/render/templatestate.py says what the sandbox and the state view keep out).
+        self._env = ImmutableSandboxedEnvironment(
+            loader=jinja2.FileSystemLoader([str(d) for d in self._dirs]),
+            # not HTML: escaping.py applies HAProxy's escaping to every user value
+            undefined=jinja2.StrictUndefined, autoescape=False,
+            keep_trailing_newline=True,
+            trim_blocks=True, lstrip_blocks=True)
+        self._env.filters.update(
+            q=escaping.quote, lfq=escaping.lf_quote, lf=escaping.lf_escape, mapkey=escaping.map_key,
+            mapval=escaping.map_value, urlv=escaping.url_value, ident=escaping.ident, hostname=escaping.hostname,
+            header=escaping.header_name)
+        self._listed: dict[str, list[str]] = {}
+        self.snippets = self._snippets("")
+
+    def _snippets(self, sub: str) -> list[str]:
+        """Snippet names of a template subdirectory, listed once per Renderer (like the top level), not
+        once per frontend per render."""
+        listed = self._listed.get(sub)
+        if listed is None:
+            listed = self._listed[sub] = self._list(sub)
+        return list(listed)
+
+    def _list(self, sub: str) -> list[str]:
+        names: set[str] = set()
+        for d in self._dirs:
+            base = d / sub if sub else d
+            if base.is_dir():
+                names.update(f"{sub}/{p.name}" if sub else p.name for p in base.glob("*.cfg.j2"))
+        return sorted(names)
+
+    def render(self, state: State, *, subject: Ref | None = None,
+               previous: Description | None = None) -> RenderResult:
+        """``previous``: the Description the data plane runs now; servers keep its slot names (``slots``).
+        It acts after the route cache (on Backend() calls, whose memo keys on the renamed servers), so
+        cached routes stay valid whatever the previous description is."""
+        gen = self.cache.generation() if self.cache is not None else None
+        sources = SourceMap(gen.origins if gen is not None else None)
+        recorder = Recorder(base_lines=self.settings.base_lines(), sources=sources,
+                            haproxy_version=self.settings.haproxy_version,
+                            memo=gen.recorder if gen is not None else None, previous=previous)
+        findings: list[Finding] = []
+        model = HttpModel()
+        lsts = attachments.listeners(state, http_ports=(self.settings.http_port, self.settings.https_port))
+        fronts = frontends.build(state, lsts, recorder=recorder, model=model, mark=sources.mark, findings=findings,
+                                 settings=self.settings)
+        ctx = httproutes.Context(state, sources.mark, self.settings, recorder)
+        seen: list[Ref] = []
+        by_name = {fe.name: fe for fe in fronts.values()}
+        indexed: dict[str, Any] = {}  # this state's indexes, as the cache checks look them up
+        for kind in HTTP_KINDS:
+            for route in state.list(kind):
+                if gen is None:
+                    self._route(route, state, fronts, model, ctx, subject, findings)
+                else:
+                    self._cached_route(gen, route, state, fronts, by_name, model, ctx, subject, findings, seen,
+                                       indexed)
+        httproutes.dedupe_path_maps(model)
+        for fe in fronts.values():
+            fe.advanced.sort(key=lambda p: p[0])  # type: ignore[arg-type,return-value]
+            fe.rules.sort(key=lambda r: r.rid)
+        visible = templatestate.TemplateState(state)  # Secrets without data
+        context: dict[str, Any] = {
+            "Backend": recorder.backend, "RegisterMap": recorder.register_map, "AddFile": recorder.add_file,
+            "SecretFile": templatestate.secret_file(state, recorder.add_file),
+            "origin": sources.mark, "get": visible.get, "dig": dig, "state": visible,
+            "settings": self.settings, "http": model, "frontends": sorted(fronts.values(), key=lambda f: f.name),
+            "listeners": lsts, "subject": subject, "MAPS": MAPS, "PROFILES": PROFILES,
+            "attach": lambda route: attachments.attach(route, state),
+            "snippets": self._snippets, "findings": tuple(findings),
+        }
+        memo = l4contexts.direct if gen is None else functools.partial(increments.RouteCache.model, gen)
+        context.update(l4contexts.template_globals(state, self.settings, recorder, findings, memo))
+        context["resources"] = l4contexts.resources_of(visible)
+        parts: list[str] = []
+        for name in self.snippets:
+            try:
+                parts.append(self._env.get_template(name).render(context))
+            except SecurityError as exc:
+                raise RenderError(f"template {_where(name, exc)}: not allowed in a template: {exc}") from exc
+            except (TemplateError, jinja2.TemplateError) as exc:
+                # helpers' errors already end with "(at template:line)"; others get it from the traceback
+                where = name if isinstance(exc, TemplateError) else _where(name, exc)
+                raise RenderError(f"template {where}: {exc}") from exc
+            except escaping.Unsafe as exc:
+                raise RenderError(f"template {_where(name, exc)} wrote an unescaped value: {exc}") from exc
+        cfg = "".join(parts).replace(PROFILES, recorder.profile_sections())
+        clean_cfg = sources.strip("haproxy.cfg", cfg)
+        files: dict[str, bytes] = {"haproxy.cfg": clean_cfg.encode()}
+        map_texts = {path: sources.strip(path, text) for path, text in recorder.map_files().items()}
+        files.update((p, t.encode()) for p, t in map_texts.items())
+        files.update((p, data) for p, (_, data) in recorder.files.items())
+        if self.cache is not None and gen is not None:
+            self.cache.done(gen, seen, recorder)
+        origins = sources.origins()
+        findings += routelines.oversized(origins, self.settings.limits.lines_per_route, subject)
+        return RenderResult(files=dict(sorted(files.items())), origins=origins,
+                            description=recorder.description(
+                                map_texts, frame=frames.digest(clean_cfg, recorder.backends, recorder.profiles)),
+                            findings=tuple(sorted(set(findings), key=lambda f: (f.about, f.field, f.code, f.message))),
+                            statuses=_statuses(state, subject, (self.settings.http_port, self.settings.https_port)))
+
+    def _route(self, route: Obj, state: State, fronts: dict[tuple[str, str], Any], model: HttpModel,
+               ctx: httproutes.Context, subject: Ref | None, findings: list[Finding]) -> None:
+        ref = ref_of(route)
+        atts, _ = attachments.attach(route, state)
+        atts = [a for a in atts if a.listener.protocol in ("HTTP", "HTTPS")]
+        if not atts:
+            if ref != subject:
+                return
+            fronts.setdefault(SYNTHETIC_KEY, frontends.synthetic())
+            atts = [attachments.Attachment(ref, 0, frontends.synthetic_listener(),
+                                           tuple(attachments.route_hostnames(route)))]
+            findings.append(_not_attached(ref))
+        try:
+            httproutes.compile_route(model, ctx, route, atts, fronts, findings)
+        except escaping.FieldError as exc:
+            findings.append(_unsafe(ref, str(exc), exc.path, subject))
+
+    def _cached_route(self, gen: increments.Generation, route: Obj, state: State,
+                      fronts: dict[tuple[str, str], FrontendModel], by_name: dict[str, FrontendModel],
+                      model: HttpModel, ctx: httproutes.Context, subject: Ref | None, findings: list[Finding],
+                      seen: list[Ref], indexed: dict[str, Any]) -> None:
+        """``_route`` from the cache: the route's staged contribution, compiled again only when the route
+        or something it read changed."""
+        ref = ref_of(route)
+        seen.append(ref)
+        is_subject = ref == subject
+        entry = gen.routes.get(ref)
+        if entry is None or not entry.holds(route, is_subject, state, _with_synthetic(fronts, entry.synthetic),
+                                            indexed):
+            entry = gen.routes[ref] = _stage(route, ref, state, fronts, ctx, is_subject)
+            assert self.cache is not None
+            self.cache.stats["misses"] += 1
+        else:
+            assert self.cache is not None
+            self.cache.stats["hits"] += 1
+        if entry.staged is not None and any(be in model.backends for be, _ in entry.staged.backends):
+            # another route already made a backend of this name: compile against the model, as from scratch
+            self._route(route, state, fronts, model, ctx, subject, findings)
+            return
+        if entry.synthetic and SYNTHETIC_KEY not in fronts:
+            fe = fronts[SYNTHETIC_KEY] = frontends.synthetic()
+            by_name[fe.name] = fe
+        findings.extend(entry.findings)
+        for path, content, kind in entry.files:
+            ctx.files.add_file(path, content, kind)
+        if entry.staged is not None:
+            httproutes.commit_route(model, entry.staged, by_name)
+
+
+SYNTHETIC_KEY = ("HTTP", "0")
+
+
+def _with_synthetic(fronts: dict[tuple[str, str], FrontendModel], synthetic: bool,
+                    ) -> Mapping[tuple[str, str], FrontendModel]:
+    if not synthetic or SYNTHETIC_KEY in fronts:
+        return fronts
+    return {**fronts, SYNTHETIC_KEY: frontends.synthetic()}
+
+
+def _stage(route: Obj, ref: Ref, state: State, fronts: dict[tuple[str, str], FrontendModel],
+           ctx: httproutes.Context, is_subject: bool) -> increments.RouteEntry:
+    """Compile one route apart from the render (the cached twin of ``Renderer._route``), logging what it
+    read from the state and the frontends."""
+    view = Recording(state)
+    files = increments.FileLog()
+    found: list[Finding] = []
+    atts, _ = attachments.attach(route, view)
+    atts = [a for a in atts if a.listener.protocol in ("HTTP", "HTTPS")]
+    synthetic = False
+    if not atts:
+        if not is_subject:
+            return increments.RouteEntry(route, is_subject, view.reads.frozen(), {}, False, None, (), ())
+        synthetic = True
+        atts = [attachments.Attachment(ref, 0, frontends.synthetic_listener(),
+                                       tuple(attachments.route_hostnames(route)))]
+        found.append(_not_attached(ref))
+    fronts_read = increments.FrontReads(_with_synthetic(fronts, synthetic))
+    staged: httproutes.StagedRoute | None = None
+    try:
+        staged = httproutes.stage_route(httproutes.Context(view, ctx.mark, ctx.settings, files), route, atts,
+                                        fronts_read, found)
+    except escaping.FieldError as exc:
+        found.append(_unsafe(ref, str(exc), exc.path, ref if is_subject else None))
+    return increments.RouteEntry(route, is_subject, view.reads.frozen(), fronts_read.seen, synthetic, staged,
+                                 tuple(found), tuple(files.added))
+
+
+def _not_attached(ref: Ref) -> Finding:
+    return Finding(NOT_ATTACHED, f"{ref.kind} attaches to no known Gateway listener; it was checked behind a "
+                   "synthetic HTTP listener", ("spec", "parentRefs"), Severity.WARN, subject=True, about=str(ref))
+
+
+def _unsafe(ref: Ref, message: str, path: tuple[PathPart, ...], subject: Ref | None) -> Finding:
+    return Finding(httproutes.UNSAFE, f"{message}; the route is not rendered", path, Severity.DENY,
+                   subject=ref == subject, about=str(ref))

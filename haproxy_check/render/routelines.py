@@ -1,0 +1,42 @@
+"""Lines per route (``RG0408``): the config lines and map entries one route adds to every check.
+
+Counted on the render's source map, which records the object and field behind every marked line of
+haproxy.cfg and every map entry, so the count is what HAProxy will really parse, whatever produced it
+(matches x hostnames x listeners, filters, advanced ACL lines). A route over ``limits.linesPerRoute``
+is denied with the finding on the rule that produced most of its lines: routes are written by users,
+who can split them. Servers are bounded separately (``limits.serversPerBackend``, ``RG0407``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from haproxy_check.results import Origin
+from validators import codes
+from validators.findings import Finding, PathPart, Severity, format_path
+from validators.objects import Ref
+from validators.views import attachments
+
+ROUTE_KINDS = (*attachments.ROUTE_KINDS, "Route")
+
+
+def oversized(lines: Mapping[tuple[str, int], Origin], limit: int, subject: Ref | None) -> list[Finding]:
+    """One denying finding per route whose rendered lines exceed ``limit``."""
+    per_route: Counter[Ref] = Counter()
+    per_field: dict[Ref, Counter[tuple[PathPart, ...]]] = {}
+    for origin in lines.values():
+        if origin.ref.kind in ROUTE_KINDS:
+            per_route[origin.ref] += 1
+            per_field.setdefault(origin.ref, Counter())[origin.path[:3]] += 1
+    found = []
+    for ref, count in sorted(per_route.items(), key=lambda item: str(item[0])):
+        if count <= limit:
+            continue
+        (field, most), = per_field[ref].most_common(1)
+        found.append(Finding(
+            codes.RENDER_ROUTE_TOO_LARGE, f"the route renders {count} configuration lines and map entries; the "
+            f"limit is {limit} (limits.linesPerRoute); {most} of them come from {format_path(field) or 'the route'}:"
+            " split the route or use fewer matches, hostnames or parentRefs",
+            field, Severity.DENY, subject=ref == subject, about=str(ref)))
+    return found

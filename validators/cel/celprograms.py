@@ -1,0 +1,254 @@
+"""A CRD schema's ``x-kubernetes-validations`` rules, compiled once, at the schema nodes they sit on.
+
+:func:`compile_schema` turns an ``openAPIV3Schema`` into a tree of :class:`Site` values that mirrors
+the schema (properties, items, additionalProperties), each carrying its compiled :class:`Rule`s and
+whether any rule lives below it (so evaluation skips rule-free subtrees). :func:`to_cel` turns a node
+of an object into the value the API server binds to ``self``: unknown fields pruned, property names
+escaped (``namespace`` -> ``__namespace__``), root ``metadata`` cut to ``name``/``generateName``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from validators.cel import celengines, celfunctions
+from validators.findings import PathPart
+
+__all__ = ["ConversionError", "Memo", "OutOfTime", "Rule", "Site", "compile_schema", "to_cel"]
+
+MAX_DEPTH = 64  # deeper values are refused (a structural schema this deep does not exist)
+
+# k8s.io/apiserver/pkg/cel/escaping.go
+_RESERVED = frozenset({
+    "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function", "if",
+    "import", "let", "loop", "package", "namespace", "return", "var", "void", "while",
+})
+_ESCAPABLE = re.compile(r"^[a-zA-Z_.\-/][a-zA-Z0-9_.\-/]*$")
+_MACROS = re.compile(r"\.\s*(all|exists|exists_one|filter|map)\s*\($")
+_OLD_SELF = re.compile(r"\boldSelf\b")
+_FIELD_PATH = re.compile(r"""\.([A-Za-z_][A-Za-z0-9_-]*)|\[\s*'([^']*)'\s*\]|\[\s*"([^"]*)"\s*\]|\[(\d+)\]""")
+
+
+class ConversionError(ValueError):
+    """A value that cannot be handed to CEL (non-string map key, too deep, not JSON)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def escape(name: str) -> str | None:
+    """The CEL name of a property, or None when the API server makes it inaccessible."""
+    if name in _RESERVED:
+        return f"__{name}__"
+    if not _ESCAPABLE.match(name):
+        return None
+    return (name.replace("__", "__underscores__").replace(".", "__dot__").replace("-", "__dash__")
+            .replace("/", "__slash__"))
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    rule: str
+    message: str = ""
+    message_expression: str = ""
+    field_path: tuple[PathPart, ...] = ()
+    reason: str = "FieldValueInvalid"
+    optional_old_self: bool = False
+    transition: bool = False  # references oldSelf: runs only on UPDATE with a correlated old node
+    depth: int = 0  # deepest nesting of comprehension macros, for the cost estimate
+    program: celengines.Program | None = None
+    message_program: celengines.Program | None = None
+    error: str = ""  # why the rule did not compile; program is None then
+
+    @property
+    def display(self) -> str:
+        """What the API server quotes for a rule: its message, else its text (``ruleErrorString``)."""
+        return (self.message or self.rule).strip()
+
+
+@dataclass(slots=True)
+class Site:
+    type: str = ""
+    rules: tuple[Rule, ...] = ()
+    properties: dict[str, Site] = field(default_factory=dict)
+    items: Site | None = None
+    additional: Site | None = None
+    preserve_unknown: bool = False
+    list_type: str = "atomic"
+    map_keys: tuple[str, ...] = ()
+    live: bool = False  # a rule sits here or below
+
+    def walk(self) -> list[Site]:
+        out = [self]
+        for child in (*self.properties.values(), self.items, self.additional):
+            if child is not None:
+                out.extend(child.walk())
+        return out
+
+
+def nesting(expr: str) -> int:
+    """The deepest nesting of comprehension macros in ``expr`` (0 when it iterates nothing)."""
+    blank = celfunctions.strip_strings(expr)
+    stack: list[bool] = []
+    deepest = 0
+    for i, c in enumerate(blank):
+        if c == "(":
+            stack.append(bool(_MACROS.search(blank[max(0, i - 24) : i + 1])))
+            deepest = max(deepest, sum(stack))
+        elif c == ")" and stack:
+            stack.pop()
+    return deepest
+
+
+def parse_field_path(text: str) -> tuple[PathPart, ...]:
+    """``.spec.foo['a.b']`` -> ('spec', 'foo', 'a.b'); anything unparsable -> () (report at the node)."""
+    out: list[PathPart] = []
+    pos = 0
+    for match in _FIELD_PATH.finditer(text):
+        if match.start() != pos:
+            return ()
+        pos = match.end()
+        dot, single, double, index = match.groups()
+        out.append(int(index) if index is not None else (dot or single or double or ""))
+    return tuple(out) if pos == len(text) else ()
+
+
+def _rule(raw: Any, engine: celengines.Engine) -> Rule | None:
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("rule"), str):
+        return None
+    text: str = raw["rule"]
+
+    def text_of(key: str) -> str:
+        value = raw.get(key)
+        return value if isinstance(value, str) else ""
+
+    optional = raw.get("optionalOldSelf") is True
+    base = Rule(
+        rule=text,
+        message=text_of("message"),
+        message_expression=text_of("messageExpression"),
+        field_path=parse_field_path(text_of("fieldPath")),
+        reason=text_of("reason") or "FieldValueInvalid",
+        optional_old_self=optional,
+        transition=bool(_OLD_SELF.search(celfunctions.strip_strings(text))),
+        depth=nesting(text),
+    )
+    try:
+        program = engine.compile(celfunctions.rewrite_formats(text), optional_old_self=optional)
+        message_program = (engine.compile(celfunctions.rewrite_formats(base.message_expression))
+                           if base.message_expression else None)
+    except celengines.CelCompileError as e:
+        return replace(base, error=str(e))
+    return replace(base, program=program, message_program=message_program)
+
+
+def compile_schema(schema: Any, engine: celengines.Engine, *, depth: int = 0) -> Site:
+    """The :class:`Site` tree for ``schema``; malformed parts of the schema are treated as absent."""
+    if not isinstance(schema, Mapping) or depth > MAX_DEPTH:
+        return Site()
+    raw_rules = schema.get("x-kubernetes-validations")
+    compiled = (_rule(x, engine) for x in raw_rules) if isinstance(raw_rules, list) else ()
+    rules = tuple(r for r in compiled if r is not None)
+    props = schema.get("properties")
+    properties = ({k: compile_schema(v, engine, depth=depth + 1) for k, v in props.items()
+                   if isinstance(k, str)} if isinstance(props, Mapping) else {})
+    items = compile_schema(schema["items"], engine, depth=depth + 1) if isinstance(schema.get("items"),
+                                                                                    Mapping) else None
+    extra = schema.get("additionalProperties")
+    additional = compile_schema(extra, engine, depth=depth + 1) if isinstance(extra, Mapping) else None
+    keys = schema.get("x-kubernetes-list-map-keys")
+    site = Site(
+        type=schema["type"] if isinstance(schema.get("type"), str) else "",
+        rules=rules,
+        properties=properties,
+        items=items,
+        additional=additional,
+        preserve_unknown=schema.get("x-kubernetes-preserve-unknown-fields") is True,
+        list_type=str(schema.get("x-kubernetes-list-type") or "atomic"),
+        map_keys=tuple(k for k in keys if isinstance(k, str)) if isinstance(keys, list) else (),
+    )
+    site.live = bool(rules) or any(c.live for c in (*properties.values(), items, additional) if c is not None)
+    return site
+
+
+class OutOfTime(ConversionError):
+    """Converting the object took longer than the evaluation budget allows."""
+
+
+@dataclass(slots=True)
+class Memo:
+    """Conversions of one evaluation, keyed by node identity, and the deadline they must meet.
+
+    Every rule-bearing node on the way down binds its own subtree; the memo converts each subtree
+    once (the caller keeps the nodes alive meanwhile), and the deadline stops a huge object early.
+    """
+
+    deadline: float = float("inf")
+    done: dict[tuple[int, int, bool], tuple[Any, int]] = field(default_factory=dict)
+    nodes: int = 0
+
+    def tick(self) -> None:
+        self.nodes += 1
+        if not self.nodes % 1024 and time.thread_time() > self.deadline:
+            raise OutOfTime(f"converting the object for CEL took too long ({self.nodes} nodes so far)")
+
+
+def to_cel(value: Any, site: Site | None, *, root: bool = False, depth: int = 0,
+           memo: Memo | None = None) -> tuple[Any, int]:
+    """``value`` as the API server shows it to CEL, and its node count (for the cost estimate)."""
+    if depth > MAX_DEPTH:
+        raise ConversionError(f"value nested deeper than {MAX_DEPTH} levels")
+    if value is None or isinstance(value, bool | str | int | float):
+        return value, 1
+    key = (id(value), id(site), root)
+    if memo is not None:
+        hit = memo.done.get(key)
+        if hit is not None:
+            return hit
+        memo.tick()
+    if isinstance(value, list | tuple):
+        out, total = [], 1
+        for item in value:
+            conv, size = to_cel(item, site.items if site else None, depth=depth + 1, memo=memo)
+            out.append(conv)
+            total += size
+        result: tuple[Any, int] = (out, total)
+    elif isinstance(value, Mapping):
+        result = _map(value, site, root=root, depth=depth, memo=memo)
+    else:
+        raise ConversionError(f"{type(value).__name__} is not a JSON value")
+    if memo is not None:
+        memo.done[key] = result
+    return result
+
+
+def _map(value: Mapping[Any, Any], site: Site | None, *, root: bool, depth: int,
+         memo: Memo | None) -> tuple[Any, int]:
+    out: dict[str, Any] = {}
+    total = 1
+    structural = site is not None and bool(site.properties)
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise ConversionError(f"map key {key!r} is not a string")
+        child_memo = memo
+        if structural and site is not None and key in site.properties:
+            name = escape(key)
+            if name is None:
+                continue
+            child: Site | None = site.properties[key]
+            if root and key == "metadata" and isinstance(item, Mapping):
+                item = {k: v for k, v in item.items() if k in ("name", "generateName")}
+                child_memo = None if memo is None else Memo(memo.deadline)  # fresh dict: its id is no key
+        elif site is not None and site.additional is not None:
+            name, child = key, site.additional
+        elif structural and site is not None and not site.preserve_unknown:
+            continue  # the API server prunes unknown fields before CEL sees the object
+        else:
+            name, child = key, None
+        conv, size = to_cel(item, child, depth=depth + 1, memo=child_memo)
+        out[name] = conv
+        total += size
+    return out, total

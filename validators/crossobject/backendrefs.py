@@ -1,0 +1,159 @@
+"""Backend references of routes, defaulted and resolved, and the ReferenceGrant check.
+
+Pure and shared by rendering and the cross-object findings: the reasons here are the ones seed 004
+puts in ResolvedRefs (InvalidKind, RefNotPermitted, BackendNotFound).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from validators.objects import GATEWAY_GROUP, Obj, as_list, dig, group_of, kind_of, namespace_of
+from validators.states import State
+from validators.views import indexes
+
+RESOLVED = "ResolvedRefs"
+BACKEND_NOT_FOUND = "BackendNotFound"
+REF_NOT_PERMITTED = "RefNotPermitted"
+INVALID_KIND = "InvalidKind"
+
+BACKEND_ROUTE_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute")
+TLS_DEFAULT_PORT = 443  # seed 004: a TLSRoute ref's port defaults to 443
+
+
+@dataclass(frozen=True, slots=True)
+class BackendRef:
+    path: tuple[str | int, ...]  # ("spec","rules",i,"backendRefs",j)
+    rule_index: int
+    ref_index: int
+    kind: str  # defaulted "Service"
+    namespace: str  # defaulted to the route's namespace
+    name: str
+    port: int | None
+    weight: int  # defaulted 1
+    service: Obj | None  # the Service object when resolved
+    resolved: bool
+    reason: str  # "ResolvedRefs" | "BackendNotFound" | "RefNotPermitted" | "InvalidKind"
+    group: str = ""
+
+    @property
+    def message(self) -> str:
+        target = f"{self.kind} {self.namespace}/{self.name}"
+        if self.reason == INVALID_KIND:
+            return f"backendRef {self.group or 'core'}/{self.kind} is not a core Service"
+        if self.reason == REF_NOT_PERMITTED:
+            return (f"backendRef to {target} crosses namespaces and no ReferenceGrant in "
+                    f"{self.namespace!r} permits it")
+        if self.reason == BACKEND_NOT_FOUND:
+            return f"backendRef {target} does not exist"
+        return f"backendRef {target} resolved"
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+_GRANT_KINDS = frozenset({"ReferenceGrant"})
+Grant = tuple[frozenset[tuple[str, str, str]], tuple[tuple[str, str, str], ...]]
+
+
+def _grants_by_namespace(state: State) -> dict[str, list[Grant]]:
+    """Every ReferenceGrant as ({(group, kind, namespace)} of ``from``, ((group, kind, name), ...) of ``to``)."""
+    out: dict[str, list[Grant]] = {}
+    for grant in state.list("ReferenceGrant"):
+        froms = frozenset((_str(dig(f, "group")), _str(dig(f, "kind")), _str(dig(f, "namespace")))
+                          for f in as_list(dig(grant, "spec", "from")))
+        tos = tuple((_str(dig(t, "group")), _str(dig(t, "kind")), _str(dig(t, "name")))
+                    for t in as_list(dig(grant, "spec", "to")))
+        out.setdefault(namespace_of(grant), []).append((froms, tos))
+    return out
+
+
+def grant_allows(state: State, *, from_kind: str, from_namespace: str, to_kind: str, to_namespace: str,
+                 to_name: str, from_group: str = GATEWAY_GROUP, to_group: str = "") -> bool:
+    """Whether a reference from (group, kind, namespace) to an object is permitted.
+
+    Same-namespace references need no grant. Otherwise a ReferenceGrant in the target namespace must
+    list the source in ``from`` and the target in ``to`` (a ``to`` without name covers every name).
+    """
+    if from_namespace == to_namespace:
+        return True
+    source = (from_group, from_kind, from_namespace)
+    for froms, tos in indexes.index_reading(state, "grants", _GRANT_KINDS, _grants_by_namespace).get(to_namespace, ()):
+        if source in froms and any(group == to_group and kind == to_kind and (not name or name == to_name)
+                                   for group, kind, name in tos):
+            return True
+    return False
+
+
+def route_group(route: Obj) -> str:
+    return group_of(route) or GATEWAY_GROUP
+
+
+def _resolve(route: Obj, state: State, i: int, j: int, raw: Any,
+             path: tuple[str | int, ...] | None = None) -> BackendRef:
+    kind_name, rns = kind_of(route), namespace_of(route)
+    group = _str(dig(raw, "group"))
+    kind = _str(dig(raw, "kind")) or "Service"
+    namespace = _str(dig(raw, "namespace")) or rns
+    name = _str(dig(raw, "name"))
+    port = _int(dig(raw, "port"))
+    if port is None and kind_name == "TLSRoute":
+        port = TLS_DEFAULT_PORT
+    weight = _int(dig(raw, "weight"))
+    weight = 1 if weight is None else max(weight, 0)
+    path = ("spec", "rules", i, "backendRefs", j) if path is None else path
+
+    def ref(reason: str, service: Obj | None = None) -> BackendRef:
+        return BackendRef(path, i, j, kind, namespace, name, port, weight, service,
+                          reason == RESOLVED, reason, group)
+
+    if group != "" or kind != "Service":
+        return ref(INVALID_KIND)
+    if not grant_allows(state, from_kind=kind_name, from_namespace=rns, to_kind="Service",
+                        to_namespace=namespace, to_name=name, from_group=route_group(route)):
+        return ref(REF_NOT_PERMITTED)
+    service = state.get("Service", namespace, name)
+    if service is None:
+        return ref(BACKEND_NOT_FOUND)
+    return ref(RESOLVED, service)
+
+
+def service_port(service: Obj, port: int) -> Any:
+    """The spec.ports entry of a Service whose ``port`` is ``port`` (None when there is none)."""
+    for p in as_list(dig(service, "spec", "ports")):
+        if _int(dig(p, "port")) == port:
+            return p
+    return None
+
+
+def filter_backend_ref(route: Obj, state: State, rule_index: int, raw: Any,
+                       path: tuple[str | int, ...]) -> BackendRef:
+    """A filter's backendRef (RequestMirror) at ``path``, defaulted and resolved like a rule's."""
+    return _resolve(route, state, rule_index, 0, raw, path)
+
+
+def rule_backend_refs(route: Obj, state: State, rule_index: int) -> list[BackendRef]:
+    rule = dig(route, "spec", "rules", rule_index)
+    return [_resolve(route, state, rule_index, j, raw)
+            for j, raw in enumerate(as_list(dig(rule, "backendRefs")))]
+
+
+def backend_refs(route: Obj, state: State) -> list[BackendRef]:
+    """Every spec.rules[i].backendRefs[j] of a route, defaulted and resolved, in order."""
+    if kind_of(route) not in BACKEND_ROUTE_KINDS:
+        return []
+    out: list[BackendRef] = []
+    for i, _rule in enumerate(as_list(dig(route, "spec", "rules"))):
+        out.extend(rule_backend_refs(route, state, i))
+    return out
+
+
+def unresolved(refs: Sequence[BackendRef]) -> list[BackendRef]:
+    return [r for r in refs if not r.resolved]

@@ -1,0 +1,1 @@
+"""The schema engine: prune, default and validate a custom object against its CRD's structural schema."""

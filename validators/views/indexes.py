@@ -1,0 +1,209 @@
+"""Lookup indexes over a State, built once per state version and shared by every caller.
+
+Rendering asks "which ReferenceGrants are in namespace X", "which BackendTLSPolicies target Service Y",
+"which EndpointSlices belong to Service Z" once per backendRef; scanning the whole kind each time makes
+a render quadratic. ``index(state, name, build)`` builds ``build(state)`` on first use and keeps it
+while ``state.version`` is unchanged (weakly keyed: a State's indexes go away with it). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import threading
+import weakref
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any, Generic, Protocol, TypeVar
+
+from validators.changes import Operation
+from validators.objects import Obj, Ref, ref_of
+from validators.states import Overlay, State
+
+T = TypeVar("T")
+
+_CACHE: weakref.WeakKeyDictionary[Any, dict[str, tuple[str, Any]]] = weakref.WeakKeyDictionary()
+_BUILDING: dict[tuple[int, str], threading.Lock] = {}  # the builds under way, per (state object, index)
+_GUARD = threading.Lock()
+
+
+def index(state: State, name: str, build: Callable[[State], T]) -> T:
+    """``build(state)``, cached per (state object, ``name``) until ``state.version`` changes."""
+    recorded = getattr(state, "recorded_index", None)
+    if recorded is not None:  # a validators.views.reads.Recording view: the base's index, its lookups logged
+        return recorded(name, build)  # type: ignore[no-any-return]
+    try:
+        per_state = _CACHE.get(state)
+    except TypeError:  # a State that cannot be weakly referenced: build every time
+        return build(state)
+    version = state.version
+    if per_state is not None:
+        hit = per_state.get(name)
+        if hit is not None and hit[0] == version:
+            return hit[1]  # type: ignore[no-any-return]
+    # One build per (state, index) at a time: reviews of a new state version arriving together (in
+    # worker threads) wait for the first one's build instead of each building the same index at once.
+    key = (id(state), name)
+    with _GUARD:
+        lock = _BUILDING.setdefault(key, threading.Lock())
+    try:
+        with lock:
+            per_state = _CACHE.get(state)
+            hit = per_state.get(name) if per_state is not None else None
+            if hit is not None and hit[0] == version:
+                return hit[1]  # type: ignore[no-any-return]
+            value = build(state)
+            if per_state is None:
+                per_state = {}
+                with contextlib.suppress(TypeError):
+                    _CACHE[state] = per_state
+            per_state[name] = (version, value)
+            return value
+    finally:
+        with _GUARD:
+            if _BUILDING.get(key) is lock:
+                del _BUILDING[key]
+
+
+def _unchanged_base(state: State, reads: frozenset[str]) -> State:
+    """The deepest state under ``state`` that holds the same objects of the kinds in ``reads``.
+
+    A review's proposed state is an Overlay of one change on the cluster state; ``routegate check``
+    stacks two (each input against all the others). An index that reads none of the changed kind is
+    the base's index: built once for the base, not once per overlay."""
+    while isinstance(state, Overlay) and state.change.ref.kind not in reads:
+        state = state.base
+    return state
+
+
+def index_reading(state: State, name: str, reads: frozenset[str], build: Callable[[State], T]) -> T:
+    """``index(state, name, build)`` for a ``build`` that reads only objects of the kinds ``reads``."""
+    return index(_unchanged_base(state, reads), name, build)
+
+
+K = TypeVar("K", bound=Hashable)
+K_contra = TypeVar("K_contra", bound=Hashable, contravariant=True)
+
+
+class RefsByKey(Protocol[K_contra]):
+    def get(self, key: K_contra) -> Sequence[Ref]:
+        """The objects contributing ``key``, in the state's (kind, namespace, name) order."""
+        ...
+
+
+class _Built(Generic[K]):
+    """Refs by key; ``get`` is its only read (``validators.reads`` records the keys asked)."""
+
+    def __init__(self, found: dict[K, list[Ref]]) -> None:
+        self._found = found
+
+    def get(self, key: K) -> Sequence[Ref]:
+        return self._found.get(key, ())
+
+
+KeyLookup = _Built  # the type ``validators.reads`` recognises to log lookups key by key
+
+
+def _scan(state: State, kinds: Sequence[str], keys_of: Callable[[Obj], Iterable[K]]) -> _Built[K]:
+    found: dict[K, list[Ref]] = {}
+    for kind in kinds:
+        for obj in state.list(kind):
+            ref = ref_of(obj)
+            for key in dict.fromkeys(keys_of(obj)):
+                found.setdefault(key, []).append(ref)
+    return _Built(found)
+
+
+def _patch(prior: _Built[K], before: State, after: State, changed: Iterable[Ref], kinds: Sequence[str],
+           keys_of: Callable[[Obj], Iterable[K]]) -> _Built[K]:
+    """A predecessor version's lookup with the objects that changed since re-keyed: a shallow copy of
+    its table (pointers; no object is read) plus O(changed objects) work, instead of a rescan."""
+    rank = {kind: i for i, kind in enumerate(kinds)}
+
+    def order(ref: Ref) -> tuple[int, str, str]:
+        return rank[ref.kind], ref.namespace, ref.name
+
+    found = dict(prior._found)
+    for ref in changed:
+        old, new = before.get(ref.kind, ref.namespace, ref.name), after.get(ref.kind, ref.namespace, ref.name)
+        for key in dict.fromkeys(keys_of(old)) if old is not None else ():
+            kept = [r for r in found.get(key, ()) if r != ref]
+            if kept:
+                found[key] = kept
+            else:
+                found.pop(key, None)
+        for key in dict.fromkeys(keys_of(new)) if new is not None else ():
+            refs = [r for r in found.get(key, ()) if r != ref]
+            bisect.insort(refs, ref, key=order)
+            found[key] = refs
+    return _Built(found)
+
+
+def prior_link(state: State) -> tuple[State, frozenset[Ref]] | None:
+    """The previous version of ``state`` and the refs whose objects changed since, when ``state`` says
+    (``webhook.cluster`` snapshots link to the snapshot before them, one step back); else None."""
+    prior = getattr(state, "prior", None)
+    link = prior() if callable(prior) else None
+    return link
+
+
+def _built(state: State, name: str, kinds: Sequence[str], keys_of: Callable[[Obj], Iterable[K]]) -> _Built[K]:
+    """The lookup of a base state: patched from its predecessor's when the state names one (``prior``:
+    the previous version and the refs changed since, as ``webhook.cluster`` snapshots do) and that one
+    is still cached; scanned from scratch otherwise."""
+    link = prior_link(state)
+    if link is not None:
+        before, changed = link
+        wanted = [r for r in changed if r.kind in kinds]
+        cached = peek(before, name)
+        if isinstance(cached, _Built):
+            return cached if not wanted else _patch(cached, before, state, wanted, kinds, keys_of)
+    return _scan(state, kinds, keys_of)
+
+
+def peek(state: State, name: str) -> Any:
+    """The index ``name`` already built for ``state`` at its current version, or None (never builds)."""
+    try:
+        per_state = _CACHE.get(state)
+    except TypeError:
+        return None
+    hit = per_state.get(name) if per_state is not None else None
+    return hit[1] if hit is not None and hit[0] == state.version else None
+
+
+class _Overlaid(Generic[K]):
+    """The base's lookup with one object's contribution replaced: O(answer) per lookup, no rebuild."""
+
+    def __init__(self, base: RefsByKey[K], ref: Ref, keys: frozenset[K], order: Callable[[Ref], Any]) -> None:
+        self._base, self._ref, self._keys, self._order = base, ref, keys, order
+
+    def get(self, key: K) -> Sequence[Ref]:
+        refs = [r for r in self._base.get(key) if r != self._ref]
+        if key in self._keys:
+            bisect.insort(refs, self._ref, key=self._order)
+        return refs
+
+
+def refs_by_key(state: State, name: str, kinds: Sequence[str],
+                keys_of: Callable[[Obj], Iterable[K]]) -> RefsByKey[K]:
+    """Objects of ``kinds`` by each key ``keys_of(obj)`` yields (a function of the object alone).
+
+    Built once per state version; an Overlay's lookup is derived from its base's by swapping the one
+    changed object's keys, so a review or a ``routegate check`` input never rescans the kinds."""
+    reads = frozenset(kinds)
+    state = _unchanged_base(state, reads)
+    if not isinstance(state, Overlay):
+        return index(state, name, lambda s: _built(s, name, kinds, keys_of))
+
+    def derive(s: State) -> RefsByKey[K]:
+        assert isinstance(s, Overlay)
+        change = s.change
+        new = None if change.operation is Operation.DELETE else change.obj
+        keys = frozenset(keys_of(new)) if new is not None else frozenset()
+        rank = {kind: i for i, kind in enumerate(kinds)}
+
+        def order(ref: Ref) -> tuple[int, str, str]:
+            return rank.get(ref.kind, len(rank)), ref.namespace, ref.name
+
+        return _Overlaid(refs_by_key(s.base, name, kinds, keys_of), change.ref, keys, order)
+
+    return index(state, name, derive)
