@@ -13,17 +13,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from haproxy_check import scratches
-from haproxy_check.checks import Checker
-from haproxy_check.rendering import Renderer, RenderSettings
+from haproxy_check.check import scratches
+from haproxy_check.check.checker import Checker
+from haproxy_check.render.rendering import Renderer, RenderSettings
 from haproxy_check.results import HAProxyBinary
 from validators import dataplanes
 from validators.checks import Checks
-from validators.crds import SchemaSet, pattern_problems
 from validators.enforcement import Enforcement
 from validators.objects import KINDS, Obj
-from validators.scopes import Scope
+from validators.schema.crds import SchemaSet, pattern_problems
 from validators.states import MemoryState
+from validators.views.scopes import Scope
 from webhook import inputs, settingsfiles
 from webhook.gates import Gate
 
@@ -110,7 +110,7 @@ def system_ca_file() -> str:
 
 
 def check_scratch_dir(path: str) -> None:
-    """``--scratch-dir`` must be private to us (``haproxy_check.scratches.check_base``); created when missing."""
+    """``--scratch-dir`` must be private to us (``haproxy_check.check.scratches.check_base``); created when missing."""
     try:
         Path(path).mkdir(mode=0o700, parents=True, exist_ok=True)
         scratches.check_base(Path(path))

@@ -7,7 +7,7 @@ says which and why. It touches every object, so it runs in the reconcile loop an
 --all``, never on an AdmissionReview.
 
 ``AuditCache`` makes the reconcile loop's audit incremental: each object's findings are kept with the
-object as judged and everything its judgement read (``validators.reads``: gets, listings, index keys),
+object as judged and everything its judgement read (``validators.views.reads``: gets, listings, index keys),
 and reused while the object is the same and every read still reads the same, as the renderer's route
 cache does. Only objects whose content or dependencies changed since the previous state are judged
 again; the result equals ``audit`` on the same state (tests/reconcile/test_incremental_audit.py).
@@ -23,8 +23,8 @@ from typing import Any
 from validators.changes import Change, Operation
 from validators.findings import Finding
 from validators.objects import REVIEWED_KINDS, Obj, Ref, ref_of
-from validators.reads import FrozenReads, Recording
 from validators.states import State
+from validators.views.reads import FrozenReads, Recording
 from webhook.gates import RuleChecks
 
 Audited = Sequence[tuple[Ref, tuple[Finding, ...]]]

@@ -27,10 +27,10 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from validators import attachments, closures
 from validators.changes import Change, Operation
 from validators.objects import Obj, Ref, name_of, namespace_of
 from validators.states import State
+from validators.views import attachments, closures
 
 ROUTE_KINDS = frozenset(attachments.ROUTE_KINDS)  # custom Routes (one model over all of them) go alone
 

@@ -1,5 +1,5 @@
 """The background full check: the whole current state rendered and ``haproxy -c``ed off the request path,
-as the reference the delta check (``validators.closures``) is monitored against.
+as the reference the delta check (``validators.views.closures``) is monitored against.
 
 Reviews judge only a change's closure. This loop checks everything, after the state stopped changing
 for ``debounce`` seconds, at most one run at a time, rendering in a worker process of its own at the
@@ -32,8 +32,8 @@ from typing import Any
 
 import structlog
 
-from haproxy_check.checks import Checker, CheckTimedOut
-from haproxy_check.rendering import Renderer, RenderSettings
+from haproxy_check.check.checker import Checker, CheckTimedOut
+from haproxy_check.render.rendering import Renderer, RenderSettings
 from haproxy_check.results import CheckResult, RenderError, RenderResult
 from validators.changes import Change, Operation
 from validators.objects import KINDS, Obj, Ref, dig

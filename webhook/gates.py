@@ -20,16 +20,18 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
-from haproxy_check import runtimeplans, slots
-from haproxy_check.checks import CheckTimedOut
+from haproxy_check.check.checker import CheckTimedOut
 from haproxy_check.descriptions import Description
 from haproxy_check.results import Alert, CheckResult, HAProxyBinary, RenderError, RenderResult
-from validators import attachments, checks, closures, dataplanes, scopes, statuses
+from haproxy_check.runtime import runtimeplans, slots
+from validators import checks, dataplanes
 from validators.changes import Change, Operation
+from validators.crossobject import statuses
 from validators.enforcement import Enforcement
 from validators.findings import Finding, Severity, denies, format_path
 from validators.objects import REVIEWED_KINDS, Ref
 from validators.states import Overlay, State, Without
+from validators.views import attachments, closures, scopes
 from webhook import batching
 from webhook.loadedindex import LoadedIndex
 from webhook.verdicts import Decision, Verdict
@@ -131,7 +133,7 @@ class Gate:
         self.renderer = renderer
         self.checker = checker
         self.note_budget = note_budget  # seconds a render may take before the reload note is skipped
-        # True: a review renders and checks the change's closure (validators.closures, O(change));
+        # True: a review renders and checks the change's closure (validators.views.closures, O(change));
         # False: the whole state (the reference the delta check is tested and monitored against).
         self.delta = delta
         # Called with every allow whose rendered configuration passed haproxy -c (webhook.fullchecks

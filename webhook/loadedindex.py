@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 
 from haproxy_check.descriptions import Description
-from haproxy_check.runtimeplans import Loaded
+from haproxy_check.runtime.runtimeplans import Loaded
 
 KEEP = 8  # versions kept: reviews in flight may still ask for a recent one
 

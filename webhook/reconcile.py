@@ -7,7 +7,7 @@ steps, never copies of them:
   -> leave out what seed 004 says an object stored despite admission loses (``webhook.leaveouts``)
   -> render the whole state with the Gate's renderer (incremental across state versions)
   -> ``haproxy -c`` with the Gate's checker
-  -> passed: promote atomically (``haproxy_check.promotion``), then call the ``on_promoted`` hooks
+  -> passed: promote atomically (``haproxy_check.runtime.promotion``), then call the ``on_promoted`` hooks
      with the previous and the new version (the place where Runtime API application plugs in);
      failed or refused: write nothing, last-known-good stays live.
 
@@ -27,11 +27,12 @@ from enum import StrEnum
 
 import structlog
 
-from haproxy_check.checks import CheckTimedOut
+from haproxy_check.check.checker import CheckTimedOut
 from haproxy_check.descriptions import Description
-from haproxy_check.promotion import Promoted, Promoter, content_hash
 from haproxy_check.results import CheckResult, RenderError, RenderResult
-from validators import codes, statuses
+from haproxy_check.runtime.promotion import Promoted, Promoter, content_hash
+from validators import codes
+from validators.crossobject import statuses
 from validators.findings import Finding, Severity, denies
 from validators.objects import Ref, dig
 from validators.states import State
@@ -135,7 +136,7 @@ class Reconciler:
         previous = await asyncio.to_thread(self._live_description, live)
         try:
             # servers keep the slot names the live version gave them, so an endpoint that moves is one
-            # `set server` at runtime and not a rename (haproxy_check/slots.py)
+            # `set server` at runtime and not a rename (haproxy_check/runtime/slots.py)
             render = await self._timed("render", timings, asyncio.to_thread(
                 self.gate.renderer.render, view, subject=None, previous=previous))
         except RenderError as exc:
@@ -164,7 +165,8 @@ class Reconciler:
             return Outcome(Result.REJECTED, state.version, live, _faults(by_ref), tuple(left), tuple(lines), timings)
         if not promote or self.promoter is None:
             return Outcome(Result.PASSED, state.version, live, _faults(by_ref), tuple(left), (), timings)
-        # the Gateway API status of what is promoted (validators.statuses), beside the configuration it describes
+        # the Gateway API status of what is promoted (validators.crossobject.statuses), beside the
+        # configuration it describes
         promoted_status = await asyncio.to_thread(statuses.all_statuses, view)
         files = {**render.files, "description.json": _description(render),
                  "statuses.json": (json.dumps(promoted_status, indent=2, sort_keys=True) + "\n").encode()}

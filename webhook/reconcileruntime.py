@@ -1,11 +1,11 @@
 """After a promotion: bring the running data plane to the new version by Runtime API, or reload it.
 
 ``RuntimeApplier`` is an ``on_promoted`` hook (``routegate reconcile --runtime-socket PATH``). For each
-promotion it plans (``haproxy_check.runtimeplans``) from the description the data plane is known to run
+promotion it plans (``haproxy_check.runtime.runtimeplans``) from the description the data plane is known to run
 to the promoted one, for the data plane's HAProxy version, and
 
 - nothing to do: done (the promoted files say the same as what runs);
-- runtime: sends the commands over the stats socket (``haproxy_check.runtimeapi``), checking each answer;
+- runtime: sends the commands over the stats socket (``haproxy_check.runtime.runtimeapi``), checking each answer;
 - reload (the plan says so, a command failed, or the socket could not be reached): signals a reload,
   which reads the promoted files (they are live before any hook runs).
 
@@ -38,9 +38,10 @@ from typing import Protocol
 
 import structlog
 
-from haproxy_check import runtimeapi, runtimeplans, scratches
+from haproxy_check.check import scratches
 from haproxy_check.descriptions import Description
-from haproxy_check.promotion import Promoted, Promoter
+from haproxy_check.runtime import runtimeapi, runtimeplans
+from haproxy_check.runtime.promotion import Promoted, Promoter
 from webhook import metrics
 
 log = structlog.get_logger("routegate.reconcile")

@@ -4,7 +4,7 @@ docs/CONFIG.md documents every key. Sections:
 
 - ``rules``, ``exemptNamespaces``, ``strict``, ``limits``: rule enforcement (``validators.enforcement``).
 - ``render``: what the data plane is configured with, one key per field of
-  ``haproxy_check.rendering.RenderSettings`` in camelCase (``dynamicCookieKey``, ``debugHeaders``, ...).
+  ``haproxy_check.render.rendering.RenderSettings`` in camelCase (``dynamicCookieKey``, ``debugHeaders``, ...).
   The keys are read from the dataclass itself, so a field added there is configurable at once; the
   value must have the field's type (a string, a whole number, true/false).
 - ``dataplaneVersion``, ``gatewayClasses``, ``controllerNames``: the same as ``--dataplane-version``,
@@ -26,8 +26,8 @@ from typing import Any
 
 import yaml
 
-from haproxy_check import runtimeplans
-from haproxy_check.rendering import RenderSettings
+from haproxy_check.render.rendering import RenderSettings
+from haproxy_check.runtime import runtimeplans
 from validators import enforcement
 from webhook import inputs, yamlloading
 

@@ -1,9 +1,9 @@
 """Keeping the gate warm: what the first review of a state version would build, built ahead of it.
 
 Two steps, both off the request path:
-- ``follow`` builds each new version's closure index (validators.closures) in a worker thread as soon as
+- ``follow`` builds each new version's closure index (validators.views.closures) in a worker thread as soon as
   the version is there, so a review finds it built, or waits for the build already under way
-  (``validators.indexes`` builds each index once) instead of starting its own: at 10,000 routes seconds
+  (``validators.views.indexes`` builds each index once) instead of starting its own: at 10,000 routes seconds
   for a state loaded from files, a fraction of a millisecond for a snapshot patched from the one before.
 - ``keep_warm`` sends, whenever the state has a version no review has seen and no review waits or runs,
   a dry-run review of an object nobody stores (an HTTPRoute attached to nothing; its verdict is
@@ -19,8 +19,8 @@ import time
 
 import structlog
 
-from validators import closures
 from validators.changes import Change, Operation
+from validators.views import closures
 from webhook.admission import Batcher, Refused
 from webhook.gates import Gate
 from webhook.sources import StateSource

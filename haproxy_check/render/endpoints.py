@@ -7,7 +7,7 @@ EndpointSlice (FQDN endpoints, garbage) never reaches haproxy.cfg.
 
 An ExternalName Service has no endpoints: the data plane resolves ``spec.externalName`` at run time.
 It renders as one server ``s1 <name>:<port> resolvers routegate init-addr none`` (the ``resolvers``
-section is ``haproxy_check/templates/990-resolvers.cfg.j2``): HAProxy starts without an address and
+section is ``haproxy_check/render/templates/990-resolvers.cfg.j2``): HAProxy starts without an address and
 fills it from DNS, so neither a reload nor ``haproxy -c`` waits for a lookup (``init-addr none``; the
 check is sandboxed without network anyway, docs/SANDBOX.md). A name that is not a DNS name gives no
 server.

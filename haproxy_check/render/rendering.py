@@ -64,7 +64,8 @@ _MAX_TIMEOUT_MS = 2_147_483_647
 
 def _statuses(state: State, subject: Ref | None, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
               ) -> dict[str, Any]:
-    """The Gateway API status of the subject as rendered (every object's: ``validators.statuses.all_statuses``)."""
+    """The Gateway API status of the subject as rendered (every object's:
+    ``validators.crossobject.statuses.all_statuses``)."""
     if subject is None or subject.kind not in statuses.STATUS_KINDS:
         return {}
     obj = state.get(subject.kind, subject.namespace, subject.name)
@@ -119,7 +120,7 @@ class RenderSettings:
     # sockets are per network namespace, so two data planes sharing one need different prefixes.
     internal_socket_prefix: str = "abns@routegate"
     # Per-Gateway isolation: a Gateway that shares an HTTP/HTTPS port with an older Gateway listens on a
-    # dedicated pod port in [base, base + span) (haproxy_check/isolation.py; docs/ISOLATION.md).
+    # dedicated pod port in [base, base + span) (haproxy_check/render/isolation.py; docs/ISOLATION.md).
     isolation_pod_port_base: int = 20000
     isolation_pod_port_span: int = 10000
     retry_non_idempotent: bool = False  # retry POST/PATCH/... too (HAProxy retries every method otherwise)

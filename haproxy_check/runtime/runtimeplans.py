@@ -162,7 +162,7 @@ class Plan:
 class Loaded:
     """What the running configuration loads beyond a partial ``old`` description.
 
-    An admission review plans over its change's closure (``validators.closures``): the closure's
+    An admission review plans over its change's closure (``validators.views.closures``): the closure's
     baseline lists only the records its own objects make, while the running configuration also has the
     profiles and maps of every other route. Objects outside the closure render the same before and
     after the change, so planning the closure's records against ``old`` plus these is planning the whole

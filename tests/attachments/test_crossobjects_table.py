@@ -1,4 +1,4 @@
-"""Cross-object findings (validators.crossobjects) and claims (validators.claims)."""
+"""Cross-object findings (validators.crossobject.crossobjects) and claims (validators.crossobject.claims)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from tests.attachments.gwbuilders import gateway, grant, listener, listener_set, parent, route, service
 from tests.render_l4.conftest import key_and_cert
-from validators import claims, crossobjects
+from validators.crossobject import claims, crossobjects
 from validators.findings import Severity
 from validators.objects import Obj
 from validators.states import MemoryState
@@ -140,7 +140,7 @@ def test_same_match_claimed_by_older_route() -> None:
 
 
 def test_same_match_on_the_same_port_of_another_gateway_does_not_collide() -> None:
-    """Each Gateway has its own frontend (haproxy_check/isolation.py): no shared claim."""
+    """Each Gateway has its own frontend (haproxy_check/render/isolation.py): no shared claim."""
     rule = {"matches": [{"path": {"value": "/api"}}], "backendRefs": [{"name": "svc", "port": 80}]}
     other_gw = gateway("gw2", listener("http", 80, frm="All"))
     old = route("HTTPRoute", "old", parent("gw"), hosts=["a.com"], rules=[rule], ts="2026-01-01T00:00:00Z")

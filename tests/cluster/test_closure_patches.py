@@ -1,4 +1,4 @@
-"""The closure index of a cluster snapshot, patched from the previous snapshot's (validators.closures),
+"""The closure index of a cluster snapshot, patched from the previous snapshot's (validators.views.closures),
 and of a review's Overlay, derived from its base's, equal the index scanned from scratch, over random
 sequences of watch events and reviews of every kind the index reads."""
 
@@ -9,11 +9,11 @@ from typing import Any, cast
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from validators import closures, indexes
 from validators.changes import Change, Operation
 from validators.objects import Obj, Ref
 from validators.states import Overlay
-from webhook.cluster.states import ClusterState
+from validators.views import closures, indexes
+from webhook.cluster.clusterstate import ClusterState
 
 GW = "gateway.networking.k8s.io/v1"
 KINDS = ("Namespace", "Gateway", "ListenerSet", "HTTPRoute", "TLSRoute", "EndpointSlice", "BackendTLSPolicy",

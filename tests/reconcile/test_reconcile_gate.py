@@ -88,7 +88,7 @@ async def test_valid_broken_fixed_and_left_out(running: Running, tmp_path: Path,
     assert first is not None and first.state_version == source.snapshot().version
     live_cfg = (out / "haproxy.cfg").read_bytes()
     assert hooks == [(None, first)]
-    # the Gateway API status of what was promoted, beside it (validators.statuses)
+    # the Gateway API status of what was promoted, beside it (validators.crossobject.statuses)
     promoted_status = json.loads((out / "..data" / "statuses.json").read_text())
     (http,) = promoted_status["Gateway capture/edge"]["listeners"]
     assert http["name"] == "http" and http["attachedRoutes"] == 0, http

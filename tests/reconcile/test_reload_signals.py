@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from haproxy_check.promotion import Promoted, Promoter
-from haproxy_check.rendering import Renderer
+from haproxy_check.render.rendering import Renderer
+from haproxy_check.runtime.promotion import Promoted, Promoter
 from tests.haproxy_check.test_runtime_live import state
 from webhook import reconcileruntime as rr
 from webhook.reconcile import _description

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 import yaml
 
-from haproxy_check.rendering import BUILTIN
-from haproxy_check.runtimeapi import send
+from haproxy_check.render.rendering import BUILTIN
+from haproxy_check.runtime.runtimeapi import send
 from tests.attachments import gwbuilders as gb
 from tests.haproxy_check import dataplanes as dp
 from validators.objects import Obj

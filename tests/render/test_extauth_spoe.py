@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from haproxy_check import extauth
+from haproxy_check.render.http import extauth
 from tests.render.conftest import Check, assert_valid, fixture, lines, render, write
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from haproxy_check import sandboxes
+from haproxy_check.check import sandboxes
 from tests.haproxy_check.test_no_dns import run_isolated
 from tests.render.conftest import Check, assert_valid, lines, render
 from tests.render_l4.test_tcproutes_render import section
-from validators import crossobjects
+from validators.crossobject import crossobjects
 from validators.objects import Obj
 from validators.states import MemoryState
 

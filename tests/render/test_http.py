@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from haproxy_check import isolation
+from haproxy_check.render import isolation
 from tests.render.conftest import Check, assert_valid, fixture, lines, map_lines, render
 from validators.crossobject import crossobjects
 from validators.objects import Obj, Ref

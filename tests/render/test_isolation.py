@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from haproxy_check import isolation
+from haproxy_check.render import isolation
 from tests.conftest import free_port
 from tests.render.conftest import Check, assert_valid, lines, map_lines, render, write
 from tests.render.test_live import echo_server
-from validators import crossobjects
+from validators.crossobject import crossobjects
 from validators.objects import Obj, Ref
 from validators.states import MemoryState
 

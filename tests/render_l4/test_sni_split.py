@@ -12,9 +12,9 @@ from tests.render.test_live import echo_server
 from tests.render_l4.conftest import tls_secret
 from tests.render_l4.livegw import GW, running, service, sockets_prefix, tcp_server, tls_get, tls_server
 from tests.render_l4.test_tcproutes_render import section
-from validators.attachments import attach
 from validators.objects import Obj
 from validators.states import MemoryState
+from validators.views.attachments import attach
 
 
 def gateway(*listeners: dict[str, Any], name: str = "edge") -> Obj:

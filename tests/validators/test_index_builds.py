@@ -6,8 +6,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from validators import indexes
 from validators.states import MemoryState
+from validators.views import indexes
 
 
 def test_threads_asking_at_once_share_one_build() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from haproxy_check import binaries
+from haproxy_check.check import binaries
 from haproxy_check.results import RenderError
 from tests.attachments import gwbuilders as gb
 from tests.webhook.deltastates import cluster_and_change

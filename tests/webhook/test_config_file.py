@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from haproxy_check.rendering import Renderer, RenderSettings
+from haproxy_check.render.rendering import Renderer, RenderSettings
 from haproxy_check.results import HAProxyBinary
 from validators.checks import Checks
 from webhook import assembly, settingsfiles

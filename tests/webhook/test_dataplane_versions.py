@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from haproxy_check import binaries
+from haproxy_check.check import binaries
 from haproxy_check.results import HAProxyBinary
 from validators import dataplanes
 from webhook.cli import main
@@ -116,7 +116,7 @@ def test_the_retry_table_matches_the_binaries(tmp_path: Path, haproxy_paths: lis
     judges a config with one ``retry-on`` line per code)."""
     import asyncio
 
-    from haproxy_check.checks import Checker
+    from haproxy_check.check.checker import Checker
     from haproxy_check.results import RenderResult
 
     cfg = ("defaults\n  mode http\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\n"

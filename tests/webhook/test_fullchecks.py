@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from haproxy_check import sandboxes
-from haproxy_check.checks import Checker
+from haproxy_check.check import sandboxes
+from haproxy_check.check.checker import Checker
+from haproxy_check.check.sandboxes import Runner
 from haproxy_check.results import RenderResult
-from haproxy_check.sandboxes import Runner
 from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
 from validators.changes import Change, Operation
 from validators.objects import Ref

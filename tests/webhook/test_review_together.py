@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from haproxy_check import binaries
+from haproxy_check.check import binaries
 from tests.webhook import deltastates as ds
 from tests.webhook.test_gates import CountingRenderer, many_shops, named, state_with
 from validators.changes import Change, Operation
-from validators.crds import SchemaSet
 from validators.objects import Obj, ref_of
+from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
 from webhook import assembly, batching
 from webhook.gates import Gate

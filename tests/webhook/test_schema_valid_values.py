@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 from haproxy_check.results import HAProxyBinary
 from tests.conftest import REPO, need_shared
 from validators.changes import Change, Operation
-from validators.crds import SchemaSet
 from validators.objects import Obj
+from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
 from webhook import assembly
 from webhook.gates import Gate
@@ -185,7 +185,7 @@ def _dotted(path: tuple[str | int, ...]) -> str:
 
 @pytest.fixture(scope="module")
 def world(haproxy_path: str) -> tuple[Gate, SchemaSet]:
-    from haproxy_check import binaries
+    from haproxy_check.check import binaries
 
     crds = need_shared("gateway-api", "v1.6.1", "experimental-install.yaml")
     schemas = assembly.load_schemas([str(crds), str(REPO / "manifests" / "base" / "route-crd.yaml")])

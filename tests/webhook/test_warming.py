@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from tests.webhook.conftest import STATE_DIR, load_objects
-from validators import indexes
 from validators.changes import Change
-from validators.scopes import Scope
 from validators.states import MemoryState, State
+from validators.views import indexes
+from validators.views.scopes import Scope
 from webhook import warming
 from webhook.admission import Batcher
 from webhook.gates import Gate

@@ -15,10 +15,11 @@ from typing import Any
 
 from cryptography import x509
 
-from validators import indexes, references
-from validators.attachments import age_key
+from validators.crossobject import backendrefs
 from validators.objects import Obj, Ref, as_list, dig, name_of, namespace_of, ref_of
 from validators.states import State
+from validators.views import indexes
+from validators.views.attachments import age_key
 
 PEM_CERT = re.compile(r"-----BEGIN CERTIFICATE-----\r?\n[A-Za-z0-9+/=\r\n]+?-----END CERTIFICATE-----")
 
@@ -66,7 +67,7 @@ def targets(policy: Obj, service: Obj, port: int) -> int:
         section = _str(dig(t, "sectionName"))
         if not section:
             best = max(best, 1)
-        elif section == _str(dig(references.service_port(service, port), "name")):
+        elif section == _str(dig(backendrefs.service_port(service, port), "name")):
             best = 2
     return best
 

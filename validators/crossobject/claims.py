@@ -150,7 +150,7 @@ def may_overlap(route: Obj, state: State) -> list[Obj]:
 def match_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
                  only: Obj | None = None) -> list[LostClaim]:
     """Matches (host + path + matchers on one Gateway's listener port: each Gateway has its own frontend,
-    haproxy_check/isolation.py) already claimed by an older route.
+    haproxy_check/render/isolation.py) already claimed by an older route.
 
     ``only``: consider just the routes that may overlap this one (what a review of it needs).
     """

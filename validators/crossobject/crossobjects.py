@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
-from validators import attachments, backendpolicies, claims, indexes, references, statuses, tlsmodes
+from validators import tlsmodes
+from validators.crossobject import backendpolicies, backendrefs, claims, statuses
 from validators.findings import Finding, Severity
 from validators.objects import Obj, Ref, as_list, dig, kind_of, namespace_of, ref_of
 from validators.states import State
+from validators.views import attachments, indexes
 
 CODES: Mapping[str, str] = {
     "RG0501": "BackendNotFound: a backendRef names a Service that does not exist",
@@ -41,8 +43,8 @@ CODES: Mapping[str, str] = {
     "RG0524": "a ListenerSet listener clashes with a listener of its parent Gateway or an older ListenerSet",
 }
 
-_REF_CODES = {references.BACKEND_NOT_FOUND: "RG0501", references.REF_NOT_PERMITTED: "RG0502",
-              references.INVALID_KIND: "RG0503"}
+_REF_CODES = {backendrefs.BACKEND_NOT_FOUND: "RG0501", backendrefs.REF_NOT_PERMITTED: "RG0502",
+              backendrefs.INVALID_KIND: "RG0503"}
 _PARENT_CODES = {attachments.NO_MATCHING_PARENT: "RG0504", attachments.NOT_ALLOWED_BY_LISTENERS: "RG0505",
                  attachments.NO_MATCHING_LISTENER_HOSTNAME: "RG0506"}
 
@@ -69,10 +71,10 @@ def route_findings(route: Obj, state: State, *, http_ports: Sequence[int] = atta
         if not st.accepted and st.reason != attachments.FOREIGN_PARENT:
             yield _warn(_PARENT_CODES.get(st.reason, "RG0504"), f"{st.reason}: {st.message}",
                         ("spec", "parentRefs", st.parent_index), about)
-    for ref in references.backend_refs(route, state):
+    for ref in backendrefs.backend_refs(route, state):
         if not ref.resolved:
             # What the render does with it, so this one finding tells the whole fact.
-            served = ("it has no servers until the Service exists" if ref.reason == references.BACKEND_NOT_FOUND
+            served = ("it has no servers until the Service exists" if ref.reason == backendrefs.BACKEND_NOT_FOUND
                       else "its share of the traffic is answered with 500")
             yield _warn(_REF_CODES[ref.reason], f"{ref.reason}: {ref.message}; {served}", ref.path, about)
         elif ref.service is not None and ref.port is not None and ref.port not in _service_ports(ref.service) \
@@ -116,7 +118,7 @@ def _listener_owner_findings(obj: Obj, state: State, http_ports: Sequence[int]) 
     for lst in declared:
         if lst.source != me:
             continue
-        # RG0118/RG0119 (validators.listeners) cover what one object shows on its own: a dropped TCP
+        # RG0118/RG0119 (validators.objectrules.listeners) cover what one object shows on its own: a dropped TCP
         # listener, and both TLS modes within this object. Here only conflicts with other objects.
         own_modes = {x.tls_mode for x in declared if x.source == me and x.port == lst.port
                      and x.protocol == "TLS"}
@@ -131,7 +133,7 @@ def _listener_owner_findings(obj: Obj, state: State, http_ports: Sequence[int]) 
             path = (*lst.path, "tls", "certificateRefs", k)
             if cert.kind != "Secret":
                 continue
-            if not references.grant_allows(state, from_kind=me.kind, from_namespace=me.namespace,
+            if not backendrefs.grant_allows(state, from_kind=me.kind, from_namespace=me.namespace,
                                            to_kind="Secret", to_namespace=cert.namespace, to_name=cert.name):
                 yield _warn("RG0510", f"RefNotPermitted: Secret {cert.namespace}/{cert.name} is in another "
                             f"namespace and no ReferenceGrant in {cert.namespace!r} permits it", path)
@@ -171,14 +173,14 @@ def _mention_keys(route: Obj) -> Iterator[tuple[str, ...]]:
 def mentioning(subject: Ref, state: State) -> list[Obj]:
     """Routes that refer to the subject as a parent or backend (or are covered by a grant there), in
     state order; from an index built once per state version, so a review does not scan every route."""
-    mentions = indexes.refs_by_key(state, "route-mentions", references.BACKEND_ROUTE_KINDS, _mention_keys)
+    mentions = indexes.refs_by_key(state, "route-mentions", backendrefs.BACKEND_ROUTE_KINDS, _mention_keys)
     keys: list[tuple[str, ...]] = [("parent", subject.kind, subject.namespace, subject.name)]
     if subject.kind == "Service":
         keys.append(("backend", subject.namespace, subject.name))
     if subject.kind == "ReferenceGrant":
         keys.append(("grant", subject.namespace))
     refs = {r: None for key in keys for r in mentions.get(key)}
-    rank = {kind: i for i, kind in enumerate(references.BACKEND_ROUTE_KINDS)}
+    rank = {kind: i for i, kind in enumerate(backendrefs.BACKEND_ROUTE_KINDS)}
     found = (state.get(r.kind, r.namespace, r.name) for r in sorted(refs, key=lambda r: (
         rank[r.kind], r.namespace, r.name)))
     return [route for route in found if route is not None]
@@ -203,7 +205,7 @@ def findings(obj: Obj, state: State, *,
     me = ref_of(obj)
     deleted = state.get(me.kind, me.namespace, me.name) is None
     if not deleted:
-        if kind in references.BACKEND_ROUTE_KINDS:
+        if kind in backendrefs.BACKEND_ROUTE_KINDS:
             yield from route_findings(obj, state, http_ports=http_ports)
             yield from _claim_findings(obj, state, http_ports)
         elif kind in ("Gateway", "ListenerSet"):

@@ -14,11 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from validators import attachments, backendpolicies, backendtls, references
 from validators.contexts import Context
+from validators.crossobject import backendpolicies, backendrefs
 from validators.findings import format_path
+from validators.objectrules import backendtlsrules
 from validators.objects import GATEWAY_GROUP, Obj, Ref, as_list, as_map, created_at, dig, kind_of, ref_of
 from validators.states import State
+from validators.views import attachments
 
 #: Listener protocols the data plane serves (HAProxy has no UDP proxying).
 SUPPORTED_PROTOCOLS = frozenset({"HTTP", "HTTPS", "TLS", "TCP"})
@@ -30,7 +32,7 @@ STATUS_KINDS = ("Gateway", "ListenerSet", "BackendTLSPolicy", *attachments.ROUTE
 
 def resolved_condition(route: Obj, state: State) -> dict[str, str]:
     """ResolvedRefs for the whole route: False with the first unresolved backendRef's reason."""
-    bad = references.unresolved(references.backend_refs(route, state))
+    bad = backendrefs.unresolved(backendrefs.backend_refs(route, state))
     if not bad:
         return {"type": "ResolvedRefs", "status": "True", "reason": "ResolvedRefs", "message": "Resolved"}
     first = bad[0]
@@ -272,7 +274,7 @@ def _listener_refs(owner: Obj, raw: Any, lst: attachments.Listener, state: State
         if group != "" or kind != "Secret":
             return _condition("ResolvedRefs", False, "InvalidCertificateRef",
                               f"{where}: {group or 'core'}/{kind} is not a Secret")
-        if not references.grant_allows(state, from_kind=kind_of(owner), from_namespace=owner_ns, to_kind="Secret",
+        if not backendrefs.grant_allows(state, from_kind=kind_of(owner), from_namespace=owner_ns, to_kind="Secret",
                                        to_namespace=ns, to_name=name):
             return _condition("ResolvedRefs", False, "RefNotPermitted",
                               f"{where}: no ReferenceGrant in {ns} permits the reference to Secret {ns}/{name}")
@@ -314,7 +316,8 @@ def backend_tls_policy_status(policy: Obj, state: State) -> dict[str, Any]:
         first = resolved.problems[0]
         reason = "InvalidKind" if "is not a ConfigMap or Secret" in first.message else "InvalidCACertificateRef"
         refs = _condition("ResolvedRefs", False, reason, f"{format_path(first.path)}: {first.message}")
-    unsupported = [f for rule in (backendtls.subject_alt_names, backendtls.trust) for f in rule(policy, Context())]
+    unsupported = [f for rule in (backendtlsrules.subject_alt_names, backendtlsrules.trust)
+                   for f in rule(policy, Context())]
     targets = [t for t in as_list(dig(policy, "spec", "targetRefs"))
                if str(dig(t, "group", default="")) == "" and dig(t, "kind") == "Service"]
     ns = ref_of(policy).namespace

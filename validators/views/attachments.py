@@ -12,8 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from validators import indexes, tlsmodes
-from validators.foreign import is_foreign
+from validators import tlsmodes
 from validators.objects import (
     GATEWAY_GROUP,
     Obj,
@@ -28,6 +27,8 @@ from validators.objects import (
     ref_of,
 )
 from validators.states import State
+from validators.views import indexes
+from validators.views.foreign import is_foreign
 
 ROUTE_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute")
 DEFAULT_KINDS: Mapping[str, tuple[str, ...]] = {
@@ -45,7 +46,7 @@ ACCEPTED = "Accepted"
 NO_MATCHING_PARENT = "NoMatchingParent"
 NOT_ALLOWED_BY_LISTENERS = "NotAllowedByListeners"
 NO_MATCHING_LISTENER_HOSTNAME = "NoMatchingListenerHostname"
-# A parent of another GatewayClass's controller (validators.scopes): not ours to judge or report on.
+# A parent of another GatewayClass's controller (validators.views.scopes): not ours to judge or report on.
 FOREIGN_PARENT = "ForeignParent"
 
 

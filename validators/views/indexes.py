@@ -91,7 +91,7 @@ class RefsByKey(Protocol[K_contra]):
 
 
 class _Built(Generic[K]):
-    """Refs by key; ``get`` is its only read (``validators.reads`` records the keys asked)."""
+    """Refs by key; ``get`` is its only read (``validators.views.reads`` records the keys asked)."""
 
     def __init__(self, found: dict[K, list[Ref]]) -> None:
         self._found = found
@@ -100,7 +100,7 @@ class _Built(Generic[K]):
         return self._found.get(key, ())
 
 
-KeyLookup = _Built  # the type ``validators.reads`` recognises to log lookups key by key
+KeyLookup = _Built  # the type ``validators.views.reads`` recognises to log lookups key by key
 
 
 def _scan(state: State, kinds: Sequence[str], keys_of: Callable[[Obj], Iterable[K]]) -> _Built[K]:

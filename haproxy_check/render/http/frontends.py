@@ -12,13 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from haproxy_check import clienttrust, escaping, extauth, isolation, listenercerts, tlscerts, tlsroutes
-from haproxy_check.helpers import Recorder
-from haproxy_check.httpmodels import MAX_CRTS, FrontendModel, HttpModel
-from validators.attachments import Listener
+from haproxy_check import escaping
+from haproxy_check.render import clienttrust, isolation, listenercerts, tlscerts
+from haproxy_check.render.helpers import Recorder
+from haproxy_check.render.http import extauth
+from haproxy_check.render.http.httpmodels import MAX_CRTS, FrontendModel, HttpModel
+from haproxy_check.render.l4 import tlsroutes
 from validators.findings import Finding, PathPart, Severity
 from validators.objects import Ref
 from validators.states import State
+from validators.views.attachments import Listener
 
 PLACEHOLDER_CERT = "RG0405"
 PORT_CONFLICT = "RG0406"

@@ -1,7 +1,7 @@
 """HTTPRoute and GRPCRoute -> the HTTP routing model: host/path map entries, advanced matcher lines,
 one backend per (route, Service, port), weight slots, and the per-rule filters (``httpfilters``).
 
-Attachment and backend resolution come from ``validators.attachments`` / ``validators.references``
+Attachment and backend resolution come from ``validators.views.attachments`` / ``validators.crossobject.backendrefs``
 (the same code the cross-object findings use). A route whose values cannot be rendered safely is left
 out of the config entirely and reported as a deny finding naming the field.
 """
@@ -12,15 +12,27 @@ from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from haproxy_check import backendtls, escaping, frontends, httpfilters, precedence, rulepolicies
-from haproxy_check.endpoints import servers_for, servers_within
+from haproxy_check import escaping
 from haproxy_check.escaping import FieldError, guard
-from haproxy_check.httpmodels import FAIL, SLOTS, WEIGHTED, Advanced, BackendSpec, FrontendModel, HttpModel, RuleModel
-from validators import codes, references
-from validators.attachments import Attachment
+from haproxy_check.render import servertls
+from haproxy_check.render.endpoints import servers_for, servers_within
+from haproxy_check.render.http import frontends, httpfilters, precedence, rulepolicies
+from haproxy_check.render.http.httpmodels import (
+    FAIL,
+    SLOTS,
+    WEIGHTED,
+    Advanced,
+    BackendSpec,
+    FrontendModel,
+    HttpModel,
+    RuleModel,
+)
+from validators import codes
+from validators.crossobject import backendrefs
 from validators.findings import Finding, PathPart, Severity
 from validators.objects import Obj, Ref, as_list, created_at, dig, name_of, namespace_of, ref_of
 from validators.states import State
+from validators.views.attachments import Attachment
 
 UNSAFE = "RG0120"
 WEIGHTED_MAP = "weighted-multi-backend.map"
@@ -42,7 +54,7 @@ class Context:
     state: State
     mark: Mark
     settings: Any
-    files: backendtls.FileSink
+    files: servertls.FileSink
 
 
 def slots(weights: Sequence[tuple[str, int]]) -> tuple[str, ...]:
@@ -61,7 +73,7 @@ def slots(weights: Sequence[tuple[str, int]]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def backend_name(route: Obj, ref: references.BackendRef, *, grpc: bool, rule_suffix: str) -> str:
+def backend_name(route: Obj, ref: backendrefs.BackendRef, *, grpc: bool, rule_suffix: str) -> str:
     svc = ref.name if ref.namespace == namespace_of(route) else f"{ref.name}.{ref.namespace}"
     prefix = "gw_g" if grpc else "gw_h"
     return f"{prefix}_{namespace_of(route)}_{name_of(route)}_{svc}_{ref.port}{rule_suffix}"
@@ -227,7 +239,7 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
     weighted: list[tuple[str, tuple[str, ...]]] = []
     res = httpfilters.Resolver(
         backend_for=lambda raw, p: _side_backend(staged, taken, ctx, route, raw, p, grpc),
-        backend_ref=lambda raw, p: references.filter_backend_ref(route, ctx.state, int(p[2]), raw, p),
+        backend_ref=lambda raw, p: backendrefs.filter_backend_ref(route, ctx.state, int(p[2]), raw, p),
         settings=ctx.settings)
     for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
         rid = f"{ns}_{name}_{i}"
@@ -245,15 +257,15 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
             staged.session_headers.add(header)
         weights: list[tuple[str, int]] = []
         chosen: list[tuple[int, str]] = []
-        for bref in references.rule_backend_refs(route, ctx.state, i):
-            servable = bref.resolved or (bref.reason == references.BACKEND_NOT_FOUND and bref.kind == "Service")
+        for bref in backendrefs.rule_backend_refs(route, ctx.state, i):
+            servable = bref.resolved or (bref.reason == backendrefs.BACKEND_NOT_FOUND and bref.kind == "Service")
             if servable and bref.port is not None:
                 guard((*bref.path, "name"), escaping.ident, bref.name, what="Service name")
                 be = backend_name(route, bref, grpc=grpc, rule_suffix=suffix)
                 if be not in staged.backends and be not in taken:
                     servers = []
                     if bref.service:
-                        tls = backendtls.server_tls(ctx.state, bref.service, bref.port, ctx.files,
+                        tls = servertls.server_tls(ctx.state, bref.service, bref.port, ctx.files,
                                                     settings=ctx.settings)
                         if tls.blocked:
                             findings.append(Finding(BACKEND_TLS, f"{tls.blocked}; the backend gets no servers",
@@ -266,7 +278,7 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
                 weights.append((be, bref.weight))
                 chosen.append((bref.ref_index, be))
             else:
-                # An unresolved backendRef is reported once, by validators.crossobjects (RG0501-RG0503,
+                # An unresolved backendRef is reported once, by validators.crossobject.crossobjects (RG0501-RG0503,
                 # which also says what the render does with it), not again here.
                 weights.append((FAIL, bref.weight))
         live = [(t, w) for t, w in weights if w > 0]
@@ -327,8 +339,8 @@ def _side_backend(staged: HttpModel, taken: Container[str], ctx: Context, route:
     ref = ref_of(route)
     guard((*path, "name"), escaping.ident, str(dig(raw, "name", default="")), what="Service name")
     rule_index = int(path[2])  # path: spec.rules[i].filters[k].requestMirror.backendRef
-    bref = references.filter_backend_ref(route, ctx.state, rule_index, raw, path)
-    if bref.port is None or not (bref.resolved or bref.reason == references.BACKEND_NOT_FOUND):
+    bref = backendrefs.filter_backend_ref(route, ctx.state, rule_index, raw, path)
+    if bref.port is None or not (bref.resolved or bref.reason == backendrefs.BACKEND_NOT_FOUND):
         return FAIL
     be = backend_name(route, bref, grpc=grpc, rule_suffix="")
     if be not in staged.backends and be not in taken:
@@ -393,7 +405,7 @@ def _path_condition(ptype: str, value: str, prefix: str) -> str:
     return f"{{ var(txn.gw_path) -m reg -- {escaping.quote('^(?:' + body + ')')} }}"
 
 
-def _servers(ctx: Context, ref: Ref, bref: references.BackendRef, findings: list[Finding], *,
+def _servers(ctx: Context, ref: Ref, bref: backendrefs.BackendRef, findings: list[Finding], *,
              options: Sequence[str]) -> list[Any]:
     """The backend's servers within ``limits.serversPerBackend``; a warning on the route when capped
     (EndpointSlices are written by controllers: never a denial)."""

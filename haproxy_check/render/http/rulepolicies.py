@@ -9,7 +9,7 @@ from typing import Any
 
 from haproxy_check import escaping
 from haproxy_check.escaping import FieldError, guard
-from haproxy_check.httpfilters import _warn, duration_ms
+from haproxy_check.render.http.httpfilters import _warn, duration_ms
 from validators import dataplanes
 from validators.findings import Finding, PathPart
 from validators.objects import Ref, as_list, dig

@@ -12,12 +12,14 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from haproxy_check import backendtls, crdroutes, endpoints, extauth, tcproutes, tlsroutes
-from haproxy_check.backendtls import FileSink, ServerTLS
-from haproxy_check.crdroutes import CrdModel
-from haproxy_check.helpers import TemplateError, template_location
-from haproxy_check.tcproutes import TCPModel
-from haproxy_check.tlsroutes import TLSModel
+from haproxy_check.render import endpoints, servertls
+from haproxy_check.render.helpers import TemplateError, template_location
+from haproxy_check.render.http import extauth
+from haproxy_check.render.l4 import crdroutes, tcproutes, tlsroutes
+from haproxy_check.render.l4.crdroutes import CrdModel
+from haproxy_check.render.l4.tcproutes import TCPModel
+from haproxy_check.render.l4.tlsroutes import TLSModel
+from haproxy_check.render.servertls import FileSink, ServerTLS
 from validators.findings import Finding
 from validators.objects import KINDS, Obj
 from validators.states import State
@@ -72,7 +74,7 @@ class Models:
         return model
 
     def backend_tls(self, service: Obj, port: int) -> ServerTLS:
-        return backendtls.server_tls(self._state, service, port, self._files, settings=self._settings)
+        return servertls.server_tls(self._state, service, port, self._files, settings=self._settings)
 
 
 _BY_PLURAL = {info.plural: kind for kind, info in KINDS.items()}

@@ -3,7 +3,7 @@ backend per rule and mode.
 
 Passthrough frontends read the SNI from the ClientHello (``req.ssl_sni``); Terminate frontends
 decrypt with the listeners' certificates and read ``ssl_fc_sni``. Route hostnames (already
-intersected with listener hostnames by ``validators.attachments``) go into two maps per port: exact
+intersected with listener hostnames by ``validators.views.attachments``) go into two maps per port: exact
 names (``tls-sni-<port>.map``) and wildcard suffixes (``tls-sni-wild-<port>.map``, ordered longest
 suffix first). A server name no route claims is rejected. When two routes claim one name on one port,
 the oldest route wins.
@@ -15,14 +15,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from haproxy_check import clienttrust, escaping, listenercerts, rulebackends, tlscerts
-from haproxy_check.backendtls import FileSink
-from haproxy_check.httpmodels import MAX_CRTS
-from haproxy_check.rulebackends import RuleBackend
-from validators import attachments
+from haproxy_check import escaping
+from haproxy_check.render import clienttrust, listenercerts, tlscerts
+from haproxy_check.render.http.httpmodels import MAX_CRTS
+from haproxy_check.render.l4 import rulebackends
+from haproxy_check.render.l4.rulebackends import RuleBackend
+from haproxy_check.render.servertls import FileSink
 from validators.findings import Finding, Severity
 from validators.objects import Obj, Ref, as_list, dig, ref_of
 from validators.states import State
+from validators.views import attachments
 
 PASSTHROUGH, TERMINATE = "Passthrough", "Terminate"
 
@@ -203,7 +205,7 @@ def build(state: State, files: FileSink, *, https_shared: bool = True,
                                                    (*lst.path, "tls", "certificateRefs", k)))
                 if got.path and got.path not in front.certs:
                     front.certs.append(got.path)
-                elif got.invalid:  # missing / not permitted: RG0509 / RG0510 from validators.crossobjects
+                elif got.invalid:  # missing / not permitted: RG0509 / RG0510 from validators.crossobject.crossobjects
                     model.findings.append(_finding("RG0520", got.problem, lst.source,
                                                    (*lst.path, "tls", "certificateRefs", k)))
     claimed: set[tuple[int, str]] = set()

@@ -14,9 +14,9 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 
-from validators.attachments import Listener, age_key
 from validators.objects import Ref
 from validators.states import State
+from validators.views.attachments import Listener, age_key
 
 
 def check_range(base: int, span: int) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from haproxy_check import escaping
-from haproxy_check.backendtls import FileSink
+from haproxy_check.render.servertls import FileSink
 
 ENGINE = "extauth"
 GROUP = "check"

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from haproxy_check import escaping
-from haproxy_check.backendtls import FileSink
-from validators import backendpolicies, codes, references
+from haproxy_check.render.servertls import FileSink
+from validators import codes
+from validators.crossobject import backendpolicies, backendrefs
 from validators.findings import Finding, PathPart, Severity
 from validators.objects import Obj, Ref, as_list, as_map, dig, ref_of
 from validators.states import State
@@ -86,7 +87,7 @@ def resolve(state: State, gateway: Ref, port: int, files: FileSink) -> ClientTru
         if group != "" or kind not in ("ConfigMap", "Secret"):
             problems.append((at, f"caCertificateRefs kind {group or 'core'}/{kind} is not a ConfigMap or Secret"))
             continue
-        if not references.grant_allows(state, from_kind="Gateway", from_namespace=me.namespace, to_kind=kind,
+        if not backendrefs.grant_allows(state, from_kind="Gateway", from_namespace=me.namespace, to_kind=kind,
                                        to_namespace=ns, to_name=name):
             problems.append((at, f"RefNotPermitted: {kind} {ns}/{name} is in another namespace and no "
                                  f"ReferenceGrant in {ns!r} permits it"))
