@@ -67,13 +67,11 @@ def test_external_auth_live_against_a_fake_agent(haproxy_paths: list[str], tmp_p
     the copied response header, the others get 401."""
     import http.client
     import json
-    import socket
-    import time
 
     from tests.conftest import free_port
     from tests.render.fakespoa import FakeAgent
     from tests.render.test_live import echo_server
-    from tests.render_l4.livegw import service
+    from tests.render_l4.livegw import running, service
 
     agent = FakeAgent("Bearer ok")
     web, web_port = echo_server("web")
@@ -91,19 +89,7 @@ def test_external_auth_live_against_a_fake_agent(haproxy_paths: list[str], tmp_p
                              "protocol": "HTTP", "backendRef": {"name": "auth", "port": 9000},
                              "http": {"path": "/verify", "allowedResponseHeaders": ["X-Auth-User"]}}}],
                          "backendRefs": [{"name": "web", "port": web_port}]}]}}]
-            where = write(render(objs, external_auth_agent=f"127.0.0.1:{agent.port}"), tmp_path / f"r{k}")
-            proc = subprocess.Popen([binary, "-db", "-f", "haproxy.cfg"], cwd=where, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                    env={"PATH": "/usr/bin:/bin", "LANG": "C", "OPENSSL_CONF": "/dev/null"})
-            try:
-                deadline = time.monotonic() + 10
-                while True:
-                    try:
-                        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                        break
-                    except OSError:
-                        assert proc.poll() is None and time.monotonic() < deadline, "haproxy did not start"
-                        time.sleep(0.05)
+            with running(binary, objs, tmp_path / f"r{k}", port, external_auth_agent=f"127.0.0.1:{agent.port}"):
 
                 def get(headers: dict[str, str], port: int = port) -> tuple[int, dict[str, str]]:
                     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
@@ -118,9 +104,6 @@ def test_external_auth_live_against_a_fake_agent(haproxy_paths: list[str], tmp_p
                 assert get({"Authorization": "Bearer bad"})[0] == 401, binary
                 assert get({})[0] == 401, binary
                 assert any("/verify" in str(a.get("url")) for a in agent.seen), agent.seen
-            finally:
-                proc.kill()
-                proc.wait()
     finally:
         agent.close()
         web.shutdown()

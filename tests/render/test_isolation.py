@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +12,9 @@ import pytest
 
 from haproxy_check.render import isolation
 from tests.conftest import free_port
-from tests.render.conftest import Check, assert_valid, lines, map_lines, render, write
+from tests.render.conftest import Check, assert_valid, lines, map_lines, render
 from tests.render.test_live import echo_server
+from tests.render_l4.livegw import running
 from validators.crossobject import crossobjects
 from validators.objects import Obj, Ref
 from validators.states import MemoryState
@@ -99,24 +97,9 @@ def test_isolation_live(haproxy_paths: list[str], tmp_path: Path) -> None:
         for k, binary in enumerate(haproxy_paths):
             port, pod = free_port(), free_port()
             settings: dict[str, Any] = {"isolation_pod_port_base": pod, "isolation_pod_port_span": 1}
-            where = write(render(objects(port, port_a, port_b), **settings), tmp_path / f"r{k}")
-            proc = subprocess.Popen([binary, "-db", "-f", "haproxy.cfg"], cwd=where, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                    env={"PATH": "/usr/bin:/bin", "LANG": "C", "OPENSSL_CONF": "/dev/null"})
-            try:
-                deadline = time.monotonic() + 10
-                while True:
-                    try:
-                        socket.create_connection(("127.0.0.1", pod), timeout=1).close()
-                        break
-                    except OSError:
-                        assert proc.poll() is None and time.monotonic() < deadline, "haproxy did not start"
-                        time.sleep(0.05)
+            with running(binary, objects(port, port_a, port_b), tmp_path / f"r{k}", pod, **settings):
                 assert get(port) == (200, "A"), binary
                 assert get(pod) == (200, "B"), binary
-            finally:
-                proc.kill()
-                proc.wait()
     finally:
         a.shutdown()
         b.shutdown()
