@@ -103,6 +103,25 @@ def write_render(render: RenderResult, where: Path) -> None:
         target.write_bytes(data)
 
 
+def ask(sock: str, command: str) -> str:
+    """One Runtime API command over the stats socket, retried while the master (re)starts its worker."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return asyncio.run(send(sock, command))
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def worker_pid(sock: str) -> int:
+    for line in ask(sock, "show info").splitlines():
+        if line.startswith("Pid:"):
+            return int(line.split(":", 1)[1])
+    raise AssertionError("show info has no Pid")
+
+
 class DataPlane:
     def __init__(self, binary: str, render: RenderResult) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="rgdp"))  # short: a unix socket path has ~100 bytes
@@ -130,20 +149,10 @@ class DataPlane:
         (self.dir / "haproxy.cfg").write_text(dataplane_config(cfg, self.socket))
 
     def ask(self, command: str) -> str:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                return asyncio.run(send(self.socket, command))
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        return ask(self.socket, command)
 
     def worker_pid(self) -> int:
-        for line in self.ask("show info").splitlines():
-            if line.startswith("Pid:"):
-                return int(line.split(":", 1)[1])
-        raise AssertionError("show info has no Pid")
+        return worker_pid(self.socket)
 
     def snapshot(self, render: RenderResult) -> dict[str, Any]:
         maps: dict[str, list[str]] = {}

@@ -9,7 +9,6 @@ every address: tests bind loopback only.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -25,7 +24,6 @@ import pytest
 import yaml
 
 from haproxy_check.render.rendering import BUILTIN
-from haproxy_check.runtime.runtimeapi import send
 from tests.attachments import gwbuilders as gb
 from tests.haproxy_check import dataplanes as dp
 from validators.objects import Obj
@@ -106,20 +104,10 @@ class Setup:
         return (self.tmp / "haproxy.log").read_text(errors="replace")[-2000:]
 
     def ask(self, command: str) -> str:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                return asyncio.run(send(self.socket, command))
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        return dp.ask(self.socket, command)
 
     def worker_pid(self) -> int:
-        for line in self.ask("show info").splitlines():
-            if line.startswith("Pid:"):
-                return int(line.split(":", 1)[1])
-        raise AssertionError("show info has no Pid")
+        return dp.worker_pid(self.socket)
 
     def new_worker(self, old: int, seconds: float = 15) -> int:
         deadline = time.monotonic() + seconds
