@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import socket
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +12,7 @@ import pytest
 from tests.conftest import free_port
 from tests.render.conftest import Check, assert_valid, lines, render, write
 from tests.render.test_live import echo_server
+from tests.render_l4.livegw import haproxy_process
 from validators.objects import Obj
 
 GW = "gateway.networking.k8s.io/v1"
@@ -60,18 +58,7 @@ def test_gw_route_names_the_winning_rule_live(haproxy_paths: list[str], tmp_path
         for k, binary in enumerate(haproxy_paths):
             port = free_port()
             where = write(render(objects(port, backend), access_log="stdout format raw local0"), tmp_path / f"r{k}")
-            proc = subprocess.Popen([binary, "-db", "-f", "haproxy.cfg"], cwd=where, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    env={"PATH": "/usr/bin:/bin", "LANG": "C", "OPENSSL_CONF": "/dev/null"})
-            try:
-                deadline = time.monotonic() + 10
-                while True:
-                    try:
-                        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                        break
-                    except OSError:
-                        assert proc.poll() is None and time.monotonic() < deadline, "haproxy did not start"
-                        time.sleep(0.05)
+            with haproxy_process(binary, where, port) as proc:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
                 conn.request("GET", "/b/x", headers={"Host": "shop.example.com"})
                 assert conn.getresponse().status == 200
@@ -84,8 +71,5 @@ def test_gw_route_names_the_winning_rule_live(haproxy_paths: list[str], tmp_path
                     if line.startswith("{") and json.loads(line)["path"] == "/b/x":
                         record = json.loads(line)
                 assert record["gw_route"] == "shop_store_1" and record["status"] == 200, (binary, record)
-            finally:
-                proc.kill()
-                proc.wait()
     finally:
         server.shutdown()

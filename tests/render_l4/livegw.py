@@ -117,10 +117,9 @@ def tls_get(port: int, sni: str, *, http_host: str | None = None,
 
 
 @contextlib.contextmanager
-def running(binary: str, objs: Sequence[Obj], where: Path, wait_port: int, **settings: Any) -> Iterator[Any]:
-    """Render ``objs``, run haproxy in the foreground until the ``wait_port`` accepts; yields the render."""
-    result = render(objs, **settings)
-    write(result, where)
+def haproxy_process(binary: str, where: Path, wait_port: int) -> Iterator[subprocess.Popen[bytes]]:
+    """haproxy in the foreground on ``where``/haproxy.cfg until ``wait_port`` accepts; yields the process
+    (its stdout and stderr are one pipe)."""
     proc = subprocess.Popen([binary, "-db", "-f", "haproxy.cfg"], cwd=where, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env={"PATH": "/usr/bin:/bin", "LANG": "C", "OPENSSL_CONF": "/dev/null"})
@@ -135,7 +134,16 @@ def running(binary: str, objs: Sequence[Obj], where: Path, wait_port: int, **set
                     out = proc.stdout.read() if proc.stdout else b""
                     raise AssertionError(f"haproxy did not start: {out.decode(errors='replace')}") from None
                 time.sleep(0.05)
-        yield result
+        yield proc
     finally:
         proc.kill()
         proc.wait()
+
+
+@contextlib.contextmanager
+def running(binary: str, objs: Sequence[Obj], where: Path, wait_port: int, **settings: Any) -> Iterator[Any]:
+    """Render ``objs``, run haproxy in the foreground until the ``wait_port`` accepts; yields the render."""
+    result = render(objs, **settings)
+    write(result, where)
+    with haproxy_process(binary, where, wait_port):
+        yield result

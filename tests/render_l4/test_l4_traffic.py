@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 import ssl
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.render.conftest import render, write
+from tests.render_l4 import livegw
 from tests.render_l4.conftest import key_and_cert
 from validators.objects import Obj
 
@@ -29,41 +29,10 @@ def free_port() -> int:
 
 def serve(tmp: Path, tag: str, tls: bool) -> int:
     """A one-line server on 127.0.0.1 answering ``tag`` (over TLS with a *.example.com cert when tls)."""
-    ctx = None
-    if tls:
-        key, cert = key_and_cert("*.example.com")
-        (tmp / "k.pem").write_bytes(key)
-        (tmp / "c.pem").write_bytes(cert)
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(tmp / "c.pem", tmp / "k.pem")
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def loop() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            try:
-                if ctx is not None:
-                    conn = ctx.wrap_socket(conn, server_side=True)
-                conn.sendall(tag.encode())
-            except (OSError, ssl.SSLError):
-                pass
-            finally:
-                conn.close()
-
-    threading.Thread(target=loop, daemon=True).start()
-    return int(listener.getsockname()[1])
+    return livegw.tls_server(tmp, "*.example.com", tag) if tls else livegw.tcp_server(tag)
 
 
-def service(name: str, port: int) -> list[Obj]:
-    return [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"},
-             "spec": {"ports": [{"port": port}]}},
-            {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-             "metadata": {"name": f"{name}-1", "namespace": "default",
-                          "labels": {"kubernetes.io/service-name": name}},
-             "addressType": "IPv4", "ports": [{"name": "", "port": port}], "endpoints": [{"addresses": ["127.0.0.1"]}]}]
+service = livegw.service
 
 
 def route(kind: str, name: str, svc: str, port: int, **spec: Any) -> Obj:
