@@ -25,7 +25,7 @@ from validators.changes import Change, Operation
 from validators.findings import Severity, denies
 from validators.objects import KINDS, REVIEWED_KINDS, Obj, Ref, ref_of
 from validators.states import MemoryState, Overlay, State
-from webhook import inputs, plans, reports
+from webhook import inputs, plans, reports, ruleworkers
 from webhook.assembly import GateSettings, SetupError, build_gate, load_state, with_namespace
 from webhook.gates import HAPROXY_REJECTED, Gate
 from webhook.positions import Positions
@@ -148,9 +148,10 @@ async def _progress(count: int) -> AsyncIterator[None]:
 
 
 async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Sequence[inputs.Located],
-                skip: frozenset[str] = frozenset()) -> list[tuple[inputs.Located, Verdict]]:
+                skip: frozenset[str] = frozenset(), *, workers: int = 0) -> list[tuple[inputs.Located, Verdict]]:
     """Each input's verdict, in input order. Manifests are applied together (the last copy of a
-    duplicate wins the state, earlier copies are judged one by one); reviews are judged alone."""
+    duplicate wins the state, earlier copies are judged one by one); reviews are judged alone.
+    ``workers``: processes for the per-object rules of the inputs applied together (``Gate.review_all``)."""
     manifests = [i for i in located if not _is_review(i)]
     everything = MemoryState(list(_combine(base_objects, manifests).values()), version="check")
     last = {ref_of(i.obj): i for i in manifests}
@@ -183,7 +184,7 @@ async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Seque
     verdicts: dict[int, Verdict] = {}
     async with _progress(len(batch) + len(alone)):
         if batch:
-            judged = await gate.review_all([(c, s) for _, c, s in batch], combined=everything)
+            judged = await gate.review_all([(c, s) for _, c, s in batch], combined=everything, workers=workers)
             verdicts.update((n, v) for (n, _, _), v in zip(batch, judged, strict=True))
         for n, change, state in alone:
             verdicts[n] = await gate.review(change, state=state, reload_note=False)
@@ -273,7 +274,8 @@ async def _check(args: argparse.Namespace) -> int:
     # machine, and N one-by-one reviews follow: the deadline grows with the inputs instead.
     timeout = max(args.check_timeout, COMBINED_CHECK_SECONDS_PER_OBJECT * len(located))
     gate = build_gate(binary, replace(settings_from(args), check_timeout=timeout))
-    results = await judge(gate, base, base_objects, located, skip) if located else []
+    workers = ruleworkers.worker_count() if args.jobs is None else args.jobs
+    results = await judge(gate, base, base_objects, located, skip, workers=workers) if located else []
     report = reports.Report(problems=sorted(problems, key=lambda p: (p.file, p.line, p.column)),
                             warnings=[*loaded.warnings, *_cel_warning()], haproxy=binary, version=_version())
     for item, verdict in results:

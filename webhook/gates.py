@@ -13,10 +13,11 @@ per state version so a burst of reviews checks the baseline once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
@@ -32,7 +33,7 @@ from validators.findings import Finding, Severity, denies, format_path
 from validators.objects import REVIEWED_KINDS, Ref
 from validators.states import Overlay, State, Without
 from validators.views import attachments, closures, scopes
-from webhook import batching
+from webhook import batching, ruleworkers
 from webhook.loadedindex import LoadedIndex
 from webhook.verdicts import Decision, Verdict
 
@@ -282,7 +283,8 @@ class Gate:
                               scope=self.scope)
         return self._full
 
-    async def review_all(self, items: Sequence[tuple[Change, State]], *, combined: State) -> list[Verdict]:
+    async def review_all(self, items: Sequence[tuple[Change, State]], *, combined: State,
+                         workers: int = 0) -> list[Verdict]:
         """Judge changes applied together (``kubectl apply -f DIR``): each against its state holding all
         the others, ``combined`` holding all of them.
 
@@ -294,6 +296,8 @@ class Gate:
         (rendered behind a synthetic listener only as a subject), deletes, and whatever the bisection
         cannot settle are judged one by one as the webhook would. Batch verdicts carry no reload note:
         that is advice about one change to a running data plane.
+        ``workers``: processes that run the batch's per-object rules while this one renders and checks
+        (``webhook.ruleworkers``; 0: all in this process).
         """
         verdicts: list[Verdict | None] = [None] * len(items)
         combined = self.scope.view(combined)
@@ -302,14 +306,19 @@ class Gate:
                 verdicts[i] = self._foreign(change, self.scope.view(state))
         batch = [i for i, (change, _) in enumerate(items)
                  if verdicts[i] is None and _batchable(change, combined)]
-        checked = await self._checked(combined) if batch else None
+        with self._prejudging(items, batch, combined, workers) as pending:
+            checked = await self._checked(combined) if batch else None
+            prejudged = await pending.results() if pending is not None else {}
         if checked is not None:
             render, result, seconds = checked
             if result.ok:
                 for i in batch:
-                    verdicts[i] = await self._batch_verdict(items[i], render, combined, seconds)
+                    verdicts[i] = await self._batch_verdict(items[i], render, combined, seconds,
+                                                            prejudged.get(i))
             else:
-                settled = await self._settle_failing_batch(items, batch, combined, render, result)
+                settled = await self._settle_failing_batch(
+                    items, batch, combined, render, result,
+                    verdict_of=lambda i: self._batch_verdict(items[i], render, combined, 0.0, prejudged.get(i)))
                 for i, verdict in settled.items():
                     verdicts[i] = verdict
         for i, (change, state) in enumerate(items):
@@ -520,18 +529,34 @@ class Gate:
             found += got
         return found or None
 
+    @contextlib.contextmanager
+    def _prejudging(self, items: Sequence[tuple[Change, State]], batch: list[int], combined: State,
+                    workers: int) -> Iterator[ruleworkers.RuleWorkers | None]:
+        """The batch's per-object rules started in forked workers (None: too few, or no workers)."""
+        if not ruleworkers.RuleWorkers.usable(len(batch), workers):
+            yield None
+            return
+        # Compiled schemas and the combined state's indexes are built once here, before the fork, so
+        # that each worker inherits them instead of building its own.
+        ruleworkers.prejudge_one(self.rules, self.scope, *items[batch[0]], combined)
+        with ruleworkers.RuleWorkers(self.rules, self.scope, items, combined, batch, workers=workers) as pending:
+            pending.start()
+            yield pending
+
     async def _batch_verdict(self, item: tuple[Change, State], render: RenderResult, combined: State,
-                             seconds: float) -> Verdict:
+                             seconds: float, prejudged: ruleworkers.Prejudged | None = None) -> Verdict:
         change, state = item
-        state = self.scope.view(state)
         ref = change.ref
-        validated = await asyncio.to_thread(self.rules.run, change, state)
+        if prejudged is None:
+            prejudged = await asyncio.to_thread(ruleworkers.prejudge_one, self.rules, self.scope, change, state,
+                                                combined)
+        validated = prejudged.validated
         findings = list(validated.findings)
         if not denies(findings):  # as in review(): a denied object is not judged by its render
             findings += self.rules.enforcement.apply([f for f in render.findings if f.about == str(ref)],
                                                      namespace=ref.namespace)
             findings = checks.without_shadowed(findings)
-        status = (statuses.status_of(change.subject, combined) if ref.kind in statuses.STATUS_KINDS else None) or {}
+        status = prejudged.status or {}
         decision = Decision.DENY if denies(findings) else Decision.ALLOW
         return Verdict(decision, ref, findings=tuple(findings), haproxy=self.binary,
                        timings={"render+check (shared by the batch)": seconds}, status=status)

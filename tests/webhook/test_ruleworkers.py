@@ -1,0 +1,126 @@
+"""Per-object rules of a big batch in forked workers: the verdicts are the in-process ones."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.webhook.clirun import routegate
+from tests.webhook.conftest import STATE_DIR, load_objects
+from tests.webhook.test_gates import batch, many_shops, named
+from validators import checks
+from validators.changes import Change
+from validators.states import State
+from webhook import ruleworkers
+from webhook.gates import Gate
+from webhook.verdicts import Decision, Verdict
+
+pytestmark = pytest.mark.haproxy
+
+
+@pytest.fixture
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ruleworkers, "MIN_ITEMS", 2)
+
+
+class CountingRules:
+    """The gate's rules, counting the calls made in this process (a forked worker counts its own copy)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.enforcement = inner.enforcement
+        self.calls = 0
+
+    def run(self, change: Change, state: State) -> checks.Result:
+        self.calls += 1
+        result: checks.Result = self.inner.run(change, state)
+        return result
+
+
+class DyingInWorkers(CountingRules):
+    """Rules whose worker processes die on their first input (the parent's runs are fine)."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.parent = os.getpid()
+
+    def run(self, change: Change, state: State) -> checks.Result:
+        if os.getpid() != self.parent:
+            os._exit(3)
+        return super().run(change, state)
+
+
+def without_timings(verdicts: list[Verdict]) -> list[Verdict]:
+    return [replace(v, timings={}) for v in verdicts]
+
+
+def gateway() -> dict[str, Any]:
+    return next(o for o in load_objects(STATE_DIR) if o["kind"] == "Gateway")
+
+
+async def test_forked_workers_give_the_in_process_verdicts(gate: Gate, small_batches: None) -> None:
+    counting = CountingRules(gate.rules)
+    forked_gate = Gate(rules=counting, renderer=gate.renderer, checker=gate.checker)
+    items, combined = batch(gateway(), *many_shops(9), named("sticky"))
+    alone = await gate.review_all(items, combined=combined)
+    forked = await forked_gate.review_all(items, combined=combined, workers=2)
+    assert without_timings(forked) == without_timings(alone)
+    assert forked[-1].decision is Decision.DENY and forked[0].status, "a denial and a Gateway status came back"
+    assert counting.calls == 1, "only the warm-up ran here: the workers judged the batch"
+
+
+async def test_a_failing_batch_with_workers_bisects_to_the_in_process_verdicts(gate: Gate,
+                                                                               small_batches: None) -> None:
+    items, combined = batch(*many_shops(7), named("broken"))
+    alone = await gate.review_all(items, combined=combined)
+    forked = await gate.review_all(items, combined=combined, workers=2)
+    assert without_timings(forked) == without_timings(alone)
+    assert [v.decision for v in forked].count(Decision.DENY) == 1
+
+
+async def test_dead_workers_leave_their_inputs_to_this_process(gate: Gate, small_batches: None) -> None:
+    dying = DyingInWorkers(gate.rules)
+    dying_gate = Gate(rules=dying, renderer=gate.renderer, checker=gate.checker)
+    items, combined = batch(*many_shops(6), named("sticky"))
+    alone = await gate.review_all(items, combined=combined)
+    forked = await dying_gate.review_all(items, combined=combined, workers=2)
+    assert without_timings(forked) == without_timings(alone)
+    assert dying.calls == 1 + len(items), "the warm-up, then every input again here"
+
+
+def test_too_few_inputs_or_one_worker_are_judged_in_process() -> None:
+    assert not ruleworkers.RuleWorkers.usable(ruleworkers.MIN_ITEMS - 1, 2)
+    assert not ruleworkers.RuleWorkers.usable(ruleworkers.MIN_ITEMS, 1)
+    assert ruleworkers.RuleWorkers.usable(ruleworkers.MIN_ITEMS, 2)
+
+
+def test_check_reports_the_same_with_and_without_jobs(tmp_path: Path) -> None:
+    """The console entry point end to end: enough inputs for the workers, one of them denied."""
+    shop = named("shop")
+    routes = []
+    for i in range(ruleworkers.MIN_ITEMS + 10):
+        route = json.loads(json.dumps(shop))
+        route["metadata"]["name"] = f"shop-{i}"
+        route["spec"]["hostnames"] = [f"shop-{i}.example.com"]
+        routes.append(route)
+    routes.append(named("sticky"))
+    (tmp_path / "routes.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": routes}))
+    runs = [routegate("check", "--state", str(STATE_DIR), "-f", str(tmp_path), "-o", "json", "--jobs", jobs)
+            for jobs in ("0", "2")]
+    assert [r.returncode for r in runs] == [1, 1], [r.stderr for r in runs]
+    reports = [json.loads(r.stdout) for r in runs]
+    for report in reports:
+        for result in report["results"]:
+            result.pop("timings", None)  # how long the shared render took differs, nothing else
+    assert reports[0] == reports[1]
+    assert sum(1 for r in reports[1]["results"] if r["decision"] == "deny") == 1
+
+
+def test_jobs_must_be_a_count() -> None:
+    run = routegate("check", "-f", str(STATE_DIR), "--jobs", "-1")
+    assert run.returncode == 2 and "must be 0 or more, got -1" in run.stderr

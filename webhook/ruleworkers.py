@@ -1,0 +1,146 @@
+"""The per-object part of judging many changes at once (``routegate check``), spread over processes.
+
+``Gate.review_all`` judges thousands of inputs against one combined state: one render and one
+``haproxy -c`` for all of them, and per input its rules (schema, CEL, HAProxy rules, cross-object) and
+its status. The per-input part is pure CPU work in Python, so threads cannot share it out (the GIL);
+worker processes can. They are forked from the gate's process, so the state, its indexes and the
+compiled schemas and CEL programs come along as they are, without pickling ten thousand objects:
+only input numbers go to a worker, and findings and statuses come back. Meanwhile the parent renders
+and runs ``haproxy -c`` (its own process), so that check no longer waits behind the rules.
+
+A worker runs exactly ``rules.run`` and ``statuses.status_of`` as the gate would in-process: the
+verdicts are the same (``tests/test_ruleworkers.py`` compares them). Where ``fork`` is not available,
+for small batches, or when the workers die, the caller judges in-process as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import multiprocessing
+import os
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from validators.changes import Change
+from validators.checks import Result
+from validators.crossobject import statuses
+from validators.states import State
+from validators.views import scopes
+
+log = structlog.get_logger("routegate.ruleworkers")
+
+MIN_ITEMS = 200  # below this, forking costs more than it saves
+CHUNK = 64  # inputs per task: few round trips, and still an even spread over the workers
+
+
+class RuleChecks(Protocol):
+    def run(self, change: Change, state: State) -> Result: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Prejudged:
+    """One input's per-object outcome: what ``Gate._batch_verdict`` would compute in-process."""
+
+    validated: Result
+    status: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    rules: RuleChecks
+    scope: scopes.Scope
+    items: Sequence[tuple[Change, State]]
+    combined: State  # already seen through ``scope``
+
+
+_job: _Job | None = None  # what a forked worker judges: set in the parent just before the fork
+
+
+def prejudge_one(rules: RuleChecks, scope: scopes.Scope, change: Change, state: State, combined: State) -> Prejudged:
+    """The per-object outcome of one input (the same steps in a worker and in-process)."""
+    validated = rules.run(change, scope.view(state))
+    status = statuses.status_of(change.subject, combined) if change.ref.kind in statuses.STATUS_KINDS else None
+    return Prejudged(validated, status)
+
+
+def _judge_chunk(indices: list[int]) -> list[Prejudged]:
+    job = _job
+    if job is None:  # pragma: no cover - only reachable if a worker were spawned, not forked
+        raise RuntimeError("no job: rule workers must be forked from the judging process")
+    return [prejudge_one(job.rules, job.scope, *job.items[i], job.combined) for i in indices]
+
+
+def worker_count() -> int:
+    """Worker processes to use: one per CPU this process may run on, none on a single CPU."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return cpus if cpus > 1 else 0
+
+
+class RuleWorkers:
+    """Forked workers judging the inputs ``indices`` of one ``review_all`` call; use as a context."""
+
+    def __init__(self, rules: RuleChecks, scope: scopes.Scope, items: Sequence[tuple[Change, State]],
+                 combined: State, indices: Sequence[int], *, workers: int) -> None:
+        self._job = _Job(rules, scope, items, combined)
+        self._indices = list(indices)
+        self._workers = workers
+        self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._futures: list[tuple[list[int], concurrent.futures.Future[list[Prejudged]]]] = []
+
+    @staticmethod
+    def usable(count: int, workers: int) -> bool:
+        return workers > 1 and count >= MIN_ITEMS and "fork" in multiprocessing.get_all_start_methods()
+
+    def start(self) -> None:
+        """Fork the workers and hand out every input; returns at once."""
+        global _job
+        _job = self._job
+        try:
+            with warnings.catch_warnings():
+                # Python 3.12+ warns on fork in a process with threads: the only other threads here are
+                # the event loop's idle executor threads, holding no lock a worker needs.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self._pool = concurrent.futures.ProcessPoolExecutor(
+                    self._workers, mp_context=multiprocessing.get_context("fork"))
+                size = max(1, min(CHUNK, -(-len(self._indices) // (self._workers * 4))))
+                for at in range(0, len(self._indices), size):
+                    chunk = self._indices[at:at + size]
+                    self._futures.append((chunk, self._pool.submit(_judge_chunk, chunk)))
+        finally:
+            _job = None  # the forks have their copy; the parent keeps no reference to the batch
+
+    async def results(self) -> dict[int, Prejudged]:
+        """Every input's outcome the workers delivered; inputs of a chunk whose worker failed are
+        missing (the caller judges those in-process)."""
+        out: dict[int, Prejudged] = {}
+        failed: list[BaseException] = []
+        for chunk, future in self._futures:
+            try:
+                got = await asyncio.wrap_future(future)
+            except Exception as exc:  # a dead worker (BrokenProcessPool), an unpicklable result
+                failed.append(exc)
+                continue
+            out.update(zip(chunk, got, strict=True))
+        if failed:
+            log.warning("rule workers failed; their inputs are judged in this process",
+                        chunks=len(failed), error=repr(failed[0]))
+        return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> RuleWorkers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
