@@ -251,6 +251,7 @@ async def check(args: argparse.Namespace) -> int:
     try:
         return await _check(args)
     finally:
+        gc.unfreeze()  # a caller in the same process gets its objects collected again
         structlog.configure(**previous)
 
 
