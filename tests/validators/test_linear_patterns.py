@@ -9,6 +9,7 @@ import re
 import string
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -161,6 +162,23 @@ def test_the_budget_is_not_swallowed_by_the_guards_that_turn_bugs_into_warnings(
     assert schema is not None
     with budgets.limited(-1.0), pytest.raises(budgets.OverBudget):
         schemas.check(ROUTE, schema, kind="HTTPRoute")
+
+
+def test_the_cpu_clock_is_read_every_few_steps_and_a_spent_budget_still_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[int] = []
+
+    def clock() -> float:  # one CPU second passes between two reads
+        reads.append(len(reads))
+        return float(len(reads) - 1)
+
+    monkeypatch.setattr(budgets, "time", SimpleNamespace(thread_time=clock))
+    steps = 0
+    with budgets.limited(5.0), pytest.raises(budgets.OverBudget):  # deadline: 0 + 5
+        while steps < 10_000:
+            steps += 1
+            budgets.spend("items")
+    # Read at limited() and on spends 1, 33, 65, ...: the sixth spend's read (6 > 5) stops it.
+    assert len(reads) == 7 and steps == 1 + 5 * budgets.CLOCK_EVERY
 
 
 def test_a_normal_object_stays_well_inside_the_default_budget() -> None:
