@@ -99,3 +99,22 @@ def test_a_rejected_map_entry_is_traced_to_the_object_behind_the_entry() -> None
     assert found[0].origin == entry
     assert (found[0].file, found[0].line) == ("haproxy.cfg", 9)
     assert "of file 'maps/path-regex.map'" in found[0].message
+
+
+class _Untouchable(dict[tuple[str, int], Origin]):
+    """A source map that fails when anything reads it (a lazy one works out every line when read)."""
+
+    def __len__(self) -> int:
+        raise AssertionError("the source map was read")
+
+    def __contains__(self, key: object) -> bool:
+        raise AssertionError("the source map was read")
+
+
+def test_a_clean_check_reads_neither_the_source_map_nor_the_configuration() -> None:
+    class Config(str):
+        def splitlines(self, keepends: bool = False) -> list[str]:
+            raise AssertionError("the configuration was split")
+
+    assert alerts.parse("", config=Config("global\n"), origins=_Untouchable()) == ([], [])
+    assert alerts.parse("\n  \n", config=Config("global\n"), origins=_Untouchable()) == ([], [])
