@@ -160,7 +160,8 @@ class CelValidator:
         if whole is None or time.thread_time() > deadline:
             return False
         try:
-            value, size = celprograms.to_cel(obj, self._root, root=True, memo=celprograms.Memo(deadline))
+            memo = celprograms.Memo(deadline, keep=False)
+            value, size = celprograms.to_cel(obj, self._root, root=True, memo=memo)
         except celprograms.ConversionError:
             return False
         if whole.cost_bound(size) > COST_LIMIT:

@@ -235,6 +235,7 @@ class Memo:
     deadline: float = float("inf")
     done: dict[tuple[int, int, bool], tuple[Any, int]] = field(default_factory=dict)
     nodes: int = 0
+    keep: bool = True  # False: one conversion of the whole object, where nothing is converted twice
 
     def tick(self) -> None:
         self.nodes += 1
@@ -252,11 +253,12 @@ def to_cel(value: Any, site: Site | None, *, root: bool = False, depth: int = 0,
         raise ConversionError(f"value nested deeper than {MAX_DEPTH} levels")
     if value is None or isinstance(value, bool | str | int | float):
         return value, 1
-    key = (id(value), id(site), root)
+    key = (id(value), id(site), root) if memo is not None and memo.keep else None
     if memo is not None:
-        hit = memo.done.get(key)
-        if hit is not None:
-            return hit
+        if key is not None:
+            hit = memo.done.get(key)
+            if hit is not None:
+                return hit
         memo.tick()
     kind = type(value)
     if kind is list or kind is tuple or isinstance(value, list | tuple):
@@ -265,7 +267,7 @@ def to_cel(value: Any, site: Site | None, *, root: bool = False, depth: int = 0,
         result = _map(value, site, root=root, depth=depth, memo=memo)
     else:
         raise ConversionError(f"{type(value).__name__} is not a JSON value")
-    if memo is not None:
+    if memo is not None and key is not None:
         memo.done[key] = result
     return result
 
@@ -308,7 +310,7 @@ def _map(value: Mapping[Any, Any], site: Site | None, *, root: bool, depth: int,
             child = properties[key]
             if root and key == "metadata" and isinstance(item, Mapping):
                 item = {k: v for k, v in item.items() if k in ("name", "generateName")}
-                child_memo = None if memo is None else Memo(memo.deadline)  # fresh dict: its id is no key
+                child_memo = None if memo is None else Memo(memo.deadline, keep=memo.keep)  # fresh dict: no key
         elif additional is not None:
             name, child = key, additional
         elif prune:
