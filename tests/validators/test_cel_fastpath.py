@@ -10,6 +10,7 @@ import copy
 import functools
 import gzip
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -229,3 +230,29 @@ def test_precompiled_regexes_rewrites_only_member_calls_outside_strings() -> Non
     text = "self.matches('x.matches(y)') && matches(self, 'a') && self . matches ('b')"
     rewritten = celfunctions.precompiled_regexes(text)
     assert rewritten == "self.__matchesRe2('x.matches(y)') && matches(self, 'a') && self .__matchesRe2('b')"
+
+
+def _odd_olds(shaped: dict[str, Any]) -> list[Any]:
+    """Old objects a rule never reads but whose conversion or comparison the walk still does."""
+    deep: Any = "leaf"
+    for _ in range(80):
+        deep = {"x": deep}
+    first = shaped["spec"]["rules"][0]
+    return [
+        copy.deepcopy(shaped),
+        {**shaped, "spec": {**shaped["spec"], "rules": [{**first, "name": Decimal(1)}]}},
+        {**shaped, "spec": {**shaped["spec"], "rules": [{**first, 7: "int key"}]}},
+        {**shaped, "spec": {**shaped["spec"], "rules": [{**first, "name": 2**80}]}},
+        {**shaped, "spec": {**shaped["spec"], "hostnames": deep}},
+        {**shaped, "spec": {**shaped["spec"], "rules": ({**first},)}},
+    ]
+
+
+def test_updates_with_odd_old_objects_are_judged_as_the_walk_judges_them() -> None:
+    seed = next(s for s in SEEDS if s["kind"] == "HTTPRoute" and s["spec"].get("rules"))
+    validator, schema = validators("bundled", *key_of(seed))
+    shaped = structural.apply(seed, schema).value
+    for old in _odd_olds(shaped):
+        for obj in (shaped, old):
+            new, reference = both(validator, obj, old)
+            assert new == reference, old

@@ -90,6 +90,13 @@ def _errored(type_name: str, detail: str) -> str:
     return f'Invalid value: "{type_name}": {detail}'
 
 
+def _same(old: Any, new: Any) -> bool:
+    try:
+        return bool(old == new)
+    except Exception:  # e.g. RecursionError on a very deep object: no answer, the walk decides
+        return False
+
+
 @dataclass(slots=True)
 class _Run:
     deadline: float
@@ -134,7 +141,7 @@ class CelValidator:
         # CPU time of this thread, not wall time: on a busy machine (a burst of reviews) a valid object
         # must not run out of budget because other threads held the CPU.
         start = time.thread_time()
-        if old is None and self._passes_whole(obj, start + budget_seconds):
+        if self._passes_whole(obj, old, start + budget_seconds):
             return []
         run = _Run(deadline=start + budget_seconds, budget=budget_seconds)
         run.memo.deadline = run.deadline
@@ -146,26 +153,34 @@ class CelValidator:
             run.findings.append(self._engine_error((), f"internal error {type(e).__name__}: {e}; rules not checked"))
         return run.findings
 
-    def _passes_whole(self, obj: Any, deadline: float) -> bool:
+    def _passes_whole(self, obj: Any, old: Any, deadline: float) -> bool:
         """Whether every rule that applies to a new ``obj`` is true, by one engine call (``celwhole``);
         False says nothing: the walk then judges the object as if this had not run. Taken only where
         the walk could not stop on the budget: within the time left, and with no rule's cost estimate
-        over the limit (the object's size bounds every node's)."""
+        over the limit (the object's size bounds every node's).
+
+        On UPDATE it also answers when no rule can see the old object (``Whole.old_blind``): the walk
+        then runs a subset of the same rules on the same new nodes (ratcheting only skips rules), and
+        the old object converts for CEL as a whole, so none of its parts would fail to convert."""
         if self._engine is None or obj is None:
             return False
         if not self._whole_built:  # racing threads build the same program; the later store wins
             self._whole = celwhole.compile_whole(self._root, self._engine)
             self._whole_built = True
         whole = self._whole
-        if whole is None or time.thread_time() > deadline:
+        if whole is None or (old is not None and not whole.old_blind) or time.thread_time() > deadline:
             return False
         try:
             memo = celprograms.Memo(deadline, keep=False)
+            if old is not None:
+                celprograms.to_cel(old, self._root, root=True, memo=memo)
             value, size = celprograms.to_cel(obj, self._root, root=True, memo=memo)
         except celprograms.ConversionError:
             return False
         if whole.cost_bound(size) > COST_LIMIT:
             return False
+        if old is not None and _same(old, obj):  # the walk would ratchet every node: no rule runs
+            return time.thread_time() <= deadline
         try:
             bound = self._engine.bind({"self": value, "oldSelf": None, "__old": None, "__hasOld": False})
         except celengines.CelEvalError:

@@ -11,28 +11,34 @@ program that walks the object inside CEL, the way ``CelValidator._walk`` walks i
   no properties) every value, a list node every item; a node of another type runs only its own rules;
 - a node's own rules see it as ``self`` (``cel.bind(self, v, rule)``), joined by ``&&``.
 
-It is built only for a node with no old node (CREATE, and offline checks), where no rule ratchets and
-transition rules without ``optionalOldSelf`` do not run. CEL's ``&&`` is true only when every side is
-true, so a true result means the walk would find nothing; ``celchecks`` then returns no findings and
-judges anything else with the walk. Schemas the program cannot mirror get no program: a rule under the
-root ``metadata`` (CEL sees only its name and generateName), a property whose name CEL cannot reach,
-a rule that does not compile.
+It is written for a new object (CREATE, and offline checks), where no rule ratchets and transition
+rules without ``optionalOldSelf`` do not run; it also serves an UPDATE when no rule of the schema can
+see the old object (no transition rule), since ratcheting only removes rules. CEL's ``&&`` is true
+only when every side is true, so a true result means the walk would find nothing; ``celchecks`` then
+returns no findings and judges anything else with the walk. Schemas the program cannot mirror get no
+program: a rule under the root ``metadata`` (CEL sees only its name and generateName), a property
+whose name CEL cannot reach, a rule that does not compile.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from validators.cel import celengines, celprograms
+from validators.cel import celengines, celfunctions, celprograms
 from validators.cel.celprograms import Site
 
 __all__ = ["Whole", "compile_whole"]
+
+
+_OLD_NAMES = re.compile(r"\b(oldSelf|__old|__hasOld)\b")  # the bindings that carry the old node
 
 
 @dataclass(frozen=True, slots=True)
 class Whole:
     program: celengines.Conjunction
     depth: int  # the deepest macro nesting of any rule (at least 1), for the cost bound
+    old_blind: bool  # no rule of the schema names the old node: an UPDATE judges like a CREATE
 
     def cost_bound(self, size: int) -> int:
         """An upper bound of every rule's cost estimate: no node is larger or wider than the object."""
@@ -53,7 +59,11 @@ def compile_whole(root: Site, engine: celengines.Engine) -> Whole | None:
     if text is None:
         return None
     program = engine.compile_holds(text)
-    return None if program is None else Whole(program, writer.depth)
+    if program is None:
+        return None
+    rules = [r for site in root.walk() for r in site.rules]
+    old_blind = not any(r.transition or _OLD_NAMES.search(celfunctions.strip_strings(r.rule)) for r in rules)
+    return Whole(program, writer.depth, old_blind)
 
 
 class _Writer:
