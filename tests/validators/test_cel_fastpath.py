@@ -256,3 +256,21 @@ def test_updates_with_odd_old_objects_are_judged_as_the_walk_judges_them() -> No
         for obj in (shaped, old):
             new, reference = both(validator, obj, old)
             assert new == reference, old
+
+
+@pytest.mark.parametrize("rule", [
+    {"rule": "self.n >= 0"},
+    {"rule": "self.n >= 0", "optionalOldSelf": True},  # wrapped in a binding of the old node
+    {"rule": "!__hasOld || self.n >= __old.n"},  # reads the old node without naming oldSelf
+    {"rule": "self.n >= oldSelf.n"},
+    {"rule": "oldSelf.hasValue() ? self.n >= oldSelf.value().n : true", "optionalOldSelf": True},
+])
+def test_rules_that_may_read_the_old_object_keep_updates_on_the_walk(rule: dict[str, Any]) -> None:
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-validations": [rule],
+                                                        "properties": {"n": {"type": "integer"}}}}}
+    validator = celchecks.CelValidator.compile(schema, kind="Thing", engine=celengines.CppEngine())
+    for obj, old in (({"spec": {"n": 1}}, {"spec": {"n": 2}}), ({"spec": {"n": 1}}, {"spec": {"n": 2**80}}),
+                     ({"spec": {"n": 3}}, {"spec": {"n": 2}}), ({"spec": {"n": -1}}, {"spec": {"n": -1}}),
+                     ({"spec": {"n": -1}}, None)):
+        new, reference = both(validator, obj, old)
+        assert new == reference, (obj, old)

@@ -62,7 +62,9 @@ def compile_whole(root: Site, engine: celengines.Engine) -> Whole | None:
     if program is None:
         return None
     rules = [r for site in root.walk() for r in site.rules]
-    old_blind = not any(r.transition or _OLD_NAMES.search(celfunctions.strip_strings(r.rule)) for r in rules)
+    # optionalOldSelf wraps a rule in a binding of the old node even where the rule does not read it
+    old_blind = not any(r.transition or r.optional_old_self or _OLD_NAMES.search(celfunctions.strip_strings(r.rule))
+                        for r in rules)
     return Whole(program, writer.depth, old_blind)
 
 
