@@ -4,6 +4,12 @@ Prints, per engine: the time to build the engine, to compile all rules of each b
 median/p90 of evaluating a typical HTTPRoute (4 rules, filters, backendRefs), a 16-listener Gateway
 and a TLSRoute against the v1.6.1 standard CRDs. Objects are defaulted first, as the API server does.
 Run: ``python bench/bench_cel.py [--crds-dir ../shared/gateway-api/v1.6.1] [--runs 200]``.
+
+``--state DIR`` (a state written by ``bench_gate.write_state``) instead times ``CelValidator.validate``
+on every object of the state that has a schema (the bundled CRDs, pruned and defaulted as
+``schemas.check`` hands them over) against the original per-rule walk kept in
+``tests/validators/celreference.py``: CPU time of alternating passes in this one process, and whether
+their findings agree. Run from the repository root: ``python bench/bench_cel.py --state /tmp/p2/s2000``.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -92,11 +99,62 @@ def timed(fn: Any, runs: int) -> tuple[float, float]:
     return statistics.median(samples), samples[int(len(samples) * 0.9)]
 
 
+def state_objects(state: Path) -> list[tuple[celchecks.CelValidator, Any]]:
+    """(validator, pruned and defaulted object) for every object of ``state`` with a bundled schema."""
+    import json
+
+    from validators.schema import schemas, structural
+    from webhook import assembly
+
+    schema_set = assembly.load_schemas([])
+    out = []
+    for path in sorted(state.glob("*.json")):
+        for obj in json.loads(path.read_text()).get("items", []):
+            group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+            schema = schema_set.get(group, version, str(obj.get("kind")))
+            if schema is None:
+                continue
+            cel = schemas.compiled(schema, kind=obj["kind"]).cel
+            if isinstance(cel, celchecks.CelValidator):
+                out.append((cel, structural.apply(obj, schema).value))
+    return out
+
+
+def compare_on_state(state: Path, passes: int) -> None:
+    sys.path.insert(0, str(HERE))
+    from tests.validators.celreference import ReferenceValidator
+
+    work = state_objects(state)
+    references = {id(v): ReferenceValidator(v) for v, _ in work}
+    differ = sum(1 for v, obj in work if v.validate(obj) != references[id(v)].validate(obj))  # also warms up
+    old, new = [], []
+    for _ in range(passes):
+        start = time.thread_time()
+        for v, obj in work:
+            references[id(v)].validate(obj)
+        old.append(time.thread_time() - start)
+        start = time.thread_time()
+        for v, obj in work:
+            v.validate(obj)
+        new.append(time.thread_time() - start)
+    n = len(work)
+    print(f"{n} objects with CEL rules in {state}; CPU seconds per pass (min of {passes} alternating passes):")
+    print(f"  per-rule walk (reference) {min(old):.3f}s = {min(old) / n * 1e6:.0f} us/object")
+    print(f"  CelValidator.validate     {min(new):.3f}s = {min(new) / n * 1e6:.0f} us/object")
+    print(f"  ratio {min(old) / min(new):.2f}x (median pass {statistics.median(old) / statistics.median(new):.2f}x); "
+          f"objects whose findings differ: {differ}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--crds-dir", type=Path, default=next((d for d in DEFAULT_DIRS if d.is_dir()), None))
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--state", type=Path, help="time validate on every object of this state instead")
+    parser.add_argument("--passes", type=int, default=5)
     args = parser.parse_args()
+    if args.state is not None:
+        compare_on_state(args.state, args.passes)
+        return
     if args.crds_dir is None:
         raise SystemExit("Gateway API CRDs not found; pass --crds-dir")
     bundles = {name: load(args.crds_dir / f"{name}-install.yaml") for name in ("standard", "experimental")}

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from validators import texts
-from validators.cel import celengines, celprograms
+from validators.cel import celengines, celprograms, celwhole
 from validators.codes import RuleInfo
 from validators.findings import Finding, PathPart, Severity
 
@@ -90,6 +90,13 @@ def _errored(type_name: str, detail: str) -> str:
     return f'Invalid value: "{type_name}": {detail}'
 
 
+def _same(old: Any, new: Any) -> bool:
+    try:
+        return bool(old == new)
+    except Exception:  # e.g. RecursionError on a very deep object: no answer, the walk decides
+        return False
+
+
 @dataclass(slots=True)
 class _Run:
     deadline: float
@@ -111,6 +118,8 @@ class CelValidator:
         rules = [r for site in root.walk() for r in site.rules]
         self.rule_count = len(rules)
         self.compile_errors = tuple(f"{r.rule}: {r.error}" for r in rules if r.program is None)
+        self._whole: celwhole.Whole | None = None
+        self._whole_built = False
 
     @classmethod
     def compile(cls, schema: Mapping[str, Any], *, kind: str,
@@ -132,6 +141,8 @@ class CelValidator:
         # CPU time of this thread, not wall time: on a busy machine (a burst of reviews) a valid object
         # must not run out of budget because other threads held the CPU.
         start = time.thread_time()
+        if self._passes_whole(obj, old, start + budget_seconds):
+            return []
         run = _Run(deadline=start + budget_seconds, budget=budget_seconds)
         run.memo.deadline = run.deadline
         try:
@@ -141,6 +152,40 @@ class CelValidator:
         except Exception as e:  # the contract is findings, never an exception; say what went wrong
             run.findings.append(self._engine_error((), f"internal error {type(e).__name__}: {e}; rules not checked"))
         return run.findings
+
+    def _passes_whole(self, obj: Any, old: Any, deadline: float) -> bool:
+        """Whether every rule that applies to a new ``obj`` is true, by one engine call (``celwhole``);
+        False says nothing: the walk then judges the object as if this had not run. Taken only where
+        the walk could not stop on the budget: within the time left, and with no rule's cost estimate
+        over the limit (the object's size bounds every node's).
+
+        On UPDATE it also answers when no rule can see the old object (``Whole.old_blind``): the walk
+        then runs a subset of the same rules on the same new nodes (ratcheting only skips rules), and
+        the old object converts for CEL as a whole, so none of its parts would fail to convert."""
+        if self._engine is None or obj is None:
+            return False
+        if not self._whole_built:  # racing threads build the same program; the later store wins
+            self._whole = celwhole.compile_whole(self._root, self._engine)
+            self._whole_built = True
+        whole = self._whole
+        if whole is None or (old is not None and not whole.old_blind) or time.thread_time() > deadline:
+            return False
+        try:
+            memo = celprograms.Memo(deadline, keep=False)
+            if old is not None:
+                celprograms.to_cel(old, self._root, root=True, memo=memo)
+            value, size = celprograms.to_cel(obj, self._root, root=True, memo=memo)
+        except celprograms.ConversionError:
+            return False
+        if whole.cost_bound(size) > COST_LIMIT:
+            return False
+        if old is not None and _same(old, obj):  # the walk would ratchet every node: no rule runs
+            return time.thread_time() <= deadline
+        try:
+            bound = self._engine.bind({"self": value, "oldSelf": None, "__old": None, "__hasOld": False})
+        except celengines.CelEvalError:
+            return False
+        return whole.program.holds(bound) and time.thread_time() <= deadline
 
     # --- walking the object alongside the schema -------------------------------------------------
 
@@ -197,6 +242,30 @@ class CelValidator:
             return
         width = len(value) if isinstance(value, list | dict) else 1
         bound: celengines.Bound | None = None
+        if self._engine is not None and time.thread_time() <= run.deadline:
+            # One engine call for every rule of the node. It is taken only where the per-rule loop
+            # below would run each rule (all compile, none over the cost limit: their sum bounds the
+            # call as one rule's limit bounds one rule), and only a true result is used: then every
+            # rule is true and the loop would have found nothing. Otherwise the loop judges the node.
+            plan = celprograms.plan(site, self._engine, has_old=old is not None, ratchet=ratchet)
+            if not plan.rules:
+                return
+            if plan.conjunction is not None and plan.cost(size, max(1, width)) <= COST_LIMIT:
+                try:
+                    bound = self._engine.bind({"self": value, "oldSelf": old_value, "__old": old_value,
+                                               "__hasOld": old is not None})
+                except celengines.CelEvalError as e:
+                    run.findings.append(self._engine_error(path, str(e)))
+                    return
+                if plan.conjunction.holds(bound):
+                    run.evaluated += len(plan.rules)
+                    return
+        self._each_rule(old, site, path, run, ratchet=ratchet, value=value, old_value=old_value,
+                        size=size, width=width, bound=bound)
+
+    def _each_rule(self, old: Any, site: celprograms.Site, path: Path, run: _Run, *, ratchet: bool,
+                   value: Any, old_value: Any, size: int, width: int, bound: celengines.Bound | None) -> None:
+        """The rules of one node one by one, each with its own result, message and budget check."""
         for rule in site.rules:
             if time.thread_time() > run.deadline:
                 why = f"evaluation took longer than {run.budget:g}s after {run.evaluated} rules"

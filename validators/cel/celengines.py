@@ -16,7 +16,8 @@ from typing import Any, Protocol
 
 from validators.cel import celfunctions
 
-__all__ = ["Bound", "CelCompileError", "CelEvalError", "CppEngine", "Engine", "Program", "RustEngine", "load"]
+__all__ = ["Bound", "CelCompileError", "CelEvalError", "Conjunction", "CppEngine", "Engine", "Program", "RustEngine",
+           "load"]
 
 VARIABLES = ("self", "oldSelf", "__old", "__hasOld")
 ITERATION_CAP = 10_000  # fixed in cel-expr-python 0.1.3, not configurable from Python (measured)
@@ -42,6 +43,12 @@ class Program(Protocol):
     def run(self, bound: Bound) -> Any: ...
 
 
+class Conjunction(Protocol):
+    """Several rules of one node in one engine call: ``holds`` is True only when every rule is true."""
+
+    def holds(self, bound: Bound) -> bool: ...
+
+
 class Engine(Protocol):
     """``optional_old_self``: ``oldSelf`` is an optional (``optionalOldSelf: true`` rules), built from
     the ``__old``/``__hasOld`` bindings."""
@@ -51,6 +58,15 @@ class Engine(Protocol):
     def compile(self, expr: str, *, optional_old_self: bool = False) -> Program: ...
 
     def bind(self, values: Mapping[str, Any]) -> Bound: ...
+
+    def rule_text(self, expr: str, *, optional_old_self: bool = False) -> str:
+        """The text :meth:`compile` compiles for a rule, to embed in a :meth:`compile_holds` program."""
+        ...
+
+    def compile_holds(self, text: str) -> Conjunction | None:
+        """``text`` (rules joined by ``&&``, see :meth:`rule_text`) as one program; None when it does
+        not compile to a bool or the engine cannot promise that true means every rule is true."""
+        ...
 
 
 _CPP_INDEX = re.compile(r"Index error: index=(-?\d+) size=(\d+)")
@@ -117,6 +133,25 @@ class _CppProgram:
         return self._spare_program.run(self._spare_engine.bind(bound.values))
 
 
+class _CppConjunction:
+    """CEL's ``&&`` is true only when both sides are true: an error or a non-bool on either side makes
+    it an error and a false side makes it false, whatever the order. So a true result proves every
+    rule true; anything else (false, error, the iteration cap) says nothing and the caller runs the
+    rules one by one for their own results and messages."""
+
+    __slots__ = ("_bool", "_expr")
+
+    def __init__(self, expr: Any, bool_type: Any) -> None:
+        self._expr, self._bool = expr, bool_type
+
+    def holds(self, bound: Bound) -> bool:
+        try:
+            result = self._expr.eval(bound.native)
+            return result.type() == self._bool and result.value() is True
+        except Exception:  # the iteration cap, or a value the binding cannot convert: no verdict here
+            return False
+
+
 class CppEngine:
     """cel-expr-python: Kubernetes' functions registered as Python overloads of a custom extension."""
 
@@ -143,6 +178,7 @@ class CppEngine:
             ext_math.ExtMath(), ext_encoders.ExtEncoders(), k8s])
         self._result_ok = (cel.Type.BOOL, cel.Type.DYN, cel.Type.STRING)
         self._error_type = cel.Type.ERROR
+        self._bool_type = cel.Type.BOOL
         self._spare: Engine | None = None
         self._spare_tried = False
 
@@ -157,10 +193,14 @@ class CppEngine:
                 self._spare = None
         return self._spare
 
+    def rule_text(self, expr: str, *, optional_old_self: bool = False) -> str:
+        if optional_old_self:  # a Python callable cannot return an optional; cel.bind can make one
+            return f"cel.bind(oldSelf, __hasOld ? optional.of(__old) : optional.none(), ({expr}))"
+        return expr
+
     def compile(self, expr: str, *, optional_old_self: bool = False) -> Program:
         source = expr
-        if optional_old_self:  # a Python callable cannot return an optional; cel.bind can make one
-            expr = f"cel.bind(oldSelf, __hasOld ? optional.of(__old) : optional.none(), ({expr}))"
+        expr = self.rule_text(expr, optional_old_self=optional_old_self)
         try:
             compiled = self._env.compile(expr)
             result = compiled.return_type()
@@ -175,6 +215,15 @@ class CppEngine:
             return Bound(values, self._env.Activation(dict(values)))
         except Exception as e:
             raise CelEvalError(f"cannot convert the value for CEL: {e}") from None
+
+    def compile_holds(self, text: str) -> Conjunction | None:
+        try:
+            compiled = self._env.compile(text)
+            if compiled.return_type() != self._bool_type:
+                return None
+        except Exception:  # e.g. a rule typed string: no conjunction, the rules run one by one
+            return None
+        return _CppConjunction(compiled, self._bool_type)
 
 
 # --- common-expression-language -----------------------------------------------------------------------
@@ -241,6 +290,13 @@ class RustEngine:
             return Bound(values, cel.Context(variables=dict(values), functions=dict(self._functions)))
         except Exception as e:
             raise CelEvalError(f"cannot convert the value for CEL: {e}") from None
+
+    def rule_text(self, expr: str, *, optional_old_self: bool = False) -> str:
+        return expr
+
+    def compile_holds(self, text: str) -> Conjunction | None:
+        """None: this interpreter's ``&&`` is not proven to be CEL's commutative one (errors, non-bools)."""
+        return None
 
 
 def _dispatch(fns: list[celfunctions.Fn], fallback: Callable[..., Any] | None) -> Callable[..., Any]:

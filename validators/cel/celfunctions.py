@@ -259,6 +259,25 @@ def strip_strings(expr: str) -> str:
     return "".join(out)
 
 
+_MATCHES_CALL = re.compile(r"\.\s*matches\s*\(")
+MATCHES = "__matchesRe2"
+
+
+def precompiled_regexes(expr: str) -> str:
+    """``x.matches(p)`` -> ``x.__matchesRe2(p)``: the same RE2 partial match, with ``p`` compiled once
+    per process instead of on every evaluation (cel-expr-python does not precompile constant patterns,
+    and compiling a long one costs more than the rest of a rule). Used only where a true result alone
+    is trusted (the one-call conjunction of a node's rules); the rules' own programs keep ``matches``."""
+    blank = strip_strings(expr)
+    out, pos = [], 0
+    for match in _MATCHES_CALL.finditer(blank):
+        out.append(expr[pos : match.start()])
+        out.append(f".{MATCHES}(")
+        pos = match.end()
+    out.append(expr[pos:])
+    return "".join(out)
+
+
 def rewrite_formats(expr: str) -> str:
     """``format.X().validate(v)`` -> an optional list built from ``__formatErrors('X', v)``."""
     for _ in range(64):  # one call per pass; nested calls are rewritten on later passes
@@ -323,6 +342,18 @@ def _re2(pattern: str) -> Any:
         raise ValueError(f"invalid RE2 pattern {pattern!r}: {e}") from None
 
 
+_compiled: dict[str, Any] = {}
+
+
+def _matches(text: str, pattern: str) -> bool:
+    regex = _compiled.get(pattern)
+    if regex is None:
+        regex = _re2(pattern)  # an invalid pattern raises: the conjunction then proves nothing
+        if len(_compiled) < 1024:  # patterns come from rule texts, but a rule may build one from a value
+            _compiled[pattern] = regex
+    return regex.search(text) is not None
+
+
 def _find(text: str, pattern: str) -> str:
     match = _re2(pattern).search(text)
     return str(match.group(0)) if match else ""
@@ -378,6 +409,7 @@ def _fns() -> tuple[Fn, ...]:
            lambda a, c: all(x in a for x in c) and all(x in c for x in a)),
         Fn("sets.intersects", "k8s_sets_intersects", (ls, ls), b, lambda a, c: any(x in a for x in c)),
         Fn("find", "k8s_regex_find", (s, s), s, _find, member=True),
+        Fn(MATCHES, "k8s_regex_matches_precompiled", (s, s), b, _matches, member=True),
         Fn("findAll", "k8s_regex_findAll", (s, s), "list_string", _find_all, member=True),
         Fn("findAll", "k8s_regex_findAll_limit", (s, s, i), "list_string", _find_all, member=True),
     ]

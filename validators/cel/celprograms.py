@@ -19,7 +19,8 @@ from typing import Any
 from validators.cel import celengines, celfunctions
 from validators.findings import PathPart
 
-__all__ = ["ConversionError", "Memo", "OutOfTime", "Rule", "Site", "compile_schema", "to_cel"]
+__all__ = ["ConversionError", "Memo", "OutOfTime", "Plan", "Rule", "Site", "compile_schema", "holds_text", "plan",
+           "to_cel"]
 
 MAX_DEPTH = 64  # deeper values are refused (a structural schema this deep does not exist)
 
@@ -80,6 +81,7 @@ class Site:
     list_type: str = "atomic"
     map_keys: tuple[str, ...] = ()
     live: bool = False  # a rule sits here or below
+    plans: dict[tuple[bool, bool], Plan] = field(default_factory=dict, compare=False, repr=False)
 
     def walk(self) -> list[Site]:
         out = [self]
@@ -87,6 +89,50 @@ class Site:
             if child is not None:
                 out.extend(child.walk())
         return out
+
+
+def applies(rule: Rule, *, has_old: bool, ratchet: bool) -> bool:
+    """Whether ``rule`` runs on a node: transition rules need a correlated old node (unless oldSelf is
+    optional), and an unchanged (ratcheted) node runs only its transition rules."""
+    if rule.transition and not has_old and not rule.optional_old_self:
+        return False
+    return not (ratchet and not rule.transition)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The rules of one site that run for one (has an old node, ratcheted) case, and all of them
+    joined into one program (None: some rule does not compile, or the engine cannot join them)."""
+
+    rules: tuple[Rule, ...]
+    conjunction: celengines.Conjunction | None
+    flat: int  # rules that iterate nothing or one level: their estimated cost is the node's size
+    deep: tuple[int, ...]  # the others' macro nesting depths
+
+    def cost(self, size: int, width: int) -> int:
+        """The summed cost estimate of every rule (``celchecks`` bounds each rule by the same formula)."""
+        return size * self.flat + sum(size * int(width ** (d - 1)) for d in self.deep)
+
+
+def holds_text(rule: Rule, engine: celengines.Engine) -> str:
+    """The text of ``rule`` for a program whose true result alone is trusted (see ``plan``)."""
+    text = celfunctions.precompiled_regexes(celfunctions.rewrite_formats(rule.rule))
+    return f"({engine.rule_text(text, optional_old_self=rule.optional_old_self)})"
+
+
+def plan(site: Site, engine: celengines.Engine | None, *, has_old: bool, ratchet: bool) -> Plan:
+    """The :class:`Plan` of ``site`` for this case, built on first use and kept on the site."""
+    key = (has_old, ratchet)
+    hit = site.plans.get(key)
+    if hit is None:  # two threads may both build it: the same value, and the dict store is atomic
+        rules = tuple(r for r in site.rules if applies(r, has_old=has_old, ratchet=ratchet))
+        conjunction = None
+        if engine is not None and rules and all(r.program is not None for r in rules):
+            conjunction = engine.compile_holds(" && ".join(holds_text(r, engine) for r in rules))
+        hit = Plan(rules, conjunction, sum(1 for r in rules if r.depth <= 1),
+                   tuple(r.depth for r in rules if r.depth > 1))
+        site.plans[key] = hit
+    return hit
 
 
 def nesting(expr: str) -> int:
@@ -189,11 +235,15 @@ class Memo:
     deadline: float = float("inf")
     done: dict[tuple[int, int, bool], tuple[Any, int]] = field(default_factory=dict)
     nodes: int = 0
+    keep: bool = True  # False: one conversion of the whole object, where nothing is converted twice
 
     def tick(self) -> None:
         self.nodes += 1
         if not self.nodes % 1024 and time.thread_time() > self.deadline:
             raise OutOfTime(f"converting the object for CEL took too long ({self.nodes} nodes so far)")
+
+
+_SCALARS = frozenset({type(None), bool, str, int, float})  # exact types: subclasses take the long way
 
 
 def to_cel(value: Any, site: Site | None, *, root: bool = False, depth: int = 0,
@@ -203,51 +253,74 @@ def to_cel(value: Any, site: Site | None, *, root: bool = False, depth: int = 0,
         raise ConversionError(f"value nested deeper than {MAX_DEPTH} levels")
     if value is None or isinstance(value, bool | str | int | float):
         return value, 1
-    key = (id(value), id(site), root)
+    key = (id(value), id(site), root) if memo is not None and memo.keep else None
     if memo is not None:
-        hit = memo.done.get(key)
-        if hit is not None:
-            return hit
+        if key is not None:
+            hit = memo.done.get(key)
+            if hit is not None:
+                return hit
         memo.tick()
-    if isinstance(value, list | tuple):
-        out, total = [], 1
-        for item in value:
-            conv, size = to_cel(item, site.items if site else None, depth=depth + 1, memo=memo)
-            out.append(conv)
-            total += size
-        result: tuple[Any, int] = (out, total)
-    elif isinstance(value, Mapping):
+    kind = type(value)
+    if kind is list or kind is tuple or isinstance(value, list | tuple):
+        result: tuple[Any, int] = _list(value, site.items if site else None, depth=depth, memo=memo)
+    elif kind is dict or isinstance(value, Mapping):
         result = _map(value, site, root=root, depth=depth, memo=memo)
     else:
         raise ConversionError(f"{type(value).__name__} is not a JSON value")
-    if memo is not None:
+    if memo is not None and key is not None:
         memo.done[key] = result
     return result
+
+
+def _list(value: list[Any] | tuple[Any, ...], items: Site | None, *, depth: int,
+          memo: Memo | None) -> tuple[Any, int]:
+    # Scalars are copied in place rather than through a call each: most of an object's nodes are
+    # scalars. Past MAX_DEPTH even a scalar item is refused, as the call would refuse it.
+    inline = depth < MAX_DEPTH
+    out = []
+    total = 1
+    for item in value:
+        if inline and type(item) in _SCALARS:
+            out.append(item)
+            total += 1
+            continue
+        conv, size = to_cel(item, items, depth=depth + 1, memo=memo)
+        out.append(conv)
+        total += size
+    return out, total
 
 
 def _map(value: Mapping[Any, Any], site: Site | None, *, root: bool, depth: int,
          memo: Memo | None) -> tuple[Any, int]:
     out: dict[str, Any] = {}
     total = 1
-    structural = site is not None and bool(site.properties)
+    inline = depth < MAX_DEPTH
+    properties = site.properties if site is not None else None
+    additional = site.additional if site is not None else None
+    prune = bool(properties) and site is not None and not site.preserve_unknown
     for key, item in value.items():
-        if not isinstance(key, str):
+        if type(key) is not str and not isinstance(key, str):
             raise ConversionError(f"map key {key!r} is not a string")
         child_memo = memo
-        if structural and site is not None and key in site.properties:
+        child: Site | None
+        if properties and key in properties:
             name = escape(key)
             if name is None:
                 continue
-            child: Site | None = site.properties[key]
+            child = properties[key]
             if root and key == "metadata" and isinstance(item, Mapping):
                 item = {k: v for k, v in item.items() if k in ("name", "generateName")}
-                child_memo = None if memo is None else Memo(memo.deadline)  # fresh dict: its id is no key
-        elif site is not None and site.additional is not None:
-            name, child = key, site.additional
-        elif structural and site is not None and not site.preserve_unknown:
+                child_memo = None if memo is None else Memo(memo.deadline, keep=memo.keep)  # fresh dict: no key
+        elif additional is not None:
+            name, child = key, additional
+        elif prune:
             continue  # the API server prunes unknown fields before CEL sees the object
         else:
             name, child = key, None
+        if inline and type(item) in _SCALARS:
+            out[name] = item
+            total += 1
+            continue
         conv, size = to_cel(item, child, depth=depth + 1, memo=child_memo)
         out[name] = conv
         total += size
