@@ -23,7 +23,7 @@ from jsonschema.protocols import Validator
 from validators import codes
 from validators.cel.celchecks import CelValidator
 from validators.findings import Finding, PathPart, Severity
-from validators.schema import structural
+from validators.schema import quickvalid, structural
 from validators.schema.schemakeywords import DUPLICATE, KEYWORDS, PATTERN_UNCHECKED, TYPES
 from validators.texts import quote
 
@@ -53,6 +53,7 @@ class Compiled:
     validator: Validator
     cel: CelRules | None = None
     cel_error: str = ""
+    clean: quickvalid.Check = quickvalid.never_clean  # True only when ``validator`` finds nothing
 
 
 _cache: OrderedDict[int, Compiled] = OrderedDict()
@@ -69,7 +70,8 @@ def compiled(schema: Mapping[str, Any], *, kind: str) -> Compiled:
         if hit is not None and hit.schema is schema:
             _cache.move_to_end(id(schema))
             return hit
-        entry = Compiled(schema, KubeValidator(dict(schema)), *_compile_cel(schema, kind))
+        entry = Compiled(schema, KubeValidator(dict(schema)), *_compile_cel(schema, kind),
+                         clean=quickvalid.compile_clean(schema))
         _cache[id(schema)] = entry
         while len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
@@ -85,8 +87,12 @@ def _compile_cel(schema: Mapping[str, Any], kind: str) -> tuple[CelRules | None,
 
 
 def check(obj: Any, schema: Mapping[str, Any], *, kind: str, old: Any = None,
-          budget_seconds: float = 0.5) -> Outcome:
-    """Prune, default, validate and run CEL rules; never raises for any JSON-like ``obj``."""
+          budget_seconds: float = 0.5, quick: bool = True) -> Outcome:
+    """Prune, default, validate and run CEL rules; never raises for any JSON-like ``obj``.
+
+    With ``quick`` (the default) jsonschema runs only when the compiled yes/no check
+    (:mod:`quickvalid`) does not show the object clean; ``quick=False`` always runs it, the
+    from-scratch path the differential tests compare against. The findings are the same."""
     entry = compiled(schema, kind=kind)
     shaped = structural.apply(obj, schema)
     found = [
@@ -95,7 +101,8 @@ def check(obj: Any, schema: Mapping[str, Any], *, kind: str, old: Any = None,
                 path, Severity.WARN)
         for path in shaped.unknown
     ]
-    found += _schema_findings(entry.validator, shaped.value)
+    if not (quick and entry.clean(shaped.value)):
+        found += _schema_findings(entry.validator, shaped.value)
     found += _cel_findings(entry, shaped.value, old, schema, budget_seconds)
     return Outcome(shaped.value, tuple(found))
 
