@@ -260,8 +260,8 @@ def _array(schema: dict[str, Any]) -> list[Check]:
         found.append(_unique_set if kind == "set" else _unique_map(tuple(keys)))
     if "items" in schema:
         items = schema["items"]
-        if not (isinstance(items, dict) or items is True or items is False):
-            raise Unsure  # tuple-form items (or a crash in jsonschema): not mirrored
+        if not isinstance(items, dict):
+            raise Unsure  # tuple-form items, or a boolean (Draft 4 jsonschema crashes on it): not mirrored
         found.append(_each(_Node(items)))
     return found
 
