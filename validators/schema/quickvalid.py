@@ -305,23 +305,15 @@ def _unique_map(keys: tuple[str, ...]) -> Check:
 
 
 def _object(schema: dict[str, Any]) -> list[Check]:
-    found: list[Check] = []
+    """required, min/maxProperties, properties and additionalProperties as one check."""
+    names: tuple[str, ...] = ()
     if "required" in schema and isinstance(schema["required"], list):
         names = tuple(n for n in schema["required"] if isinstance(n, str))
-        if names:
-            found.append(lambda v: all(n in v for n in names))
-    if "minProperties" in schema:
-        low = _limit(schema, "minProperties")
-        found.append(lambda v: not len(v) < low)
-    if "maxProperties" in schema:
-        high = _limit(schema, "maxProperties")
-        found.append(lambda v: not len(v) > high)
-    if "properties" in schema or "additionalProperties" in schema:
-        found.append(_fields(schema))
-    return found
-
-
-def _fields(schema: dict[str, Any]) -> Check:
+    low = _limit(schema, "minProperties") if "minProperties" in schema else None
+    high = _limit(schema, "maxProperties") if "maxProperties" in schema else None
+    walks = "properties" in schema or "additionalProperties" in schema
+    if not (names or walks) and low is None and high is None:
+        return []
     props = schema.get("properties", {})
     if not isinstance(props, dict):
         raise Unsure
@@ -333,6 +325,13 @@ def _fields(schema: dict[str, Any]) -> Check:
     budgeted = "properties" in schema
 
     def fields(value: dict[str, Any]) -> bool:
+        for name in names:
+            if name not in value:
+                return False
+        if (low is not None and len(value) < low) or (high is not None and len(value) > high):
+            return False
+        if not walks:
+            return True
         if budgeted:
             _tick("properties")
         for key, item in value.items():
@@ -348,7 +347,7 @@ def _fields(schema: dict[str, Any]) -> Check:
                 return False
         return True
 
-    return fields
+    return [fields]
 
 
 def _numeric(schema: dict[str, Any]) -> list[Check]:
