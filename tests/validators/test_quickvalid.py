@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from crdobjects import crd_objects, crd_schemas, fixture_objects
+from crdobjects import crd_objects, crd_schemas, fixture_objects, mutated
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -227,6 +227,19 @@ def test_crd_objects_get_the_same_outcome_with_and_without_the_quick_path(
     agree(dict(schema), shaped)  # the CRDs use only mirrored keywords: the answer is exact
     kind = key[2]
     assert schemas.check(obj, schema, kind=kind) == schemas.check(obj, schema, kind=kind, quick=False)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(crd_objects(), st.data())
+def test_updates_get_the_same_outcome_with_and_without_the_quick_path(
+        drawn: tuple[SchemaKey, dict[str, Any]], data: st.DataObject) -> None:
+    key, old = drawn
+    new = data.draw(mutated(old))
+    schema = crd_schemas().get(*key)
+    assert schema is not None
+    kind = key[2]
+    assert (schemas.check(new, schema, kind=kind, old=old)
+            == schemas.check(new, schema, kind=kind, old=old, quick=False))
 
 
 def test_every_fixture_object_is_clean_on_the_quick_path() -> None:
