@@ -219,3 +219,15 @@ def test_crds_with_a_pattern_re2_rejects_are_refused_at_load(tmp_path: Path) -> 
         load_crd_documents([str(crd_file)])
     assert str(info.value).startswith("--crds: CustomResourceDefinition widgets.example.com v1: spec.items[*]:")
     assert "the API server would refuse this CRD" in str(info.value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(BUNDLED), st.text(alphabet="aZ0-./_ *:!\t\n\u00e9\ud800$", max_size=40)
+       | st.sampled_from(["", "a", "example.com", "/api", "X-Route", "10.0.0.1", "\ud800"]))
+def test_go_pattern_search_answers_as_the_re2_wrappers_search(pattern: str, value: str) -> None:
+    """GoPattern.search asks RE2's match directly on UTF-8 bytes; the wrapper's search (offsets mapped
+    back to characters) must agree on every bundled pattern, lone surrogates read as U+FFFD."""
+    compiled = go_pattern(pattern)
+    assert compiled is not None
+    repaired = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    assert compiled.search(value) is (compiled.regexp.search(repaired) is not None)

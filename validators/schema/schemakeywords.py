@@ -7,6 +7,10 @@ with the API server's formats; ``pattern`` with Go semantics on RE2 (linear time
 longer than ``maxLength``); ``required`` reporting the missing field's own path, as the API server
 does. ``properties``, ``items`` and ``pattern`` check the object's CPU budget (``validators.budgets``).
 ``$ref`` is dropped: CRD schemas may not use it, and resolving one could mean I/O.
+
+``quickvalid`` mirrors these keywords as a compiled yes/no check (jsonschema then runs only for objects
+it does not show clean): a change here needs the same change there (tests/validators/test_quickvalid.py
+compares the two).
 """
 
 from __future__ import annotations

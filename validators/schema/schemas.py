@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -23,7 +23,7 @@ from jsonschema.protocols import Validator
 from validators import codes
 from validators.cel.celchecks import CelValidator
 from validators.findings import Finding, PathPart, Severity
-from validators.schema import structural
+from validators.schema import quickvalid, structural
 from validators.schema.schemakeywords import DUPLICATE, KEYWORDS, PATTERN_UNCHECKED, TYPES
 from validators.texts import quote
 
@@ -53,6 +53,8 @@ class Compiled:
     validator: Validator
     cel: CelRules | None = None
     cel_error: str = ""
+    clean: quickvalid.Check = quickvalid.never_clean  # True only when ``validator`` finds nothing
+    shape: Callable[[Any], structural.Structured] | None = None  # structural.apply compiled for ``schema``
 
 
 _cache: OrderedDict[int, Compiled] = OrderedDict()
@@ -69,7 +71,8 @@ def compiled(schema: Mapping[str, Any], *, kind: str) -> Compiled:
         if hit is not None and hit.schema is schema:
             _cache.move_to_end(id(schema))
             return hit
-        entry = Compiled(schema, KubeValidator(dict(schema)), *_compile_cel(schema, kind))
+        entry = Compiled(schema, KubeValidator(dict(schema)), *_compile_cel(schema, kind),
+                         clean=quickvalid.compile_clean(schema), shape=structural.compile_apply(schema))
         _cache[id(schema)] = entry
         while len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
@@ -85,18 +88,25 @@ def _compile_cel(schema: Mapping[str, Any], kind: str) -> tuple[CelRules | None,
 
 
 def check(obj: Any, schema: Mapping[str, Any], *, kind: str, old: Any = None,
-          budget_seconds: float = 0.5) -> Outcome:
-    """Prune, default, validate and run CEL rules; never raises for any JSON-like ``obj``."""
+          budget_seconds: float = 0.5, quick: bool = True) -> Outcome:
+    """Prune, default, validate and run CEL rules; never raises for any JSON-like ``obj``.
+
+    With ``quick`` (the default) pruning and defaulting run compiled for the schema, and jsonschema
+    runs only when the compiled yes/no check (:mod:`quickvalid`) does not show the object clean;
+    ``quick=False`` runs :func:`structural.apply` and jsonschema always, the from-scratch path the
+    differential tests compare against. The Outcome is the same."""
     entry = compiled(schema, kind=kind)
-    shaped = structural.apply(obj, schema)
+    shape = entry.shape if quick and entry.shape is not None else (lambda o: structural.apply(o, schema))
+    shaped = shape(obj)
     found = [
         Finding(codes.UNKNOWN_FIELD,
                 f"unknown field {quote(str(path[-1]))}: not declared in the schema; the API server prunes it",
                 path, Severity.WARN)
         for path in shaped.unknown
     ]
-    found += _schema_findings(entry.validator, shaped.value)
-    found += _cel_findings(entry, shaped.value, old, schema, budget_seconds)
+    if not (quick and entry.clean(shaped.value)):
+        found += _schema_findings(entry.validator, shaped.value)
+    found += _cel_findings(entry, shaped.value, old, shape, budget_seconds)
     return Outcome(shaped.value, tuple(found))
 
 
@@ -110,7 +120,7 @@ def _schema_findings(validator: Validator, value: Any) -> Iterator[Finding]:
         yield to_finding(error)
 
 
-def _cel_findings(entry: Compiled, value: Any, old: Any, schema: Mapping[str, Any],
+def _cel_findings(entry: Compiled, value: Any, old: Any, shape: Callable[[Any], structural.Structured],
                   budget_seconds: float) -> list[Finding]:
     if entry.cel_error:
         return [Finding(codes.SCHEMA_UNCHECKED, f"CEL rules not checked: {entry.cel_error}", (),
@@ -118,7 +128,7 @@ def _cel_findings(entry: Compiled, value: Any, old: Any, schema: Mapping[str, An
     if entry.cel is None:
         return []
     try:
-        old_value = structural.apply(old, schema).value if old is not None else None
+        old_value = shape(old).value if old is not None else None
         return list(entry.cel.validate(value, old=old_value, budget_seconds=budget_seconds))
     except Exception as e:  # CEL trouble is reported, never raised
         return [Finding(codes.SCHEMA_UNCHECKED, f"CEL rules not checked: {type(e).__name__}: {e}", (),
