@@ -75,6 +75,9 @@ def _unchanged_base(state: State, reads: frozenset[str]) -> State:
     return state
 
 
+unchanged_base = _unchanged_base
+
+
 def index_reading(state: State, name: str, reads: frozenset[str], build: Callable[[State], T]) -> T:
     """``index(state, name, build)`` for a ``build`` that reads only objects of the kinds ``reads``."""
     return index(_unchanged_base(state, reads), name, build)
@@ -207,3 +210,45 @@ def refs_by_key(state: State, name: str, kinds: Sequence[str],
         return _Overlaid(refs_by_key(s.base, name, kinds, keys_of), change.ref, keys, order)
 
     return index(state, name, derive)
+
+
+def _recording(state: State) -> bool:
+    """Whether ``state`` is, or lies over, a ``validators.views.reads.Recording`` view: a computation on it
+    must read through it (the reads are the point), so nothing read is served from a memo."""
+    seen: State | None = state
+    while seen is not None:
+        if getattr(seen, "recorded_index", None) is not None:
+            return True
+        seen = getattr(seen, "base", None)
+    return False
+
+
+def of_object(state: State, name: str, reads: frozenset[str], obj: Obj, compute: Callable[[], T]) -> T:
+    """``compute()``, a pure function of ``obj`` and of the objects of the kinds ``reads`` in ``state``,
+    memoized per state version for the objects of that state.
+
+    The memo lives on the deepest state holding the same objects of those kinds (``_unchanged_base``:
+    the base under a review's or ``routegate check``'s overlays) and keeps one value per object ref,
+    valid while the state still holds that very object (objects of a State never change in place; a new
+    version is a new memo). An object only the overlays on top hold (a review's new object) is kept
+    on ``state`` itself, gone with it; one no state holds is computed and not kept, so a memo never
+    outgrows its state."""
+    base = _unchanged_base(state, reads)
+    if _recording(base):
+        return compute()
+    ref = ref_of(obj)
+    # The base's memo for its own objects; the state's own for the one object a review or a check
+    # input brings (its new version, which every check of that input asks about again).
+    holder = base if base.get(ref.kind, ref.namespace, ref.name) is obj else state
+    memo: dict[Ref, tuple[Obj, Any]] = index(holder, name, _new_memo)
+    hit = memo.get(ref)
+    if hit is not None and hit[0] is obj:
+        return hit[1]  # type: ignore[no-any-return]
+    value = compute()
+    if holder is base or state.get(ref.kind, ref.namespace, ref.name) is obj:
+        memo[ref] = (obj, value)
+    return value
+
+
+def _new_memo(state: State) -> dict[Ref, tuple[Obj, Any]]:
+    return {}
