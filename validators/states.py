@@ -40,6 +40,9 @@ class MemoryState:
             ref = ref_of(obj)
             by_kind.setdefault(ref.kind, {})[ref] = obj
         self._by_kind = by_kind
+        # get() by a plain tuple: building a Ref per lookup was most of a lookup's cost
+        self._by_name: dict[str, dict[tuple[str, str], Obj]] = {
+            kind: {(r.namespace, r.name): o for r, o in objs.items()} for kind, objs in by_kind.items()}
         self._sorted: dict[str, list[Obj]] = {
             kind: [objs[r] for r in sorted(objs)] for kind, objs in by_kind.items()
         }
@@ -53,8 +56,8 @@ class MemoryState:
         return self._sorted.get(kind, [])
 
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
-        objs = self._by_kind.get(kind)
-        return objs.get(Ref(kind, namespace, name)) if objs is not None else None
+        objs = self._by_name.get(kind)
+        return objs.get((namespace, name)) if objs is not None else None
 
     def kinds(self) -> Iterator[str]:
         return iter(sorted(self._by_kind))
@@ -86,6 +89,11 @@ class Overlay:
     @property
     def change(self) -> Change:
         return self._change
+
+    @property
+    def changed(self) -> Ref:
+        """The ref of the changed object (``change.ref``, read once)."""
+        return self._ref
 
     @property
     def version(self) -> str:

@@ -103,7 +103,11 @@ def _field(raw: Any, key: str) -> Any:
 
 def _resolve(route: Obj, state: State, i: int, j: int, raw: Any,
              path: tuple[str | int, ...] | None = None) -> BackendRef:
-    kind_name, rns = kind_of(route), namespace_of(route)
+    return _resolved(kind_of(route), namespace_of(route), route_group(route), state, i, j, raw, path)
+
+
+def _resolved(kind_name: str, rns: str, from_group: str, state: State, i: int, j: int, raw: Any,
+              path: tuple[str | int, ...] | None) -> BackendRef:
     group = _str(_field(raw, "group"))
     kind = _str(_field(raw, "kind")) or "Service"
     namespace = _str(_field(raw, "namespace")) or rns
@@ -121,8 +125,8 @@ def _resolve(route: Obj, state: State, i: int, j: int, raw: Any,
 
     if group != "" or kind != "Service":
         return ref(INVALID_KIND)
-    if not grant_allows(state, from_kind=kind_name, from_namespace=rns, to_kind="Service",
-                        to_namespace=namespace, to_name=name, from_group=route_group(route)):
+    if namespace != rns and not grant_allows(state, from_kind=kind_name, from_namespace=rns, to_kind="Service",
+                                             to_namespace=namespace, to_name=name, from_group=from_group):
         return ref(REF_NOT_PERMITTED)
     service = state.get("Service", namespace, name)
     if service is None:
@@ -164,8 +168,10 @@ def backend_refs(route: Obj, state: State) -> list[BackendRef]:
 
 def _backend_refs(route: Obj, state: State) -> tuple[BackendRef, ...]:
     out: list[BackendRef] = []
+    kind, rns, group = kind_of(route), namespace_of(route), route_group(route)
     for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
-        out.extend(_resolve(route, state, i, j, raw) for j, raw in enumerate(as_list(_field(rule, "backendRefs"))))
+        out.extend(_resolved(kind, rns, group, state, i, j, raw, None)
+                   for j, raw in enumerate(as_list(_field(rule, "backendRefs"))))
     return tuple(out)
 
 

@@ -212,20 +212,27 @@ def renderable(obj: Obj, ctx: Context) -> Iterator[Finding]:
     budgets.spend("unsafe values")
     spec = obj.get("spec")
     walk = _Walk()
-    if _all_plain(spec):
-        walk.visit_names(spec, False)
-    else:
+    text = _plain_json(spec)
+    if text is None:
         walk.visit(spec)
+    elif _ODD_NAME.search(text):  # else no name or namespace anywhere can fail IDENT: nothing to find
+        walk.visit_names(spec, False)
     yield from walk.found
 
 
-def _all_plain(value: Any) -> bool:
-    """Whether every string and key below ``value`` is printable ASCII without whitespace, decided at C
-    speed: its compact JSON escapes every control and non-ASCII character (a backslash) and holds a
-    space only inside a string. Covers at least every string the walk reads (JSON also writes the
-    tuples and non-string keys the walk skips); False when JSON cannot write the value at all."""
+# In the compact JSON of a plain spec (no string holds a quote or a backslash), every "name" or
+# "namespace" string whose value IDENT refuses: when there is none, no referenced name is wrong.
+_ODD_NAME = re.compile(r'"(?:name|namespace)":"(?![A-Za-z0-9][A-Za-z0-9._-]*")')
+
+
+def _plain_json(value: Any) -> str | None:
+    """The compact JSON of ``value`` when every string and key below it is printable ASCII without
+    whitespace, else None; decided at C speed: that JSON escapes every control and non-ASCII character
+    and every quote (a backslash) and holds a space only inside a string. It covers at least every
+    string the walk reads (JSON also writes the tuples and non-string keys the walk skips); None too
+    when JSON cannot write the value at all."""
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
     except (TypeError, ValueError, RecursionError):
-        return False
-    return "\\" not in text and " " not in text
+        return None
+    return text if "\\" not in text and " " not in text else None

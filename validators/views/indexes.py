@@ -70,7 +70,7 @@ def _unchanged_base(state: State, reads: frozenset[str]) -> State:
     A review's proposed state is an Overlay of one change on the cluster state; ``routegate check``
     stacks two (each input against all the others). An index that reads none of the changed kind is
     the base's index: built once for the base, not once per overlay."""
-    while isinstance(state, Overlay) and state.change.ref.kind not in reads:
+    while isinstance(state, Overlay) and state.changed.kind not in reads:
         state = state.base
     return state
 
@@ -230,25 +230,32 @@ def of_object(state: State, name: str, reads: frozenset[str], obj: Obj, compute:
     The memo lives on the deepest state holding the same objects of those kinds (``_unchanged_base``:
     the base under a review's or ``routegate check``'s overlays) and keeps one value per object ref,
     valid while the state still holds that very object (objects of a State never change in place; a new
-    version is a new memo). An object only the overlays on top hold (a review's new object) is kept
-    on ``state`` itself, gone with it; one no state holds is computed and not kept, so a memo never
-    outgrows its state."""
+    version is a new memo; the entry holds the object, so its id names no other). An object only the
+    overlays on top hold (a review's new object) is kept on ``state`` itself, gone with it; one no state
+    holds is computed and not kept, so a memo never outgrows its state."""
     base = _unchanged_base(state, reads)
     if _recording(base):
         return compute()
-    ref = ref_of(obj)
-    # The base's memo for its own objects; the state's own for the one object a review or a check
-    # input brings (its new version, which every check of that input asks about again).
-    holder = base if base.get(ref.kind, ref.namespace, ref.name) is obj else state
-    memo: dict[Ref, tuple[Obj, Any]] = index(holder, name, _new_memo)
-    hit = memo.get(ref)
+    # Keyed by identity: an entry holds its object, so the id stays that object's while it lives.
+    key = id(obj)
+    memo: dict[int, tuple[Obj, Any]] = index(base, name, _new_memo)
+    hit = memo.get(key)
     if hit is not None and hit[0] is obj:
         return hit[1]  # type: ignore[no-any-return]
+    own: dict[int, tuple[Obj, Any]] | None = None
+    if state is not base:
+        own = index(state, name, _new_memo)
+        hit = own.get(key)
+        if hit is not None and hit[0] is obj:
+            return hit[1]  # type: ignore[no-any-return]
     value = compute()
-    if holder is base or state.get(ref.kind, ref.namespace, ref.name) is obj:
-        memo[ref] = (obj, value)
+    ref = ref_of(obj)
+    if base.get(ref.kind, ref.namespace, ref.name) is obj:
+        memo[key] = (obj, value)
+    elif own is not None and state.get(ref.kind, ref.namespace, ref.name) is obj:
+        own[key] = (obj, value)
     return value
 
 
-def _new_memo(state: State) -> dict[Ref, tuple[Obj, Any]]:
+def _new_memo(state: State) -> dict[int, tuple[Obj, Any]]:
     return {}
