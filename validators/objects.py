@@ -98,13 +98,19 @@ def kind_of(obj: Obj) -> str:
 
 
 def name_of(obj: Obj) -> str:
-    name = dig(obj, "metadata", "name", default="")
-    return name if isinstance(name, str) else ""
+    return _meta_str(obj, "name")
 
 
 def namespace_of(obj: Obj) -> str:
-    ns = dig(obj, "metadata", "namespace", default="")
-    return ns if isinstance(ns, str) else ""
+    return _meta_str(obj, "namespace")
+
+
+def _meta_str(obj: Obj, field: str) -> str:
+    """metadata.<field> when it is a string, else "" (as ``dig``, without its generic walk: the
+    identity of an object is read on every lookup of every check)."""
+    meta = obj.get("metadata") if type(obj) is dict else dig(obj, "metadata")
+    value = meta.get(field) if type(meta) is dict else dig(meta, field)
+    return value if isinstance(value, str) else ""
 
 
 def group_of(obj: Obj) -> str:
@@ -127,7 +133,14 @@ class Ref:
 
 
 def ref_of(obj: Obj) -> Ref:
-    return Ref(kind_of(obj), namespace_of(obj), name_of(obj))
+    kind = obj.get("kind")
+    meta = obj.get("metadata") if type(obj) is dict else dig(obj, "metadata")
+    if type(meta) is dict:
+        namespace, name = meta.get("namespace"), meta.get("name")
+    else:
+        namespace, name = dig(meta, "namespace"), dig(meta, "name")
+    return Ref(kind if isinstance(kind, str) else "", namespace if isinstance(namespace, str) else "",
+               name if isinstance(name, str) else "")
 
 
 def created_at(obj: Obj) -> str:

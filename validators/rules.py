@@ -14,7 +14,17 @@ from validators.codes import INFOS, RuleInfo
 from validators.contexts import Context
 from validators.crossobject import crossobjects
 from validators.findings import Finding, Severity
-from validators.objectrules import backendtlsrules, filters, listeners, names, policies, regexes, routecosts, sweeps
+from validators.objectrules import (
+    backendtlsrules,
+    filters,
+    listeners,
+    names,
+    policies,
+    regexes,
+    routecosts,
+    sweeps,
+    traversals,
+)
 from validators.objects import Obj
 
 Rule = Callable[[Obj, Context], Iterator[Finding]]
@@ -58,9 +68,10 @@ def run(obj: Obj, ctx: Context, rules: Mapping[str, Sequence[Rule]] = RULES) -> 
     kind = obj.get("kind")
     chosen = rules.get(kind, COMMON) if isinstance(kind, str) else COMMON
     found: list[Finding] = []
-    for rule in chosen:
-        budgets.spend("HAProxy rules")
-        found += rule(obj, ctx)
+    with traversals.walking(obj):
+        for rule in chosen:
+            budgets.spend("HAProxy rules")
+            found += rule(obj, ctx)
     return found
 
 

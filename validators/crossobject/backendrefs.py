@@ -96,17 +96,26 @@ def route_group(route: Obj) -> str:
     return group_of(route) or GATEWAY_GROUP
 
 
+def _field(raw: Any, key: str) -> Any:
+    """``dig(raw, key)``: plain dicts (all JSON gives) read directly."""
+    return raw.get(key) if type(raw) is dict else dig(raw, key)
+
+
 def _resolve(route: Obj, state: State, i: int, j: int, raw: Any,
              path: tuple[str | int, ...] | None = None) -> BackendRef:
-    kind_name, rns = kind_of(route), namespace_of(route)
-    group = _str(dig(raw, "group"))
-    kind = _str(dig(raw, "kind")) or "Service"
-    namespace = _str(dig(raw, "namespace")) or rns
-    name = _str(dig(raw, "name"))
-    port = _int(dig(raw, "port"))
+    return _resolved(kind_of(route), namespace_of(route), route_group(route), state, i, j, raw, path)
+
+
+def _resolved(kind_name: str, rns: str, from_group: str, state: State, i: int, j: int, raw: Any,
+              path: tuple[str | int, ...] | None) -> BackendRef:
+    group = _str(_field(raw, "group"))
+    kind = _str(_field(raw, "kind")) or "Service"
+    namespace = _str(_field(raw, "namespace")) or rns
+    name = _str(_field(raw, "name"))
+    port = _int(_field(raw, "port"))
     if port is None and kind_name == "TLSRoute":
         port = TLS_DEFAULT_PORT
-    weight = _int(dig(raw, "weight"))
+    weight = _int(_field(raw, "weight"))
     weight = 1 if weight is None else max(weight, 0)
     path = ("spec", "rules", i, "backendRefs", j) if path is None else path
 
@@ -116,8 +125,8 @@ def _resolve(route: Obj, state: State, i: int, j: int, raw: Any,
 
     if group != "" or kind != "Service":
         return ref(INVALID_KIND)
-    if not grant_allows(state, from_kind=kind_name, from_namespace=rns, to_kind="Service",
-                        to_namespace=namespace, to_name=name, from_group=route_group(route)):
+    if namespace != rns and not grant_allows(state, from_kind=kind_name, from_namespace=rns, to_kind="Service",
+                                             to_namespace=namespace, to_name=name, from_group=from_group):
         return ref(REF_NOT_PERMITTED)
     service = state.get("Service", namespace, name)
     if service is None:
@@ -145,14 +154,25 @@ def rule_backend_refs(route: Obj, state: State, rule_index: int) -> list[Backend
             for j, raw in enumerate(as_list(dig(rule, "backendRefs")))]
 
 
+# What resolving a route's backendRefs reads besides the route.
+_REF_READS = frozenset({"Service", "ReferenceGrant"})
+
+
 def backend_refs(route: Obj, state: State) -> list[BackendRef]:
-    """Every spec.rules[i].backendRefs[j] of a route, defaulted and resolved, in order."""
+    """Every spec.rules[i].backendRefs[j] of a route, defaulted and resolved, in order (once per state
+    version for a route of the state: the checks, the status and the render all ask)."""
     if kind_of(route) not in BACKEND_ROUTE_KINDS:
         return []
+    return list(indexes.of_object(state, "backend-refs", _REF_READS, route, lambda: _backend_refs(route, state)))
+
+
+def _backend_refs(route: Obj, state: State) -> tuple[BackendRef, ...]:
     out: list[BackendRef] = []
-    for i, _rule in enumerate(as_list(dig(route, "spec", "rules"))):
-        out.extend(rule_backend_refs(route, state, i))
-    return out
+    kind, rns, group = kind_of(route), namespace_of(route), route_group(route)
+    for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
+        out.extend(_resolved(kind, rns, group, state, i, j, raw, None)
+                   for j, raw in enumerate(as_list(_field(rule, "backendRefs"))))
+    return tuple(out)
 
 
 def unresolved(refs: Sequence[BackendRef]) -> list[BackendRef]:

@@ -161,17 +161,30 @@ def match_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAUL
         attached, _ = attachments.attach(route, state, http_ports=http_ports)
         ref = ref_of(route)
         seen: set[tuple[Any, ...]] = set()
+        keyed = route_match_keys(route, state) if attached else ()
         for a in attached:
             hosts = a.hostnames or ("*",)
-            for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
-                for k, key, words in _match_keys(route, rule):
+            for i, has_matches, keys in keyed:
+                for k, key, words in keys:
                     for host in hosts:
                         full = (a.listener.gateway, a.listener.port, host, key)  # one frontend per Gateway port
                         owner = owners.setdefault(full, ref)
                         if owner != ref and (full, i, k) not in seen:
                             seen.add((full, i, k))
                             where: tuple[str | int, ...] = ("spec", "rules", i)
-                            if as_list(dig(rule, "matches")):
+                            if has_matches:
                                 where = (*where, "matches", k)
                             lost.append(LostClaim(ref, owner, where, f"host {host} {words}"))
     return lost
+
+
+RuleKeys = tuple[int, bool, list[tuple[int, tuple[Any, ...], str]]]
+
+
+def route_match_keys(route: Obj, state: State) -> tuple[RuleKeys, ...]:
+    """(rule index, whether it lists matches, ``_match_keys``) of every rule of a route: a function of
+    the route alone, so once per state version for a route of the state (every review of a route that
+    may share its hosts reads it)."""
+    return indexes.of_object(state, "match-keys", frozenset(), route, lambda: tuple(
+        (i, bool(as_list(dig(rule, "matches"))), _match_keys(route, rule))
+        for i, rule in enumerate(as_list(dig(route, "spec", "rules")))))

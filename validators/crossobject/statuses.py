@@ -19,8 +19,8 @@ from validators.crossobject import backendpolicies, backendrefs
 from validators.findings import format_path
 from validators.objectrules import backendtlsrules
 from validators.objects import GATEWAY_GROUP, Obj, Ref, as_list, as_map, created_at, dig, kind_of, ref_of
-from validators.states import State
-from validators.views import attachments
+from validators.states import Overlay, State
+from validators.views import attachments, indexes
 
 #: Listener protocols the data plane serves (HAProxy has no UDP proxying).
 SUPPORTED_PROTOCOLS = frozenset({"HTTP", "HTTPS", "TLS", "TCP"})
@@ -293,14 +293,49 @@ def _listener_refs(owner: Obj, raw: Any, lst: attachments.Listener, state: State
     return _condition("ResolvedRefs", True, "ResolvedRefs", "Resolved")
 
 
-def _attached_counts(state: State, source: Ref | None, http_ports: Sequence[int]) -> dict[tuple[Ref, str], int]:
-    """Routes attached to each listener, keyed (owner, listener name); only ``source``'s unless None."""
+def _attached_counts(state: State, source: Ref | None, http_ports: Sequence[int]) -> Mapping[tuple[Ref, str], int]:
+    """Routes attached to each listener, keyed (owner, listener name); the whole state's (``source``
+    narrows nothing: a key names its owner), from an index built once per state version."""
+    ports = tuple(http_ports)
+    return indexes.index(indexes.unchanged_base(state, _COUNT_READS), f"attached-counts{ports}",
+                         lambda s: _counts_of(s, ports))
+
+
+# What the counts read: the routes and what they attach to.
+_COUNT_READS = frozenset({*attachments.ROUTE_KINDS, *attachments.LISTENER_KINDS})
+
+
+def _counts_of(state: State, http_ports: tuple[int, ...]) -> dict[tuple[Ref, str], int]:
+    """The counts of a state: an Overlay of one route change is its base's counts with that route's
+    listeners taken off and put back (the listeners are the base's), so a review or a ``routegate
+    check`` input costs one route, not every route; any other state is counted from scratch."""
+    if isinstance(state, Overlay) and state.change.ref.kind in attachments.ROUTE_KINDS:
+        ref = state.change.ref
+        counts = dict(_attached_counts(state.base, None, http_ports))
+        old = state.base.get(ref.kind, ref.namespace, ref.name)
+        new = state.get(ref.kind, ref.namespace, ref.name)
+        for route, step in ((old, -1), (new, 1)):
+            if route is None or kind_of(route) != ref.kind:
+                continue
+            for key in _listener_keys(route, state, http_ports):
+                counts[key] = counts.get(key, 0) + step
+                if not counts[key]:
+                    del counts[key]
+        return counts
+    return attached_counts_scan(state, http_ports)
+
+
+def _listener_keys(route: Obj, state: State, http_ports: Sequence[int]) -> set[tuple[Ref, str]]:
+    got, _ = attachments.attach(route, state, http_ports=http_ports)
+    return {(a.listener.source, a.listener.name) for a in got}
+
+
+def attached_counts_scan(state: State, http_ports: Sequence[int]) -> dict[tuple[Ref, str], int]:
+    """Every route of the state attached, its listeners counted (the definition the index keeps)."""
     counts: dict[tuple[Ref, str], int] = {}
     for kind in attachments.ROUTE_KINDS:
         for route in state.list(kind):
-            got, _ = attachments.attach(route, state, http_ports=http_ports)
-            for key in {(a.listener.source, a.listener.name) for a in got
-                        if source is None or a.listener.source == source}:
+            for key in _listener_keys(route, state, http_ports):
                 counts[key] = counts.get(key, 0) + 1
     return counts
 

@@ -6,7 +6,9 @@ shape errors, rules only judge values that are there.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +45,41 @@ class FilterAt:
         return (*self.path, FILTER_FIELDS.get(self.type, self.type))
 
 
+class _Walks(threading.local):
+    subject: Obj | None = None  # the object of the rules.run under way in this thread, if any
+    walked: dict[str, tuple[Any, ...]] | None = None
+
+
+_walks = _Walks()
+
+
+@contextmanager
+def walking(obj: Obj) -> Iterator[None]:
+    """While the rules of one object run (``validators.rules.run``), each walk of it is made once and
+    shared by every rule (a dozen rules read the same rules and filters); outside, every call walks."""
+    saved = (_walks.subject, _walks.walked)
+    _walks.subject, _walks.walked = obj, {}
+    try:
+        yield
+    finally:
+        _walks.subject, _walks.walked = saved
+
+
+def _shared(obj: Obj, name: str, walk: Callable[[Obj], Iterator[Any]]) -> Iterator[Any]:
+    walked = _walks.walked
+    if walked is None or _walks.subject is not obj:
+        return walk(obj)
+    got = walked.get(name)
+    if got is None:
+        got = walked[name] = tuple(walk(obj))
+    return iter(got)
+
+
 def rules_of(obj: Obj) -> Iterator[tuple[Path, Mapping[str, Any]]]:
+    return _shared(obj, "rules", _rules_of)
+
+
+def _rules_of(obj: Obj) -> Iterator[tuple[Path, Mapping[str, Any]]]:
     for i, rule in enumerate(as_list(as_map(obj.get("spec")).get("rules"))):
         if isinstance(rule, Mapping):
             yield ("spec", "rules", i), rule
@@ -51,6 +87,10 @@ def rules_of(obj: Obj) -> Iterator[tuple[Path, Mapping[str, Any]]]:
 
 def filters_of(obj: Obj) -> Iterator[FilterAt]:
     """Rule-level filters, then each backendRef's filters, in order."""
+    return _shared(obj, "filters", _filters_of)
+
+
+def _filters_of(obj: Obj) -> Iterator[FilterAt]:
     for rule_path, rule in rules_of(obj):
         i = int(rule_path[-1])
         for k, flt in enumerate(as_list(rule.get("filters"))):

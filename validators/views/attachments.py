@@ -333,15 +333,21 @@ def listeners_by_source(state: State, *, http_ports: Sequence[int] = DEFAULT_HTT
                                  lambda s: _by_source(listeners(s, http_ports=ports)))
 
 
+def _field(raw: Any, key: str) -> Any:
+    """``dig(raw, key)``: plain dicts (all JSON gives) read directly."""
+    return raw.get(key) if type(raw) is dict else dig(raw, key)
+
+
 def _attach_one(route: Obj, index: int, parent_ref: Any, state: State,
-                by_source: Mapping[Ref, tuple[Listener, ...]]) -> tuple[list[Attachment], ParentStatus]:
-    kind, rns = kind_of(route), namespace_of(route)
-    group = dig(parent_ref, "group", default=GATEWAY_GROUP)
-    pkind = _str(dig(parent_ref, "kind")) or "Gateway"
-    pns = _str(dig(parent_ref, "namespace")) or rns
-    pname = _str(dig(parent_ref, "name"))
-    section = _str(dig(parent_ref, "sectionName"))
-    port = _int(dig(parent_ref, "port"))
+                by_source: Mapping[Ref, tuple[Listener, ...]], kind: str, rns: str, route_ref: Ref,
+                hosts: Sequence[str]) -> tuple[list[Attachment], ParentStatus]:
+    group = _field(parent_ref, "group")
+    group = GATEWAY_GROUP if group is None else group
+    pkind = _str(_field(parent_ref, "kind")) or "Gateway"
+    pns = _str(_field(parent_ref, "namespace")) or rns
+    pname = _str(_field(parent_ref, "name"))
+    section = _str(_field(parent_ref, "sectionName"))
+    port = _int(_field(parent_ref, "port"))
 
     def status(reason: str, message: str) -> tuple[list[Attachment], ParentStatus]:
         return [], ParentStatus(index, False, reason, message)
@@ -381,7 +387,6 @@ def _attach_one(route: Obj, index: int, parent_ref: Any, state: State,
         return status(NOT_ALLOWED_BY_LISTENERS,
                       f"port {ports} of {parent} has Passthrough and Terminate TLS listeners with "
                       "overlapping hostnames (protocol conflict); no route attaches")
-    hosts = route_hostnames(route)
     if kind == "TLSRoute" and not hosts:
         return status(NO_MATCHING_LISTENER_HOSTNAME,
                       "a TLSRoute needs at least one spec.hostnames entry (routing is by SNI)")
@@ -389,7 +394,7 @@ def _attach_one(route: Obj, index: int, parent_ref: Any, state: State,
     for lst in usable:
         got = intersect_hostnames(hosts, lst.hostname)
         if got is not None:
-            attached.append(Attachment(ref_of(route), index, lst, got))
+            attached.append(Attachment(route_ref, index, lst, got))
     if not attached:
         return status(NO_MATCHING_LISTENER_HOSTNAME,
                       f"no hostname of the route ({', '.join(hosts)}) matches a listener hostname "
@@ -401,18 +406,29 @@ def attach(route: Obj, state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP
            ) -> tuple[list[Attachment], list[ParentStatus]]:
     """Resolve every spec.parentRefs entry of a route; one ParentStatus per entry, in order.
 
-    The listeners come from a per-state-version index (``listeners_by_source``).
+    The listeners come from a per-state-version index (``listeners_by_source``). A route of the state
+    is resolved once per state version (the checks, the statuses and the claims of its neighbours all
+    ask): the answer reads only the route and the listener owners (``LISTENER_KINDS``).
     """
     if kind_of(route) not in ROUTE_KINDS:
         return [], []
+    ports = tuple(http_ports)
+    got, statuses = indexes.of_object(state, f"attach{ports}", LISTENER_KINDS, route,
+                                      lambda: _attach(route, state, ports))
+    return list(got), list(statuses)
+
+
+def _attach(route: Obj, state: State, http_ports: Sequence[int]
+            ) -> tuple[tuple[Attachment, ...], tuple[ParentStatus, ...]]:
     lsts = listeners_by_source(state, http_ports=http_ports)
     attachments: list[Attachment] = []
     statuses: list[ParentStatus] = []
+    kind, rns, route_ref, hosts = kind_of(route), namespace_of(route), ref_of(route), route_hostnames(route)
     for i, parent_ref in enumerate(as_list(dig(route, "spec", "parentRefs"))):
-        got, st = _attach_one(route, i, parent_ref, state, lsts)
+        got, st = _attach_one(route, i, parent_ref, state, lsts, kind, rns, route_ref, hosts)
         attachments.extend(got)
         statuses.append(st)
-    return attachments, statuses
+    return tuple(attachments), tuple(statuses)
 
 
 def age_key(obj: Obj) -> tuple[str, str, str]:

@@ -70,9 +70,12 @@ def _unchanged_base(state: State, reads: frozenset[str]) -> State:
     A review's proposed state is an Overlay of one change on the cluster state; ``routegate check``
     stacks two (each input against all the others). An index that reads none of the changed kind is
     the base's index: built once for the base, not once per overlay."""
-    while isinstance(state, Overlay) and state.change.ref.kind not in reads:
+    while isinstance(state, Overlay) and state.changed.kind not in reads:
         state = state.base
     return state
+
+
+unchanged_base = _unchanged_base
 
 
 def index_reading(state: State, name: str, reads: frozenset[str], build: Callable[[State], T]) -> T:
@@ -207,3 +210,52 @@ def refs_by_key(state: State, name: str, kinds: Sequence[str],
         return _Overlaid(refs_by_key(s.base, name, kinds, keys_of), change.ref, keys, order)
 
     return index(state, name, derive)
+
+
+def _recording(state: State) -> bool:
+    """Whether ``state`` is, or lies over, a ``validators.views.reads.Recording`` view: a computation on it
+    must read through it (the reads are the point), so nothing read is served from a memo."""
+    seen: State | None = state
+    while seen is not None:
+        if getattr(seen, "recorded_index", None) is not None:
+            return True
+        seen = getattr(seen, "base", None)
+    return False
+
+
+def of_object(state: State, name: str, reads: frozenset[str], obj: Obj, compute: Callable[[], T]) -> T:
+    """``compute()``, a pure function of ``obj`` and of the objects of the kinds ``reads`` in ``state``,
+    memoized per state version for the objects of that state.
+
+    The memo lives on the deepest state holding the same objects of those kinds (``_unchanged_base``:
+    the base under a review's or ``routegate check``'s overlays) and keeps one value per object ref,
+    valid while the state still holds that very object (objects of a State never change in place; a new
+    version is a new memo; the entry holds the object, so its id names no other). An object only the
+    overlays on top hold (a review's new object) is kept on ``state`` itself, gone with it; one no state
+    holds is computed and not kept, so a memo never outgrows its state."""
+    base = _unchanged_base(state, reads)
+    if _recording(base):
+        return compute()
+    # Keyed by identity: an entry holds its object, so the id stays that object's while it lives.
+    key = id(obj)
+    memo: dict[int, tuple[Obj, Any]] = index(base, name, _new_memo)
+    hit = memo.get(key)
+    if hit is not None and hit[0] is obj:
+        return hit[1]  # type: ignore[no-any-return]
+    own: dict[int, tuple[Obj, Any]] | None = None
+    if state is not base:
+        own = index(state, name, _new_memo)
+        hit = own.get(key)
+        if hit is not None and hit[0] is obj:
+            return hit[1]  # type: ignore[no-any-return]
+    value = compute()
+    ref = ref_of(obj)
+    if base.get(ref.kind, ref.namespace, ref.name) is obj:
+        memo[key] = (obj, value)
+    elif own is not None and state.get(ref.kind, ref.namespace, ref.name) is obj:
+        own[key] = (obj, value)
+    return value
+
+
+def _new_memo(state: State) -> dict[int, tuple[Obj, Any]]:
+    return {}
