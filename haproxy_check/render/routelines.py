@@ -23,12 +23,18 @@ ROUTE_KINDS = (*attachments.ROUTE_KINDS, "Route")
 
 def oversized(lines: Mapping[tuple[str, int], Origin], limit: int, subject: Ref | None) -> list[Finding]:
     """One denying finding per route whose rendered lines exceed ``limit``."""
+    return oversized_counts(Counter(lines.values()), limit, subject)
+
+
+def oversized_counts(counts: Mapping[Origin, int], limit: int, subject: Ref | None) -> list[Finding]:
+    """``oversized`` from how many lines each origin marks (``SourceMap.line_counts``, in first-line order:
+    a tie between fields goes to the one seen first)."""
     per_route: Counter[Ref] = Counter()
     per_field: dict[Ref, Counter[tuple[PathPart, ...]]] = {}
-    for origin in lines.values():
+    for origin, n in counts.items():
         if origin.ref.kind in ROUTE_KINDS:
-            per_route[origin.ref] += 1
-            per_field.setdefault(origin.ref, Counter())[origin.path[:3]] += 1
+            per_route[origin.ref] += n
+            per_field.setdefault(origin.ref, Counter())[origin.path[:3]] += n
     found = []
     for ref, count in sorted(per_route.items(), key=lambda item: str(item[0])):
         if count <= limit:
