@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from haproxy_check.render import routelines
+from haproxy_check import escaping
+from haproxy_check.render import endpoints, helpers, routelines
 from haproxy_check.render.rendering import Renderer, RenderError, RenderSettings
 from haproxy_check.render.sourcemaps import SourceMap
 from tests.render.test_incremental import REFS, VARIANTS
+from validators import codes
+from validators.crossobject import backendrefs
 from validators.findings import Finding
 from validators.limits import Limits
-from validators.objects import Ref
+from validators.objects import Ref, as_list, dig, name_of, namespace_of
 from validators.states import MemoryState
 
 _SETTINGS = settings(max_examples=25, deadline=None,
@@ -34,7 +38,8 @@ def fixture_states(draw: st.DrawFn) -> MemoryState:
 
 # ---------------------------------------------------------------- lines per route from marker counts
 
-_PIECES = st.sampled_from(["a", " ", "x y", "\n", "\x1e", "\x1f", "\x1e9", "\x1e1x\x1f", "7"])
+# stray marker characters and a broken marker, but no digits outside markers (every number has an origin)
+_PIECES = st.sampled_from(["a", " ", "x y", "\n", "\x1e", "\x1f", "\x1ex\x1f", "\x1e1x\x1f"])
 
 
 @st.composite
@@ -53,13 +58,11 @@ def test_line_counts_are_the_origins_of_the_lines(data: st.DataObject, files: li
     marks = [sources.mark(ref, ("spec", "rules", k)) for ref in refs for k in range(2)]
     for file in files:
         sources.strip(file, data.draw(marked_texts(marks)))
-    got = sources.line_counts()
-    want = Counter(sources.origins().values())
-    assert list(got.items()) == list(want.items())
+    assert list(sources.line_counts().items()) == list(Counter(sources.origins().values()).items())
 
 
 def _oversized(findings: tuple[Finding, ...]) -> list[Finding]:
-    return [f for f in findings if f.code == routelines.codes.RENDER_ROUTE_TOO_LARGE]
+    return [f for f in findings if f.code == codes.RENDER_ROUTE_TOO_LARGE]
 
 
 @_SETTINGS
@@ -76,3 +79,102 @@ def test_route_size_findings_from_counts_are_those_from_the_lines(state: MemoryS
         return
     assert _oversized(result.findings) == sorted(
         routelines.oversized(result.origins, limit, subject), key=lambda f: (f.about, f.field, f.code, f.message))
+
+
+# ---------------------------------------------------------------- endpoint addresses parsed once
+
+
+def _addresses_by_ipaddress(state: MemoryState, service: dict[str, Any], port: int,
+                            limit: int | None) -> list[tuple[str, int]]:
+    """``endpoints.endpoint_addresses`` as it was: ipaddress objects in the set, sorted by ``__lt__``."""
+    sp = backendrefs.service_port(service, port)
+    if sp is None:
+        return []
+    port_name = dig(sp, "name", default="")
+    found: set[tuple[int, Any, int]] = set()
+    for eps in endpoints.slices_of(state, namespace_of(service), name_of(service)):
+        target = next((endpoints._int(dig(p, "port")) for p in as_list(dig(eps, "ports"))
+                       if dig(p, "name", default="") == port_name), None)
+        if target is None or not 0 < target < 65536:
+            continue
+        for ep in as_list(dig(eps, "endpoints")):
+            if not endpoints._ready(ep):
+                continue
+            for addr in as_list(dig(ep, "addresses")):
+                ip = endpoints._ip(addr)
+                if ip is not None:
+                    found.add((ip.version, ip, target))
+            if limit is not None and len(found) > limit:
+                break
+        if limit is not None and len(found) > limit:
+            break
+    return [(str(ip), target) for _, ip, target in sorted(found)]
+
+
+_ADDRESSES = st.sampled_from(["10.0.0.1", "10.0.0.2", "10.0.0.10", "9.255.255.255", "010.0.0.1", "fd00::1",
+                              "FD00:0::1", "fd00::2", "::ffff:10.0.0.1", "::", "fe80::1%eth0", "2001:db8::",
+                              "host.example", "", " 10.0.0.1", 7, None, ["10.0.0.1"]])
+
+
+@st.composite
+def endpoint_slices(draw: st.DrawFn) -> list[dict[str, Any]]:
+    out = []
+    for k in range(draw(st.integers(0, 3))):
+        out.append({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                    "metadata": {"name": f"s-{k}", "namespace": "default",
+                                 "labels": {"kubernetes.io/service-name": "s"}},
+                    "ports": [{"name": draw(st.sampled_from(["http", "other"])),
+                               "port": draw(st.sampled_from([8080, 0, 70000, "x"]))}],
+                    "endpoints": [{"addresses": draw(st.lists(_ADDRESSES, max_size=4)),
+                                   "conditions": {"ready": draw(st.sampled_from([True, False, None]))}}
+                                  for _ in range(draw(st.integers(0, 4)))]})
+    return out
+
+
+@_SETTINGS
+@given(slices=endpoint_slices(), limit=st.none() | st.integers(0, 5))
+def test_endpoint_addresses_are_those_ipaddress_sorted(slices: list[dict[str, Any]], limit: int | None) -> None:
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "default"},
+               "spec": {"ports": [{"name": "http", "port": 80}]}}
+    state = MemoryState([service, *slices])
+    assert endpoints.endpoint_addresses(state, service, 80, limit=limit) == _addresses_by_ipaddress(
+        state, service, 80, limit)
+
+
+# ---------------------------------------------------------------- map entries checked in one pass
+
+
+def _register_each(recorder: helpers.Recorder, sources: SourceMap, name: str, entries: list[Any]) -> str:
+    """``Recorder.register_map``'s check as it was: every entry, markers stripped, through map_entry."""
+    bucket = recorder.maps.setdefault(f"maps/{name}", (True, []))[1]
+    for entry in entries:
+        if not isinstance(entry, str):
+            raise helpers._fail(f"RegisterMap({name!r}) entries must be strings")
+        escaping.map_entry(sources.strip_line(entry)[0])
+        bucket.append(entry)
+    return f"maps/{name}"
+
+
+_ENTRY_PIECES = st.sampled_from(["a", "b/c", " ", "  ", "#", "\n", "\t", "é", "\x1e", "\x1f", "\x7f", "x y z",
+                                 "%", "'"])
+
+
+@_SETTINGS
+@given(data=st.data())
+def test_map_entries_checked_together_pass_and_fail_as_one_by_one(data: st.DataObject) -> None:
+    sources = SourceMap()
+    marks = [sources.mark(Ref("HTTPRoute", "ns", "r"), ("spec", "rules", k)) for k in range(3)]
+    piece = st.one_of(_ENTRY_PIECES, st.sampled_from(marks))
+    entry = st.lists(piece, max_size=8).map("".join)
+    entries = data.draw(st.lists(st.one_of(entry, entry, entry, st.sampled_from([7, None])), max_size=6))
+
+    def outcome(register: Any) -> tuple[str, list[str]]:
+        recorder = helpers.Recorder(base_lines=(), sources=sources)
+        try:
+            register(recorder, entries)
+        except (helpers.TemplateError, escaping.Unsafe) as exc:
+            return f"{type(exc).__name__}: {exc}", []
+        return "ok", recorder.maps["maps/m.map"][1]
+
+    assert outcome(lambda rec, items: rec.register_map("m.map", items)) == outcome(
+        lambda rec, items: _register_each(rec, sources, "m.map", items))

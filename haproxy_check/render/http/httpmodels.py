@@ -5,10 +5,13 @@ they are user text (map entries, quoted words), so templates only lay out lines.
 from __future__ import annotations
 
 import hashlib
+import operator
 from dataclasses import dataclass, field
 
 from haproxy_check import escaping
 from haproxy_check.descriptions import ServerDesc
+
+_SORT_KEY = operator.itemgetter(0)  # map entries are (sort key, entry)
 
 WEIGHTED, FAIL = "@weighted", "@500"
 SLOTS = 100
@@ -133,4 +136,4 @@ class HttpModel:
             self.ordered.add(name)
 
     def map_entries(self, name: str) -> list[str]:
-        return [e for _, e in sorted(self.maps.get(name, []), key=lambda p: p[0])]  # type: ignore[arg-type,return-value]
+        return [e for _, e in sorted(self.maps.get(name, []), key=_SORT_KEY)]

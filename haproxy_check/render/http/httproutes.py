@@ -306,7 +306,7 @@ def commit_route(model: HttpModel, route: StagedRoute, fronts: Mapping[str, Fron
     if route.weighted:
         slots_map = model.maps.setdefault(WEIGHTED_MAP, [])
         for rid, targets in route.weighted:
-            slots_map.extend(((rid, n), f"{n}:{rid} {target}") for n, target in enumerate(targets))
+            slots_map.extend([((rid, n), f"{n}:{rid} {target}") for n, target in enumerate(targets)])
     model.ordered |= route.ordered
     model.backends.update(route.backends)
     model.uses |= route.uses
