@@ -27,7 +27,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from haproxy_check import escaping
 from haproxy_check.descriptions import Description
-from haproxy_check.render import increments, routelines, templatestate
+from haproxy_check.render import gcpause, increments, routelines, templatestate
 from haproxy_check.render.helpers import Recorder, TemplateError
 from haproxy_check.render.http import frontends, httproutes
 from haproxy_check.render.http.httpmodels import FrontendModel, HttpModel
@@ -211,6 +211,10 @@ class Renderer:
         """``previous``: the Description the data plane runs now; servers keep its slot names (``slots``).
         It acts after the route cache (on Backend() calls, whose memo keys on the renamed servers), so
         cached routes stay valid whatever the previous description is."""
+        with gcpause.paused():
+            return self._render(state, subject, previous)
+
+    def _render(self, state: State, subject: Ref | None, previous: Description | None) -> RenderResult:
         gen = self.cache.generation() if self.cache is not None else None
         sources = SourceMap(gen.origins if gen is not None else None)
         recorder = Recorder(base_lines=self.settings.base_lines(), sources=sources,

@@ -8,14 +8,17 @@ drawn texts, so a fast path that ever differs fails here rather than in a review
 from __future__ import annotations
 
 import copy
+import gc
+import threading
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from haproxy_check import escaping
-from haproxy_check.render import endpoints, helpers, routelines
+from haproxy_check.render import endpoints, gcpause, helpers, routelines
 from haproxy_check.render.rendering import Renderer, RenderError, RenderSettings
 from haproxy_check.render.sourcemaps import SourceMap
 from tests.render.test_incremental import REFS, VARIANTS
@@ -139,6 +142,48 @@ def test_endpoint_addresses_are_those_ipaddress_sorted(slices: list[dict[str, An
     state = MemoryState([service, *slices])
     assert endpoints.endpoint_addresses(state, service, 80, limit=limit) == _addresses_by_ipaddress(
         state, service, 80, limit)
+
+
+# ---------------------------------------------------------------- collection paused while rendering
+
+
+def test_collection_is_paused_while_renders_run_and_resumed_after() -> None:
+    assert gc.isenabled()
+    with gcpause.paused():
+        assert not gc.isenabled()
+        with gcpause.paused():  # a second render (another thread) ending first keeps the pause
+            pass
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), gcpause.paused():
+        raise RuntimeError("a failed render resumes collection too")
+    assert gc.isenabled()
+
+
+def test_collection_turned_off_elsewhere_stays_off() -> None:
+    gc.disable()
+    try:
+        with gcpause.paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_concurrent_renders_resume_collection_when_the_last_ends() -> None:
+    barrier = threading.Barrier(3)
+    state = MemoryState([copy.deepcopy(VARIANTS[ref][0]) for ref in REFS[:30]])
+
+    def render() -> None:
+        barrier.wait()
+        Renderer().render(state)
+
+    threads = [threading.Thread(target=render) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert gc.isenabled()
 
 
 # ---------------------------------------------------------------- map entries checked in one pass
