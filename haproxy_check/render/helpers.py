@@ -128,10 +128,14 @@ def _backend_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
     return frozen
 
 
+_PRINTABLE = bytes(range(0x20, 0x7F)) + b"\n"  # what map lines may hold (joined by line breaks)
+
+
 def _plain_entries(entries: list[Any], sources: SourceMap) -> bool:
     """Whether every entry, its markers stripped, is a plain map line (``escaping.map_entry``'s fast
-    case), found with a few scans of the joined text instead of a regex match per entry (the 100-slot
-    weight maps hold most entries). False: some entry needs the per-entry check, which explains it."""
+    case), found with one pass over the joined text for the characters and a few string tests per
+    entry, instead of a regex match per entry (the 100-slot weight maps hold most entries). False: some
+    entry needs the per-entry check, which explains it."""
     try:
         joined = "\n".join(entries)
     except TypeError:  # not all strings
@@ -139,12 +143,14 @@ def _plain_entries(entries: list[Any], sources: SourceMap) -> bool:
     if joined.count("\n") != len(entries) - 1:
         return not entries  # an entry holds a line break (or there are none)
     clean = sources.strip_line(joined)[0]
-    # each line printable ASCII, not empty, not starting with '#' or a space, not ending with a space, and
-    # (no two spaces anywhere, so) one space at most between key and value: _PLAIN_ENTRY of every line
-    return (bool(clean) and clean.isascii() and clean.replace("\n", "").isprintable()
-            and not clean.startswith(("#", " ", "\n")) and not clean.endswith((" ", "\n"))
-            and "\n\n" not in clean and "\n#" not in clean and "\n " not in clean and " \n" not in clean
-            and "  " not in clean)
+    if not clean.isascii() or clean.encode().translate(None, _PRINTABLE):
+        return False  # a character outside printable ASCII
+    # each line not empty, not starting with '#' or a space, not ending with a space, and (no two spaces
+    # anywhere, so) one space at most between key and value: _PLAIN_ENTRY of every line
+    for line in entries if clean is joined else clean.split("\n"):
+        if not line or line[0] in "# " or line[-1] == " " or "  " in line:
+            return False
+    return True
 
 
 class Recorder:
