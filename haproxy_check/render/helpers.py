@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from haproxy_check import escaping
@@ -287,6 +287,20 @@ class Recorder:
         check_file_path(path)
         self.files[path] = (kind, content)
         return path
+
+    def attempt(self, write: Callable[[Mapping[str, Any]], str], context: Mapping[str, Any]) -> str | None:
+        """``write(context)``, or None with the backends and profiles it recorded undone when it raised
+        (a fast snippet, which records nothing else, gives way to its template, whose error names the
+        template line)."""
+        backends, profiles = dict(self.backends), dict(self.profiles)
+        try:
+            return write(context)
+        except Exception:  # any failure: the template runs instead and reports it
+            self.backends.clear()
+            self.backends.update(backends)
+            self.profiles.clear()
+            self.profiles.update(profiles)
+            return None
 
     # ------------------------------------------------------------ output
 

@@ -27,7 +27,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from haproxy_check import escaping
 from haproxy_check.descriptions import Description
-from haproxy_check.render import gcpause, increments, routelines, templatestate
+from haproxy_check.render import fastsnippets, gcpause, increments, routelines, templatestate
 from haproxy_check.render.helpers import Recorder, TemplateError
 from haproxy_check.render.http import frontends, httproutes
 from haproxy_check.render.http.httpmodels import FrontendModel, HttpModel
@@ -256,7 +256,14 @@ class Renderer:
         parts: list[str] = []
         for name in self.snippets:
             try:
-                parts.append(self._env.get_template(name).render(context))
+                template = self._env.get_template(name)
+                fast = fastsnippets.for_template(name, template.filename)
+                if fast is not None:
+                    text = recorder.attempt(fast, context)
+                    if text is not None:
+                        parts.append(text)
+                        continue
+                parts.append(template.render(context))
             except SecurityError as exc:
                 raise RenderError(f"template {_where(name, exc)}: not allowed in a template: {exc}") from exc
             except (TemplateError, jinja2.TemplateError) as exc:

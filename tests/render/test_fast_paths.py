@@ -11,6 +11,7 @@ import copy
 import gc
 import threading
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from haproxy_check import escaping
-from haproxy_check.render import endpoints, gcpause, helpers, routelines
-from haproxy_check.render.rendering import Renderer, RenderError, RenderSettings
+from haproxy_check.render import endpoints, fastsnippets, gcpause, helpers, routelines
+from haproxy_check.render.rendering import BUILTIN, Renderer, RenderError, RenderSettings
 from haproxy_check.render.sourcemaps import SourceMap
-from tests.render.test_incremental import REFS, VARIANTS
+from tests.render.test_incremental import REFS, ROUTE_KINDS, VARIANTS, assert_same, outcome
 from validators import codes
 from validators.crossobject import backendrefs
 from validators.findings import Finding
@@ -223,3 +224,55 @@ def test_map_entries_checked_together_pass_and_fail_as_one_by_one(data: st.DataO
 
     assert outcome(lambda rec, items: rec.register_map("m.map", items)) == outcome(
         lambda rec, items: _register_each(rec, sources, "m.map", items))
+
+
+# ---------------------------------------------------------------- shipped snippets written in Python
+
+
+def _jinja_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fastsnippets, "SHIPPED", {})
+
+
+@_SETTINGS
+@given(state=fixture_states(), data=st.data())
+def test_python_snippets_render_the_bytes_of_their_templates(state: MemoryState, data: st.DataObject) -> None:
+    routes = sorted(r for r in REFS if r.kind in ROUTE_KINDS and state.get(r.kind, r.namespace, r.name))
+    subject = data.draw(st.none() | st.sampled_from(routes)) if routes else None
+    fast = outcome(Renderer(incremental=data.draw(st.booleans())), state, subject)
+    previous = fast.description if not isinstance(fast, str) and data.draw(st.booleans()) else None
+    if previous is not None:  # the data plane's servers keep their slots: Backend() renames them
+        fast = outcome(Renderer(), state, subject, previous)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _jinja_only(monkeypatch)
+        assert fastsnippets.for_template("600-http-backends.cfg.j2", str(BUILTIN / "600-http-backends.cfg.j2")) is None
+        want = outcome(Renderer(incremental=False), state, subject, previous)
+    assert_same(fast, want)
+
+
+def test_every_python_snippet_is_for_the_shipped_text() -> None:
+    """A shipped template edited without its Python version would silently render through jinja2."""
+    for name in fastsnippets.SHIPPED:
+        assert fastsnippets.for_template(name, str(BUILTIN / name)) is not None, name
+
+
+def test_a_user_template_overriding_a_python_snippet_is_rendered(tmp_path: Path) -> None:
+    state = MemoryState([copy.deepcopy(VARIANTS[ref][0]) for ref in REFS])
+    shipped = Renderer().render(state).files["haproxy.cfg"]
+    assert b"\nbackend gw_h_" in shipped
+    (tmp_path / "600-http-backends.cfg.j2").write_text("# no HTTP backends here\n")
+    mine = Renderer(template_dirs=[tmp_path]).render(state).files["haproxy.cfg"]
+    assert b"# no HTTP backends here\n" in mine and b"\nbackend gw_h_" not in mine
+
+
+def test_a_failing_python_snippet_gives_way_to_its_template(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the Python version recorded before it failed is undone; the template's output stands."""
+    state = MemoryState([copy.deepcopy(VARIANTS[ref][0]) for ref in REFS])
+    want = Renderer(incremental=False).render(state)
+    digest, write = fastsnippets.SHIPPED["600-http-backends.cfg.j2"]
+
+    def half(context: Any) -> str:
+        write(context)
+        raise ValueError("late")
+
+    monkeypatch.setattr(fastsnippets, "SHIPPED", {"600-http-backends.cfg.j2": (digest, half)})
+    assert_same(Renderer(incremental=False).render(state), want)
