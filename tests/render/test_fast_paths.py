@@ -11,6 +11,7 @@ import copy
 import gc
 import threading
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,11 @@ from haproxy_check import escaping
 from haproxy_check.render import endpoints, fastsnippets, gcpause, helpers, routelines
 from haproxy_check.render.rendering import BUILTIN, Renderer, RenderError, RenderSettings
 from haproxy_check.render.sourcemaps import SourceMap
+from haproxy_check.results import Origin
 from tests.render.test_incremental import REFS, ROUTE_KINDS, VARIANTS, assert_same, outcome
 from validators import codes
 from validators.crossobject import backendrefs
-from validators.findings import Finding
+from validators.findings import Finding, PathPart, Severity, format_path
 from validators.limits import Limits
 from validators.objects import Ref, as_list, dig, name_of, namespace_of
 from validators.states import MemoryState
@@ -65,6 +67,27 @@ def test_line_counts_are_the_origins_of_the_lines(data: st.DataObject, files: li
     assert list(sources.line_counts().items()) == list(Counter(sources.origins().values()).items())
 
 
+def _oversized_by_lines(lines: Mapping[tuple[str, int], Origin], limit: int, subject: Ref | None) -> list[Finding]:
+    """``routelines.oversized`` as it was: a Counter per route and field over every line's origin."""
+    per_route: Counter[Ref] = Counter()
+    per_field: dict[Ref, Counter[tuple[PathPart, ...]]] = {}
+    for origin in lines.values():
+        if origin.ref.kind in routelines.ROUTE_KINDS:
+            per_route[origin.ref] += 1
+            per_field.setdefault(origin.ref, Counter())[origin.path[:3]] += 1
+    found = []
+    for ref, count in sorted(per_route.items(), key=lambda item: str(item[0])):
+        if count <= limit:
+            continue
+        (field, most), = per_field[ref].most_common(1)
+        found.append(Finding(
+            codes.RENDER_ROUTE_TOO_LARGE, f"the route renders {count} configuration lines and map entries; the "
+            f"limit is {limit} (limits.linesPerRoute); {most} of them come from {format_path(field) or 'the route'}:"
+            " split the route or use fewer matches, hostnames or parentRefs",
+            field, Severity.DENY, subject=ref == subject, about=str(ref)))
+    return found
+
+
 def _oversized(findings: tuple[Finding, ...]) -> list[Finding]:
     return [f for f in findings if f.code == codes.RENDER_ROUTE_TOO_LARGE]
 
@@ -82,7 +105,7 @@ def test_route_size_findings_from_counts_are_those_from_the_lines(state: MemoryS
     except RenderError:
         return
     assert _oversized(result.findings) == sorted(
-        routelines.oversized(result.origins, limit, subject), key=lambda f: (f.about, f.field, f.code, f.message))
+        _oversized_by_lines(result.origins, limit, subject), key=lambda f: (f.about, f.field, f.code, f.message))
 
 
 # ---------------------------------------------------------------- endpoint addresses parsed once
