@@ -299,3 +299,35 @@ def test_a_failing_python_snippet_gives_way_to_its_template(monkeypatch: pytest.
 
     monkeypatch.setattr(fastsnippets, "SHIPPED", {"600-http-backends.cfg.j2": (digest, half)})
     assert_same(Renderer(incremental=False).render(state), want)
+
+
+# ---------------------------------------------------------------- shipped templates that loop less
+
+
+_CORS = "http-frontend/200-cors.cfg.j2"
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(state=fixture_states())
+def test_cors_rules_picked_in_python_render_what_the_filtered_loop_did(state: MemoryState, tmp_path_factory: Any,
+                                                                      ) -> None:
+    """``fe.cors_rules`` in the shipped CORS snippet gives the bytes of its old ``fe.rules if rule.cors`` loop
+    (run here as a user template)."""
+    shipped = (BUILTIN / _CORS).read_text()
+    first, rest = shipped.split("\n", 1)
+    assert first == "{% for rule in fe.cors_rules %}"
+    old = tmp_path_factory.mktemp("old")
+    (old / "http-frontend").mkdir()
+    (old / _CORS).write_text("{% for rule in fe.rules if rule.cors %}\n" + rest)
+    assert_same(outcome(Renderer(incremental=False), state, None),
+                outcome(Renderer(incremental=False, template_dirs=[old]), state, None))
+
+
+def test_cors_rules_of_every_fixture_render_as_the_filtered_loop_did(tmp_path: Path) -> None:
+    state = MemoryState([copy.deepcopy(VARIANTS[ref][0]) for ref in REFS])
+    rest = (BUILTIN / _CORS).read_text().split("\n", 1)[1]
+    (tmp_path / "http-frontend").mkdir()
+    (tmp_path / _CORS).write_text("{% for rule in fe.rules if rule.cors %}\n" + rest)
+    new = Renderer(incremental=False).render(state)
+    assert b"    # CORS " in new.files["haproxy.cfg"]
+    assert_same(new, Renderer(incremental=False, template_dirs=[tmp_path]).render(state))

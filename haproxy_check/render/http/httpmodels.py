@@ -104,6 +104,12 @@ class FrontendModel:
     reject_all: bool = False  # client validation without a usable CA: the frontend accepts no traffic
     trust_mark: str = ""  # source-map marker of the validation block, on the bind line
 
+    @property
+    def cors_rules(self) -> list[RuleModel]:
+        """The rules with a CORS filter, picked in Python: a template's ``for rule in fe.rules if rule.cors``
+        pays the sandbox's attribute check on every rule of the frontend."""
+        return [rule for rule in self.rules if rule.cors]
+
 
 @dataclass(slots=True)
 class HeaderOps:
