@@ -25,6 +25,7 @@ from haproxy_check.render.rendering import BUILTIN, Renderer, RenderError, Rende
 from haproxy_check.render.sourcemaps import SourceMap
 from haproxy_check.results import Origin
 from tests.render.test_incremental import REFS, ROUTE_KINDS, VARIANTS, assert_same, outcome
+from tests.render.test_line_words import GW, SVC, maximal_route
 from validators import codes
 from validators.crossobject import backendrefs
 from validators.findings import Finding, PathPart, Severity, format_path
@@ -331,3 +332,42 @@ def test_cors_rules_of_every_fixture_render_as_the_filtered_loop_did(tmp_path: P
     new = Renderer(incremental=False).render(state)
     assert b"    # CORS " in new.files["haproxy.cfg"]
     assert_same(new, Renderer(incremental=False, template_dirs=[tmp_path]).render(state))
+
+
+# the advanced matching block of 400-http-frontends as the jinja2 loop it was before fe.advanced_lines()
+_ADVANCED_LOOP = (Path(__file__).resolve().parents[1] / "data" / "render" / "advanced-loop-400.j2.txt").read_text()
+_FRONTENDS = "400-http-frontends.cfg.j2"
+
+
+def _old_frontends(directory: Path) -> Path:
+    shipped = (BUILTIN / _FRONTENDS).read_text()
+    assert shipped.count("{{ fe.advanced_lines() }}") == 1
+    (directory / _FRONTENDS).write_text(shipped.replace("{{ fe.advanced_lines() }}", _ADVANCED_LOOP))
+    return directory
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(state=fixture_states())
+def test_advanced_lines_in_python_render_what_the_template_loop_did(state: MemoryState, tmp_path_factory: Any,
+                                                                    ) -> None:
+    old = _old_frontends(tmp_path_factory.mktemp("old"))
+    assert_same(outcome(Renderer(incremental=False), state, None),
+                outcome(Renderer(incremental=False, template_dirs=[old]), state, None))
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(regex=st.booleans(), hosts=st.integers(1, 90), headers=st.integers(0, 16), method=st.booleans())
+def test_split_advanced_lines_render_what_the_template_loop_did(regex: bool, hosts: int, headers: int, method: bool,
+                                                                tmp_path_factory: Any) -> None:
+    """Lines over 64 words (named ACLs, hostnames 40 to a line) as well as one-line ones."""
+    route = maximal_route(regex=regex)
+    route["spec"]["hostnames"] = [f"h{i}.example.com" for i in range(hosts)]
+    for match in route["spec"]["rules"][0]["matches"]:
+        match["headers"] = match["headers"][:headers]
+        if not method:
+            del match["method"]
+    state = MemoryState([copy.deepcopy(GW), copy.deepcopy(SVC), route])
+    old = _old_frontends(tmp_path_factory.mktemp("old"))
+    new = outcome(Renderer(incremental=False), state, None)
+    assert_same(new, outcome(Renderer(incremental=False, template_dirs=[old]), state, None))
+    assert not isinstance(new, str) and b"# Advanced route matching" in new.files["haproxy.cfg"]
