@@ -371,3 +371,10 @@ def test_split_advanced_lines_render_what_the_template_loop_did(regex: bool, hos
     new = outcome(Renderer(incremental=False), state, None)
     assert_same(new, outcome(Renderer(incremental=False, template_dirs=[old]), state, None))
     assert not isinstance(new, str) and b"# Advanced route matching" in new.files["haproxy.cfg"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(st.sampled_from(["a", "b", " ", "  ", "\t", "'", '"', "\\", "#", "{", "}", "-m", "\n", "é"]),
+                     max_size=30).map("".join))
+def test_word_count_without_double_quotes_escapes_or_comments_is_the_character_loop(text: str) -> None:
+    assert escaping.word_count(text) == escaping._word_count(text)
