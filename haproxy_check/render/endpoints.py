@@ -15,6 +15,7 @@ server.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Sequence
 from typing import Any
@@ -65,6 +66,14 @@ def _ip(text: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     return None if isinstance(ip, ipaddress.IPv6Address) and ip.scope_id is not None else ip
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _parsed(text: str) -> tuple[int, int, str] | None:
+    """``_ip(text)`` as (version, number, canonical text): remembered, since the same endpoints come back
+    in every backend of a Service and every render, and plain ints sort without ``ipaddress.__lt__``."""
+    ip = _ip(text)
+    return None if ip is None else (ip.version, int(ip), str(ip))
+
+
 def _slices_by_service(state: State) -> dict[tuple[str, str], list[Obj]]:
     index: dict[tuple[str, str], list[Obj]] = {}
     for eps in state.list("EndpointSlice"):
@@ -91,7 +100,8 @@ def endpoint_addresses(state: State, service: Obj, port: int, *, limit: int | No
     if sp is None:
         return []
     port_name = dig(sp, "name", default="")
-    found: set[tuple[int, ipaddress.IPv4Address | ipaddress.IPv6Address, int]] = set()  # (version, ip, port)
+    found: set[tuple[int, int, int]] = set()  # (version, address as a number, port)
+    texts: dict[tuple[int, int], str] = {}  # (version, number) -> the address's canonical text
     for eps in slices_of(state, namespace_of(service), name_of(service)):
         target = next((_int(dig(p, "port")) for p in as_list(dig(eps, "ports"))
                        if dig(p, "name", default="") == port_name), None)
@@ -101,14 +111,15 @@ def endpoint_addresses(state: State, service: Obj, port: int, *, limit: int | No
             if not _ready(ep):
                 continue
             for addr in as_list(dig(ep, "addresses")):
-                ip = _ip(addr)
+                ip = _parsed(addr) if isinstance(addr, str) else None
                 if ip is not None:
-                    found.add((ip.version, ip, target))
+                    found.add((ip[0], ip[1], target))
+                    texts[ip[0], ip[1]] = ip[2]
             if limit is not None and len(found) > limit:
                 break
         if limit is not None and len(found) > limit:
             break
-    return [(str(ip), target) for _, ip, target in sorted(found)]  # each address parsed once
+    return [(texts[version, number], target) for version, number, target in sorted(found)]
 
 
 def servers_for(state: State, service: Obj, port: int, *, weight: int = 1,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from haproxy_check import escaping
@@ -128,6 +128,31 @@ def _backend_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
     return frozen
 
 
+_PRINTABLE = bytes(range(0x20, 0x7F)) + b"\n"  # what map lines may hold (joined by line breaks)
+
+
+def _plain_entries(entries: list[Any], sources: SourceMap) -> bool:
+    """Whether every entry, its markers stripped, is a plain map line (``escaping.map_entry``'s fast
+    case), found with one pass over the joined text for the characters and a few string tests per
+    entry, instead of a regex match per entry (the 100-slot weight maps hold most entries). False: some
+    entry needs the per-entry check, which explains it."""
+    try:
+        joined = "\n".join(entries)
+    except TypeError:  # not all strings
+        return False
+    if joined.count("\n") != len(entries) - 1:
+        return not entries  # an entry holds a line break (or there are none)
+    clean = sources.strip_line(joined)[0]
+    if not clean.isascii() or clean.encode().translate(None, _PRINTABLE):
+        return False  # a character outside printable ASCII
+    # each line not empty, not starting with '#' or a space, not ending with a space, and (no two spaces
+    # anywhere, so) one space at most between key and value: _PLAIN_ENTRY of every line
+    for line in entries if clean is joined else clean.split("\n"):
+        if not line or line[0] in "# " or line[-1] == " " or "  " in line:
+            return False
+    return True
+
+
 class Recorder:
     """The state behind the helpers for one render: backends, profiles, maps, files."""
 
@@ -242,8 +267,12 @@ class Recorder:
         if known is not None and known[0] != ordered:
             raise _fail(f"RegisterMap({name!r}) registered both ordered and unordered")
         bucket = self.maps.setdefault(path, (ordered, []))[1]
+        items = list(entries)
+        if _plain_entries(items, self._sources):
+            bucket.extend(items)
+            return path
         checked = self._memo.entries
-        for entry in entries:
+        for entry in items:
             if entry not in checked:
                 if not isinstance(entry, str):
                     raise _fail(f"RegisterMap({name!r}) entries must be strings")
@@ -258,6 +287,20 @@ class Recorder:
         check_file_path(path)
         self.files[path] = (kind, content)
         return path
+
+    def attempt(self, write: Callable[[Mapping[str, Any]], str], context: Mapping[str, Any]) -> str | None:
+        """``write(context)``, or None with the backends and profiles it recorded undone when it raised
+        (a fast snippet, which records nothing else, gives way to its template, whose error names the
+        template line)."""
+        backends, profiles = dict(self.backends), dict(self.profiles)
+        try:
+            return write(context)
+        except Exception:  # any failure: the template runs instead and reports it
+            self.backends.clear()
+            self.backends.update(backends)
+            self.profiles.clear()
+            self.profiles.update(profiles)
+            return None
 
     # ------------------------------------------------------------ output
 

@@ -27,7 +27,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from haproxy_check import escaping
 from haproxy_check.descriptions import Description
-from haproxy_check.render import increments, routelines, templatestate
+from haproxy_check.render import fastsnippets, gcpause, increments, routelines, templatestate
 from haproxy_check.render.helpers import Recorder, TemplateError
 from haproxy_check.render.http import frontends, httproutes
 from haproxy_check.render.http.httpmodels import FrontendModel, HttpModel
@@ -211,6 +211,10 @@ class Renderer:
         """``previous``: the Description the data plane runs now; servers keep its slot names (``slots``).
         It acts after the route cache (on Backend() calls, whose memo keys on the renamed servers), so
         cached routes stay valid whatever the previous description is."""
+        with gcpause.paused():
+            return self._render(state, subject, previous)
+
+    def _render(self, state: State, subject: Ref | None, previous: Description | None) -> RenderResult:
         gen = self.cache.generation() if self.cache is not None else None
         sources = SourceMap(gen.origins if gen is not None else None)
         recorder = Recorder(base_lines=self.settings.base_lines(), sources=sources,
@@ -252,7 +256,14 @@ class Renderer:
         parts: list[str] = []
         for name in self.snippets:
             try:
-                parts.append(self._env.get_template(name).render(context))
+                template = self._env.get_template(name)
+                fast = fastsnippets.for_template(name, template.filename)
+                if fast is not None:
+                    text = recorder.attempt(fast, context)
+                    if text is not None:
+                        parts.append(text)
+                        continue
+                parts.append(template.render(context))
             except SecurityError as exc:
                 raise RenderError(f"template {_where(name, exc)}: not allowed in a template: {exc}") from exc
             except (TemplateError, jinja2.TemplateError) as exc:
@@ -270,7 +281,7 @@ class Renderer:
         if self.cache is not None and gen is not None:
             self.cache.done(gen, seen, recorder)
         origins = sources.origins()
-        findings += routelines.oversized(origins, self.settings.limits.lines_per_route, subject)
+        findings += routelines.oversized_counts(sources.line_counts(), self.settings.limits.lines_per_route, subject)
         return RenderResult(files=dict(sorted(files.items())), origins=origins,
                             description=recorder.description(
                                 map_texts, frame=frames.digest(clean_cfg, recorder.backends, recorder.profiles)),

@@ -9,6 +9,7 @@ who can split them. Servers are bounded separately (``limits.serversPerBackend``
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Mapping
 
@@ -23,17 +24,26 @@ ROUTE_KINDS = (*attachments.ROUTE_KINDS, "Route")
 
 def oversized(lines: Mapping[tuple[str, int], Origin], limit: int, subject: Ref | None) -> list[Finding]:
     """One denying finding per route whose rendered lines exceed ``limit``."""
-    per_route: Counter[Ref] = Counter()
-    per_field: dict[Ref, Counter[tuple[PathPart, ...]]] = {}
-    for origin in lines.values():
-        if origin.ref.kind in ROUTE_KINDS:
-            per_route[origin.ref] += 1
-            per_field.setdefault(origin.ref, Counter())[origin.path[:3]] += 1
+    return oversized_counts(Counter(lines.values()), limit, subject)
+
+
+def oversized_counts(counts: Mapping[Origin, int], limit: int, subject: Ref | None) -> list[Finding]:
+    """``oversized`` from how many lines each origin marks (``SourceMap.line_counts``, in first-line order:
+    a tie between fields goes to the one seen first)."""
+    per_field: dict[Ref, dict[tuple[PathPart, ...], int]] = {}  # fields in the order first seen
+    for origin, n in counts.items():
+        ref = origin.ref
+        if ref.kind in ROUTE_KINDS:
+            fields = per_field.get(ref)
+            if fields is None:
+                fields = per_field[ref] = {}
+            field = origin.path[:3]
+            fields[field] = fields.get(field, 0) + n
+    over = [(ref, sum(fields.values())) for ref, fields in per_field.items()]
     found = []
-    for ref, count in sorted(per_route.items(), key=lambda item: str(item[0])):
-        if count <= limit:
-            continue
-        (field, most), = per_field[ref].most_common(1)
+    for ref, count in sorted((item for item in over if item[1] > limit), key=lambda item: str(item[0])):
+        # the field with most lines; on a tie the first seen (Counter.most_common(1) picks the same)
+        field, most = max(per_field[ref].items(), key=operator.itemgetter(1))
         found.append(Finding(
             codes.RENDER_ROUTE_TOO_LARGE, f"the route renders {count} configuration lines and map entries; the "
             f"limit is {limit} (limits.linesPerRoute); {most} of them come from {format_path(field) or 'the route'}:"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import threading
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from haproxy_check.results import Origin
@@ -19,6 +20,8 @@ from validators.objects import Ref
 
 _OPEN, _CLOSE = "\x1e", "\x1f"
 _MARK = re.compile("\x1e(\\d+)\x1f")
+# the last marker of a line (no other marker after it before the line ends): the line's origin
+_LAST_MARK = re.compile("\x1e(\\d+)\x1f(?=(?:[^\n\x1e]|\x1e(?!\\d+\x1f))*(?:\n|\\Z))")
 
 
 class Origins:
@@ -67,6 +70,7 @@ class SourceMap:
         self.mark = self._origins.mark
         self.lines: dict[tuple[str, int], Origin] = {}
         self._pending: list[tuple[str, bytes]] = []
+        self._counts: list[Counter[str]] = []  # per stripped file: its lines' last markers, first line first
 
     def strip_line(self, text: str) -> tuple[str, Origin | None]:
         """One line without markers, and its most specific (last) origin."""
@@ -97,7 +101,21 @@ class SourceMap:
         if _OPEN not in text:
             return text
         self._pending.append((file, zlib.compress(text.encode(), 1)))
+        self._counts.append(Counter(_LAST_MARK.findall(text)))
         return _MARK.sub("", text)
+
+    def line_counts(self) -> Counter[Origin]:
+        """How many lines each origin marks (as ``origins()`` would map them: a line's last marker), in the
+        order of each origin's first line; without working out which lines those are."""
+        files = [file for file, _ in self._pending]
+        if len(set(files)) != len(files) or any(key[0] in files for key in self.lines):
+            return Counter(self.origins().values())  # a file stripped twice: the later text's lines count
+        counts: Counter[Origin] = Counter(self.lines.values())
+        table = self._origins.table()
+        for per_file in self._counts:
+            for number, n in per_file.items():
+                counts[table[int(number)]] += n
+        return counts
 
     def origins(self) -> Mapping[tuple[str, int], Origin]:
         """The lines' origins: those ``resolve`` recorded, and those of the files ``strip`` took, found when

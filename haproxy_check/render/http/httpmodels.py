@@ -5,10 +5,13 @@ they are user text (map entries, quoted words), so templates only lay out lines.
 from __future__ import annotations
 
 import hashlib
+import operator
 from dataclasses import dataclass, field
 
 from haproxy_check import escaping
 from haproxy_check.descriptions import ServerDesc
+
+_SORT_KEY = operator.itemgetter(0)  # map entries are (sort key, entry)
 
 WEIGHTED, FAIL = "@weighted", "@500"
 SLOTS = 100
@@ -101,6 +104,40 @@ class FrontendModel:
     reject_all: bool = False  # client validation without a usable CA: the frontend accepts no traffic
     trust_mark: str = ""  # source-map marker of the validation block, on the bind line
 
+    def advanced_lines(self) -> str:
+        """The advanced matching block of the shipped ``400-http-frontends`` template (comment, then per
+        line its comment and its rule-selection line, split into named ACLs when over 64 words), written
+        in Python: through the sandbox every attribute of every line costs a check."""
+        if not self.advanced:
+            return ""
+        out = ["    # Advanced route matching (in precedence order; a path-only candidate with a more specific "
+               "path wins)\n"]
+        for _, adv in self.advanced:
+            out.append(f"    # {adv.comment}\n")
+            guards = f"str({adv.value}) if !{{ var(txn.gw_sel) -m found }} !{{ var(txn.gw_cs) -m int gt {adv.score} }}"
+            if adv.split:
+                acl = adv.acl
+                vhosts = list(adv.vhosts)
+                for start in range(0, len(vhosts), LIST_CHUNK):
+                    words = "".join(f" {vh}" for vh in vhosts[start:start + LIST_CHUNK])
+                    out.append(f"    acl {acl}_vh var(txn.gw_vh) -m str --{words}{adv.mark}\n")
+                for k, cond in enumerate(adv.acl_conditions):
+                    out.append(f"    acl {acl}_{k} {cond}{adv.mark}\n")
+                names = "".join(f" {acl}_{k}" for k in range(len(adv.conditions)))
+                out.append(f"    http-request set-var(txn.gw_sel) {guards} {acl}_vh{names}{adv.mark}\n")
+            else:
+                words = "".join(f" {vh}" for vh in adv.vhosts)
+                conds = "".join(f" {c}" for c in adv.conditions)
+                out.append(f"    http-request set-var(txn.gw_sel) {guards} {{ var(txn.gw_vh) -m str --{words} }}"
+                           f"{conds}{adv.mark}\n")
+        return "".join(out)
+
+    @property
+    def cors_rules(self) -> list[RuleModel]:
+        """The rules with a CORS filter, picked in Python: a template's ``for rule in fe.rules if rule.cors``
+        pays the sandbox's attribute check on every rule of the frontend."""
+        return [rule for rule in self.rules if rule.cors]
+
 
 @dataclass(slots=True)
 class HeaderOps:
@@ -133,4 +170,4 @@ class HttpModel:
             self.ordered.add(name)
 
     def map_entries(self, name: str) -> list[str]:
-        return [e for _, e in sorted(self.maps.get(name, []), key=lambda p: p[0])]  # type: ignore[arg-type,return-value]
+        return [e for _, e in sorted(self.maps.get(name, []), key=_SORT_KEY)]

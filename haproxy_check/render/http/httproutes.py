@@ -306,7 +306,7 @@ def commit_route(model: HttpModel, route: StagedRoute, fronts: Mapping[str, Fron
     if route.weighted:
         slots_map = model.maps.setdefault(WEIGHTED_MAP, [])
         for rid, targets in route.weighted:
-            slots_map.extend(((rid, n), f"{n}:{rid} {target}") for n, target in enumerate(targets))
+            slots_map.extend([((rid, n), f"{n}:{rid} {target}") for n, target in enumerate(targets)])
     model.ordered |= route.ordered
     model.backends.update(route.backends)
     model.uses |= route.uses
@@ -355,6 +355,7 @@ def _side_backend(staged: HttpModel, taken: Container[str], ctx: Context, route:
 def _matches(staged: HttpModel, ctx: Context, route: Obj, rule: Any, i: int, rm: RuleModel,
              targets: dict[str, tuple[FrontendModel, list[str]]], grpc: bool) -> set[int]:
     ref = ref_of(route)
+    created = created_at(route)
     matches = as_list(dig(rule, "matches")) or [{}]
     plens: set[int] = set()
     for j, raw in enumerate(matches):
@@ -367,17 +368,19 @@ def _matches(staged: HttpModel, ctx: Context, route: Obj, rule: Any, i: int, rm:
         if ptype == precedence.PREFIX:
             plens.add(plen)
         key = precedence.key(path_score=score, method=has_method, headers=len(as_list(dig(raw, "headers"))),
-                             queries=len(as_list(dig(raw, "queryParams"))), created=created_at(route),
+                             queries=len(as_list(dig(raw, "queryParams"))), created=created,
                              namespace=ref.namespace, name=ref.name, rule_index=i, match_index=j)
         mark = ctx.mark(ref, vpath)
         why = "-".join(reason) if reason else "path"
         value_field = f"{score}|{rm.rid}|{plen}|{why.replace(' ', ':')}"
+        guarded: tuple[tuple[str, ...], str] | None = None  # the same in every frontend: made once
         for fe, vhosts in targets.values():
             if conds:
-                cond = _path_condition(ptype, value, prefix)
-                adv = Advanced(value_field, score, tuple(vhosts), tuple(c for c in (cond, *conds) if c),
-                               f"{ref.kind} {ref.namespace}/{ref.name} rule {i} match {j} - {' '.join(reason)}",
-                               mark)
+                if guarded is None:
+                    cond = _path_condition(ptype, value, prefix)
+                    guarded = (tuple(c for c in (cond, *conds) if c),
+                               f"{ref.kind} {ref.namespace}/{ref.name} rule {i} match {j} - {' '.join(reason)}")
+                adv = Advanced(value_field, score, tuple(vhosts), guarded[0], guarded[1], mark)
                 staged.pending.setdefault(fe.name, []).append((key, adv))
                 continue
             for vh in vhosts:
