@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from haproxy_check.check import binaries
+from haproxy_check.render.rendering import Renderer
 from validators.changes import Change, Operation
 from validators.findings import Severity, denies
 from validators.objects import KINDS, REVIEWED_KINDS, Obj, Ref, ref_of
@@ -58,6 +59,13 @@ def _read_inputs(args: argparse.Namespace) -> inputs.Loaded:
     loaded = inputs.read(args.files or [], keep_texts=True, follow_symlinks=args.follow_symlinks)
     loaded.objects = [replace(i, obj=with_namespace(i.obj)) for i in loaded.objects]
     return loaded
+
+
+def _one_shot(gate: Gate) -> Gate:
+    """The gate of a run that renders big states and exits: its renders pause cyclic collection."""
+    if isinstance(gate.renderer, Renderer):
+        gate.renderer.pause_collection = True
+    return gate
 
 
 def _is_review(item: inputs.Located) -> bool:
@@ -279,7 +287,7 @@ async def _check(args: argparse.Namespace) -> int:
     # (3-4 s for 10,000 routes on 2 cores). Under a review's deadline that check times out on a busy
     # machine, and N one-by-one reviews follow: the deadline grows with the inputs instead.
     timeout = max(args.check_timeout, COMBINED_CHECK_SECONDS_PER_OBJECT * len(located))
-    gate = build_gate(binary, replace(settings_from(args), check_timeout=timeout))
+    gate = _one_shot(build_gate(binary, replace(settings_from(args), check_timeout=timeout)))
     workers = ruleworkers.worker_count() if args.jobs is None else args.jobs
     results = await judge(gate, base, base_objects, located, skip, workers=workers) if located else []
     report = reports.Report(problems=sorted(problems, key=lambda p: (p.file, p.line, p.column)),
@@ -334,7 +342,7 @@ async def render(args: argparse.Namespace) -> int:
             print(f"{reports.clean(problem)}", file=sys.stderr)
         return EXIT_INPUT
     _, base_objects = load_state(args.state)
-    gate = build_gate(binary, settings_from(args))
+    gate = _one_shot(build_gate(binary, settings_from(args)))
     state = gate.scope.view(MemoryState(list(_combine(base_objects, loaded.objects).values()), version="render"))
     previous = plans.load_description(args.previous) if args.previous else None
     result = gate.renderer.render(state, subject=None, previous=previous)

@@ -52,7 +52,7 @@ LOWEST = 19  # nice value of the background render and haproxy -c
 def _render_whole(settings: RenderSettings, template_dirs: tuple[str, ...], objects: list[Obj],
                   version: str) -> RenderResult:
     """The whole state rendered in the worker process (what the gate's renderer would produce)."""
-    renderer = Renderer(settings=settings, template_dirs=[Path(d) for d in template_dirs])
+    renderer = Renderer(settings=settings, template_dirs=[Path(d) for d in template_dirs], pause_collection=True)
     return renderer.render(MemoryState(objects, version=version), subject=None)
 
 

@@ -167,8 +167,12 @@ class Renderer:
     gives. One Renderer may render in several threads at once."""
 
     def __init__(self, *, settings: RenderSettings | None = None, template_dirs: Sequence[Path] = (),
-                 incremental: bool = True) -> None:
+                 incremental: bool = True, pause_collection: bool = False) -> None:
         self.settings = settings or RenderSettings()
+        # Pause cyclic collection during each render (``gcpause``): for processes that render big states
+        # and little else (routegate check/render, the background full check's worker). Not in the
+        # serving process: its renders overlap under a burst, and it would not collect while they last.
+        self.pause_collection = pause_collection
         self.cache = increments.RouteCache() if incremental else None
         for value in self.settings.base_lines():
             escaping.check(value, key=False)
@@ -211,6 +215,8 @@ class Renderer:
         """``previous``: the Description the data plane runs now; servers keep its slot names (``slots``).
         It acts after the route cache (on Backend() calls, whose memo keys on the renamed servers), so
         cached routes stay valid whatever the previous description is."""
+        if not self.pause_collection:
+            return self._render(state, subject, previous)
         with gcpause.paused():
             return self._render(state, subject, previous)
 

@@ -201,7 +201,7 @@ def test_concurrent_renders_resume_collection_when_the_last_ends() -> None:
 
     def render() -> None:
         barrier.wait()
-        Renderer().render(state)
+        Renderer(pause_collection=True).render(state)
 
     threads = [threading.Thread(target=render) for _ in range(3)]
     for t in threads:
@@ -209,6 +209,22 @@ def test_concurrent_renders_resume_collection_when_the_last_ends() -> None:
     for t in threads:
         t.join()
     assert gc.isenabled()
+
+
+def test_only_renderers_of_one_shot_processes_pause_collection() -> None:
+    """The serving process's renders (the default) keep collecting; check/render and the background
+    full check's worker ask for the pause."""
+    state = MemoryState([copy.deepcopy(VARIANTS[ref][0]) for ref in REFS[:5]])
+    seen: list[bool] = []
+
+    class Watching(Renderer):
+        def _render(self, *args: Any) -> Any:
+            seen.append(gc.isenabled())
+            return super()._render(*args)
+
+    Watching().render(state)
+    Watching(pause_collection=True).render(state)
+    assert seen == [True, False] and gc.isenabled()
 
 
 # ---------------------------------------------------------------- map entries checked in one pass

@@ -124,3 +124,11 @@ def test_check_reports_the_same_with_and_without_jobs(tmp_path: Path) -> None:
 def test_jobs_must_be_a_count() -> None:
     run = routegate("check", "-f", str(STATE_DIR), "--jobs", "-1")
     assert run.returncode == 2 and "must be 0 or more, got -1" in run.stderr
+
+
+def test_check_and_render_pause_collection_in_their_renders_and_serve_does_not(gate: Gate) -> None:
+    from haproxy_check.render.rendering import Renderer
+    from webhook import checking
+
+    assert isinstance(gate.renderer, Renderer) and not gate.renderer.pause_collection
+    assert checking._one_shot(gate).renderer.pause_collection  # type: ignore[attr-defined]
