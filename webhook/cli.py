@@ -138,8 +138,8 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--skip-kinds", metavar="KIND,...", type=flags.kinds, action="append", default=[],
                        help="do not judge objects of these kinds (they still count as state)")
     check.add_argument("--jobs", "-j", type=flags.nonnegative_int, default=None, metavar="N",
-                       help="processes that judge the inputs' rules next to the render and haproxy -c "
-                            "(default: one per CPU; 0: none, all in one process)")
+                       help="worker processes that judge the inputs' rules while this one renders and runs "
+                            "haproxy -c (default: one fewer than the CPUs; 0: none, all in one process)")
     check.add_argument("--output", "-o", choices=OUTPUTS, default="text",
                        help="text (default), json, yaml, junit (XML), github (workflow annotations), sarif")
 

@@ -6,7 +6,8 @@ its status. The per-input part is pure CPU work in Python, so threads cannot sha
 worker processes can. They are forked from the gate's process, so the state, its indexes and the
 compiled schemas and CEL programs come along as they are, without pickling ten thousand objects:
 only input numbers go to a worker, and findings and statuses come back. Meanwhile the parent renders
-and runs ``haproxy -c`` (its own process), so that check no longer waits behind the rules.
+and runs ``haproxy -c``; then it takes back the chunks no worker has started and judges them itself,
+so every CPU stays busy to the end (one worker per other CPU).
 
 A worker runs exactly ``rules.run`` and ``statuses.status_of`` as the gate would in-process: the
 verdicts are the same (``tests/test_ruleworkers.py`` compares them). Where ``fork`` is not available,
@@ -76,12 +77,13 @@ def _judge_chunk(indices: list[int]) -> list[Prejudged]:
 
 
 def worker_count() -> int:
-    """Worker processes to use: one per CPU this process may run on, none on a single CPU."""
+    """Worker processes to use beside this one: one per other CPU this process may run on (this one
+    renders and then judges with them), none on a single CPU."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    return cpus if cpus > 1 else 0
+    return cpus - 1
 
 
 class RuleWorkers:
@@ -97,7 +99,7 @@ class RuleWorkers:
 
     @staticmethod
     def usable(count: int, workers: int) -> bool:
-        return workers > 1 and count >= MIN_ITEMS and "fork" in multiprocessing.get_all_start_methods()
+        return workers >= 1 and count >= MIN_ITEMS and "fork" in multiprocessing.get_all_start_methods()
 
     def start(self) -> None:
         """Fork the workers and hand out every input; returns at once."""
@@ -110,7 +112,7 @@ class RuleWorkers:
                 warnings.simplefilter("ignore", DeprecationWarning)
                 self._pool = concurrent.futures.ProcessPoolExecutor(
                     self._workers, mp_context=multiprocessing.get_context("fork"))
-                size = max(1, min(CHUNK, -(-len(self._indices) // (self._workers * 4))))
+                size = max(1, min(CHUNK, -(-len(self._indices) // ((self._workers + 1) * 4))))
                 for at in range(0, len(self._indices), size):
                     chunk = self._indices[at:at + size]
                     self._futures.append((chunk, self._pool.submit(_judge_chunk, chunk)))
@@ -118,11 +120,18 @@ class RuleWorkers:
             _job = None  # the forks have their copy; the parent keeps no reference to the batch
 
     async def results(self) -> dict[int, Prejudged]:
-        """Every input's outcome the workers delivered; inputs of a chunk whose worker failed are
+        """Every input's outcome. Called once this process is done with its own share (the render and
+        its check): the chunks no worker has started yet are taken back and judged here, from the last
+        one down, while the workers finish theirs (a pool starts chunks in order, so once the last one
+        is running or done, every earlier one is too). Inputs of a chunk whose worker failed are
         missing (the caller judges those in-process)."""
         out: dict[int, Prejudged] = {}
+        futures = list(self._futures)
+        while futures and futures[-1][1].cancel():
+            chunk, _ = futures.pop()
+            out.update(zip(chunk, await asyncio.to_thread(self._judge_here, chunk), strict=True))
         failed: list[BaseException] = []
-        for chunk, future in self._futures:
+        for chunk, future in futures:
             try:
                 got = await asyncio.wrap_future(future)
             except Exception as exc:  # a dead worker (BrokenProcessPool), an unpicklable result
@@ -133,6 +142,10 @@ class RuleWorkers:
             log.warning("rule workers failed; their inputs are judged in this process",
                         chunks=len(failed), error=repr(failed[0]))
         return out
+
+    def _judge_here(self, chunk: list[int]) -> list[Prejudged]:
+        job = self._job
+        return [prejudge_one(job.rules, job.scope, *job.items[i], job.combined) for i in chunk]
 
     def close(self) -> None:
         if self._pool is not None:

@@ -71,7 +71,9 @@ async def test_forked_workers_give_the_in_process_verdicts(gate: Gate, small_bat
     forked = await forked_gate.review_all(items, combined=combined, workers=2)
     assert without_timings(forked) == without_timings(alone)
     assert forked[-1].decision is Decision.DENY and forked[0].status, "a denial and a Gateway status came back"
-    assert counting.calls == 1, "only the warm-up ran here: the workers judged the batch"
+    # Here: the warm-up and the chunks no worker had started when the render was done; the chunks
+    # queued to the workers at once cannot be taken back, so at least one input was judged elsewhere.
+    assert counting.calls < 1 + len(items), "the workers judged part of the batch"
 
 
 async def test_a_failing_batch_with_workers_bisects_to_the_in_process_verdicts(gate: Gate,
@@ -95,8 +97,8 @@ async def test_dead_workers_leave_their_inputs_to_this_process(gate: Gate, small
 
 def test_too_few_inputs_or_one_worker_are_judged_in_process() -> None:
     assert not ruleworkers.RuleWorkers.usable(ruleworkers.MIN_ITEMS - 1, 2)
-    assert not ruleworkers.RuleWorkers.usable(ruleworkers.MIN_ITEMS, 1)
-    assert ruleworkers.RuleWorkers.usable(ruleworkers.MIN_ITEMS, 2)
+    assert not ruleworkers.RuleWorkers.usable(ruleworkers.MIN_ITEMS, 0)
+    assert ruleworkers.RuleWorkers.usable(ruleworkers.MIN_ITEMS, 1)
 
 
 def test_check_reports_the_same_with_and_without_jobs(tmp_path: Path) -> None:
