@@ -8,6 +8,7 @@ hang on demand).
 from __future__ import annotations
 
 import asyncio
+import os
 import stat
 import textwrap
 import time
@@ -91,12 +92,20 @@ def gone(pid: int) -> bool:
     return False
 
 
-async def test_resource_limits_apply_inside_the_check(tmp_path: Path) -> None:
+@pytest.mark.parametrize("launcher", ["prlimit", "preexec_fn"])
+async def test_resource_limits_apply_inside_the_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      launcher: str) -> None:
+    if launcher == "prlimit":
+        assert sandboxes.limits_wrapper() is not None, "prlimit (util-linux) works on this machine"
+    else:  # where prlimit is missing or cannot set the limits
+        monkeypatch.setattr(sandboxes, "limits_wrapper", lambda: None)
     out_file = tmp_path / "limits"
     binary = fake_haproxy(tmp_path, f"ulimit -c > {out_file}; ulimit -t >> {out_file}; ulimit -v >> {out_file}\n")
     work = tmp_path / "work"
     work.mkdir()
-    await run(binary, work, "")
+    runner = sandboxes.Runner(binary)
+    assert (runner._launch()[1] is None) == (launcher == "prlimit")
+    await runner.run(work)
     core, cpu, vmem = out_file.read_text().split()
     assert core == "0"
     assert int(cpu) == sandboxes.CPU_SECONDS
@@ -108,3 +117,16 @@ def test_argv_never_hides_alerts() -> None:
     assert "-q" not in argv and "-dr" in argv and argv[-2:] == ["-f", "haproxy.cfg"]
     # haproxy itself, or haproxy behind `unshare --net --` (the network-namespace isolation)
     assert argv.index("/bin/haproxy") in (0, 3) and argv[argv.index("/bin/haproxy") - 1 :][:1] in (["--"], [])
+
+
+def test_a_check_is_spawned_without_a_preexec_fn_where_prlimit_works() -> None:
+    """A preexec_fn makes Python fork() the whole server (on the event loop, tens of ms at 10,000 routes);
+    without one it uses vfork. The limits then come from prlimit, which execs haproxy in the same process
+    (the deadline's process-group kill still reaches it)."""
+    assert sandboxes.limits_wrapper() is not None
+    for niceness in (0, 19):
+        argv, preexec = sandboxes.Runner("/bin/haproxy", niceness=niceness)._launch()
+        assert preexec is None
+        assert argv[-len(sandboxes.Runner("/bin/haproxy").argv()):] == sandboxes.Runner("/bin/haproxy").argv()
+        lowered = niceness > os.getpriority(os.PRIO_PROCESS, 0)  # nice(1) only when the child's priority drops
+        assert any(a.endswith("prlimit") for a in argv) and lowered == any(a.endswith("/nice") for a in argv)
