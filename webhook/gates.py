@@ -236,26 +236,35 @@ class Gate:
         findings = checks.without_shadowed(findings)  # one finding per fact (validators.checks)
         if denies(findings):
             return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary, timings=timings)
+        # The reload note needs only the renders: it is worked out while haproxy -c runs (another process),
+        # and its render of the state without the change is the baseline a failing check compares with.
+        note = _ahead(self._apply_note(state, render, render_seconds=timings["render"], whole=full_state)) \
+            if reload_note else None
         mark = self._clock()
         try:
             result = await self.checker.check(render)
         except CheckTimedOut as exc:
+            _drop(note)
             return Verdict(Decision.ERROR, ref, findings=tuple(findings), error=str(exc), haproxy=self.binary,
                            timings=timings)
+        except BaseException:
+            _drop(note)
+            raise
         timings["check"] = self._clock() - mark
         if self.delta and _binds_nothing(result):
+            _drop(note)
             # A closure without any listener is no configuration haproxy -c judges ("will not start"):
             # the whole state decides (only a change that leaves no bind among its related objects).
             return await self._full_gate().review(original, state=full_state, reload_note=reload_note)
         if result.ok:
-            notes = await self._apply_note(state, render, render_seconds=timings["render"],
-                                           whole=full_state) if reload_note else ()
+            notes = await note if note is not None else ()
             timings["total"] = self._clock() - started
             verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
                               timings=timings, status=render.statuses.get(str(ref), {}))
             for passed in self.passed_observers:
                 passed(change, verdict)
             return verdict
+        _drop(note)
         verdict = await self._judge_failure(change, state, findings, result, timings, started)
         return replace(verdict, status=render.statuses.get(str(ref), {}))
 
@@ -677,6 +686,20 @@ class Gate:
             return await self.checker.check(await self._baseline_render(state))
 
         return await _cached(self._baselines, state.version, check)
+
+
+def _ahead(work: Awaitable[T]) -> asyncio.Task[T]:
+    """``work`` started now, to be awaited later or dropped (:func:`_drop`)."""
+    return asyncio.ensure_future(work)
+
+
+def _drop(task: asyncio.Task[T] | None) -> None:
+    """A task started ahead whose result is not needed: cancelled (a shared render it waits for goes on,
+    cached for whoever needs it next), its outcome retrieved so that a failure is not logged as lost."""
+    if task is None:
+        return
+    task.cancel()
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
 async def _cached(cache: OrderedDict[str, asyncio.Future[T]], key: str,
