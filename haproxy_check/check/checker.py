@@ -37,7 +37,8 @@ class Checker:
 
     async def check(self, render: RenderResult) -> CheckResult:
         try:
-            with scratches.scratch_dir(self.scratch_base) as workdir:
+            # Removed after the check, off its path: haproxy has read every file by the time it exits.
+            with scratches.scratch_dir(self.scratch_base, remove_after=True) as workdir:
                 files = render.files
                 if self.runner.isolation == sandboxes.NO_INIT_ADDR:  # only the checked copy; never promoted
                     files = {**files, "haproxy.cfg": sandboxes.without_address_lookups(files["haproxy.cfg"])}
