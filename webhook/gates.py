@@ -101,6 +101,10 @@ def _batchable(change: Change, combined: State) -> bool:
     return change.ref.kind not in attachments.ROUTE_KINDS or bool(attachments.attach(change.subject, combined)[0])
 
 
+# A review's closure and the render of the change on it, or why the render was refused.
+_Rendered = tuple[State, RenderResult] | RenderError
+
+
 @dataclass(frozen=True, slots=True)
 class _Validated:
     """A change of a concurrent batch that passed the rules, waiting for its render and check."""
@@ -187,12 +191,27 @@ class Gate:
             return foreign
         timings: dict[str, float] = {}
         started = self._clock()
-        validated = await asyncio.to_thread(self.rules.run, change, state)
+        denied, change, findings, rendered = await asyncio.to_thread(self._validate_and_render, change, state,
+                                                                     timings, started)
+        if denied is not None:
+            return denied
+        return await self._review_validated(change, state, findings, timings, started, reload_note=reload_note,
+                                            rendered=rendered)
+
+    def _validate_and_render(self, change: Change, state: State, timings: dict[str, float], started: float,
+                             ) -> tuple[Verdict | None, Change, list[Finding], _Rendered | None]:
+        """The rules and, when they pass, the closure and its render (:meth:`_scope_and_render`): one trip to
+        the worker thread for the whole CPU-bound part of a lone review, which every trip waits for the GIL."""
+        validated = self.rules.run(change, state)
         timings["validate"] = self._clock() - started
         denied, change, findings = self._after_rules(change, validated, timings)
         if denied is not None:
-            return denied
-        return await self._review_validated(change, state, findings, timings, started, reload_note=reload_note)
+            return denied, change, findings, None
+        try:
+            rendered: _Rendered = self._scope_and_render(state, change, None, timings)
+        except RenderError as exc:
+            rendered = exc
+        return None, change, findings, rendered
 
     def _after_rules(self, change: Change, validated: checks.Result, timings: dict[str, float],
                      ) -> tuple[Verdict | None, Change, list[Finding]]:
@@ -214,16 +233,21 @@ class Gate:
 
     async def _review_validated(self, change: Change, state: State, findings: list[Finding],
                                 timings: dict[str, float], started: float, *, reload_note: bool,
-                                scope: State | None = None) -> Verdict:
+                                scope: State | None = None, rendered: _Rendered | None = None) -> Verdict:
         """The rest of :meth:`review` once the rules passed: closure, render, ``haproxy -c``, baseline.
-        ``scope``: the change's closure over ``state`` when already known."""
+        ``scope``: the change's closure over ``state`` when already known; ``rendered``: what
+        :meth:`_scope_and_render` gave (or raised) when already done."""
         ref = change.ref
         original, full_state = change, state
-        try:
-            # From here on ``state`` is what the render sees: the change's closure (the baseline view).
-            state, render = await asyncio.to_thread(self._scope_and_render, state, change, scope, timings)
-        except RenderError as exc:
-            return self._refused(change, exc, findings, timings)
+        if rendered is None:
+            try:
+                rendered = await asyncio.to_thread(self._scope_and_render, state, change, scope, timings)
+            except RenderError as exc:
+                rendered = exc
+        if isinstance(rendered, RenderError):
+            return self._refused(change, rendered, findings, timings)
+        # From here on ``state`` is what the render sees: the change's closure (the baseline view).
+        state, render = rendered
         # Render-time findings about the subject follow the same enforcement settings as the rules.
         findings += self.rules.enforcement.apply([f for f in render.findings if f.about in ("", str(ref))],
                                                  namespace=ref.namespace)
