@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
+import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -130,3 +132,30 @@ def test_a_check_is_spawned_without_a_preexec_fn_where_prlimit_works() -> None:
         assert argv[-len(sandboxes.Runner("/bin/haproxy").argv()):] == sandboxes.Runner("/bin/haproxy").argv()
         lowered = niceness > os.getpriority(os.PRIO_PROCESS, 0)  # nice(1) only when the child's priority drops
         assert any(a.endswith("prlimit") for a in argv) and lowered == any(a.endswith("/nice") for a in argv)
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.12+ waits on a pidfd by default")
+def test_within_child_waits_on_the_loop_a_check_starts_no_waiting_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[str] = []
+    real_start = threading.Thread.start
+
+    def recorded_start(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", recorded_start)
+    binary = fake_haproxy(tmp_path, "echo checked\n")
+
+    async def check(on_the_loop: bool) -> sandboxes.RunOutput:
+        runner = sandboxes.Runner(binary)
+        if not on_the_loop:
+            return await runner.run(tmp_path)
+        with sandboxes.child_waits_on_the_loop():
+            return await runner.run(tmp_path)
+
+    for on_the_loop in (True, False):  # and afterwards, another loop still waits the default way
+        started.clear()
+        out = asyncio.run(check(on_the_loop))
+        assert out.exit_code == 0 and out.output == "checked\n"
+        assert any("waitpid" in name for name in started) != on_the_loop, started
