@@ -46,8 +46,12 @@ class Checker:
             # Removed after the check, off its path: haproxy has read every file by the time it exits.
             with scratches.scratch_dir(self.scratch_base, remove_after=True) as workdir:
                 files = render.files
-                if self.runner.isolation == sandboxes.NO_INIT_ADDR:  # only the checked copy; never promoted
-                    files = {**files, "haproxy.cfg": sandboxes.without_address_lookups(files["haproxy.cfg"])}
+                # Only the checked copy is rewritten (never promoted); every line keeps its number.
+                config = sandboxes.without_session_cache(files["haproxy.cfg"])
+                if self.runner.isolation == sandboxes.NO_INIT_ADDR:
+                    config = sandboxes.without_address_lookups(config)
+                if config is not files["haproxy.cfg"]:
+                    files = {**files, "haproxy.cfg": config}
                 if sum(map(len, files.values())) <= INLINE_WRITE and len(files) <= INLINE_FILES:
                     scratches.write_tree(workdir, files)
                 else:

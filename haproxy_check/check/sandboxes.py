@@ -178,6 +178,24 @@ def child_waits_on_the_loop() -> Iterator[None]:
         policy.set_child_watcher(previous)
 
 
+_SSL_BIND = re.compile(rb"^[ \t]*bind[ \t][^\n]*[ \t]ssl(?=[ \t]|$)", re.MULTILINE)
+SESSION_CACHE_OFF = b"global\n    tune.ssl.cachesize 0\n"
+
+
+def without_session_cache(config: bytes) -> bytes:
+    """The checked copy's config with HAProxy's TLS session cache off, when it binds TLS (else as is).
+
+    A ``bind ... ssl`` makes haproxy allocate and zero its shared session cache (20,000 entries by
+    default) even under ``-c``: a third of such a check's CPU. The cache holds sessions of connections,
+    which a check never has; its size is no part of what ``-c`` judges. The lines are appended as a
+    ``global`` section of their own (HAProxy merges every ``global`` section), so every line of the
+    rendered configuration keeps its number and alerts trace to the same objects; the last
+    ``tune.ssl.cachesize`` wins, so a rendered one changes nothing either. Only the checked copy."""
+    if not _SSL_BIND.search(config):
+        return config
+    return config + (b"" if config.endswith(b"\n") else b"\n") + SESSION_CACHE_OFF
+
+
 class Runner:
     """Runs ``haproxy -dr -c -f haproxy.cfg`` sandboxed, at most ``concurrency`` at a time."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import stat
 import sys
 import textwrap
@@ -159,3 +160,44 @@ def test_within_child_waits_on_the_loop_a_check_starts_no_waiting_thread(
         out = asyncio.run(check(on_the_loop))
         assert out.exit_code == 0 and out.output == "checked\n"
         assert any("waitpid" in name for name in started) != on_the_loop, started
+
+
+def test_the_session_cache_goes_off_only_in_configs_that_bind_tls_and_after_every_line() -> None:
+    tls = b"frontend f\n  bind :443 ssl crt certs/a.pem alpn h2\n  default_backend b\n"
+    checked = sandboxes.without_session_cache(tls)
+    assert checked.startswith(tls) and checked.removeprefix(tls) == sandboxes.SESSION_CACHE_OFF
+    assert sandboxes.without_session_cache(tls.rstrip(b"\n")).splitlines()[:3] == tls.splitlines()
+    plain = b"frontend f\n  bind :80\n  # bind :443 ssl\nbackend b\n  server s 10.0.0.1:443 ssl verify none\n"
+    assert sandboxes.without_session_cache(plain) is plain
+
+
+def tls_pair(directory: Path) -> None:
+    from datetime import UTC, datetime
+
+    from certs import generation
+
+    now = datetime.now(UTC)
+    leaf = generation.new_leaf(generation.new_ca(now=now), now=now, dns_names=["app.example.com"])
+    (directory / "certs").mkdir()
+    (directory / "certs" / "app.pem").write_bytes(leaf.cert_pem() + leaf.key_pem())
+
+
+@pytest.mark.parametrize("broken", ["", "  http-request set-header X %[nosuchfetch]\n",
+                                    "  bind :8443 ssl crt certs/missing.pem\n"])
+async def test_haproxy_judges_a_tls_config_alike_with_the_session_cache_off(
+        haproxy_paths: list[str], tmp_path: Path, broken: str) -> None:
+    """Same exit code, same output (every ALERT on the same line) on every binary: the checked copy's
+    appended global section changes nothing haproxy -c reports."""
+    config = (BASE + "frontend f\n  bind 127.0.0.1:18443 ssl crt certs/app.pem alpn h2,http/1.1\n" + broken
+              + "  default_backend b\nbackend b\n  server s 127.0.0.1:1\n").encode()
+    for k, binary in enumerate(haproxy_paths):
+        outs = []
+        for variant, text in (("as-rendered", config), ("checked", sandboxes.without_session_cache(config))):
+            work = tmp_path / f"{k}-{variant}"
+            work.mkdir()
+            tls_pair(work)
+            (work / "haproxy.cfg").write_bytes(text)
+            out = await sandboxes.Runner(binary).run(work)
+            outs.append((out.exit_code, re.sub(r"\(\d+\)", "(pid)", out.output)))  # each run's own pid
+        assert outs[0] == outs[1], (binary, outs)
+        assert (outs[0][0] == 0) == (not broken), outs[0]
