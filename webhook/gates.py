@@ -102,6 +102,10 @@ def _batchable(change: Change, combined: State) -> bool:
     return change.ref.kind not in attachments.ROUTE_KINDS or bool(attachments.attach(change.subject, combined)[0])
 
 
+# A review's closure and the render of the change on it, or why the render was refused.
+_Rendered = tuple[State, RenderResult] | RenderError
+
+
 @dataclass(frozen=True, slots=True)
 class _Validated:
     """A change of a concurrent batch that passed the rules, waiting for its render and check."""
@@ -188,12 +192,27 @@ class Gate:
             return foreign
         timings: dict[str, float] = {}
         started = self._clock()
-        validated = await asyncio.to_thread(self.rules.run, change, state)
+        denied, change, findings, rendered = await asyncio.to_thread(self._validate_and_render, change, state,
+                                                                     timings, started)
+        if denied is not None:
+            return denied
+        return await self._review_validated(change, state, findings, timings, started, reload_note=reload_note,
+                                            rendered=rendered)
+
+    def _validate_and_render(self, change: Change, state: State, timings: dict[str, float], started: float,
+                             ) -> tuple[Verdict | None, Change, list[Finding], _Rendered | None]:
+        """The rules and, when they pass, the closure and its render (:meth:`_scope_and_render`): one trip to
+        the worker thread for the whole CPU-bound part of a lone review, which every trip waits for the GIL."""
+        validated = self.rules.run(change, state)
         timings["validate"] = self._clock() - started
         denied, change, findings = self._after_rules(change, validated, timings)
         if denied is not None:
-            return denied
-        return await self._review_validated(change, state, findings, timings, started, reload_note=reload_note)
+            return denied, change, findings, None
+        try:
+            rendered: _Rendered = self._scope_and_render(state, change, None, timings)
+        except RenderError as exc:
+            rendered = exc
+        return None, change, findings, rendered
 
     def _after_rules(self, change: Change, validated: checks.Result, timings: dict[str, float],
                      ) -> tuple[Verdict | None, Change, list[Finding]]:
@@ -215,48 +234,56 @@ class Gate:
 
     async def _review_validated(self, change: Change, state: State, findings: list[Finding],
                                 timings: dict[str, float], started: float, *, reload_note: bool,
-                                scope: State | None = None) -> Verdict:
+                                scope: State | None = None, rendered: _Rendered | None = None) -> Verdict:
         """The rest of :meth:`review` once the rules passed: closure, render, ``haproxy -c``, baseline.
-        ``scope``: the change's closure over ``state`` when already known."""
+        ``scope``: the change's closure over ``state`` when already known; ``rendered``: what
+        :meth:`_scope_and_render` gave (or raised) when already done."""
         ref = change.ref
-        mark = self._clock()
         original, full_state = change, state
+        if rendered is None:
+            try:
+                rendered = await asyncio.to_thread(self._scope_and_render, state, change, scope, timings)
+            except RenderError as exc:
+                rendered = exc
+        if isinstance(rendered, RenderError):
+            return self._refused(change, rendered, findings, timings)
         # From here on ``state`` is what the render sees: the change's closure (the baseline view).
-        state = scope if scope is not None else await self._scope(state, change)
-        timings["scope"] = self._clock() - mark
-        proposed = Overlay(state, change)
-        mark = self._clock()
-        try:
-            render = await asyncio.to_thread(self.renderer.render, proposed, subject=ref)
-        except RenderError as exc:
-            return self._refused(change, exc, findings, timings)
-        timings["render"] = self._clock() - mark
+        state, render = rendered
         # Render-time findings about the subject follow the same enforcement settings as the rules.
         findings += self.rules.enforcement.apply([f for f in render.findings if f.about in ("", str(ref))],
                                                  namespace=ref.namespace)
         findings = checks.without_shadowed(findings)  # one finding per fact (validators.checks)
         if denies(findings):
             return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary, timings=timings)
+        # The reload note needs only the renders: it is worked out while haproxy -c runs (another process),
+        # and its render of the state without the change is the baseline a failing check compares with.
+        note = _ahead(self._apply_note(state, render, render_seconds=timings["render"], whole=full_state)) \
+            if reload_note else None
         mark = self._clock()
         try:
             result = await self.checker.check(render)
         except CheckTimedOut as exc:
+            _drop(note)
             return Verdict(Decision.ERROR, ref, findings=tuple(findings), error=str(exc), haproxy=self.binary,
                            timings=timings)
+        except BaseException:
+            _drop(note)
+            raise
         timings["check"] = self._clock() - mark
         if self.delta and _binds_nothing(result):
+            _drop(note)
             # A closure without any listener is no configuration haproxy -c judges ("will not start"):
             # the whole state decides (only a change that leaves no bind among its related objects).
             return await self._full_gate().review(original, state=full_state, reload_note=reload_note)
         if result.ok:
-            notes = await self._apply_note(state, render, render_seconds=timings["render"],
-                                           whole=full_state) if reload_note else ()
+            notes = await note if note is not None else ()
             timings["total"] = self._clock() - started
             verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
                               timings=timings, status=render.statuses.get(str(ref), {}))
             for passed in self.passed_observers:
                 passed(change, verdict)
             return verdict
+        _drop(note)
         verdict = await self._judge_failure(change, state, findings, result, timings, started)
         return replace(verdict, status=render.statuses.get(str(ref), {}))
 
@@ -268,12 +295,19 @@ class Gate:
         return Verdict(Decision.ALLOW, change.ref, handled=False,
                        notes=(f"{change.ref} is not ours: {why}; allowed unchecked",))
 
-    async def _scope(self, state: State, change: Change) -> State:
-        """What the review renders, checks and compares against: the change's closure over ``state``
-        (the baseline view; the proposed view is ``Overlay(scope, change)``), or all of ``state``."""
-        if not self.delta:
-            return state
-        return await asyncio.to_thread(closures.closure, state, change)
+    def _scope_and_render(self, state: State, change: Change, scope: State | None,
+                          timings: dict[str, float]) -> tuple[State, RenderResult]:
+        """(What the review renders, checks and compares against: the change's closure over ``state``
+        (the baseline view), or all of ``state``; the render of the proposed view ``Overlay(scope,
+        change)``). On the worker thread, both in one trip: every trip waits for the GIL twice."""
+        mark = self._clock()
+        if scope is None:
+            scope = closures.closure(state, change) if self.delta else state
+        timings["scope"] = self._clock() - mark
+        mark = self._clock()
+        render = self.renderer.render(Overlay(scope, change), subject=change.ref)
+        timings["render"] = self._clock() - mark
+        return scope, render
 
     def _full_gate(self) -> Gate:
         """This gate without the delta check (same rules, renderer and checker)."""
@@ -702,6 +736,20 @@ class Gate:
             return await self.checker.check(await self._baseline_render(state))
 
         return await _cached(self._baselines, state.version, check)
+
+
+def _ahead(work: Awaitable[T]) -> asyncio.Task[T]:
+    """``work`` started now, to be awaited later or dropped (:func:`_drop`)."""
+    return asyncio.ensure_future(work)
+
+
+def _drop(task: asyncio.Task[T] | None) -> None:
+    """A task started ahead whose result is not needed: cancelled (a shared render it waits for goes on,
+    cached for whoever needs it next), its outcome retrieved so that a failure is not logged as lost."""
+    if task is None:
+        return
+    task.cancel()
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
 async def _cached(cache: OrderedDict[str, asyncio.Future[T]], key: str,

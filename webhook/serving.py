@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 import structlog
 from aiohttp import web
 
-from haproxy_check.check import binaries
+from haproxy_check.check import binaries, sandboxes
 from validators.checks import Checks
 from webhook import admission, connections, fullchecks, liveschemas, logs, metrics, servers, warming
 from webhook.assembly import SetupError, build_gate, load_crd_documents, load_state
@@ -191,6 +191,11 @@ async def cancel_all(background: Sequence[asyncio.Future[Any]]) -> None:
 
 
 async def serve(args: argparse.Namespace) -> int:
+    with sandboxes.child_waits_on_the_loop():  # no thread started per haproxy -c (Python 3.11)
+        return await _serve(args)
+
+
+async def _serve(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
     host, port = split_listen(args.listen, "--listen")
     metrics_host, metrics_port = split_listen(args.metrics_listen, "--metrics-listen")

@@ -9,6 +9,12 @@ from haproxy_check.check import alerts, sandboxes, scratches
 from haproxy_check.check.sandboxes import Runner
 from haproxy_check.results import CheckResult, HAProxyBinary, RenderResult
 
+# A delta check's tree (a few dozen files, tens of KiB: under a millisecond into the page cache) is
+# written on the event loop: a round trip to the worker thread costs more than that, and it lies on
+# every review's path. A larger one (a batch, the whole state) goes to the thread.
+INLINE_WRITE = 64 * 1024
+INLINE_FILES = 64
+
 
 class CheckTimedOut(RuntimeError):
     """haproxy -c did not finish before the deadline: the gate cannot decide (not a deny)."""
@@ -37,11 +43,19 @@ class Checker:
 
     async def check(self, render: RenderResult) -> CheckResult:
         try:
-            with scratches.scratch_dir(self.scratch_base) as workdir:
+            # Removed after the check, off its path: haproxy has read every file by the time it exits.
+            with scratches.scratch_dir(self.scratch_base, remove_after=True) as workdir:
                 files = render.files
-                if self.runner.isolation == sandboxes.NO_INIT_ADDR:  # only the checked copy; never promoted
-                    files = {**files, "haproxy.cfg": sandboxes.without_address_lookups(files["haproxy.cfg"])}
-                await asyncio.to_thread(scratches.write_tree, workdir, files)
+                # Only the checked copy is rewritten (never promoted); every line keeps its number.
+                config = sandboxes.without_session_cache(files["haproxy.cfg"])
+                if self.runner.isolation == sandboxes.NO_INIT_ADDR:
+                    config = sandboxes.without_address_lookups(config)
+                if config is not files["haproxy.cfg"]:
+                    files = {**files, "haproxy.cfg": config}
+                if sum(map(len, files.values())) <= INLINE_WRITE and len(files) <= INLINE_FILES:
+                    scratches.write_tree(workdir, files)
+                else:
+                    await asyncio.to_thread(scratches.write_tree, workdir, files)
                 run = await self.runner.run(workdir)
                 scratch = str(workdir)
         except scratches.UnsafeBase as exc:  # the base became writable by others after start

@@ -5,7 +5,12 @@ Why each piece:
   otherwise reads an openssl.cnf from a fixed /tmp path that any local user can create, and
   haproxy.cfg may expand ``$VAR``/``"${VAR}"`` from the environment;
 - cwd is the private scratch dir so relative map/cert paths resolve there and nowhere else;
-- rlimits: CPU seconds and core size 0; address space >= 4 GiB (50k backends need about 1 GiB);
+- rlimits: CPU seconds and core size 0; address space >= 4 GiB (50k backends need about 1 GiB), set
+  by ``prlimit`` (util-linux) exec'ing haproxy where it works (:func:`limits_wrapper`), else by a
+  ``preexec_fn`` between fork and exec. The wrapper is the fast path: a ``preexec_fn`` makes Python
+  ``fork()`` the whole server on the event loop, copying the page tables of every byte it holds (at
+  10,000 routes tens of ms per check, more than ``haproxy -c`` of a small config takes); without one it
+  spawns with ``vfork``, whose cost does not grow with the server;
 - a new session (process group) so a deadline kills haproxy and anything it forked;
 - bounded concurrency: parallel checks gain nothing on 2 cores and would only add latency to all;
 - no network: ``haproxy -c`` resolves server names with getaddrinfo (``-dr`` only ignores failures),
@@ -27,8 +32,9 @@ import resource
 import shutil
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +81,37 @@ NO_INIT_ADDR = "init-addr-none"
 ISOLATIONS = (NETWORK_NAMESPACE, NO_INIT_ADDR)
 
 
+def _limit_options(address_space: bool) -> list[str]:
+    options = [f"--cpu={CPU_SECONDS}:{CPU_SECONDS}", "--core=0:0"]
+    return [*options, f"--as={ADDRESS_SPACE}:{ADDRESS_SPACE}"] if address_space else options
+
+
+@functools.cache
+def limits_wrapper() -> tuple[str, ...] | None:
+    """``prlimit --cpu=.. --core=0:0 --as=.. --`` when it works here (checked once per process), else
+    None (the limits are then set by :func:`limit_resources` in a ``preexec_fn``). The address-space
+    limit is best effort there, so it is here: dropped when prlimit cannot set it."""
+    prlimit = shutil.which("prlimit", path=SANDBOX_ENV["PATH"])
+    if prlimit is None:
+        return None
+    for address_space in (True, False):
+        wrapper = (prlimit, *_limit_options(address_space), "--")
+        try:
+            probe = subprocess.run([*wrapper, "true"], env=dict(SANDBOX_ENV), capture_output=True, timeout=5,
+                                   check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if probe.returncode == 0:
+            return wrapper
+    return None
+
+
+@functools.cache
+def nice_command() -> str | None:
+    """The ``nice`` binary: a niced check's priority without a ``preexec_fn`` (see the module doc)."""
+    return shutil.which("nice", path=SANDBOX_ENV["PATH"])
+
+
 @functools.cache
 def namespace_wrapper() -> tuple[str, ...] | None:
     """``unshare --net --`` when it works here (checked once per process, at startup), else None."""
@@ -114,6 +151,51 @@ def without_address_lookups(config: bytes) -> bytes:
     return _SERVER_LINE.sub(rb"\1 init-addr none\2", config)
 
 
+@contextlib.contextmanager
+def child_waits_on_the_loop() -> Iterator[None]:
+    """Within: the running event loop waits for its child processes itself, on a pidfd (Linux 5.3+).
+
+    Python 3.11's asyncio waits for each child on a new thread, which the event loop starts, and waits
+    to see running, for every ``haproxy -c``: under load, a scheduling delay on every review's path.
+    Python 3.12+ uses a pidfd by default; elsewhere this changes nothing. The previous way is restored
+    at the end (another loop may spawn processes later)."""
+    if sys.version_info >= (3, 12) or not hasattr(os, "pidfd_open"):
+        yield
+        return
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:  # a kernel or seccomp profile without pidfds
+        yield
+        return
+    policy = asyncio.get_event_loop_policy()
+    previous = policy.get_child_watcher()
+    watcher = asyncio.PidfdChildWatcher()
+    watcher.attach_loop(asyncio.get_running_loop())
+    policy.set_child_watcher(watcher)
+    try:
+        yield
+    finally:
+        policy.set_child_watcher(previous)
+
+
+_SSL_BIND = re.compile(rb"^[ \t]*bind[ \t][^\n]*[ \t]ssl(?=[ \t]|$)", re.MULTILINE)
+SESSION_CACHE_OFF = b"global\n    tune.ssl.cachesize 0\n"
+
+
+def without_session_cache(config: bytes) -> bytes:
+    """The checked copy's config with HAProxy's TLS session cache off, when it binds TLS (else as is).
+
+    A ``bind ... ssl`` makes haproxy allocate and zero its shared session cache (20,000 entries by
+    default) even under ``-c``: a third of such a check's CPU. The cache holds sessions of connections,
+    which a check never has; its size is no part of what ``-c`` judges. The lines are appended as a
+    ``global`` section of their own (HAProxy merges every ``global`` section), so every line of the
+    rendered configuration keeps its number and alerts trace to the same objects; the last
+    ``tune.ssl.cachesize`` wins, so a rendered one changes nothing either. Only the checked copy."""
+    if not _SSL_BIND.search(config):
+        return config
+    return config + (b"" if config.endswith(b"\n") else b"\n") + SESSION_CACHE_OFF
+
+
 class Runner:
     """Runs ``haproxy -dr -c -f haproxy.cfg`` sandboxed, at most ``concurrency`` at a time."""
 
@@ -124,19 +206,39 @@ class Runner:
         self.niceness = niceness  # the child's nice value (0: the server's own priority)
         self._slots = asyncio.Semaphore(concurrency)
         self.isolation, self._prefix = choose_isolation(isolation)
+        # How the child gets its limits and priority: wrapper commands exec'ing haproxy (no preexec_fn,
+        # so no fork of the whole server), or None for the preexec_fn.
+        self._limits = limits_wrapper()
+        if self._limits is not None and self.niceness and nice_command() is None:
+            self._limits = None
 
     def argv(self) -> list[str]:
         # Never -q: it hides ALERTs. -dr: unresolvable server names must not fail the check.
         return [*self._prefix, self.binary, "-dr", "-c", "-f", "haproxy.cfg"]
 
+    def _launch(self) -> tuple[list[str], Callable[[], None] | None]:
+        """(argv, preexec_fn) of one run."""
+        # setpriority() in a preexec_fn sets the nice value itself; nice(1) adds to the one the child
+        # inherits (this thread's), so it gets the difference. Raising a priority may need a privilege
+        # nice(1) would complain about in haproxy's output: that rare case keeps the preexec_fn.
+        added = self.niceness - os.getpriority(os.PRIO_PROCESS, 0) if self.niceness else 0
+        if self._limits is None or added < 0:
+            return self.argv(), limit_resources_niced(self.niceness) if self.niceness else limit_resources
+        launch = list(self._limits)
+        if added:
+            nice = nice_command()
+            assert nice is not None
+            launch[:0] = [nice, "-n", str(added), "--"]
+        return [*launch, *self.argv()], None
+
     async def run(self, workdir: Path) -> RunOutput:
         async with self._slots:
             started = time.perf_counter()
+            argv, preexec = self._launch()
             proc = await asyncio.create_subprocess_exec(
-                *self.argv(), cwd=workdir, env=dict(SANDBOX_ENV), stdin=asyncio.subprocess.DEVNULL,
+                *argv, cwd=workdir, env=dict(SANDBOX_ENV), stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=limit_resources_niced(self.niceness) if self.niceness else limit_resources,
+                start_new_session=True, preexec_fn=preexec,
             )
             try:
                 async with asyncio.timeout(self.timeout):

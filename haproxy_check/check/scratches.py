@@ -14,8 +14,15 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
+
+# Removing a used scratch directory can take far longer than writing it (on an ext4 mounted with
+# ``discard`` the last unlink waits for the disk: ~10 ms, half a small config's haproxy -c), and the
+# verdict never depends on it: it happens on a thread of its own, after the caller moved on. One
+# thread: removals queue in order, and the interpreter waits for it at exit (nothing is left behind).
+_REMOVER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="routegate-scratch-remover")
 
 
 class UnsafePath(ValueError):
@@ -59,9 +66,15 @@ def check_base(base: Path) -> None:
                              "the sticky bit")
 
 
+def remove_later(path: Path) -> Future[None]:
+    """Remove ``path`` (a used scratch directory) on the remover thread; done when it is gone."""
+    return _REMOVER.submit(shutil.rmtree, path, ignore_errors=True)
+
+
 @contextmanager
-def scratch_dir(base: Path | None = None, *, keep: bool = False) -> Iterator[Path]:
-    """A fresh private directory under ``base`` (default: the system temp dir)."""
+def scratch_dir(base: Path | None = None, *, keep: bool = False, remove_after: bool = False) -> Iterator[Path]:
+    """A fresh private directory under ``base`` (default: the system temp dir), removed when the block
+    ends (``remove_after``: soon after, by :func:`remove_later`, not holding up the caller)."""
     if base is not None:
         base.mkdir(mode=0o700, parents=True, exist_ok=True)
         check_base(base)  # again at every check: the directory may have changed since start
@@ -69,5 +82,9 @@ def scratch_dir(base: Path | None = None, *, keep: bool = False) -> Iterator[Pat
     try:
         yield path
     finally:
-        if not keep:
+        if keep:
+            pass
+        elif remove_after:
+            remove_later(path)
+        else:
             shutil.rmtree(path, ignore_errors=True)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,28 @@ def test_a_base_that_turns_unsafe_after_start_makes_the_check_undecided(tmp_path
     base.chmod(0o777)
     result = asyncio.run(checker.check(RenderResult(files={"haproxy.cfg": b""})))
     assert not result.decided and not result.ok and "--scratch-dir" in result.error
+
+
+def test_a_checks_scratch_dir_is_removed_after_the_check_without_holding_it_up(
+        tmp_path: Path, haproxy_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Removing the directory (milliseconds on some disks) happens on the remover thread: the check's
+    result is there while the removal still waits, and the directory is gone once it ran."""
+    base = tmp_path / "base"
+    base.mkdir(mode=0o700)
+    release = threading.Event()
+    real_rmtree = shutil.rmtree
+
+    def held_rmtree(path: Path, ignore_errors: bool = False) -> None:
+        release.wait(10)
+        real_rmtree(path, ignore_errors=ignore_errors)
+
+    monkeypatch.setattr(scratches.shutil, "rmtree", held_rmtree)
+    binary = HAProxyBinary(path=haproxy_path, version="2.8")
+    config = b"global\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n" \
+             b"frontend f\n  bind 127.0.0.1:18080\n"
+    result = asyncio.run(Checker(binary, scratch_base=base).check(RenderResult(files={"haproxy.cfg": config})))
+    assert result.decided and result.ok, result.error
+    assert [p.name.startswith("routegate-") for p in base.iterdir()] == [True], "still there while removal waits"
+    release.set()
+    scratches.remove_later(tmp_path / "nothing").result(10)  # the remover runs in order: the check's is done
+    assert list(base.iterdir()) == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +150,28 @@ def test_the_full_checks_haproxy_runs_at_the_lowest_priority(gate: Gate, tmp_pat
         runner = Runner(str(script), niceness=niceness, isolation=sandboxes.NO_INIT_ADDR)
         out = asyncio.run(runner.run(tmp_path))
         assert out.exit_code == 0 and int(out.output.split()[-1]) == want, out.output
+
+
+def test_closing_stops_a_worker_process_in_the_middle_of_a_render(gate: Gate) -> None:
+    """A stopped server leaves no render behind (an orphan rendering at the lowest priority for minutes)."""
+    checker = FullChecker(gate, StaticSource(MemoryState(load_objects(STATE_DIR))))
+    busy = checker._pool.submit(time.sleep, 60)  # a render that takes long
+    workers = getattr(checker._pool, "_processes", {})
+    for _ in range(200):  # the worker is up and has the job
+        if workers and busy.running():
+            break
+        time.sleep(0.05)
+    assert workers and busy.running()
+    pids = [worker.pid for worker in workers.values()]
+    checker.close()
+    for pid in pids:
+        assert sandbox_gone(pid), f"the full check's worker {pid} still runs after close()"
+
+
+def sandbox_gone(pid: int) -> bool:
+    for _ in range(100):
+        stat_file = Path(f"/proc/{pid}/stat")
+        if not stat_file.exists() or stat_file.read_text().split()[2] in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False

@@ -299,3 +299,36 @@ async def test_a_failing_batch_is_judged_one_by_one(gate: Gate) -> None:
     assert [v.decision for v in verdicts] == [Decision.ALLOW, Decision.ALLOW, Decision.DENY]
     assert [f.field for f in verdicts[2].denials] == ["spec.rules[1].matches[0].path.value"]
     assert not any("already fails" in n for n in verdicts[0].notes), "another host: not in shop-0's closure"
+
+
+class BaselineWatchingChecker:
+    """The real checker, holding each check until the gate started a render of a state alone (at most
+    five seconds): whether the reload note's baseline is rendered while haproxy -c runs."""
+
+    def __init__(self, inner: Checker, renderer: CountingRenderer) -> None:
+        self.inner, self.renderer = inner, renderer
+        self.binary = inner.binary
+        self.saw_baseline: list[bool] = []
+
+    async def check(self, render: RenderResult) -> Any:
+        for _ in range(500):
+            if self.renderer.baselines:
+                break
+            await asyncio.sleep(0.01)
+        self.saw_baseline.append(self.renderer.baselines > 0)
+        return await self.inner.check(render)
+
+
+async def test_the_reload_note_is_worked_out_while_haproxy_checks_and_reads_the_same(gate: Gate) -> None:
+    change = Change(Operation.CREATE, header_route("hdr", "X-Team", "blue"))
+    counting = CountingRenderer(gate.renderer)
+    assert isinstance(gate.checker, Checker)
+    watching = BaselineWatchingChecker(gate.checker, counting)
+    overlapped = Gate(rules=gate.rules, renderer=counting, checker=watching)
+    verdict = await overlapped.review(change, state=state_with(version="overlap"))
+    assert watching.saw_baseline == [True]
+    plain = await Gate(rules=gate.rules, renderer=gate.renderer, checker=gate.checker).review(
+        change, state=state_with(version="overlap"))
+    assert verdict.decision is plain.decision is Decision.ALLOW
+    assert (verdict.findings, verdict.notes, verdict.status) == (plain.findings, plain.notes, plain.status)
+    assert verdict.notes, "a clean allow has a reload note"
