@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.validators.celreference import ReferenceValidator
+from tests.validators.test_cel_gatewayapi import _paths, _replaced
 from validators.cel import celchecks, celengines, celfunctions, celwhole
 from validators.schema import structural
 from validators.schema.crds import SchemaSet
@@ -72,26 +73,6 @@ SEEDS = _seeds()
 def key_of(obj: dict[str, Any]) -> tuple[str, str, str]:
     group, _, version = str(obj["apiVersion"]).rpartition("/")
     return group, version, obj["kind"]
-
-
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(value, dict):
-        for key, item in value.items():
-            out += _paths(item, (*prefix, key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            out += _paths(item, (*prefix, i))
-    return out
-
-
-def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
-    if not path:
-        return new
-    head, *rest = path
-    copied = copy.copy(value)
-    copied[head] = _replaced(value[head], tuple(rest), new)
-    return copied
 
 
 def _deleted(value: Any, path: tuple[Any, ...]) -> Any:

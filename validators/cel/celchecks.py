@@ -251,17 +251,25 @@ class CelValidator:
             if not plan.rules:
                 return
             if plan.conjunction is not None and plan.cost(size, max(1, width)) <= COST_LIMIT:
-                try:
-                    bound = self._engine.bind({"self": value, "oldSelf": old_value, "__old": old_value,
-                                               "__hasOld": old is not None})
-                except celengines.CelEvalError as e:
-                    run.findings.append(self._engine_error(path, str(e)))
+                bound = self._bind(value, old, old_value, path, run)
+                if bound is None:
                     return
                 if plan.conjunction.holds(bound):
                     run.evaluated += len(plan.rules)
                     return
         self._each_rule(old, site, path, run, ratchet=ratchet, value=value, old_value=old_value,
                         size=size, width=width, bound=bound)
+
+    def _bind(self, value: Any, old: Any, old_value: Any, path: Path, run: _Run) -> celengines.Bound | None:
+        """The node's variables bound once for all its rules; None (with the engine's finding) when the
+        engine cannot take them."""
+        assert self._engine is not None
+        try:
+            return self._engine.bind({"self": value, "oldSelf": old_value, "__old": old_value,
+                                      "__hasOld": old is not None})
+        except celengines.CelEvalError as e:
+            run.findings.append(self._engine_error(path, str(e)))
+            return None
 
     def _each_rule(self, old: Any, site: celprograms.Site, path: Path, run: _Run, *, ratchet: bool,
                    value: Any, old_value: Any, size: int, width: int, bound: celengines.Bound | None) -> None:
@@ -285,12 +293,7 @@ class CelValidator:
                 self._stop(run, path, site.type, why)
                 return
             if bound is None and self._engine is not None:
-                try:
-                    bound = self._engine.bind({"self": value, "oldSelf": old_value, "__old": old_value,
-                                               "__hasOld": old is not None})
-                except celengines.CelEvalError as e:
-                    run.findings.append(self._engine_error(path, str(e)))
-                    return
+                bound = self._bind(value, old, old_value, path, run)
             if bound is None:
                 return
             run.evaluated += 1
