@@ -95,11 +95,14 @@ def _already_failing(first: Alert, ref: Ref) -> str:
             "this change does not alter that")
 
 
+def _renderable(change: Change) -> bool:
+    """A change the combined render may cover: reviewed and not a delete."""
+    return change.ref.kind in REVIEWED_KINDS and change.operation is not Operation.DELETE
+
+
 def _batchable(change: Change, combined: State) -> bool:
     """A change the combined render covers: reviewed, not a delete, and (routes) attached somewhere."""
-    if change.ref.kind not in REVIEWED_KINDS or change.operation is Operation.DELETE:
-        return False
-    return change.ref.kind not in attachments.ROUTE_KINDS or bool(attachments.attach(change.subject, combined)[0])
+    return _renderable(change) and ruleworkers.attached(change, combined)
 
 
 # A review's closure and the render of the change on it, or why the render was refused.
@@ -338,11 +341,13 @@ class Gate:
         for i, (change, state) in enumerate(items):
             if change.ref.kind in REVIEWED_KINDS:
                 verdicts[i] = self._foreign(change, self.scope.view(state))
-        batch = [i for i, (change, _) in enumerate(items)
-                 if verdicts[i] is None and _batchable(change, combined)]
-        with self._prejudging(items, batch, combined, workers) as pending:
-            checked = await self._checked(combined) if batch else None
+        candidates = [i for i, (change, _) in enumerate(items) if verdicts[i] is None and _renderable(change)]
+        with self._prejudging(items, candidates, combined, workers) as pending:
+            checked = await self._checked(combined) if candidates else None
             prejudged = await pending.results() if pending is not None else {}
+        # Whether a route attaches anywhere was asked by the workers along with its rules.
+        batch = [i for i in candidates
+                 if (prejudged[i].attached if i in prejudged else _batchable(items[i][0], combined))]
         if checked is not None:
             render, result, seconds = checked
             if result.ok:
@@ -571,8 +576,10 @@ class Gate:
             yield None
             return
         # Compiled schemas and the combined state's indexes are built once here, before the fork, so
-        # that each worker inherits them instead of building its own.
-        ruleworkers.prejudge_one(self.rules, self.scope, *items[batch[0]], combined)
+        # that each worker inherits them instead of building its own: on a route, the common kind (a
+        # Gateway's rules would walk every route attached to it, here, while nothing else runs).
+        first = next((i for i in batch if items[i][0].ref.kind in attachments.ROUTE_KINDS), batch[0])
+        ruleworkers.prejudge_one(self.rules, self.scope, *items[first], combined)
         with ruleworkers.RuleWorkers(self.rules, self.scope, items, combined, batch, workers=workers) as pending:
             pending.start()
             yield pending

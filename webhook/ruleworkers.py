@@ -31,7 +31,7 @@ from validators.changes import Change
 from validators.checks import Result
 from validators.crossobject import statuses
 from validators.states import State
-from validators.views import scopes
+from validators.views import attachments, scopes
 
 log = structlog.get_logger("routegate.ruleworkers")
 
@@ -49,6 +49,7 @@ class Prejudged:
 
     validated: Result
     status: dict[str, Any] | None
+    attached: bool  # not a route, or a route that attaches to some listener of the combined state
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +63,16 @@ class _Job:
 _job: _Job | None = None  # what a forked worker judges: set in the parent just before the fork
 
 
+def attached(change: Change, combined: State) -> bool:
+    """Not a route, or a route attached to some listener of ``combined`` (so the combined render has it)."""
+    return change.ref.kind not in attachments.ROUTE_KINDS or bool(attachments.attach(change.subject, combined)[0])
+
+
 def prejudge_one(rules: RuleChecks, scope: scopes.Scope, change: Change, state: State, combined: State) -> Prejudged:
     """The per-object outcome of one input (the same steps in a worker and in-process)."""
     validated = rules.run(change, scope.view(state))
     status = statuses.status_of(change.subject, combined) if change.ref.kind in statuses.STATUS_KINDS else None
-    return Prejudged(validated, status)
+    return Prejudged(validated, status, attached(change, combined))
 
 
 def _judge_chunk(indices: list[int]) -> list[Prejudged]:

@@ -66,7 +66,10 @@ def gateway() -> dict[str, Any]:
 async def test_forked_workers_give_the_in_process_verdicts(gate: Gate, small_batches: None) -> None:
     counting = CountingRules(gate.rules)
     forked_gate = Gate(rules=counting, renderer=gate.renderer, checker=gate.checker)
-    items, combined = batch(gateway(), *many_shops(9), named("sticky"))
+    lonely = named("shop")  # attached nowhere: judged one by one, as the workers tell
+    lonely["metadata"]["name"] = "lonely"
+    lonely["spec"]["parentRefs"] = [{"name": "nowhere"}]
+    items, combined = batch(gateway(), *many_shops(9), lonely, named("sticky"))
     alone = await gate.review_all(items, combined=combined)
     forked = await forked_gate.review_all(items, combined=combined, workers=2)
     assert without_timings(forked) == without_timings(alone)
