@@ -265,18 +265,19 @@ class Gate:
         mark = self._clock()
         try:
             result = await self.checker.check(render)
-        except CheckTimedOut as exc:
+        except BaseException as exc:
             _drop(note)
+            if not isinstance(exc, CheckTimedOut):
+                raise
             return Verdict(Decision.ERROR, ref, findings=tuple(findings), error=str(exc), haproxy=self.binary,
                            timings=timings)
-        except BaseException:
-            _drop(note)
-            raise
         timings["check"] = self._clock() - mark
-        if self.delta and _binds_nothing(result):
-            _drop(note)
-            # A closure without any listener is no configuration haproxy -c judges ("will not start"):
-            # the whole state decides (only a change that leaves no bind among its related objects).
+        # A closure without any listener is no configuration haproxy -c judges ("will not start"): the
+        # whole state decides (only a change that leaves no bind among its related objects).
+        whole_state_decides = self.delta and _binds_nothing(result)
+        if whole_state_decides or not result.ok:
+            _drop(note)  # the note goes only with an allow of this very configuration
+        if whole_state_decides:
             return await self._full_gate().review(original, state=full_state, reload_note=reload_note)
         if result.ok:
             notes = await note if note is not None else ()
@@ -286,7 +287,6 @@ class Gate:
             for passed in self.passed_observers:
                 passed(change, verdict)
             return verdict
-        _drop(note)
         verdict = await self._judge_failure(change, state, findings, result, timings, started)
         return replace(verdict, status=render.statuses.get(str(ref), {}))
 
@@ -579,8 +579,9 @@ class Gate:
         # that each worker inherits them instead of building its own: on a route, the common kind (a
         # Gateway's rules would walk every route attached to it, here, while nothing else runs).
         first = next((i for i in batch if items[i][0].ref.kind in attachments.ROUTE_KINDS), batch[0])
-        ruleworkers.prejudge_one(self.rules, self.scope, *items[first], combined)
-        with ruleworkers.RuleWorkers(self.rules, self.scope, items, combined, batch, workers=workers) as pending:
+        warm = ruleworkers.prejudge_one(self.rules, self.scope, *items[first], combined)
+        with ruleworkers.RuleWorkers(self.rules, self.scope, items, combined, [i for i in batch if i != first],
+                                     workers=workers, done={first: warm}) as pending:
             pending.start()
             yield pending
 

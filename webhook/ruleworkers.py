@@ -96,8 +96,10 @@ class RuleWorkers:
     """Forked workers judging the inputs ``indices`` of one ``review_all`` call; use as a context."""
 
     def __init__(self, rules: RuleChecks, scope: scopes.Scope, items: Sequence[tuple[Change, State]],
-                 combined: State, indices: Sequence[int], *, workers: int) -> None:
+                 combined: State, indices: Sequence[int], *, workers: int,
+                 done: dict[int, Prejudged] | None = None) -> None:
         self._job = _Job(rules, scope, items, combined)
+        self._done = dict(done or {})  # outcomes already known (the warm-up before the fork)
         self._indices = list(indices)
         self._workers = workers
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
@@ -131,7 +133,7 @@ class RuleWorkers:
         one down, while the workers finish theirs (a pool starts chunks in order, so once the last one
         is running or done, every earlier one is too). Inputs of a chunk whose worker failed are
         missing (the caller judges those in-process)."""
-        out: dict[int, Prejudged] = {}
+        out = dict(self._done)
         futures = list(self._futures)
         while futures and futures[-1][1].cancel():
             chunk, _ = futures.pop()
