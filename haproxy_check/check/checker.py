@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from haproxy_check.check import alerts, sandboxes, scratches
+from haproxy_check.check import alerts, sandboxes, scratches, tlsbinds
 from haproxy_check.check.sandboxes import Runner
 from haproxy_check.results import CheckResult, HAProxyBinary, RenderResult
 
@@ -35,6 +35,7 @@ class Checker:
         self.runner = Runner(binary.path, timeout=timeout, concurrency=concurrency, isolation=isolation,
                              niceness=niceness)
         self.scratch_base = scratch_base
+        self.proven_tls = tlsbinds.ProvenBinds()
 
     @property
     def isolation(self) -> str:
@@ -47,7 +48,9 @@ class Checker:
             with scratches.scratch_dir(self.scratch_base, remove_after=True) as workdir:
                 files = render.files
                 # Only the checked copy is rewritten (never promoted); every line keeps its number.
-                config = sandboxes.without_session_cache(files["haproxy.cfg"])
+                rendered = files["haproxy.cfg"]
+                stripped, proves = self.proven_tls.prepare(rendered, files)
+                config = sandboxes.without_session_cache(rendered if stripped is None else stripped)
                 if self.runner.isolation == sandboxes.NO_INIT_ADDR:
                     config = sandboxes.without_address_lookups(config)
                 if config is not files["haproxy.cfg"]:
@@ -74,6 +77,8 @@ class Checker:
             return CheckResult(ok=False, binary=self.binary, warnings=tuple(warned), duration=run.duration,
                                exit_code=run.exit_code, decided=False, error=undecided)
         ok = not found  # a judgement: exit 1 with ALERTs, or a valid exit 0 / 2 (no listener)
+        if proves and ok and not warned and run.exit_code == 0:
+            self.proven_tls.learn(proves)
         return CheckResult(
             ok=ok, binary=self.binary, alerts=tuple(found), warnings=tuple(warned),
             duration=run.duration, timed_out=False, exit_code=run.exit_code,
