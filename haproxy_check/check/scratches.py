@@ -9,6 +9,7 @@ one another user owns, that user could rename our scratch directory away and put
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -37,13 +38,24 @@ def safe_relative(name: str) -> PurePosixPath:
 
 
 def write_tree(root: Path, files: Mapping[str, bytes]) -> None:
+    # On every review's path: each directory is made once (not asked for again per file) and each
+    # file is written with plain os calls (no file object per file).
+    made: set[tuple[str, ...]] = {()}
+    base = str(root)
     for name, content in sorted(files.items()):
-        relative = safe_relative(name)
-        target = root.joinpath(*relative.parts)
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(content)
+        parts = safe_relative(name).parts
+        for depth in range(1, len(parts)):
+            if parts[:depth] not in made:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(os.path.join(base, *parts[:depth]), 0o700)
+                made.add(parts[:depth])
+        fd = os.open(os.path.join(base, *parts), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            view = memoryview(content)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
 
 
 class UnsafeBase(ValueError):
