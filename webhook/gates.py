@@ -621,6 +621,8 @@ class Gate:
         timings["baseline"] = self._clock() - mark
         known = {_alert_key(a) for a in baseline.alerts} if baseline is not None and not baseline.ok else set()
         new = [a for a in result.alerts if _alert_key(a) not in known]
+        if new and baseline is not None and not baseline.ok:
+            new = await self._unmasked(change, state, baseline, new)
         if not new and baseline is not None:
             isolated = await self._isolated(change, state, baseline)
             if isolated is None:
@@ -636,6 +638,31 @@ class Gate:
         denial = [self._alert_finding(ref, alert) for alert in new]
         return Verdict(Decision.DENY, ref, findings=tuple(findings + denial), alerts=tuple(new),
                        haproxy=self.binary, timings=timings)
+
+    async def _unmasked(self, change: Change, state: State, baseline: CheckResult, new: list[Alert]) -> list[Alert]:
+        """``new`` without the alerts of other objects that only the baseline's culprits kept from showing.
+
+        HAProxy stops judging a map file or section at its first error, so another object's error can
+        be hidden in the baseline by a culprit and show once the culprit is gone (typically: a DELETE
+        of a broken object). Such an error is no work of the change: it shows in the state without the
+        baseline's culprits (a DELETE's own object counts among them: the change removes it anyway), so
+        it is not new. The change's own alerts are never excused this way.
+        """
+        if all(a.origin is None or a.origin.ref == change.ref for a in new):
+            return new
+        deleting = change.operation is Operation.DELETE
+        hidden = frozenset(a.origin.ref for a in baseline.alerts
+                           if a.origin and (deleting or a.origin.ref != change.ref))
+        if not hidden:
+            return new
+        try:
+            before = await self._baseline(Without(state, hidden))
+        except (CheckTimedOut, RenderError):
+            return new
+        if not before.decided or before.ok:
+            return new
+        known = {_alert_key(a) for a in before.alerts}
+        return [a for a in new if a.origin is None or a.origin.ref == change.ref or _alert_key(a) not in known]
 
     async def _isolated(self, change: Change, state: State, baseline: CheckResult) -> list[Alert] | None:
         """Alerts of the change checked apart from the objects the baseline blames (None: undecided).

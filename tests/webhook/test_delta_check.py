@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 
 from haproxy_check.check import binaries
 from tests.webhook.deltastates import cluster_and_change
-from validators.changes import Change
+from validators.changes import Change, Operation
 from validators.objects import Obj
 from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
@@ -94,3 +94,34 @@ def test_delta_verdicts_equal_full_verdicts(haproxy_paths: list[str], schemas: S
     for path in haproxy_paths:
         delta, full = _gates(path, schemas)
         _differential(delta, full, EXAMPLES)()
+
+
+def _route(name: str, match: dict[str, Any]) -> Obj:
+    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": name, "namespace": "a", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"parentRefs": [{"name": "gw0"}],
+                     "rules": [{"matches": [match], "backendRefs": [{"name": "web", "port": 8080}]}]}}
+
+
+def test_deleting_a_broken_route_is_not_blamed_for_an_older_error_it_hid(
+        haproxy_paths: list[str], schemas: SchemaSet | None) -> None:
+    """r4's bad regex and r6's (the same one, as a header match) break the configuration; HAProxy
+    reports one of them, so the full configuration without r4 shows r6's error for the first time.
+    Deleting r4 adds nothing: both gates allow it (found by the differential test with random seeds)."""
+    objects: list[Obj] = [
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+         "metadata": {"name": "gw0", "namespace": "a", "creationTimestamp": "2026-01-01T00:00:00Z"},
+         "spec": {"gatewayClassName": "haproxy",
+                  "listeners": [{"name": "l0", "port": 80, "protocol": "HTTP"}]}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "a"},
+         "spec": {"ports": [{"port": 8080}]}},
+        _route("r4", {"path": {"type": "RegularExpression", "value": "/a{2,1}"}}),
+        _route("r6", {"path": {"type": "PathPrefix", "value": "/"},
+                      "headers": [{"name": "X-Team", "type": "RegularExpression", "value": "/a{2,1}"}]}),
+    ]
+    change = Change(Operation.DELETE, None, objects[2])
+    for path in haproxy_paths:
+        delta, full = _gates(path, schemas)
+        got, want = asyncio.run(_both(delta, full, change, _state(objects)))
+        assert _outcome(got) == _outcome(want), (got.message, want.message)
+        assert str(want.decision) == "allow", want.message
