@@ -17,8 +17,11 @@ proposed state render the same object set):
 - their competitors: routes that claim the same (port, hostname) of the same engine, where the oldest
   route or the best precedence wins (HTTP path maps are deduplicated per host, TLS server names and
   TCP ports are owned by the oldest route, custom Routes by the first name);
-- the Gateways/ListenerSets those routes attach to, and, transitively, every Gateway/ListenerSet that
-  declares a listener on a port one of them uses (one frontend per port across all Gateways);
+- the Gateways/ListenerSets those routes attach to, each with its Gateway and the Gateway's other
+  ListenerSets (a frontend is one Gateway's listeners on one port), and, on a port several Gateways
+  render together (TLS/TCP listeners, SSLPassthrough, a port the change alters), transitively every
+  Gateway/ListenerSet with a listener there; the addresses the other Gateways decide (who owns
+  ``:<port>``, pod ports) are computed from the whole state (``Closure.outside_listeners``);
 - every Gateway/ListenerSet with an HTTP/HTTPS listener when a custom Route is included (custom Routes
   are selected inside every HTTP frontend, or get a frontend of their own when there is none);
 - the EndpointSlices and BackendTLSPolicies of every Service a member route references, and the
