@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from haproxy_check.render.rendering import Renderer
 from haproxy_check.results import RenderResult
 from tests.webhook.deltastates import GW, NAMESPACES, endpoint_slices, route, secrets
+from tests.webhook.deltastates import cluster_and_change as delta_cluster_and_change
 from tests.webhook.test_delta_check import _gates, _outcome, _state
 from validators.changes import Change, Operation
 from validators.objects import Obj, Ref, ref_of
@@ -31,6 +32,8 @@ from webhook.gates import Gate
 
 TIMES = ("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z", "2026-01-04T00:00:00Z")
 BASE, SPAN = 20000, 10000  # RenderSettings' default pod port range
+PASSTHROUGH = {"type": "ExtensionRef", "extensionRef": {"group": "routegate.io", "kind": "SSLPassthrough",
+                                                        "name": "x"}}
 
 
 def _slot(namespace: str, name: str, port: int) -> int:
@@ -113,6 +116,8 @@ def cluster_and_change(draw: st.DrawFn) -> tuple[list[Obj], Change]:
     for i in range(draw(st.integers(1, 5))):
         objects.append(draw(route(draw(st.sampled_from(("HTTPRoute", "HTTPRoute", "GRPCRoute", "TLSRoute"))),
                                   f"r{i}", draw(st.sampled_from(NAMESPACES)), sources)))
+        if objects[-1]["kind"] == "HTTPRoute" and draw(st.integers(0, 3)) == 0:
+            objects[-1]["spec"]["rules"][0].setdefault("filters", []).append(PASSTHROUGH)
     what = draw(st.sampled_from(("create", "update", "delete", "gateway", "gateway", "listenerset")))
     routes = [o for o in objects if o["kind"] in ("HTTPRoute", "GRPCRoute", "TLSRoute")]
     if what == "create" or (not routes and what in ("update", "delete")):
@@ -316,12 +321,14 @@ def test_a_port_shared_with_tls_passthrough_keeps_every_gateway_there(renderer: 
 def test_an_ssl_passthrough_route_on_the_port_keeps_every_gateway_there(renderer: Renderer) -> None:
     passthrough = _route_on("g1", "pass")
     passthrough["spec"]["hostnames"] = ["p.example.com"]
-    passthrough["spec"]["rules"][0]["filters"] = [
-        {"type": "ExtensionRef", "extensionRef": {"group": "routegate.io", "kind": "SSLPassthrough", "name": "x"}}]
+    passthrough["spec"]["rules"][0]["filters"] = [PASSTHROUGH]
     objects = [*_base(_gateway("g0", TIMES[0], [_http("https", 443, "HTTPS")]),
                       _gateway("g1", TIMES[1], [_http("https", 443, "HTTPS")])), passthrough]
-    view = closure(MemoryState(objects, version="case"), Change(Operation.CREATE, _route_on("g0")))
-    assert {r.name for r in view.members if r.kind == "Gateway"} == {"g0", "g1"}
+    change = Change(Operation.CREATE, _route_on("g0"))
+    delta, _ = _review(objects, change, renderer)
+    view = closure(MemoryState(objects, version="case"), change)
+    assert {r.name for r in view.members if r.kind in ("Gateway", "HTTPRoute")} == {"g0", "g1", "new", "pass"}
+    assert "abns@routegate-https-443" in delta.config  # the passthrough route's TLS frontend owns :443
 
 
 def test_a_listener_set_brings_its_gateway_and_the_gateways_other_sets(renderer: Renderer) -> None:
@@ -355,3 +362,14 @@ def test_a_gateway_change_on_its_ports_keeps_todays_closure(renderer: Renderer) 
     same["spec"]["listeners"][0]["hostname"] = "b.example.com"  # what renders on port 80 stays the same
     _review(objects, Change(Operation.UPDATE, same, g1), renderer)
     assert ref_of(g0) not in closure(MemoryState(objects, version="case"), Change(Operation.UPDATE, same, g1)).members
+
+
+def test_the_subjects_lines_agree_on_the_delta_checks_clusters(renderer: Renderer) -> None:
+    """The same on the delta check's own random clusters (every route kind, every listener protocol)."""
+    @given(delta_cluster_and_change())
+    @settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+    def run(case: tuple[list[Obj], Change]) -> None:
+        objects, change = case
+        assert_renders_agree(renderer, _state(objects), change)
+
+    run()

@@ -627,23 +627,36 @@ def members(state: State, change: Change) -> set[Ref]:
         for key in competitor_keys(obj, proposed if x.kind in SOURCE_KINDS else state):
             competitors |= idx.claimants.get(key, set())
     routes |= competitors
-    out |= routes | sources
-    route_objs = _objects(state, routes, versions, x)
-    for obj in route_objs:
-        for parent in parent_refs(obj):
-            sources.add(parent)
-    if any(kind_of(o) == CRD_ROUTE for o in route_objs):
-        sources |= idx.http_sources
     shared = shared_ports(state) | shared_ports(proposed) | changed_ports
-    sources = _frontend_sources(sources, idx, state, versions, x, shared)
-    if not any(s in idx.http_sources for s in sources - {x}):
-        # haproxy -c refuses a configuration without any listener ("will not start", exit 2): unless a
-        # Gateway/ListenerSet other than X (which the change may remove) has an HTTP/HTTPS listener (the
-        # HTTP engine always binds its ports), an unrelated one from the cluster keeps a bind in both
-        # the baseline and the proposed closure, as the full render has.
-        anchors = sorted(idx.http_sources - sources - {x}) or sorted(idx.bind_sources - sources - {x})
-        if anchors:
-            sources = _frontend_sources(sources | {anchors[0]}, idx, state, versions, x, shared)
+    passing: dict[int, set[Ref]] = {}
+    for view in (state, proposed):
+        for port, refs in passthrough_routes(view).items():
+            passing.setdefault(port, set()).update(refs)
+    while True:
+        route_objs = _objects(state, routes, versions, x)
+        for obj in route_objs:
+            for parent in parent_refs(obj):
+                sources.add(parent)
+        if any(kind_of(o) == CRD_ROUTE for o in route_objs):
+            sources |= idx.http_sources
+        sources = _frontend_sources(sources, idx, state, versions, x, shared)
+        if not any(s in idx.http_sources for s in sources - {x}):
+            # haproxy -c refuses a configuration without any listener ("will not start", exit 2): unless
+            # a Gateway/ListenerSet other than X (which the change may remove) has an HTTP/HTTPS listener
+            # (the HTTP engine always binds its ports), an unrelated one from the cluster keeps a bind in
+            # both the baseline and the proposed closure, as the full render has.
+            anchors = sorted(idx.http_sources - sources - {x}) or sorted(idx.bind_sources - sources - {x})
+            if anchors:
+                sources = _frontend_sources(sources | {anchors[0]}, idx, state, versions, x, shared)
+        # An SSLPassthrough HTTPRoute on a port the closure renders decides who binds the port
+        # (``tlsroutes.passthrough_on``) and claims server names there: a member, with its competitors.
+        extra = {r for p in _source_ports(sources, idx, versions, x) for r in passing.get(p, ())} - routes
+        if not extra:
+            break
+        routes |= extra
+        for ref in extra:
+            for key in idx.keys.get(ref, ()):
+                routes |= idx.claimants.get(key, set())
     out |= routes | sources
     spaces: set[str] = set()
     for obj in [*route_objs, *_objects(state, sources, versions, x)]:
@@ -706,19 +719,32 @@ def _frontend_sources(sources: set[Ref], idx: ClosureIndex, state: State, versio
 def shared_ports(state: State) -> frozenset[int]:
     """Ports whose rendering the Gateways there decide together: a listener other than HTTP/HTTPS (the
     TLS and TCP engines build one frontend per port across all Gateways, and decide whether the HTTP
-    engine keeps the port), or an SSLPassthrough HTTPRoute attached to an HTTPS listener (the port's
-    bind moves to a TLS frontend). Per state version; an Overlay of a route reuses its base's
-    listener part."""
+    engine keeps the port), or an SSLPassthrough HTTPRoute attached there (the port's bind moves to a
+    TLS frontend). Per state version; an Overlay of a route reuses its base's listener part."""
     listed = indexes.index_reading(state, "closure-shared-ports", attachments.LISTENER_KINDS, _non_http_ports)
-    routes = indexes.refs_by_key(state, "ssl-passthrough-routes", ("HTTPRoute",), _passes_through)
-    if not routes.get(True):
-        return listed
-    ports = set(listed)
-    for ref in routes.get(True):
+    passing = passthrough_routes(state)
+    return listed | frozenset(passing) if passing else listed
+
+
+def passthrough_routes(state: State) -> dict[int, set[Ref]]:
+    """Listener port -> the HTTPRoutes with an SSLPassthrough rule attached there."""
+    out: dict[int, set[Ref]] = {}
+    for ref in indexes.refs_by_key(state, "ssl-passthrough-routes", ("HTTPRoute",), _passes_through).get(True):
         route = state.get(ref.kind, ref.namespace, ref.name)
         if route is not None:
-            ports |= {a.listener.port for a in attachments.attach(route, state)[0]}
-    return frozenset(ports)
+            for a in attachments.attach(route, state)[0]:
+                out.setdefault(a.listener.port, set()).add(ref)
+    return out
+
+
+def _source_ports(sources: Iterable[Ref], idx: ClosureIndex, versions: Sequence[Obj], x: Ref) -> set[int]:
+    ports: set[int] = set()
+    for ref in sources:
+        ports |= idx.ports.get(ref, set())
+        if ref == x:
+            for obj in versions:
+                ports |= listener_ports(obj)
+    return ports
 
 
 def _non_http_ports(state: State) -> frozenset[int]:
