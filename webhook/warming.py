@@ -66,7 +66,9 @@ def build_index(gate: Gate, source: StateSource) -> str:
     """Build the closure index of the source's current state (as the gate's scope sees it); the
     version of the state warmed."""
     snapshot = source.snapshot()
-    closures.index_of(gate.scope.view(snapshot))
+    view = gate.scope.view(snapshot)
+    closures.index_of(view)
+    closures.shared_ports(view)  # the listener part and the SSLPassthrough routes, per version too
     return snapshot.version
 
 

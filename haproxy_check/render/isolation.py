@@ -37,6 +37,23 @@ def pod_port(gateway: Ref, port: int, *, base: int, span: int, taken: set[int]) 
     raise ValueError(f"no free pod port in {base}..{base + span - 1} for {gateway} port {port}")
 
 
+def outside_listeners(state: State, http_ports: Sequence[int]) -> Sequence[Listener]:
+    """The listeners of the whole state that a partial view leaves out and ``assign`` must still count.
+
+    A review renders a closure (``validators.views.closures.Closure``, possibly under views that change
+    its members: the proposed change, hidden culprits, a batch): it lists only some Gateways, yet the
+    address of each depends on all of them (the oldest owns ``:<port>``; pod ports resolve collisions in
+    age order across every Gateway and skip every declared port). The closure names the listeners of
+    its non-members; any other State lists everything already."""
+    seen: object = state
+    while seen is not None:
+        outside = getattr(seen, "outside_listeners", None)
+        if callable(outside):
+            return outside(http_ports)  # type: ignore[no-any-return]
+        seen = getattr(seen, "base", None)
+    return ()
+
+
 def assign(state: State, listeners: Sequence[Listener], *, base: int, span: int) -> dict[tuple[Ref, int], int]:
     """(Gateway, listener port) -> pod port, for every Gateway that does not own its port's address."""
     gateways: dict[int, set[Ref]] = {}

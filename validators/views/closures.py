@@ -17,8 +17,11 @@ proposed state render the same object set):
 - their competitors: routes that claim the same (port, hostname) of the same engine, where the oldest
   route or the best precedence wins (HTTP path maps are deduplicated per host, TLS server names and
   TCP ports are owned by the oldest route, custom Routes by the first name);
-- the Gateways/ListenerSets those routes attach to, and, transitively, every Gateway/ListenerSet that
-  declares a listener on a port one of them uses (one frontend per port across all Gateways);
+- the Gateways/ListenerSets those routes attach to, each with its Gateway and the Gateway's other
+  ListenerSets (a frontend is one Gateway's listeners on one port), and, on a port several Gateways
+  render together (TLS/TCP listeners, SSLPassthrough, a port the change alters), transitively every
+  Gateway/ListenerSet with a listener there; the addresses the other Gateways decide (who owns
+  ``:<port>``, pod ports) are computed from the whole state (``Closure.outside_listeners``);
 - every Gateway/ListenerSet with an HTTP/HTTPS listener when a custom Route is included (custom Routes
   are selected inside every HTTP frontend, or get a frontend of their own when there is none);
 - the EndpointSlices and BackendTLSPolicies of every Service a member route references, and the
@@ -31,7 +34,7 @@ per review is proportional to the closure, not to the cluster. Pure: no I/O.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -525,6 +528,7 @@ class Closure:
         digest = hashlib.sha256("\n".join(sorted(map(str, self.members))).encode()).hexdigest()[:16]
         self._version = f"{base.version}#closure:{digest}"
         self._lists: dict[str, list[Obj]] = {}
+        self._outside: dict[tuple[int, ...], tuple[attachments.Listener, ...]] = {}
 
     @property
     def base(self) -> State:
@@ -545,6 +549,20 @@ class Closure:
 
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self._base.get(kind, namespace, name)
+
+    def outside_listeners(self, http_ports: Sequence[int]) -> tuple[attachments.Listener, ...]:
+        """The listeners of the whole state's Gateways/ListenerSets that are not members: what the
+        pod-port assignment (``haproxy_check.render.isolation``) counts besides the listeners a render
+        of this view (or of a view over it that changes members only) lists, so that every member
+        Gateway gets the address the full render gives it. A ListenerSet is a member whenever its
+        parent Gateway is (``_frontend_sources``), so changing a member never changes an outsider's
+        listeners."""
+        ports = tuple(http_ports)
+        got = self._outside.get(ports)
+        if got is None:
+            got = self._outside[ports] = tuple(x for x in attachments.listeners(self._base, http_ports=ports)
+                                               if x.source not in self.members)
+        return got
 
     def __len__(self) -> int:
         return len(self.members)
@@ -567,6 +585,7 @@ def members(state: State, change: Change) -> set[Ref]:
     routes: set[Ref] = set()  # routes whose competitors count
     sources: set[Ref] = set()
     rekey: list[Obj] = []  # routes whose competitor keys the change may alter
+    changed_ports: set[int] = set()  # ports where X changes what is rendered: every source there counts
     if x.kind in ROUTE_KINDS or x.kind == CRD_ROUTE:
         routes.add(x)
         rekey += versions
@@ -581,8 +600,11 @@ def members(state: State, change: Change) -> set[Ref]:
                 sources.add(parent)
         ports = set().union(*(listener_ports(o) for o in versions), *(idx.ports.get(s, set()) for s in sources))
         before, after = port_signature(state, ports), port_signature(proposed, ports)
+        if len({attachments.age_key(o) for o in versions}) > 1:
+            changed_ports |= ports  # X's age moved: which Gateway owns each of its ports may change
         for port in ports:
             if before[port] != after[port]:  # listener protocols/modes changed: every route there may move
+                changed_ports.add(port)
                 for source in idx.on_port.get(port, ()):
                     sources.add(source)
                     affected |= idx.children.get(source, set())
@@ -605,22 +627,36 @@ def members(state: State, change: Change) -> set[Ref]:
         for key in competitor_keys(obj, proposed if x.kind in SOURCE_KINDS else state):
             competitors |= idx.claimants.get(key, set())
     routes |= competitors
-    out |= routes | sources
-    route_objs = _objects(state, routes, versions, x)
-    for obj in route_objs:
-        for parent in parent_refs(obj):
-            sources.add(parent)
-    if any(kind_of(o) == CRD_ROUTE for o in route_objs):
-        sources |= idx.http_sources
-    sources = _port_peers(sources, idx, state, versions, x)
-    if not any(s in idx.http_sources for s in sources - {x}):
-        # haproxy -c refuses a configuration without any listener ("will not start", exit 2): unless a
-        # Gateway/ListenerSet other than X (which the change may remove) has an HTTP/HTTPS listener (the
-        # HTTP engine always binds its ports), an unrelated one from the cluster keeps a bind in both
-        # the baseline and the proposed closure, as the full render has.
-        anchors = sorted(idx.http_sources - sources - {x}) or sorted(idx.bind_sources - sources - {x})
-        if anchors:
-            sources = _port_peers(sources | {anchors[0]}, idx, state, versions, x)
+    shared = shared_ports(state) | shared_ports(proposed) | changed_ports
+    passing: dict[int, set[Ref]] = {}
+    for view in (state, proposed):
+        for port, refs in passthrough_routes(view).items():
+            passing.setdefault(port, set()).update(refs)
+    while True:
+        route_objs = _objects(state, routes, versions, x)
+        for obj in route_objs:
+            for parent in parent_refs(obj):
+                sources.add(parent)
+        if any(kind_of(o) == CRD_ROUTE for o in route_objs):
+            sources |= idx.http_sources
+        sources = _frontend_sources(sources, idx, state, versions, x, shared)
+        if not any(s in idx.http_sources for s in sources - {x}):
+            # haproxy -c refuses a configuration without any listener ("will not start", exit 2): unless
+            # a Gateway/ListenerSet other than X (which the change may remove) has an HTTP/HTTPS listener
+            # (the HTTP engine always binds its ports), an unrelated one from the cluster keeps a bind in
+            # both the baseline and the proposed closure, as the full render has.
+            anchors = sorted(idx.http_sources - sources - {x}) or sorted(idx.bind_sources - sources - {x})
+            if anchors:
+                sources = _frontend_sources(sources | {anchors[0]}, idx, state, versions, x, shared)
+        # An SSLPassthrough HTTPRoute on a port the closure renders decides who binds the port
+        # (``tlsroutes.passthrough_on``) and claims server names there: a member, with its competitors.
+        extra = {r for p in _source_ports(sources, idx, versions, x) for r in passing.get(p, ())} - routes
+        if not extra:
+            break
+        routes |= extra
+        for ref in extra:
+            for key in idx.keys.get(ref, ()):
+                routes |= idx.claimants.get(key, set())
     out |= routes | sources
     spaces: set[str] = set()
     for obj in [*route_objs, *_objects(state, sources, versions, x)]:
@@ -642,19 +678,82 @@ def _objects(state: State, refs: Iterable[Ref], versions: Sequence[Obj], x: Ref)
     return [*out, *versions] if x in refs else out
 
 
-def _port_peers(sources: set[Ref], idx: ClosureIndex, state: State, versions: Sequence[Obj], x: Ref) -> set[Ref]:
-    """Every Gateway/ListenerSet sharing a listener port with one in ``sources``, transitively."""
-    out = set(sources)
+def _gateway_of(ref: Ref, state: State, versions: Sequence[Obj], x: Ref) -> set[Ref]:
+    """The Gateway(s) whose frontends a Gateway/ListenerSet's listeners are rendered in: itself, or the
+    parent a ListenerSet names (both versions' parents for the changed one)."""
+    if ref.kind == "Gateway":
+        return {ref}
+    objs = list(versions) if ref == x else [o for o in (state.get(ref.kind, ref.namespace, ref.name),) if o is not None]
+    return {p for o in objs if (p := attachments.listener_set_parent(o)) is not None}
+
+
+def _frontend_sources(sources: set[Ref], idx: ClosureIndex, state: State, versions: Sequence[Obj], x: Ref,
+                      shared: Set[int]) -> set[Ref]:
+    """What renders the frontends of ``sources`` as the full render does (DELTA-CHECK.md, rule 4).
+
+    A frontend is one Gateway's listeners on one port: the Gateway's own and those of every ListenerSet
+    of it, so each source brings its Gateway and all the Gateway's ListenerSets. What else a frontend
+    reads of the other Gateways on its port (which one owns ``:<port>``, the pod ports) is computed from
+    the whole state (``Closure.outside_listeners``). On a ``shared`` port the other sources matter
+    themselves (TLS/TCP listeners, passthrough sharing, a port X changes): there every source on the
+    port is a member, transitively, as for one frontend per port."""
+    out: set[Ref] = set()
     todo = list(sources)
     while todo:
         ref = todo.pop()
+        if ref in out:
+            continue
+        out.add(ref)
+        for gateway in _gateway_of(ref, state, versions, x):
+            todo.append(gateway)
+            todo.extend(idx.listener_sets.get(gateway, ()))
         ports = set(idx.ports.get(ref, set()))
         if ref == x:
             for obj in versions:
                 ports |= listener_ports(obj)
-        for port in ports:
-            for peer in idx.on_port.get(port, ()):
-                if peer not in out:
-                    out.add(peer)
-                    todo.append(peer)
+        for port in ports & shared:
+            todo.extend(idx.on_port.get(port, ()))
     return out
+
+
+def shared_ports(state: State) -> frozenset[int]:
+    """Ports whose rendering the Gateways there decide together: a listener other than HTTP/HTTPS (the
+    TLS and TCP engines build one frontend per port across all Gateways, and decide whether the HTTP
+    engine keeps the port), or an SSLPassthrough HTTPRoute attached there (the port's bind moves to a
+    TLS frontend). Per state version; an Overlay of a route reuses its base's listener part."""
+    listed = indexes.index_reading(state, "closure-shared-ports", attachments.LISTENER_KINDS, _non_http_ports)
+    passing = passthrough_routes(state)
+    return listed | frozenset(passing) if passing else listed
+
+
+def passthrough_routes(state: State) -> dict[int, set[Ref]]:
+    """Listener port -> the HTTPRoutes with an SSLPassthrough rule attached there."""
+    out: dict[int, set[Ref]] = {}
+    for ref in indexes.refs_by_key(state, "ssl-passthrough-routes", ("HTTPRoute",), _passes_through).get(True):
+        route = state.get(ref.kind, ref.namespace, ref.name)
+        if route is not None:
+            for a in attachments.attach(route, state)[0]:
+                out.setdefault(a.listener.port, set()).add(ref)
+    return out
+
+
+def _source_ports(sources: Iterable[Ref], idx: ClosureIndex, versions: Sequence[Obj], x: Ref) -> set[int]:
+    ports: set[int] = set()
+    for ref in sources:
+        ports |= idx.ports.get(ref, set())
+        if ref == x:
+            for obj in versions:
+                ports |= listener_ports(obj)
+    return ports
+
+
+def _non_http_ports(state: State) -> frozenset[int]:
+    return frozenset(x.port for x in attachments.declared_listeners(state) if x.protocol not in ("HTTP", "HTTPS"))
+
+
+def _passes_through(route: Obj) -> tuple[bool, ...]:
+    """``(True,)`` for an HTTPRoute with an SSLPassthrough ExtensionRef filter (as
+    ``haproxy_check.render.l4.tlsroutes.ssl_passthrough_rules`` finds them)."""
+    found = any(dig(f, "type") == "ExtensionRef" and dig(f, "extensionRef", "kind") == "SSLPassthrough"
+                for rule in as_list(dig(route, "spec", "rules")) for f in as_list(dig(rule, "filters")))
+    return (True,) if found else ()

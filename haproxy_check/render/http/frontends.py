@@ -68,7 +68,9 @@ def build(state: State, listeners: Sequence[Listener], *, recorder: Recorder, mo
     for lst in listeners:
         if lst.protocol in ("HTTP", "HTTPS"):
             by_port.setdefault(lst.port, []).append(lst)
-    pods = isolation.assign(state, listeners, base=settings.isolation_pod_port_base,
+    # The addresses come from every Gateway of the state, also those a review's closure does not list.
+    whole = [*listeners, *isolation.outside_listeners(state, (settings.http_port, settings.https_port))]
+    pods = isolation.assign(state, whole, base=settings.isolation_pod_port_base,
                             span=settings.isolation_pod_port_span)
     out: dict[tuple[str, str], FrontendModel] = {}
     for port, group in sorted(by_port.items()):
