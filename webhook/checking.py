@@ -270,7 +270,7 @@ async def _check(args: argparse.Namespace) -> int:
         raise SetupError(f"{'--all' if args.all else '--context'} needs --kubeconfig")
     binary = await binaries.detect(args.haproxy)
     loaded = _read_inputs(args)
-    positions = Positions(loaded.texts)
+    positions = Positions(loaded.texts, loaded.members)
     manifests = [i for i in loaded.objects if not _is_review(i)]
     problems = [*loaded.problems, *_duplicates(manifests, positions)]
     base, base_objects = await _base_state(args)
