@@ -20,6 +20,7 @@ import asyncio
 import concurrent.futures
 import multiprocessing
 import os
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -90,6 +91,21 @@ def worker_count() -> int:
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
     return cpus - 1
+
+
+def end_all(grace: float = 2.0) -> None:
+    """End the worker processes this process forked and has not seen end: a pool that was shut down
+    without waiting (``RuleWorkers.close``) lets its idle workers go on their own, which a process ending
+    with ``os._exit`` would not wait for (they would be left blocked on their task queue). Each gets
+    ``grace`` seconds to leave, then is terminated."""
+    children = multiprocessing.active_children()
+    deadline = time.monotonic() + grace
+    for child in children:
+        child.join(max(0.0, deadline - time.monotonic()))
+    for child in children:
+        if child.is_alive():
+            child.terminate()
+            child.join()
 
 
 class RuleWorkers:
