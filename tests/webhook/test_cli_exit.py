@@ -4,15 +4,17 @@ same report and exit code as a caller in the same process gets, and nothing left
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
+import subprocess
+import sys
+import textwrap
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.webhook.clirun import routegate
+from tests.conftest import REPO
+from tests.webhook.clirun import env, routegate
 from tests.webhook.conftest import STATE_DIR
 from tests.webhook.test_gates import named
 from webhook import cli, ruleworkers
@@ -69,47 +71,39 @@ def test_a_clean_console_check_exits_zero(tmp_path: Path) -> None:
     assert ": allowed" in run.stdout
 
 
-def _in_a_child(body: Callable[[], None]) -> int:
-    """Run ``body`` in a forked child (which must end the process itself); its exit code."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            body()
-        finally:
-            os._exit(99)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+def _in_a_fresh_process(code: str) -> int:
+    """Run ``code`` in a new interpreter with this checkout first (not forked from pytest: a fork has
+    none of this process's threads, the scratch remover's among them); its exit code."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env(), cwd=REPO, timeout=60,
+                          check=False).returncode
 
 
 def test_exit_now_waits_for_the_queued_scratch_removals(tmp_path: Path) -> None:
-    from haproxy_check.check import scratches
-    from webhook import checking
-
     big = tmp_path / "scratch"
     big.mkdir()
     for i in range(5000):
         (big / f"f{i}").write_bytes(b"x")
-
-    def body() -> None:
-        scratches.remove_later(big)
+    assert _in_a_fresh_process(f"""
+        from pathlib import Path
+        from haproxy_check.check import scratches
+        from webhook import checking
+        scratches.remove_later(Path({str(big)!r}))
         checking.exit_now(3)
-
-    assert _in_a_child(body) == 3
+        """) == 3
     assert not big.exists()
 
 
 def test_exit_now_ends_the_workers_it_forked(tmp_path: Path) -> None:
-    from webhook import checking
-
     pid_file = tmp_path / "worker.pid"
-
-    def body() -> None:
+    assert _in_a_fresh_process(f"""
+        import multiprocessing, time
+        from pathlib import Path
+        from webhook import checking
         worker = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
         worker.start()
-        pid_file.write_text(str(worker.pid))
+        Path({str(pid_file)!r}).write_text(str(worker.pid))
         checking.exit_now(0)
-
-    assert _in_a_child(body) == 0
+        """) == 0
     worker = int(pid_file.read_text())
     deadline = time.monotonic() + 10
     while _alive(worker) and time.monotonic() < deadline:
