@@ -177,10 +177,13 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def main(argv: Sequence[str] | None = None, *, prog: str = "routegate") -> int:
+def main(argv: Sequence[str] | None = None, *, prog: str = "routegate", exit_when_done: bool = False) -> int:
+    """``exit_when_done``: the process ends when the command is done (the console entry point), so
+    ``check`` may end it at once instead of returning (``checking.exit_now``)."""
     top = parser()
     top.prog = prog
     args = top.parse_args(argv)
+    args.exit_when_done = exit_when_done
     from haproxy_check.check import binaries
     from webhook import inputs
     from webhook.assembly import SetupError
@@ -247,7 +250,7 @@ def print_version() -> int:
 
 def _exit(prog: str) -> None:
     try:
-        code = main(prog=prog)
+        code = main(prog=prog, exit_when_done=True)
         sys.stdout.flush()
     except BrokenPipeError:  # `routegate rules | head`: the reader is gone, which is not an error
         import os

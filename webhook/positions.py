@@ -12,12 +12,12 @@ same line and column.
 from __future__ import annotations
 
 import bisect
-import json
 import re
 from collections.abc import Mapping, Sequence
 
 import yaml
 
+from webhook import jsonmembers
 from webhook.inputs import Located
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -33,10 +33,9 @@ class _JsonText:
     their values with json's C decoder, and their offsets remembered. Only ASCII text with "\n" line
     breaks, where an offset's line and column are exactly what the YAML composer's marks say."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, known: Mapping[int, jsonmembers.Members] | None = None) -> None:
         self.text = text
-        self._decoder = json.JSONDecoder()
-        self._members: dict[int, dict[str, tuple[int, int]] | list[int] | None] = {}
+        self._members: dict[int, jsonmembers.Members] = dict(known or {})  # found while the file was loaded
         self._lines = [0, *(m.end() for m in re.finditer("\n", text))]
 
     @staticmethod
@@ -46,43 +45,12 @@ class _JsonText:
     def root(self) -> int:
         return _WHITESPACE.match(self.text).end()  # type: ignore[union-attr]
 
-    def _skip(self, at: int) -> int:
-        return _WHITESPACE.match(self.text, at).end()  # type: ignore[union-attr]
-
-    def members(self, at: int) -> dict[str, tuple[int, int]] | list[int] | None:
+    def members(self, at: int) -> jsonmembers.Members:
         """An object's keys -> (key offset, value offset), first occurrence; an array's element offsets;
         None for a scalar."""
         if at not in self._members:
-            self._members[at] = self._read(at)
+            self._members[at] = jsonmembers.read(self.text, at)
         return self._members[at]
-
-    def _read(self, at: int) -> dict[str, tuple[int, int]] | list[int] | None:
-        text, decode = self.text, self._decoder.raw_decode
-        opening = text[at]
-        if opening not in "{[":
-            return None
-        closing = "}" if opening == "{" else "]"
-        keys: dict[str, tuple[int, int]] = {}
-        items: list[int] = []
-        i = self._skip(at + 1)
-        while text[i] != closing:
-            if opening == "{":
-                key, end = decode(text, i)
-                colon = self._skip(end)
-                if not isinstance(key, str) or text[colon] != ":":
-                    raise ValueError("not a JSON object")
-                value = self._skip(colon + 1)
-                keys.setdefault(key, (i, value))
-            else:
-                value = i
-                items.append(value)
-            _, end = decode(text, value)
-            i = self._skip(end)
-            if text[i] == ",":
-                i = self._skip(i + 1)
-            elif text[i] != closing:
-                raise ValueError("not JSON")
-        return keys if opening == "{" else items
 
     def mark(self, at: int) -> tuple[int, int]:
         """(line, column), 0-based, of an offset."""
@@ -107,15 +75,19 @@ class _JsonText:
 
 
 class Positions:
-    def __init__(self, texts: Mapping[str, str]) -> None:
+    def __init__(self, texts: Mapping[str, str],
+                 members: Mapping[str, Mapping[int, jsonmembers.Members]] | None = None) -> None:
+        """``members``: per file, JSON members already found (``inputs.Loaded.members``)."""
         self._texts = texts
+        self._known = members or {}
         self._documents: dict[str, list[yaml.Node]] = {}
         self._json: dict[str, _JsonText | None] = {}
 
     def _json_text(self, file: str) -> _JsonText | None:
         if file not in self._json:
             text = self._texts.get(file)
-            self._json[file] = _JsonText(text) if text is not None and _JsonText.usable(text) else None
+            usable = text is not None and _JsonText.usable(text)
+            self._json[file] = _JsonText(text, self._known.get(file)) if text is not None and usable else None
         return self._json[file]
 
     def _of_json(self, found: _JsonText, item: Located, path: Sequence[str | int]) -> tuple[int, int] | None:

@@ -20,6 +20,7 @@ import asyncio
 import concurrent.futures
 import multiprocessing
 import os
+import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ import structlog
 from validators.changes import Change
 from validators.checks import Result
 from validators.crossobject import statuses
+from validators.findings import Finding
 from validators.states import State
 from validators.views import attachments, scopes
 
@@ -45,11 +47,27 @@ class RuleChecks(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Prejudged:
-    """One input's per-object outcome: what ``Gate._batch_verdict`` would compute in-process."""
+    """One input's per-object outcome: what ``Gate._batch_verdict`` would compute in-process. From a
+    worker, ``validated.defaulted`` is None: a batch verdict reads only the findings (``_shipped``)."""
 
     validated: Result
     status: dict[str, Any] | None
     attached: bool  # not a route, or a route that attaches to some listener of the combined state
+
+
+# What a worker sends back per input: plain values (findings, status, attached). Not the Prejudged and its
+# Result themselves: a frozen dataclass unpickles field by field, and the defaulted object (a copy of the
+# whole input) is never read; unpickling 20,000 of those took seconds of the parent, beside its render.
+_Shipped = tuple[list[Finding], dict[str, Any] | None, bool]
+
+
+def _shipped(outcome: Prejudged) -> _Shipped:
+    return outcome.validated.findings, outcome.status, outcome.attached
+
+
+def _received(shipped: _Shipped) -> Prejudged:
+    findings, status, attached = shipped
+    return Prejudged(Result(findings, None), status, attached)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +93,11 @@ def prejudge_one(rules: RuleChecks, scope: scopes.Scope, change: Change, state: 
     return Prejudged(validated, status, attached(change, combined))
 
 
-def _judge_chunk(indices: list[int]) -> list[Prejudged]:
+def _judge_chunk(indices: list[int]) -> list[_Shipped]:
     job = _job
     if job is None:  # pragma: no cover - only reachable if a worker were spawned, not forked
         raise RuntimeError("no job: rule workers must be forked from the judging process")
-    return [prejudge_one(job.rules, job.scope, *job.items[i], job.combined) for i in indices]
+    return [_shipped(prejudge_one(job.rules, job.scope, *job.items[i], job.combined)) for i in indices]
 
 
 def worker_count() -> int:
@@ -90,6 +108,21 @@ def worker_count() -> int:
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
     return cpus - 1
+
+
+def end_all(grace: float = 2.0) -> None:
+    """End the worker processes this process forked and has not seen end: a pool that was shut down
+    without waiting (``RuleWorkers.close``) lets its idle workers go on their own, which a process ending
+    with ``os._exit`` would not wait for (they would be left blocked on their task queue). Each gets
+    ``grace`` seconds to leave, then is terminated."""
+    children = multiprocessing.active_children()
+    deadline = time.monotonic() + grace
+    for child in children:
+        child.join(max(0.0, deadline - time.monotonic()))
+    for child in children:
+        if child.is_alive():
+            child.terminate()
+            child.join()
 
 
 class RuleWorkers:
@@ -103,7 +136,7 @@ class RuleWorkers:
         self._indices = list(indices)
         self._workers = workers
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
-        self._futures: list[tuple[list[int], concurrent.futures.Future[list[Prejudged]]]] = []
+        self._futures: list[tuple[list[int], concurrent.futures.Future[list[_Shipped]]]] = []
 
     @staticmethod
     def usable(count: int, workers: int) -> bool:
@@ -145,7 +178,7 @@ class RuleWorkers:
             except Exception as exc:  # a dead worker (BrokenProcessPool), an unpicklable result
                 failed.append(exc)
                 continue
-            out.update(zip(chunk, got, strict=True))
+            out.update(zip(chunk, map(_received, got), strict=True))
         if failed:
             log.warning("rule workers failed; their inputs are judged in this process",
                         chunks=len(failed), error=repr(failed[0]))

@@ -83,6 +83,12 @@ def remove_later(path: Path) -> Future[None]:
     return _REMOVER.submit(shutil.rmtree, path, ignore_errors=True)
 
 
+def wait_for_removals() -> None:
+    """Return once every removal queued so far is done (the remover takes them in order): for a process
+    that ends without waiting for its threads (``os._exit``)."""
+    _REMOVER.submit(lambda: None).result()
+
+
 @contextmanager
 def scratch_dir(base: Path | None = None, *, keep: bool = False, remove_after: bool = False) -> Iterator[Path]:
     """A fresh private directory under ``base`` (default: the system temp dir), removed when the block

@@ -146,11 +146,10 @@ def _plain_entries(entries: list[Any], sources: SourceMap) -> bool:
     if not clean.isascii() or clean.encode().translate(None, _PRINTABLE):
         return False  # a character outside printable ASCII
     # each line not empty, not starting with '#' or a space, not ending with a space, and (no two spaces
-    # anywhere, so) one space at most between key and value: _PLAIN_ENTRY of every line
-    for line in entries if clean is joined else clean.split("\n"):
-        if not line or line[0] in "# " or line[-1] == " " or "  " in line:
-            return False
-    return True
+    # anywhere, so) one space at most between key and value: _PLAIN_ENTRY of every line, asked of the
+    # joined lines at once (a line starts the text or follows a line break, and ends one or the text)
+    return not (not clean or clean[0] in "# \n" or clean[-1] in " \n" or "\n\n" in clean or "\n#" in clean
+                or "\n " in clean or " \n" in clean or "  " in clean)
 
 
 class Recorder:

@@ -137,3 +137,18 @@ def test_check_and_render_pause_collection_in_their_renders_and_serve_does_not(g
 
     assert isinstance(gate.renderer, Renderer) and not gate.renderer.pause_collection
     assert checking._one_shot(gate).renderer.pause_collection  # type: ignore[attr-defined]
+
+
+def test_a_worker_sends_back_findings_status_and_attachment_as_plain_values() -> None:
+    """The defaulted object stays in the worker (a batch verdict reads only the findings)."""
+    import pickle
+
+    from validators.findings import Finding, Severity
+
+    finding = Finding("RG0101", "a message", ("spec", "rules", 0), Severity.WARN, subject=True, about="HTTPRoute a/b")
+    outcome = ruleworkers.Prejudged(checks.Result([finding], {"kind": "HTTPRoute", "spec": {}}),
+                                    {"parents": [{"conditions": []}]}, True)
+    shipped = ruleworkers._shipped(outcome)
+    assert all(type(part) in (list, dict, bool) for part in shipped)
+    received = ruleworkers._received(pickle.loads(pickle.dumps(shipped)))
+    assert received == replace(outcome, validated=checks.Result([finding], None))

@@ -14,6 +14,7 @@ from haproxy_check.descriptions import ServerDesc
 _SORT_KEY = operator.itemgetter(0)  # map entries are (sort key, entry)
 
 WEIGHTED, FAIL = "@weighted", "@500"
+WEIGHTED_MAP = "weighted-multi-backend.map"  # "<slot>:<rule id> <backend>": 100 slots per weighted rule
 SLOTS = 100
 MAX_WORDS = 64  # HAProxy truncates (and fails on) a config line with more words
 LIST_CHUNK = 40  # list items per line when a list is split over several lines
@@ -163,6 +164,9 @@ class HttpModel:
     redirect_plens: set[int] = field(default_factory=set)  # prefix lengths ReplacePrefixMatch redirects use
     rewrite_plens: set[int] = field(default_factory=set)
     pending: dict[str, list[tuple[object, Advanced]]] = field(default_factory=dict)  # frontend -> lines
+    # WEIGHTED_MAP's entries, kept as (rule id, the backend of each of its slots) instead of one (sort key,
+    # entry) pair per slot in ``maps``: most of a large render's map lines, made once, in order, when read
+    weighted: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
 
     def add(self, name: str, entry: str, sort: object = "", *, ordered: bool = False) -> None:
         self.maps.setdefault(name, []).append((sort, entry))
@@ -170,4 +174,18 @@ class HttpModel:
             self.ordered.add(name)
 
     def map_entries(self, name: str) -> list[str]:
+        if name == WEIGHTED_MAP and self.weighted:
+            return self._weighted_entries()
         return [e for _, e in sorted(self.maps.get(name, []), key=_SORT_KEY)]
+
+    def _weighted_entries(self) -> list[str]:
+        """The weight slot entries sorted by (rule id, slot), as if each were a pair in ``maps``: with
+        every rule id once, sorting the rules is sorting their slots (and the slots are in order)."""
+        rids = {rid for rid, _ in self.weighted}
+        if WEIGHTED_MAP not in self.maps and len(rids) == len(self.weighted):
+            return [f"{n}:{rid} {target}" for rid, targets in sorted(self.weighted, key=_SORT_KEY)
+                    for n, target in enumerate(targets)]
+        pairs = [*self.maps.get(WEIGHTED_MAP, []),
+                 *(((rid, n), f"{n}:{rid} {target}") for rid, targets in self.weighted
+                   for n, target in enumerate(targets))]
+        return [e for _, e in sorted(pairs, key=_SORT_KEY)]

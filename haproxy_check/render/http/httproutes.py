@@ -21,6 +21,7 @@ from haproxy_check.render.http.httpmodels import (
     FAIL,
     SLOTS,
     WEIGHTED,
+    WEIGHTED_MAP,
     Advanced,
     BackendSpec,
     FrontendModel,
@@ -35,7 +36,6 @@ from validators.states import State
 from validators.views.attachments import Attachment
 
 UNSAFE = "RG0120"
-WEIGHTED_MAP = "weighted-multi-backend.map"
 BACKEND_TLS = "RG0515"
 
 Mark = Callable[[Ref, Sequence[PathPart]], str]
@@ -303,10 +303,7 @@ def commit_route(model: HttpModel, route: StagedRoute, fronts: Mapping[str, Fron
     one staged route can be committed into many renders, concurrently."""
     for mapname, entries in route.maps:
         model.maps.setdefault(mapname, []).extend(entries)
-    if route.weighted:
-        slots_map = model.maps.setdefault(WEIGHTED_MAP, [])
-        for rid, targets in route.weighted:
-            slots_map.extend([((rid, n), f"{n}:{rid} {target}") for n, target in enumerate(targets)])
+    model.weighted.extend(route.weighted)  # its map entries are made when the map is read (map_entries)
     model.ordered |= route.ordered
     model.backends.update(route.backends)
     model.uses |= route.uses
