@@ -43,19 +43,21 @@ class Checker:
         return self.runner.isolation
 
     async def check(self, render: RenderResult) -> CheckResult:
+        files = render.files
+        # Only the checked copy is rewritten (never promoted); every line keeps its number.
+        rendered = files["haproxy.cfg"]
+        stripped, proves = self.proven_tls.prepare(rendered, files)
+        config = sandboxes.without_session_cache(rendered if stripped is None else stripped)
+        if self.runner.isolation == sandboxes.NO_INIT_ADDR:
+            config = sandboxes.without_address_lookups(config)
+        if config is not files["haproxy.cfg"]:
+            files = {**files, "haproxy.cfg": config}
+        small = sum(map(len, files.values())) <= INLINE_WRITE and len(files) <= INLINE_FILES
+        base = self.scratch_base if self.scratch_base is not None or not small else scratches.memory_base()
         try:
             # Removed after the check, off its path: haproxy has read every file by the time it exits.
-            with scratches.scratch_dir(self.scratch_base, remove_after=True) as workdir:
-                files = render.files
-                # Only the checked copy is rewritten (never promoted); every line keeps its number.
-                rendered = files["haproxy.cfg"]
-                stripped, proves = self.proven_tls.prepare(rendered, files)
-                config = sandboxes.without_session_cache(rendered if stripped is None else stripped)
-                if self.runner.isolation == sandboxes.NO_INIT_ADDR:
-                    config = sandboxes.without_address_lookups(config)
-                if config is not files["haproxy.cfg"]:
-                    files = {**files, "haproxy.cfg": config}
-                if sum(map(len, files.values())) <= INLINE_WRITE and len(files) <= INLINE_FILES:
+            with scratches.scratch_dir(base, remove_after=True) as workdir:
+                if small:
                     scratches.write_tree(workdir, files)
                 else:
                     await asyncio.to_thread(scratches.write_tree, workdir, files)

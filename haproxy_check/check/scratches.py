@@ -10,6 +10,7 @@ one another user owns, that user could rename our scratch directory away and put
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import stat
@@ -76,6 +77,31 @@ def check_base(base: Path) -> None:
             raise UnsafeBase(f"{where} is writable by other users without the sticky bit (mode "
                              f"{stat.S_IMODE(info.st_mode):04o}); use a private directory (chmod go-w) or one with "
                              "the sticky bit")
+
+
+MEMORY = Path("/dev/shm")  # noqa: S108 - checked like any base: private subdirectories, refused if unsafe
+
+
+@functools.cache
+def memory_base() -> Path | None:
+    """A RAM-backed base (the tmpfs at /dev/shm) for a review's small scratch trees, or None.
+
+    Writing a delta check's two dozen files to a disk-backed /tmp (ext4 with ``discard`` here) took
+    2-4 ms, a fifth of a whole review at 10,000 routes; on tmpfs 0.4 ms. Only trees the checker writes
+    inline (at most 64 KiB) go there, so it never holds more than a few such trees at once; a whole
+    state's tree and every run with ``--scratch-dir`` stay on disk. Checked once per process like any
+    base (``check_base``): a tmpfs mounted there, ours or root's, sticky if others may write it."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    if not any(line.split()[1:3] == [str(MEMORY), "tmpfs"] for line in mounts if len(line.split()) > 2):
+        return None
+    try:
+        check_base(MEMORY)
+    except (UnsafeBase, OSError):
+        return None
+    return MEMORY if os.access(MEMORY, os.W_OK | os.X_OK) else None
 
 
 def remove_later(path: Path) -> Future[None]:

@@ -54,7 +54,7 @@ class _Bind:
 def _sections(lines: list[bytes]) -> list[tuple[int, int]]:
     """(first line, end) of each section: a line starting in column 0 opens one."""
     starts = [i for i, line in enumerate(lines) if line[:1] not in (b"", b" ", b"\t", b"#")]
-    return [(start, end) for start, end in zip(starts, [*starts[1:], len(lines)], strict=True)]
+    return list(zip(starts, [*starts[1:], len(lines)], strict=False))  # none at all in a config without sections
 
 
 def _referenced(words: list[bytes], files: Mapping[str, bytes]) -> list[bytes] | None:

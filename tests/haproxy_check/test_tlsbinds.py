@@ -121,6 +121,8 @@ def test_configurations_the_module_cannot_read_literally_are_never_stripped(cfg:
 
 
 def test_a_configuration_without_tls_has_nothing_to_prove_and_a_huge_one_is_left_alone() -> None:
+    assert tlsbinds.ProvenBinds().prepare(b"", {"haproxy.cfg": b""}) == (None, ())
+    assert tlsbinds.ProvenBinds().prepare(b"    # indented only\n", {}) == (None, ())
     plain = config(frontend=FRONTEND.replace(b" ssl crt certs/a.pem alpn h2,http/1.1", b""))
     assert tlsbinds.ProvenBinds().prepare(plain, files_of(plain)) == (None, ())
     huge = config(extra=b"    # " + b"x" * tlsbinds.MAX_CONFIG + b"\n")
