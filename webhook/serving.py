@@ -24,7 +24,7 @@ from aiohttp import web
 
 from haproxy_check.check import binaries, sandboxes
 from validators.checks import Checks
-from webhook import admission, connections, fullchecks, liveschemas, logs, metrics, servers, warming
+from webhook import admission, connections, fullchecks, liveschemas, logs, metrics, servers, sharedstrings, warming
 from webhook.assembly import SetupError, build_gate, load_crd_documents, load_state
 from webhook.sources import StateSource, StaticSource
 
@@ -59,7 +59,9 @@ async def _state_source(args: argparse.Namespace, tasks: list[Awaitable[Any]]) -
             return cluster, api
     if args.kubeconfig:
         raise SetupError(f"--kubeconfig {args.kubeconfig}: no usable cluster configuration")
-    state, _ = load_state(args.state)
+    state, objects = load_state(args.state)
+    # Held for the server's lifetime: one string per distinct value (before any index reads the objects).
+    sharedstrings.share_strings(objects)
     return StaticSource(state, origin=args.state or ""), None
 
 
