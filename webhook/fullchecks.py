@@ -7,6 +7,8 @@ lowest CPU priority (a render of 10,000 routes holds the GIL for seconds: in a t
 the event loop that answers reviews). It never competes with reviews: it starts its render and its
 ``haproxy -c`` only while no review waits or runs (``busy``), and that ``haproxy -c`` runs at the
 lowest priority too, through a checker of its own (one run at a time, not one of the reviews' slots).
+The worker process keeps its render and runs that ``haproxy -c`` itself, sending back only the result
+and what the configuration loads: the server never holds the whole configuration.
 When the whole configuration fails and an alert is blamed on an object whose latest delta review
 passed haproxy -c on the object's closure, the two checks disagree: that is logged with both sides
 and counted in ``routegate_delta_disagreements_total``.
@@ -32,9 +34,11 @@ from typing import Any
 
 import structlog
 
+from haproxy_check.check import sandboxes
 from haproxy_check.check.checker import Checker, CheckTimedOut
 from haproxy_check.render.rendering import Renderer, RenderSettings
-from haproxy_check.results import CheckResult, RenderError, RenderResult
+from haproxy_check.results import CheckResult, HAProxyBinary, RenderError, RenderResult
+from haproxy_check.runtime.runtimeplans import Loaded
 from validators.changes import Change, Operation
 from validators.objects import KINDS, Obj, Ref, dig
 from validators.states import MemoryState, State
@@ -54,6 +58,60 @@ def _render_whole(settings: RenderSettings, template_dirs: tuple[str, ...], obje
     """The whole state rendered in the worker process (what the gate's renderer would produce)."""
     renderer = Renderer(settings=settings, template_dirs=[Path(d) for d in template_dirs], pause_collection=True)
     return renderer.render(MemoryState(objects, version=version), subject=None)
+
+
+# The worker's render between its two jobs: it stays in the worker process, which checks it too. Sent
+# back, the whole configuration and its source map (~180 MB of text at 10,000 routes) would be
+# unpickled into the server, for a moment several times that, to be read once by haproxy -c.
+_kept: list[RenderResult] = []
+
+
+def _render_kept(settings: RenderSettings, template_dirs: tuple[str, ...], objects: list[Obj],
+                 version: str) -> None:
+    """Step one in the worker: render the whole state and keep the result for ``_check_kept``."""
+    _kept.clear()  # a render an earlier run left unchecked (its check never came)
+    _kept.append(_render_whole(settings, template_dirs, objects, version))
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSpec:
+    """What rebuilds, in the worker, the checker the background check uses (see ``_niced``)."""
+
+    binary: HAProxyBinary
+    timeout: float
+    scratch_base: Path | None
+    isolation: str
+    niceness: int
+
+    @classmethod
+    def of(cls, checker: Checker) -> CheckSpec:
+        return cls(checker.binary, checker.runner.timeout, checker.scratch_base, checker.isolation,
+                   checker.runner.niceness)
+
+    def checker(self) -> Checker:
+        return Checker(self.binary, timeout=self.timeout, concurrency=1, scratch_base=self.scratch_base,
+                       isolation=self.isolation, niceness=self.niceness)
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What the worker sends back of a whole render it checked: all that the server reads of it."""
+
+    result: CheckResult
+    loaded: Loaded  # what the whole configuration loads (apply notes' context: webhook.loadedindex)
+
+
+def _check_kept(spec: CheckSpec) -> Checked:
+    """Step two in the worker: ``haproxy -c`` of the kept render, as the server's checker would run it."""
+    if not _kept:
+        raise RuntimeError("the full check's worker holds no render to check (it was restarted)")
+    render = _kept.pop()
+
+    async def check() -> CheckResult:
+        with sandboxes.child_waits_on_the_loop():
+            return await spec.checker().check(render)
+
+    return Checked(asyncio.run(check()), Loaded.of(render.description))
 
 
 def _lowest_priority() -> None:
@@ -155,17 +213,22 @@ class FullChecker:
             loop = asyncio.get_running_loop()
             try:
                 await self._after_reviews()
-                render: RenderResult = await loop.run_in_executor(self._pool, self._job(state))
+                rendered = await loop.run_in_executor(self._pool, self._job(state))
                 await self._after_reviews()
-                result = await self.checker.check(render)
+                if rendered is None:  # kept in the worker process, checked there
+                    checked: Checked = await loop.run_in_executor(self._pool, self._checks_in_worker())
+                else:
+                    checked = Checked(await self.checker.check(rendered), Loaded.of(rendered.description))
+                    del rendered
             except (RenderError, CheckTimedOut) as exc:
                 metrics.FULL_CHECKS.labels("undecided").inc()
                 log.warning("full check could not decide", version=state.version, error=str(exc))
                 return []
             finally:
                 metrics.FULL_CHECK_SECONDS.observe(self._clock() - started)
+            result = checked.result
             self.checked_version, self.last = state.version, result
-            self.gate.loaded.record(self.gate.scope.view(state).version, render.description)  # apply notes' context
+            self.gate.loaded.record_loaded(self.gate.scope.view(state).version, checked.loaded)  # apply notes' context
             metrics.FULL_CHECKS.labels("ok" if result.ok else "failed").inc()
             metrics.FULL_CHECK_FAILING.set(0 if result.ok else 1)
             found = await asyncio.to_thread(self._disagreements, result, state)
@@ -185,14 +248,20 @@ class FullChecker:
         while self.busy():  # noqa: ASYNC110 - busy() is a plain predicate (the batcher's counts): polled
             await asyncio.sleep(self.yield_poll)
 
-    def _job(self, state: State) -> Callable[[], RenderResult]:
-        """The render to run in the pool: picklable (a partial of a module function) for the process."""
+    def _job(self, state: State) -> Callable[[], RenderResult | None]:
+        """The render to run in the pool: picklable (a partial of a module function) for the process.
+        Its result is None when the worker keeps the render to check it itself (``_checks_in_worker``)."""
         renderer = self.gate.renderer
         state = self.gate.scope.view(state)  # our GatewayClasses only, as every review renders
         if isinstance(renderer, Renderer):
             objects = [o for kind in KINDS for o in state.list(kind)]
-            return functools.partial(_render_whole, renderer.settings, self.template_dirs, objects, state.version)
+            job = _render_kept if isinstance(self.checker, Checker) else _render_whole
+            return functools.partial(job, renderer.settings, self.template_dirs, objects, state.version)
         return lambda: renderer.render(state, subject=None)
+
+    def _checks_in_worker(self) -> Callable[[], Checked]:
+        assert isinstance(self.checker, Checker)  # _job kept the render only for a checker it can rebuild
+        return functools.partial(_check_kept, CheckSpec.of(self.checker))
 
     def _disagreements(self, result: CheckResult, state: State) -> list[Disagreement]:
         if result.ok:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -17,7 +18,8 @@ from prometheus_client import REGISTRY
 from haproxy_check.check import sandboxes
 from haproxy_check.check.checker import Checker
 from haproxy_check.check.sandboxes import Runner
-from haproxy_check.results import RenderResult
+from haproxy_check.results import CheckResult, HAProxyBinary, RenderResult
+from haproxy_check.runtime.runtimeplans import Loaded
 from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
 from validators.changes import Change, Operation
 from validators.objects import Ref
@@ -175,3 +177,52 @@ def sandbox_gone(pid: int) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def _settled(result: CheckResult) -> CheckResult:
+    return dataclasses.replace(result, duration=0.0)
+
+
+@pytest.mark.parametrize("with_broken", [False, True], ids=["passing", "failing"])
+async def test_the_worker_checks_its_render_itself_as_the_server_would(gate: Gate, with_broken: bool) -> None:
+    """The worker process sends back the check's result and what the configuration loads, not the
+    render: the same result (alerts traced to the same objects) and the same Loaded as a check of the
+    whole render in the server."""
+    objects = [*load_objects(STATE_DIR), *([named("broken")] if with_broken else [])]
+    state = MemoryState(objects, version="worker")
+    checker = FullChecker(gate, StaticSource(state))
+    try:
+        assert checker._job(state)() is None, "the render stays in the worker"
+        assert fullchecks._kept, "kept for the check"  # the job ran here: it kept the render in this process
+        fullchecks._kept.clear()
+        await checker.check_once()
+    finally:
+        checker.close()
+    render = gate.renderer.render(gate.scope.view(state), subject=None)
+    here = await checker.checker.check(render)
+    assert checker.last is not None and here.ok is not with_broken
+    assert _settled(checker.last) == _settled(here)
+    if with_broken:
+        assert "HTTPRoute capture/broken" in {str(a.origin.ref) for a in here.alerts if a.origin is not None}
+    assert gate.loaded.get(gate.scope.view(state).version) == Loaded.of(render.description)
+
+
+def test_a_worker_without_a_kept_render_says_so() -> None:
+    spec = fullchecks.CheckSpec(HAProxyBinary("/nonexistent/haproxy", "3.2.0"), 1.0, None, sandboxes.NO_INIT_ADDR, 0)
+    fullchecks._kept.clear()
+    with pytest.raises(RuntimeError, match="holds no render"):
+        fullchecks._check_kept(spec)
+
+
+async def test_a_check_that_times_out_in_the_worker_could_not_decide(gate: Gate) -> None:
+    assert isinstance(gate.checker, Checker)
+    hurried = Gate(rules=gate.rules, renderer=gate.renderer,
+                   checker=Checker(gate.checker.binary, timeout=0.0001, isolation=gate.checker.isolation))
+    checker = FullChecker(hurried, StaticSource(MemoryState(load_objects(STATE_DIR), version="hurried")))
+    before = REGISTRY.get_sample_value("routegate_full_checks_total", {"result": "undecided"}) or 0.0
+    try:
+        assert await checker.check_once() == []
+    finally:
+        checker.close()
+    assert checker.last is None and checker.checked_version is None
+    assert REGISTRY.get_sample_value("routegate_full_checks_total", {"result": "undecided"}) == before + 1
