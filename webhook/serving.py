@@ -24,7 +24,18 @@ from aiohttp import web
 
 from haproxy_check.check import binaries, sandboxes
 from validators.checks import Checks
-from webhook import admission, connections, fullchecks, liveschemas, logs, metrics, servers, sharedstrings, warming
+from webhook import (
+    admission,
+    connections,
+    fullchecks,
+    liveschemas,
+    logs,
+    malloctuning,
+    metrics,
+    servers,
+    sharedstrings,
+    warming,
+)
 from webhook.assembly import SetupError, build_gate, load_crd_documents, load_state
 from webhook.sources import StateSource, StaticSource
 
@@ -199,6 +210,7 @@ async def serve(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
+    malloctuning.return_large_blocks()  # before the state's files are read: see the module
     host, port = split_listen(args.listen, "--listen")
     metrics_host, metrics_port = split_listen(args.metrics_listen, "--metrics-listen")
     binary = await binaries.detect(args.haproxy)
