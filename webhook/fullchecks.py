@@ -60,17 +60,38 @@ def _render_whole(settings: RenderSettings, template_dirs: tuple[str, ...], obje
     return renderer.render(MemoryState(objects, version=version), subject=None)
 
 
+# The state's objects go to the worker in chunks of this many, each pickled on its own: the executor's
+# feeder thread keeps the last buffer it sent until it sends another, so one pickle of the whole state
+# (~8 MB at 10,000 routes) stayed in the server for as long as the render took.
+CHUNK = 500
+_received: list[Obj] = []  # the worker's objects of the render to come
+
+
+def _receive(first: bool, chunk: list[Obj]) -> None:
+    """In the worker: the next chunk of the state's objects (``first``: of a new render)."""
+    if first:
+        _received.clear()
+    _received.extend(chunk)
+
+
 # The worker's render between its two jobs: it stays in the worker process, which checks it too. Sent
 # back, the whole configuration and its source map (~180 MB of text at 10,000 routes) would be
 # unpickled into the server, for a moment several times that, to be read once by haproxy -c.
 _kept: list[RenderResult] = []
 
 
-def _render_kept(settings: RenderSettings, template_dirs: tuple[str, ...], objects: list[Obj],
-                 version: str) -> None:
-    """Step one in the worker: render the whole state and keep the result for ``_check_kept``."""
+def _render_received(settings: RenderSettings, template_dirs: tuple[str, ...], version: str,
+                     keep: bool) -> RenderResult | None:
+    """In the worker: render the objects received; the render, or None when ``keep`` holds it for
+    ``_check_kept``."""
+    objects = list(_received)
+    _received.clear()
     _kept.clear()  # a render an earlier run left unchecked (its check never came)
-    _kept.append(_render_whole(settings, template_dirs, objects, version))
+    render = _render_whole(settings, template_dirs, objects, version)
+    if not keep:
+        return render
+    _kept.append(render)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +234,8 @@ class FullChecker:
             loop = asyncio.get_running_loop()
             try:
                 await self._after_reviews()
-                rendered = await loop.run_in_executor(self._pool, self._job(state))
+                rendered = (await asyncio.gather(*(loop.run_in_executor(self._pool, job)
+                                                   for job in self._jobs(state))))[-1]
                 await self._after_reviews()
                 if rendered is None:  # kept in the worker process, checked there
                     checked: Checked = await loop.run_in_executor(self._pool, self._checks_in_worker())
@@ -248,19 +270,24 @@ class FullChecker:
         while self.busy():  # noqa: ASYNC110 - busy() is a plain predicate (the batcher's counts): polled
             await asyncio.sleep(self.yield_poll)
 
-    def _job(self, state: State) -> Callable[[], RenderResult | None]:
-        """The render to run in the pool: picklable (a partial of a module function) for the process.
-        Its result is None when the worker keeps the render to check it itself (``_checks_in_worker``)."""
+    def _jobs(self, state: State) -> list[Callable[[], RenderResult | None]]:
+        """The render to run in the pool, in order: picklable for the process (partials of module
+        functions: the objects' chunks, then the render). The last one's result is the render, or None
+        when the worker keeps it to check it itself (``_checks_in_worker``)."""
         renderer = self.gate.renderer
         state = self.gate.scope.view(state)  # our GatewayClasses only, as every review renders
-        if isinstance(renderer, Renderer):
-            objects = [o for kind in KINDS for o in state.list(kind)]
-            job = _render_kept if isinstance(self.checker, Checker) else _render_whole
-            return functools.partial(job, renderer.settings, self.template_dirs, objects, state.version)
-        return lambda: renderer.render(state, subject=None)
+        if not isinstance(renderer, Renderer):
+            return [lambda: renderer.render(state, subject=None)]
+        objects = [o for kind in KINDS for o in state.list(kind)]
+        jobs: list[Callable[[], RenderResult | None]] = [
+            functools.partial(_receive, start == 0, objects[start:start + CHUNK])
+            for start in range(0, max(len(objects), 1), CHUNK)]  # the first, even empty, starts afresh
+        jobs.append(functools.partial(_render_received, renderer.settings, self.template_dirs, state.version,
+                                      isinstance(self.checker, Checker)))
+        return jobs
 
     def _checks_in_worker(self) -> Callable[[], Checked]:
-        assert isinstance(self.checker, Checker)  # _job kept the render only for a checker it can rebuild
+        assert isinstance(self.checker, Checker)  # _jobs kept the render only for a checker it can rebuild
         return functools.partial(_check_kept, CheckSpec.of(self.checker))
 
     def _disagreements(self, result: CheckResult, state: State) -> list[Disagreement]:

@@ -18,11 +18,12 @@ from prometheus_client import REGISTRY
 from haproxy_check.check import sandboxes
 from haproxy_check.check.checker import Checker
 from haproxy_check.check.sandboxes import Runner
+from haproxy_check.render.rendering import Renderer
 from haproxy_check.results import CheckResult, HAProxyBinary, RenderResult
 from haproxy_check.runtime.runtimeplans import Loaded
 from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
 from validators.changes import Change, Operation
-from validators.objects import Ref
+from validators.objects import KINDS, Ref
 from validators.states import MemoryState, Overlay, State
 from webhook import fullchecks
 from webhook.fullchecks import FullChecker
@@ -192,8 +193,8 @@ async def test_the_worker_checks_its_render_itself_as_the_server_would(gate: Gat
     state = MemoryState(objects, version="worker")
     checker = FullChecker(gate, StaticSource(state))
     try:
-        assert checker._job(state)() is None, "the render stays in the worker"
-        assert fullchecks._kept, "kept for the check"  # the job ran here: it kept the render in this process
+        assert [job() for job in checker._jobs(state)][-1] is None, "the render stays in the worker"
+        assert fullchecks._kept, "kept for the check"  # the jobs ran here: they kept the render in this process
         fullchecks._kept.clear()
         await checker.check_once()
     finally:
@@ -226,3 +227,42 @@ async def test_a_check_that_times_out_in_the_worker_could_not_decide(gate: Gate)
         checker.close()
     assert checker.last is None and checker.checked_version is None
     assert REGISTRY.get_sample_value("routegate_full_checks_total", {"result": "undecided"}) == before + 1
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 10_000])
+def test_the_worker_renders_the_objects_handed_over_in_chunks_as_one_list(gate: Gate, chunk: int,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks (each pickled on its own: the executor keeps the last one sent) make the same render as
+    the whole list at once, in the same order; a render after an earlier, unfinished hand-over starts
+    afresh."""
+    monkeypatch.setattr(fullchecks, "CHUNK", chunk)
+    state = MemoryState([*load_objects(STATE_DIR), named("broken")], version="chunks")
+    checker = FullChecker(gate, StaticSource(state))
+    checker.close()
+    assert isinstance(gate.renderer, Renderer)
+    fullchecks._received[:] = [named("shop")]  # left over by a hand-over that never rendered
+    jobs = checker._jobs(state)
+    objects = [o for kind in KINDS for o in gate.scope.view(state).list(kind)]
+    assert len(jobs) == -(-len(objects) // chunk) + 1  # the chunks, then the render
+    for job in jobs[:-1]:
+        job()
+    assert fullchecks._received == objects
+    fullchecks._received.clear()
+    for job in jobs[:-1]:
+        job()
+    whole = fullchecks._render_whole(gate.renderer.settings, (), objects, state.version)
+    chunked = fullchecks._render_received(gate.renderer.settings, (), state.version, keep=False)
+    assert chunked is not None and not fullchecks._received
+    assert (chunked.files, chunked.origins, chunked.findings) == (whole.files, whole.origins, whole.findings)
+    assert chunked.description == whole.description
+
+
+def test_an_empty_state_renders_nothing_left_over(gate: Gate) -> None:
+    state = MemoryState([], version="empty")
+    checker = FullChecker(gate, StaticSource(state))
+    checker.close()
+    fullchecks._received[:] = [named("shop")]
+    jobs = checker._jobs(state)
+    for job in jobs[:-1]:
+        job()
+    assert fullchecks._received == []
