@@ -16,11 +16,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio import client
 
 from validators import codes
 from validators.findings import Finding, Severity
@@ -62,7 +63,13 @@ class EventRecorder:
     def __init__(self, api: client.ApiClient, *, repeat_after: float = 600.0, burst: int = 25,
                  refill: float = 300.0, clock: Callable[[], float] = time.monotonic,
                  host: str = "") -> None:
-        self.core = client.CoreV1Api(api)
+        # Imported here, not with the module: ``reconcile`` needs this module's reasons in every process
+        # that reconciles, and the client's generated models (~19 MiB) are of use only with an API server.
+        from kubernetes_asyncio.client import CoreV1Api
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        self._api_error = ApiException
+        self.core = CoreV1Api(api)
         self.repeat_after = repeat_after
         self.burst = burst
         self.refill = refill
@@ -100,7 +107,7 @@ class EventRecorder:
             else:
                 count = seen[1] + 1
                 await self._bump(namespace, name, count)
-        except ApiException as exc:
+        except self._api_error as exc:
             metrics.EVENTS.labels("failed").inc()
             log.warning("cannot write event", object=str(ref), reason=reason, status=exc.status)
             return False
@@ -131,7 +138,7 @@ class EventRecorder:
         try:
             await self.core.create_namespaced_event(namespace, body)
             return 1
-        except ApiException as exc:
+        except self._api_error as exc:
             if exc.status != 409:  # 409: written before a restart; continue its series
                 raise
         await self._bump(namespace, name, 2)

@@ -7,6 +7,8 @@ lowest CPU priority (a render of 10,000 routes holds the GIL for seconds: in a t
 the event loop that answers reviews). It never competes with reviews: it starts its render and its
 ``haproxy -c`` only while no review waits or runs (``busy``), and that ``haproxy -c`` runs at the
 lowest priority too, through a checker of its own (one run at a time, not one of the reviews' slots).
+The worker process keeps its render and runs that ``haproxy -c`` itself, sending back only the result
+and what the configuration loads: the server never holds the whole configuration.
 When the whole configuration fails and an alert is blamed on an object whose latest delta review
 passed haproxy -c on the object's closure, the two checks disagree: that is logged with both sides
 and counted in ``routegate_delta_disagreements_total``.
@@ -32,9 +34,11 @@ from typing import Any
 
 import structlog
 
+from haproxy_check.check import sandboxes
 from haproxy_check.check.checker import Checker, CheckTimedOut
 from haproxy_check.render.rendering import Renderer, RenderSettings
-from haproxy_check.results import CheckResult, RenderError, RenderResult
+from haproxy_check.results import CheckResult, HAProxyBinary, RenderError, RenderResult
+from haproxy_check.runtime.runtimeplans import Loaded
 from validators.changes import Change, Operation
 from validators.objects import KINDS, Obj, Ref, dig
 from validators.states import MemoryState, State
@@ -54,6 +58,81 @@ def _render_whole(settings: RenderSettings, template_dirs: tuple[str, ...], obje
     """The whole state rendered in the worker process (what the gate's renderer would produce)."""
     renderer = Renderer(settings=settings, template_dirs=[Path(d) for d in template_dirs], pause_collection=True)
     return renderer.render(MemoryState(objects, version=version), subject=None)
+
+
+# The state's objects go to the worker in chunks of this many, each pickled on its own: the executor's
+# feeder thread keeps the last buffer it sent until it sends another, so one pickle of the whole state
+# (~8 MB at 10,000 routes) stayed in the server for as long as the render took.
+CHUNK = 500
+_received: list[Obj] = []  # the worker's objects of the render to come
+
+
+def _receive(first: bool, chunk: list[Obj]) -> None:
+    """In the worker: the next chunk of the state's objects (``first``: of a new render)."""
+    if first:
+        _received.clear()
+    _received.extend(chunk)
+
+
+# The worker's render between its two jobs: it stays in the worker process, which checks it too. Sent
+# back, the whole configuration and its source map (~180 MB of text at 10,000 routes) would be
+# unpickled into the server, for a moment several times that, to be read once by haproxy -c.
+_kept: list[RenderResult] = []
+
+
+def _render_received(settings: RenderSettings, template_dirs: tuple[str, ...], version: str,
+                     keep: bool) -> RenderResult | None:
+    """In the worker: render the objects received; the render, or None when ``keep`` holds it for
+    ``_check_kept``."""
+    objects = list(_received)
+    _received.clear()
+    _kept.clear()  # a render an earlier run left unchecked (its check never came)
+    render = _render_whole(settings, template_dirs, objects, version)
+    if not keep:
+        return render
+    _kept.append(render)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSpec:
+    """What rebuilds, in the worker, the checker the background check uses (see ``_niced``)."""
+
+    binary: HAProxyBinary
+    timeout: float
+    scratch_base: Path | None
+    isolation: str
+    niceness: int
+
+    @classmethod
+    def of(cls, checker: Checker) -> CheckSpec:
+        return cls(checker.binary, checker.runner.timeout, checker.scratch_base, checker.isolation,
+                   checker.runner.niceness)
+
+    def checker(self) -> Checker:
+        return Checker(self.binary, timeout=self.timeout, concurrency=1, scratch_base=self.scratch_base,
+                       isolation=self.isolation, niceness=self.niceness)
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What the worker sends back of a whole render it checked: all that the server reads of it."""
+
+    result: CheckResult
+    loaded: Loaded  # what the whole configuration loads (apply notes' context: webhook.loadedindex)
+
+
+def _check_kept(spec: CheckSpec) -> Checked:
+    """Step two in the worker: ``haproxy -c`` of the kept render, as the server's checker would run it."""
+    if not _kept:
+        raise RuntimeError("the full check's worker holds no render to check (it was restarted)")
+    render = _kept.pop()
+
+    async def check() -> CheckResult:
+        with sandboxes.child_waits_on_the_loop():
+            return await spec.checker().check(render)
+
+    return Checked(asyncio.run(check()), Loaded.of(render.description))
 
 
 def _lowest_priority() -> None:
@@ -155,17 +234,23 @@ class FullChecker:
             loop = asyncio.get_running_loop()
             try:
                 await self._after_reviews()
-                render: RenderResult = await loop.run_in_executor(self._pool, self._job(state))
+                rendered = (await asyncio.gather(*(loop.run_in_executor(self._pool, job)
+                                                   for job in self._jobs(state))))[-1]
                 await self._after_reviews()
-                result = await self.checker.check(render)
+                if rendered is None:  # kept in the worker process, checked there
+                    checked: Checked = await loop.run_in_executor(self._pool, self._checks_in_worker())
+                else:
+                    checked = Checked(await self.checker.check(rendered), Loaded.of(rendered.description))
+                    del rendered
             except (RenderError, CheckTimedOut) as exc:
                 metrics.FULL_CHECKS.labels("undecided").inc()
                 log.warning("full check could not decide", version=state.version, error=str(exc))
                 return []
             finally:
                 metrics.FULL_CHECK_SECONDS.observe(self._clock() - started)
+            result = checked.result
             self.checked_version, self.last = state.version, result
-            self.gate.loaded.record(self.gate.scope.view(state).version, render.description)  # apply notes' context
+            self.gate.loaded.record_loaded(self.gate.scope.view(state).version, checked.loaded)  # apply notes' context
             metrics.FULL_CHECKS.labels("ok" if result.ok else "failed").inc()
             metrics.FULL_CHECK_FAILING.set(0 if result.ok else 1)
             found = await asyncio.to_thread(self._disagreements, result, state)
@@ -185,14 +270,25 @@ class FullChecker:
         while self.busy():  # noqa: ASYNC110 - busy() is a plain predicate (the batcher's counts): polled
             await asyncio.sleep(self.yield_poll)
 
-    def _job(self, state: State) -> Callable[[], RenderResult]:
-        """The render to run in the pool: picklable (a partial of a module function) for the process."""
+    def _jobs(self, state: State) -> list[Callable[[], RenderResult | None]]:
+        """The render to run in the pool, in order: picklable for the process (partials of module
+        functions: the objects' chunks, then the render). The last one's result is the render, or None
+        when the worker keeps it to check it itself (``_checks_in_worker``)."""
         renderer = self.gate.renderer
         state = self.gate.scope.view(state)  # our GatewayClasses only, as every review renders
-        if isinstance(renderer, Renderer):
-            objects = [o for kind in KINDS for o in state.list(kind)]
-            return functools.partial(_render_whole, renderer.settings, self.template_dirs, objects, state.version)
-        return lambda: renderer.render(state, subject=None)
+        if not isinstance(renderer, Renderer):
+            return [lambda: renderer.render(state, subject=None)]
+        objects = [o for kind in KINDS for o in state.list(kind)]
+        jobs: list[Callable[[], RenderResult | None]] = [
+            functools.partial(_receive, start == 0, objects[start:start + CHUNK])
+            for start in range(0, max(len(objects), 1), CHUNK)]  # the first, even empty, starts afresh
+        jobs.append(functools.partial(_render_received, renderer.settings, self.template_dirs, state.version,
+                                      isinstance(self.checker, Checker)))
+        return jobs
+
+    def _checks_in_worker(self) -> Callable[[], Checked]:
+        assert isinstance(self.checker, Checker)  # _jobs kept the render only for a checker it can rebuild
+        return functools.partial(_check_kept, CheckSpec.of(self.checker))
 
     def _disagreements(self, result: CheckResult, state: State) -> list[Disagreement]:
         if result.ok:

@@ -27,7 +27,10 @@ class LoadedIndex:
         self._lock = threading.Lock()  # recorded from worker threads and the event loop
 
     def record(self, version: str, description: Description) -> None:
-        loaded = Loaded.of(description)
+        self.record_loaded(version, Loaded.of(description))
+
+    def record_loaded(self, version: str, loaded: Loaded) -> None:
+        """``record`` for a description summed up elsewhere (the full check's worker process)."""
         with self._lock:
             self._by_version[version] = loaded
             self._by_version.move_to_end(version)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import signal
 import socket
 import ssl
@@ -24,7 +25,18 @@ from aiohttp import web
 
 from haproxy_check.check import binaries, sandboxes
 from validators.checks import Checks
-from webhook import admission, connections, fullchecks, liveschemas, logs, metrics, servers, warming
+from webhook import (
+    admission,
+    connections,
+    fullchecks,
+    liveschemas,
+    logs,
+    malloctuning,
+    metrics,
+    servers,
+    sharedstrings,
+    warming,
+)
 from webhook.assembly import SetupError, build_gate, load_crd_documents, load_state
 from webhook.sources import StateSource, StaticSource
 
@@ -59,7 +71,9 @@ async def _state_source(args: argparse.Namespace, tasks: list[Awaitable[Any]]) -
             return cluster, api
     if args.kubeconfig:
         raise SetupError(f"--kubeconfig {args.kubeconfig}: no usable cluster configuration")
-    state, _ = load_state(args.state)
+    state, objects = load_state(args.state)
+    # Held for the server's lifetime: one string per distinct value (before any index reads the objects).
+    sharedstrings.share_strings(objects)
     return StaticSource(state, origin=args.state or ""), None
 
 
@@ -190,6 +204,19 @@ async def cancel_all(background: Sequence[asyncio.Future[Any]]) -> None:
             await task
 
 
+def freeze_lifelong(source: StateSource) -> bool:
+    """With a state that never changes (files), move everything built so far out of the collector's
+    sight; whether it did. The state, its indexes and the modules live until the process ends: a full
+    collection no longer rescans them (~2 million objects at 10,000 routes: half a second, on whichever
+    review happens to cross its threshold), and forked rule workers share their pages instead of
+    copying them as the collector touches them. A cluster's state changes version by version: objects
+    of a version replaced later must stay collectable, so it is not frozen."""
+    if not isinstance(source, StaticSource):
+        return False
+    gc.freeze()
+    return True
+
+
 async def serve(args: argparse.Namespace) -> int:
     with sandboxes.child_waits_on_the_loop():  # no thread started per haproxy -c (Python 3.11)
         return await _serve(args)
@@ -197,6 +224,7 @@ async def serve(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
+    malloctuning.return_large_blocks()  # before the state's files are read: see the module
     host, port = split_listen(args.listen, "--listen")
     metrics_host, metrics_port = split_listen(args.metrics_listen, "--metrics-listen")
     binary = await binaries.detect(args.haproxy)
@@ -244,6 +272,7 @@ async def _serve(args: argparse.Namespace) -> int:
         # A state that is there from the start (files) is indexed before the first review can arrive,
         # so no review waits for it; a cluster's first state is warmed by the task once synced.
         await asyncio.to_thread(warming.build_index, gate, source)
+    freeze_lifelong(source)
     background = [asyncio.ensure_future(t) for t in tasks]
     stop = on_stop_signals()
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -17,10 +18,12 @@ from prometheus_client import REGISTRY
 from haproxy_check.check import sandboxes
 from haproxy_check.check.checker import Checker
 from haproxy_check.check.sandboxes import Runner
-from haproxy_check.results import RenderResult
+from haproxy_check.render.rendering import Renderer
+from haproxy_check.results import CheckResult, HAProxyBinary, RenderResult
+from haproxy_check.runtime.runtimeplans import Loaded
 from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
 from validators.changes import Change, Operation
-from validators.objects import Ref
+from validators.objects import KINDS, Ref
 from validators.states import MemoryState, Overlay, State
 from webhook import fullchecks
 from webhook.fullchecks import FullChecker
@@ -175,3 +178,91 @@ def sandbox_gone(pid: int) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def _settled(result: CheckResult) -> CheckResult:
+    return dataclasses.replace(result, duration=0.0)
+
+
+@pytest.mark.parametrize("with_broken", [False, True], ids=["passing", "failing"])
+async def test_the_worker_checks_its_render_itself_as_the_server_would(gate: Gate, with_broken: bool) -> None:
+    """The worker process sends back the check's result and what the configuration loads, not the
+    render: the same result (alerts traced to the same objects) and the same Loaded as a check of the
+    whole render in the server."""
+    objects = [*load_objects(STATE_DIR), *([named("broken")] if with_broken else [])]
+    state = MemoryState(objects, version="worker")
+    checker = FullChecker(gate, StaticSource(state))
+    try:
+        assert [job() for job in checker._jobs(state)][-1] is None, "the render stays in the worker"
+        assert fullchecks._kept, "kept for the check"  # the jobs ran here: they kept the render in this process
+        fullchecks._kept.clear()
+        await checker.check_once()
+    finally:
+        checker.close()
+    render = gate.renderer.render(gate.scope.view(state), subject=None)
+    here = await checker.checker.check(render)
+    assert checker.last is not None and here.ok is not with_broken
+    assert _settled(checker.last) == _settled(here)
+    if with_broken:
+        assert "HTTPRoute capture/broken" in {str(a.origin.ref) for a in here.alerts if a.origin is not None}
+    assert gate.loaded.get(gate.scope.view(state).version) == Loaded.of(render.description)
+
+
+def test_a_worker_without_a_kept_render_says_so() -> None:
+    spec = fullchecks.CheckSpec(HAProxyBinary("/nonexistent/haproxy", "3.2.0"), 1.0, None, sandboxes.NO_INIT_ADDR, 0)
+    fullchecks._kept.clear()
+    with pytest.raises(RuntimeError, match="holds no render"):
+        fullchecks._check_kept(spec)
+
+
+async def test_a_check_that_times_out_in_the_worker_could_not_decide(gate: Gate) -> None:
+    assert isinstance(gate.checker, Checker)
+    hurried = Gate(rules=gate.rules, renderer=gate.renderer,
+                   checker=Checker(gate.checker.binary, timeout=0.0001, isolation=gate.checker.isolation))
+    checker = FullChecker(hurried, StaticSource(MemoryState(load_objects(STATE_DIR), version="hurried")))
+    before = REGISTRY.get_sample_value("routegate_full_checks_total", {"result": "undecided"}) or 0.0
+    try:
+        assert await checker.check_once() == []
+    finally:
+        checker.close()
+    assert checker.last is None and checker.checked_version is None
+    assert REGISTRY.get_sample_value("routegate_full_checks_total", {"result": "undecided"}) == before + 1
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 10_000])
+def test_the_worker_renders_the_objects_handed_over_in_chunks_as_one_list(gate: Gate, chunk: int,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks (each pickled on its own: the executor keeps the last one sent) make the same render as
+    the whole list at once, in the same order; a render after an earlier, unfinished hand-over starts
+    afresh."""
+    monkeypatch.setattr(fullchecks, "CHUNK", chunk)
+    state = MemoryState([*load_objects(STATE_DIR), named("broken")], version="chunks")
+    checker = FullChecker(gate, StaticSource(state))
+    checker.close()
+    assert isinstance(gate.renderer, Renderer)
+    fullchecks._received[:] = [named("shop")]  # left over by a hand-over that never rendered
+    jobs = checker._jobs(state)
+    objects = [o for kind in KINDS for o in gate.scope.view(state).list(kind)]
+    assert len(jobs) == -(-len(objects) // chunk) + 1  # the chunks, then the render
+    for job in jobs[:-1]:
+        job()
+    assert fullchecks._received == objects
+    fullchecks._received.clear()
+    for job in jobs[:-1]:
+        job()
+    whole = fullchecks._render_whole(gate.renderer.settings, (), objects, state.version)
+    chunked = fullchecks._render_received(gate.renderer.settings, (), state.version, keep=False)
+    assert chunked is not None and not fullchecks._received
+    assert (chunked.files, chunked.origins, chunked.findings) == (whole.files, whole.origins, whole.findings)
+    assert chunked.description == whole.description
+
+
+def test_an_empty_state_renders_nothing_left_over(gate: Gate) -> None:
+    state = MemoryState([], version="empty")
+    checker = FullChecker(gate, StaticSource(state))
+    checker.close()
+    fullchecks._received[:] = [named("shop")]
+    jobs = checker._jobs(state)
+    for job in jobs[:-1]:
+        job()
+    assert fullchecks._received == []

@@ -87,10 +87,12 @@ def tcp_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_
     return won, lost
 
 
-def _match_keys(route: Obj, rule: Any) -> list[tuple[int, tuple[Any, ...], str]]:
-    """(match index, key, words) of each match of an HTTPRoute/GRPCRoute rule; defaults applied."""
+def _match_keys(route: Obj, rule: Any) -> tuple[tuple[int, tuple[Any, ...]], ...]:
+    """(match index, key) of each match of an HTTPRoute/GRPCRoute rule; defaults applied. The key holds
+    everything a lost claim's message says of the match (``_words``): the message is made only for a
+    claim that is lost, not kept for every match of every route."""
     matches = as_list(dig(rule, "matches")) or [{}]
-    out: list[tuple[int, tuple[Any, ...], str]] = []
+    out: list[tuple[int, tuple[Any, ...]]] = []
     grpc = kind_of(route) == "GRPCRoute"
     for k, m in enumerate(matches):
         headers = tuple(sorted(
@@ -102,7 +104,6 @@ def _match_keys(route: Obj, rule: Any) -> list[tuple[int, tuple[Any, ...], str]]
                       str(dig(m, "method", "service", default="")),
                       str(dig(m, "method", "method", default="")))
             key: tuple[Any, ...] = ("grpc", method, headers)
-            words = f"gRPC method {'/'.join(x for x in method[1:] if x) or '*'}"
         else:
             ptype = str(dig(m, "path", "type", default="PathPrefix"))
             pvalue = str(dig(m, "path", "value", default="/"))
@@ -110,13 +111,22 @@ def _match_keys(route: Obj, rule: Any) -> list[tuple[int, tuple[Any, ...], str]]
                 (str(dig(q, "name", default="")), str(dig(q, "type", default="Exact")),
                  str(dig(q, "value", default="")))
                 for q in as_list(dig(m, "queryParams"))))
-            method_s = str(dig(m, "method", default=""))
-            key = ("http", ptype, pvalue, method_s, headers, query)
-            words = f"{ptype} {pvalue}" + (f" method {method_s}" if method_s else "")
-        if headers:
-            words += f" with {len(headers)} header matcher(s)"
-        out.append((k, key, words))
-    return out
+            key = ("http", ptype, pvalue, str(dig(m, "method", default="")), headers, query)
+        out.append((k, key))
+    return tuple(out)
+
+
+def _words(key: tuple[Any, ...]) -> str:
+    """How a lost claim's message names the match of ``key`` (``_match_keys``)."""
+    if key[0] == "grpc":
+        _, method, headers = key
+        words = f"gRPC method {'/'.join(x for x in method[1:] if x) or '*'}"
+    else:
+        _, ptype, pvalue, method_s, headers, _ = key
+        words = f"{ptype} {pvalue}" + (f" method {method_s}" if method_s else "")
+    if headers:
+        words += f" with {len(headers)} header matcher(s)"
+    return words
 
 
 HOST_ROUTE_KINDS = ("HTTPRoute", "GRPCRoute")
@@ -165,7 +175,7 @@ def match_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAUL
         for a in attached:
             hosts = a.hostnames or ("*",)
             for i, has_matches, keys in keyed:
-                for k, key, words in keys:
+                for k, key in keys:
                     for host in hosts:
                         full = (a.listener.gateway, a.listener.port, host, key)  # one frontend per Gateway port
                         owner = owners.setdefault(full, ref)
@@ -174,11 +184,11 @@ def match_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAUL
                             where: tuple[str | int, ...] = ("spec", "rules", i)
                             if has_matches:
                                 where = (*where, "matches", k)
-                            lost.append(LostClaim(ref, owner, where, f"host {host} {words}"))
+                            lost.append(LostClaim(ref, owner, where, f"host {host} {_words(key)}"))
     return lost
 
 
-RuleKeys = tuple[int, bool, list[tuple[int, tuple[Any, ...], str]]]
+RuleKeys = tuple[int, bool, tuple[tuple[int, tuple[Any, ...]], ...]]
 
 
 def route_match_keys(route: Obj, state: State) -> tuple[RuleKeys, ...]:
