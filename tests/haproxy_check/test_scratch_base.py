@@ -102,3 +102,29 @@ def test_a_checks_scratch_dir_is_removed_after_the_check_without_holding_it_up(
     release.set()
     scratches.remove_later(tmp_path / "nothing").result(10)  # the remover runs in order: the check's is done
     assert list(base.iterdir()) == []
+
+
+def test_a_small_tree_goes_to_memory_without_a_base_and_to_the_base_when_one_is_set(
+        tmp_path: Path, haproxy_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No --scratch-dir: a review's small tree is written under the tmpfs at /dev/shm when there is a
+    safe one (a disk-backed /tmp costs milliseconds per review); a large one, and any tree when a base
+    is set, are not."""
+    made: list[str | None] = []
+    real = scratches.tempfile.mkdtemp
+
+    def mkdtemp(prefix: str, dir: Path | None = None) -> str:
+        made.append(None if dir is None else str(dir))
+        return real(prefix=prefix, dir=dir)
+
+    monkeypatch.setattr(scratches.tempfile, "mkdtemp", mkdtemp)
+    binary = HAProxyBinary(path=haproxy_path, version="2.8")
+    config = b"global\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n" \
+             b"frontend f\n  bind 127.0.0.1:18080\n"
+    big = {"haproxy.cfg": config, "maps/big.map": b"k v\n" * 20_000}
+    for files in ({"haproxy.cfg": config}, big):
+        assert asyncio.run(Checker(binary).check(RenderResult(files=files))).ok
+    base = tmp_path / "base"
+    base.mkdir(mode=0o700)
+    assert asyncio.run(Checker(binary, scratch_base=base).check(RenderResult(files={"haproxy.cfg": config}))).ok
+    memory = scratches.memory_base()
+    assert made == [None if memory is None else str(memory), None, str(base)]
