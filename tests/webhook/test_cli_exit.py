@@ -3,7 +3,6 @@ same report and exit code as a caller in the same process gets, and nothing left
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,26 +15,17 @@ import pytest
 from tests.conftest import REPO
 from tests.webhook.clirun import env, routegate
 from tests.webhook.conftest import STATE_DIR
-from tests.webhook.test_gates import named
-from webhook import cli, ruleworkers
+from tests.webhook.test_ruleworkers import routes_with_one_denied
+from webhook import cli
 
 pytestmark = pytest.mark.haproxy
 
 
 def _routes(tmp_path: Path) -> Path:
     """Enough routes for forked rule workers, one of them denied."""
-    shop = named("shop")
-    routes = []
-    for i in range(ruleworkers.MIN_ITEMS + 10):
-        route = json.loads(json.dumps(shop))
-        route["metadata"]["name"] = f"shop-{i}"
-        route["spec"]["hostnames"] = [f"shop-{i}.example.com"]
-        routes.append(route)
-    routes.append(named("sticky"))
     inputs = tmp_path / "inputs"
     inputs.mkdir()
-    (inputs / "routes.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": routes}))
-    return inputs
+    return routes_with_one_denied(inputs)
 
 
 def _processes_naming(marker: str) -> list[int]:

@@ -203,8 +203,12 @@ def renderer() -> Renderer:
     return Renderer()
 
 
-def test_the_subjects_lines_and_its_frontends_are_the_full_renders(renderer: Renderer) -> None:
-    @given(cluster_and_change())
+@pytest.mark.parametrize("clusters", [
+    pytest.param(cluster_and_change, id="shared ports, pod-port collisions, passthrough, ListenerSets"),
+    pytest.param(delta_cluster_and_change, id="the delta check's clusters: every route kind and protocol"),
+])
+def test_the_subjects_lines_and_its_frontends_are_the_full_renders(renderer: Renderer, clusters: Any) -> None:
+    @given(clusters())
     @settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
     def run(case: tuple[list[Obj], Change]) -> None:
         objects, change = case
@@ -363,13 +367,3 @@ def test_a_gateway_change_on_its_ports_keeps_todays_closure(renderer: Renderer) 
     _review(objects, Change(Operation.UPDATE, same, g1), renderer)
     assert ref_of(g0) not in closure(MemoryState(objects, version="case"), Change(Operation.UPDATE, same, g1)).members
 
-
-def test_the_subjects_lines_agree_on_the_delta_checks_clusters(renderer: Renderer) -> None:
-    """The same on the delta check's own random clusters (every route kind, every listener protocol)."""
-    @given(delta_cluster_and_change())
-    @settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-    def run(case: tuple[list[Obj], Change]) -> None:
-        objects, change = case
-        assert_renders_agree(renderer, _state(objects), change)
-
-    run()

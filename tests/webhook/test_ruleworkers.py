@@ -104,8 +104,8 @@ def test_too_few_inputs_or_one_worker_are_judged_in_process() -> None:
     assert ruleworkers.RuleWorkers.usable(ruleworkers.MIN_ITEMS, 1)
 
 
-def test_check_reports_the_same_with_and_without_jobs(tmp_path: Path) -> None:
-    """The console entry point end to end: enough inputs for the workers, one of them denied."""
+def routes_with_one_denied(directory: Path) -> Path:
+    """``directory`` with a routes.json of enough routes for forked rule workers, one of them denied."""
     shop = named("shop")
     routes = []
     for i in range(ruleworkers.MIN_ITEMS + 10):
@@ -114,7 +114,13 @@ def test_check_reports_the_same_with_and_without_jobs(tmp_path: Path) -> None:
         route["spec"]["hostnames"] = [f"shop-{i}.example.com"]
         routes.append(route)
     routes.append(named("sticky"))
-    (tmp_path / "routes.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": routes}))
+    (directory / "routes.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": routes}))
+    return directory
+
+
+def test_check_reports_the_same_with_and_without_jobs(tmp_path: Path) -> None:
+    """The console entry point end to end: enough inputs for the workers, one of them denied."""
+    routes_with_one_denied(tmp_path)
     runs = [routegate("check", "--state", str(STATE_DIR), "-f", str(tmp_path), "-o", "json", "--jobs", jobs)
             for jobs in ("0", "2")]
     assert [r.returncode for r in runs] == [1, 1], [r.stderr for r in runs]
