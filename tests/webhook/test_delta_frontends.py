@@ -27,6 +27,7 @@ from validators.changes import Change, Operation
 from validators.objects import Obj, Ref, ref_of
 from validators.schema.crds import SchemaSet
 from validators.states import MemoryState, Overlay
+from validators.views import closures
 from validators.views.closures import closure
 from webhook.gates import Gate
 
@@ -367,3 +368,23 @@ def test_a_gateway_change_on_its_ports_keeps_todays_closure(renderer: Renderer) 
     _review(objects, Change(Operation.UPDATE, same, g1), renderer)
     assert ref_of(g0) not in closure(MemoryState(objects, version="case"), Change(Operation.UPDATE, same, g1)).members
 
+
+
+def test_a_route_changes_the_ssl_passthrough_ports_only_by_its_own_entries() -> None:
+    """What a review derives from the stored state's SSLPassthrough index equals the proposed state's
+    index built from scratch (the clusters hold SSLPassthrough routes; every change kind is drawn)."""
+    @given(cluster_and_change(), st.booleans())
+    @settings(max_examples=80, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+    def run(case: tuple[list[Obj], Change], passes: bool) -> None:
+        objects, change = case
+        if passes and change.obj is not None and change.obj["kind"] == "HTTPRoute":  # the change's own entries
+            change.obj["spec"]["rules"][0].setdefault("filters", []).append(PASSTHROUGH)
+        state = _state(objects)
+        proposed = Overlay(state, change)
+        fresh = closures._passthrough_ports(MemoryState(
+            [o for o in objects if ref_of(o) != change.ref] + ([change.obj] if change.obj is not None
+                                                             and change.operation is not Operation.DELETE else []),
+            version="fresh"))
+        assert dict(closures._proposed_passthrough(state, proposed, change)) == fresh
+
+    run()

@@ -627,10 +627,11 @@ def members(state: State, change: Change) -> set[Ref]:
         for key in competitor_keys(obj, proposed if x.kind in SOURCE_KINDS else state):
             competitors |= idx.claimants.get(key, set())
     routes |= competitors
-    shared = shared_ports(state) | shared_ports(proposed) | changed_ports
+    passing_now, passing_then = passthrough_routes(state), _proposed_passthrough(state, proposed, change)
+    shared = _shared(state, passing_now) | _shared(proposed, passing_then) | changed_ports
     passing: dict[int, set[Ref]] = {}
-    for view in (state, proposed):
-        for port, refs in passthrough_routes(view).items():
+    for found in (passing_now, passing_then):
+        for port, refs in found.items():
             passing.setdefault(port, set()).update(refs)
     while True:
         route_objs = _objects(state, routes, versions, x)
@@ -721,20 +722,46 @@ def shared_ports(state: State) -> frozenset[int]:
     TLS and TCP engines build one frontend per port across all Gateways, and decide whether the HTTP
     engine keeps the port), or an SSLPassthrough HTTPRoute attached there (the port's bind moves to a
     TLS frontend). Per state version; an Overlay of a route reuses its base's listener part."""
+    return _shared(state, passthrough_routes(state))
+
+
+def _shared(state: State, passing: Mapping[int, frozenset[Ref]]) -> frozenset[int]:
     listed = indexes.index_reading(state, "closure-shared-ports", attachments.LISTENER_KINDS, _non_http_ports)
-    passing = passthrough_routes(state)
     return listed | frozenset(passing) if passing else listed
 
 
-def passthrough_routes(state: State) -> dict[int, set[Ref]]:
-    """Listener port -> the HTTPRoutes with an SSLPassthrough rule attached there."""
+def passthrough_routes(state: State) -> Mapping[int, frozenset[Ref]]:
+    """Listener port -> the HTTPRoutes with an SSLPassthrough rule attached there, once per state version."""
+    return indexes.index(state, "ssl-passthrough-ports", _passthrough_ports)
+
+
+def _passthrough_ports(state: State) -> dict[int, frozenset[Ref]]:
     out: dict[int, set[Ref]] = {}
     for ref in indexes.refs_by_key(state, "ssl-passthrough-routes", ("HTTPRoute",), _passes_through).get(True):
         route = state.get(ref.kind, ref.namespace, ref.name)
         if route is not None:
-            for a in attachments.attach(route, state)[0]:
-                out.setdefault(a.listener.port, set()).add(ref)
-    return out
+            _add_passthrough(out, ref, route, state)
+    return {port: frozenset(refs) for port, refs in out.items()}
+
+
+def _add_passthrough(out: dict[int, set[Ref]], ref: Ref, route: Obj, state: State) -> None:
+    for a in attachments.attach(route, state)[0]:
+        out.setdefault(a.listener.port, set()).add(ref)
+
+
+def _proposed_passthrough(state: State, proposed: State, change: Change) -> Mapping[int, frozenset[Ref]]:
+    """``passthrough_routes(proposed)``. For a route change it is the stored state's with X's entries
+    redone (a route attaches by its own parentRefs and the listeners, never by another route), so a
+    review does not attach every SSLPassthrough route of the cluster again; any other change may move
+    the listeners, and is asked of the proposed state itself."""
+    x = change.ref
+    if not (x.kind in ROUTE_KINDS or x.kind == CRD_ROUTE):
+        return passthrough_routes(proposed)
+    out = {port: set(refs) - {x} for port, refs in passthrough_routes(state).items()}
+    new = None if change.operation is Operation.DELETE else change.obj
+    if new is not None and x.kind == "HTTPRoute" and _passes_through(new):
+        _add_passthrough(out, x, new, proposed)
+    return {port: frozenset(refs) for port, refs in out.items() if refs}
 
 
 def _source_ports(sources: Iterable[Ref], idx: ClosureIndex, versions: Sequence[Obj], x: Ref) -> set[int]:
