@@ -76,6 +76,11 @@ def _alert_key(alert: Alert) -> tuple[str, str]:
     return owner, _PROXY_NAMES.sub(r"\1", _LINE_NUMBERS.sub("", alert.message))
 
 
+def _culprits(baseline: CheckResult, change: Change, *, own: bool = False) -> frozenset[Ref]:
+    """The objects a failing baseline's alerts blame; the change's own object only with ``own``."""
+    return frozenset(a.origin.ref for a in baseline.alerts if a.origin and (own or a.origin.ref != change.ref))
+
+
 def _binds_nothing(result: CheckResult) -> bool:
     """haproxy -c found no error but no listener either (exit code 2 without an alert): valid, but with no
     frontend nothing loaded the maps, so the change's map entries were not judged."""
@@ -650,9 +655,7 @@ class Gate:
         """
         if all(a.origin is None or a.origin.ref == change.ref for a in new):
             return new
-        deleting = change.operation is Operation.DELETE
-        hidden = frozenset(a.origin.ref for a in baseline.alerts
-                           if a.origin and (deleting or a.origin.ref != change.ref))
+        hidden = _culprits(baseline, change, own=change.operation is Operation.DELETE)
         if not hidden:
             return new
         try:
@@ -673,7 +676,7 @@ class Gate:
         the change adds to the state without the culprits, so that is checked too, and its culprits
         are hidden in the next round.
         """
-        hidden = frozenset(a.origin.ref for a in baseline.alerts if a.origin and a.origin.ref != change.ref)
+        hidden = _culprits(baseline, change)
         for _ in range(ISOLATION_ROUNDS):
             if not hidden:
                 return []
@@ -696,7 +699,7 @@ class Gate:
             new = [a for a in result.alerts if _alert_key(a) not in known]
             if new:
                 return new
-            more = {a.origin.ref for a in before.alerts if a.origin and a.origin.ref != change.ref} - hidden
+            more = _culprits(before, change) - hidden
             hidden = hidden | more if more else frozenset()
         return []
 

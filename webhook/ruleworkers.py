@@ -100,7 +100,7 @@ def _judge_chunk(indices: list[int]) -> list[_Shipped]:
         raise RuntimeError("no job: rule workers must be forked from the judging process")
     # A chunk allocates many small containers that die with it (findings, walks, CEL values), and a
     # worker also keeps what it memoizes: every collection during the chunk rescans those for cycles
-    # that are not there (a sixth of a worker's CPU at 10,000 routes). Paused per chunk (at most CHUNK
+    # that are not there (a few % of a worker's CPU at 10,000 routes). Paused per chunk (at most CHUNK
     # inputs), so whatever garbage a chunk leaves is collected right after it.
     with gcpause.paused():
         return [_shipped(prejudge_one(job.rules, job.scope, *job.items[i], job.combined)) for i in indices]
