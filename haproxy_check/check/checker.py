@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
 
 from haproxy_check.check import alerts, sandboxes, scratches, tlsbinds
-from haproxy_check.check.sandboxes import Runner
+from haproxy_check.check.sandboxes import Runner, RunOutput
 from haproxy_check.results import CheckResult, HAProxyBinary, RenderResult
 
 # A delta check's tree (a few dozen files, tens of KiB: under a millisecond into the page cache) is
@@ -42,6 +43,15 @@ class Checker:
         """How ``haproxy -c`` is kept off the network: sandboxes.NETWORK_NAMESPACE or NO_INIT_ADDR."""
         return self.runner.isolation
 
+    async def _in_scratch(self, base: Path | None, files: Mapping[str, bytes], small: bool) -> tuple[RunOutput, str]:
+        # Removed after the check, off its path: haproxy has read every file by the time it exits.
+        with scratches.scratch_dir(base, remove_after=True) as workdir:
+            if small:
+                scratches.write_tree(workdir, files)
+            else:
+                await asyncio.to_thread(scratches.write_tree, workdir, files)
+            return await self.runner.run(workdir), str(workdir)
+
     async def check(self, render: RenderResult) -> CheckResult:
         files = render.files
         # Only the checked copy is rewritten (never promoted); every line keeps its number.
@@ -53,16 +63,15 @@ class Checker:
         if config is not files["haproxy.cfg"]:
             files = {**files, "haproxy.cfg": config}
         small = sum(map(len, files.values())) <= INLINE_WRITE and len(files) <= INLINE_FILES
-        base = self.scratch_base if self.scratch_base is not None or not small else scratches.memory_base()
+        memory = scratches.memory_base() if self.scratch_base is None and small else None
         try:
-            # Removed after the check, off its path: haproxy has read every file by the time it exits.
-            with scratches.scratch_dir(base, remove_after=True) as workdir:
-                if small:
-                    scratches.write_tree(workdir, files)
-                else:
-                    await asyncio.to_thread(scratches.write_tree, workdir, files)
-                run = await self.runner.run(workdir)
-                scratch = str(workdir)
+            try:
+                run, scratch = await self._in_scratch(memory or self.scratch_base, files, small)
+            except OSError:
+                if memory is None:
+                    raise
+                # A full (or vanished) /dev/shm must not leave the review undecided: the disk as before.
+                run, scratch = await self._in_scratch(None, files, small)
         except scratches.UnsafeBase as exc:  # the base became writable by others after start
             return CheckResult(ok=False, binary=self.binary, decided=False, error=f"--scratch-dir: {exc}")
         except OSError as exc:  # scratch disk full or read-only, binary gone or not executable

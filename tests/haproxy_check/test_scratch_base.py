@@ -128,3 +128,17 @@ def test_a_small_tree_goes_to_memory_without_a_base_and_to_the_base_when_one_is_
     assert asyncio.run(Checker(binary, scratch_base=base).check(RenderResult(files={"haproxy.cfg": config}))).ok
     memory = scratches.memory_base()
     assert made == [None if memory is None else str(memory), None, str(base)]
+
+
+def test_a_memory_base_that_cannot_take_the_tree_falls_back_to_the_disk(
+        tmp_path: Path, haproxy_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full or vanished /dev/shm (here: a file where the directory should be) must not leave a review
+    undecided: the tree is written where it went before."""
+    blocked = tmp_path / "shm"
+    blocked.write_text("not a directory")
+    monkeypatch.setattr(scratches, "memory_base", lambda: blocked)
+    config = b"global\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n" \
+             b"frontend f\n  bind 127.0.0.1:18080\n"
+    result = asyncio.run(Checker(HAProxyBinary(path=haproxy_path, version="2.8")).check(
+        RenderResult(files={"haproxy.cfg": config})))
+    assert result.decided and result.ok, result.error
