@@ -23,6 +23,7 @@ from typing import Protocol, TypeVar
 
 from haproxy_check.check.checker import CheckTimedOut
 from haproxy_check.descriptions import Description
+from haproxy_check.render import gcpause
 from haproxy_check.results import Alert, CheckResult, HAProxyBinary, RenderError, RenderResult
 from haproxy_check.runtime import runtimeplans, slots
 from validators import checks, dataplanes
@@ -98,6 +99,12 @@ def _already_failing(first: Alert, ref: Ref) -> str:
               else f" ({where})" if where else "")
     return (f"the HAProxy configuration already fails haproxy -c because of {owner}{detail}; "
             "this change does not alter that")
+
+
+def _unchecked(ref: Ref) -> Verdict:
+    """The verdict on an object of a kind routegate does not review."""
+    return Verdict(Decision.ALLOW, ref, handled=False,
+                   notes=(f"routegate does not check {ref.kind or 'this kind'}; allowed unchecked",))
 
 
 def _renderable(change: Change) -> bool:
@@ -192,8 +199,7 @@ class Gate:
     async def _review(self, change: Change, *, state: State, reload_note: bool = True) -> Verdict:
         ref = change.ref
         if ref.kind not in REVIEWED_KINDS:
-            return Verdict(Decision.ALLOW, ref, handled=False,
-                           notes=(f"routegate does not check {ref.kind or 'this kind'}; allowed unchecked",))
+            return _unchecked(ref)
         state = self.scope.view(state)
         foreign = self._foreign(change, state)
         if foreign is not None:
@@ -326,7 +332,7 @@ class Gate:
         return self._full
 
     async def review_all(self, items: Sequence[tuple[Change, State]], *, combined: State,
-                         workers: int = 0) -> list[Verdict]:
+                         workers: int = 0, with_status: bool = True) -> list[Verdict]:
         """Judge changes applied together (``kubectl apply -f DIR``): each against its state holding all
         the others, ``combined`` holding all of them.
 
@@ -339,36 +345,52 @@ class Gate:
         cannot settle are judged one by one as the webhook would. Batch verdicts carry no reload note:
         that is advice about one change to a running data plane.
         ``workers``: processes that run the batch's per-object rules while this one renders and checks
-        (``webhook.ruleworkers``; 0: all in this process).
+        (``webhook.ruleworkers``; 0: all in this process). ``with_status``: False leaves the batch verdicts'
+        ``status`` empty, for a caller that does not report it (computing it is a few % of the batch).
         """
         verdicts: list[Verdict | None] = [None] * len(items)
         combined = self.scope.view(combined)
-        for i, (change, state) in enumerate(items):
-            if change.ref.kind in REVIEWED_KINDS:
-                verdicts[i] = self._foreign(change, self.scope.view(state))
-        candidates = [i for i, (change, _) in enumerate(items) if verdicts[i] is None and _renderable(change)]
-        with self._prejudging(items, candidates, combined, workers) as pending:
-            checked = await self._checked(combined) if candidates else None
-            prejudged = await pending.results() if pending is not None else {}
-        # Whether a route attaches anywhere was asked by the workers along with its rules.
-        batch = [i for i in candidates
-                 if (prejudged[i].attached if i in prejudged else _batchable(items[i][0], combined))]
-        if checked is not None:
-            render, result, seconds = checked
-            if result.ok:
-                for i in batch:
-                    verdicts[i] = await self._batch_verdict(items[i], render, combined, seconds,
-                                                            prejudged.get(i))
-            else:
-                settled = await self._settle_failing_batch(
-                    items, batch, combined, render, result,
-                    verdict_of=lambda i: self._batch_verdict(items[i], render, combined, 0.0, prejudged.get(i)))
-                for i, verdict in settled.items():
-                    verdicts[i] = verdict
+        # The batch's values are acyclic records (verdicts, findings, the render's lines) that live until
+        # the batch is judged: a collection meanwhile would rescan the whole render for nothing (about two
+        # seconds of a 10,000-route check). The render is freed before collection resumes.
+        with gcpause.paused():
+            for i, (change, state) in enumerate(items):
+                if change.ref.kind in REVIEWED_KINDS:
+                    verdicts[i] = self._foreign(change, self.scope.view(state))
+                else:  # what review() says, without a trip through it for each of thousands of Services
+                    verdicts[i] = _unchecked(change.ref)
+            await self._judge_batch(items, combined, workers, verdicts, with_status)
         for i, (change, state) in enumerate(items):
             if verdicts[i] is None:
                 verdicts[i] = await self.review(change, state=state, reload_note=False)
-        return [self._stamped(v) for v in verdicts if v is not None]
+        with gcpause.paused():
+            return [self._stamped(v) for v in verdicts if v is not None]
+
+    async def _judge_batch(self, items: Sequence[tuple[Change, State]], combined: State, workers: int,
+                           verdicts: list[Verdict | None], with_status: bool) -> None:
+        """Fill in ``verdicts`` for the inputs one combined render and check can judge (``review_all``)."""
+        candidates = [i for i, (change, _) in enumerate(items) if verdicts[i] is None and _renderable(change)]
+        with self._prejudging(items, candidates, combined, workers, with_status) as pending:
+            checked = await self._checked(combined) if candidates else None
+            prejudged = await pending.results() if pending is not None else {}
+        if checked is None:
+            return
+        # Whether a route attaches anywhere was asked by the workers along with its rules.
+        batch = [i for i in candidates
+                 if (prejudged[i].attached if i in prejudged else _batchable(items[i][0], combined))]
+        render, result, seconds = checked
+        grouped = _render_findings(render)
+        if result.ok:
+            for i in batch:
+                verdicts[i] = await self._batch_verdict(items[i], render, combined, seconds, prejudged.get(i),
+                                                        grouped, with_status)
+            return
+        settled = await self._settle_failing_batch(
+            items, batch, combined, render, result,
+            verdict_of=lambda i: self._batch_verdict(items[i], render, combined, 0.0, prejudged.get(i), grouped,
+                                                     with_status))
+        for i, verdict in settled.items():
+            verdicts[i] = verdict
 
     async def review_together(self, changes: Sequence[Change], *, state: State,
                               notes_for: float | None = None) -> list[Verdict]:
@@ -575,7 +597,7 @@ class Gate:
 
     @contextlib.contextmanager
     def _prejudging(self, items: Sequence[tuple[Change, State]], batch: list[int], combined: State,
-                    workers: int) -> Iterator[ruleworkers.RuleWorkers | None]:
+                    workers: int, with_status: bool) -> Iterator[ruleworkers.RuleWorkers | None]:
         """The batch's per-object rules started in forked workers (None: too few, or no workers)."""
         if not ruleworkers.RuleWorkers.usable(len(batch), workers):
             yield None
@@ -584,23 +606,26 @@ class Gate:
         # that each worker inherits them instead of building its own: on a route, the common kind (a
         # Gateway's rules would walk every route attached to it, here, while nothing else runs).
         first = next((i for i in batch if items[i][0].ref.kind in attachments.ROUTE_KINDS), batch[0])
-        warm = ruleworkers.prejudge_one(self.rules, self.scope, *items[first], combined)
+        warm = ruleworkers.prejudge_one(self.rules, self.scope, *items[first], combined, with_status=with_status)
         with ruleworkers.RuleWorkers(self.rules, self.scope, items, combined, [i for i in batch if i != first],
-                                     workers=workers, done={first: warm}) as pending:
+                                     workers=workers, done={first: warm}, with_status=with_status) as pending:
             pending.start()
             yield pending
 
     async def _batch_verdict(self, item: tuple[Change, State], render: RenderResult, combined: State,
-                             seconds: float, prejudged: ruleworkers.Prejudged | None = None) -> Verdict:
+                             seconds: float, prejudged: ruleworkers.Prejudged | None = None,
+                             grouped: dict[str, list[Finding]] | None = None, with_status: bool = True) -> Verdict:
+        """``grouped``: ``_render_findings(render)``, when the caller judges many inputs by one render."""
         change, state = item
         ref = change.ref
         if prejudged is None:
             prejudged = await asyncio.to_thread(ruleworkers.prejudge_one, self.rules, self.scope, change, state,
-                                                combined)
+                                                combined, with_status=with_status)
         validated = prejudged.validated
         findings = list(validated.findings)
         if not denies(findings):  # as in review(): a denied object is not judged by its render
-            findings += self.rules.enforcement.apply([f for f in render.findings if f.about == str(ref)],
+            about = grouped if grouped is not None else _render_findings(render)
+            findings += self.rules.enforcement.apply(list(about.get(str(ref), ())),
                                                      namespace=ref.namespace)
             findings = checks.without_shadowed(findings)
         status = prejudged.status or {}
@@ -774,6 +799,15 @@ class Gate:
             return await self.checker.check(await self._baseline_render(state))
 
         return await _cached(self._baselines, state.version, check)
+
+
+def _render_findings(render: RenderResult) -> dict[str, list[Finding]]:
+    """A render's findings by the object they are about, grouped once for a batch: each of N inputs
+    filtering the whole list costs N x findings (N^2 with a warning per route)."""
+    grouped: dict[str, list[Finding]] = {}
+    for f in render.findings:
+        grouped.setdefault(f.about, []).append(f)
+    return grouped
 
 
 def _ahead(work: Awaitable[T]) -> asyncio.Task[T]:

@@ -204,6 +204,9 @@ def as_json(report: Report) -> str:
     return json.dumps(data(report), indent=2) + "\n"
 
 
+WITH_STATUS = frozenset({"json", "yaml"})  # the outputs that show each verdict's status (``data``)
+
+
 def as_yaml(report: Report) -> str:
     import yaml
 

@@ -77,6 +77,7 @@ class _Job:
     scope: scopes.Scope
     items: Sequence[tuple[Change, State]]
     combined: State  # already seen through ``scope``
+    with_status: bool  # whether the caller reports statuses (``prejudge_one``)
 
 
 _job: _Job | None = None  # what a forked worker judges: set in the parent just before the fork
@@ -87,10 +88,13 @@ def attached(change: Change, combined: State) -> bool:
     return change.ref.kind not in attachments.ROUTE_KINDS or bool(attachments.attach(change.subject, combined)[0])
 
 
-def prejudge_one(rules: RuleChecks, scope: scopes.Scope, change: Change, state: State, combined: State) -> Prejudged:
-    """The per-object outcome of one input (the same steps in a worker and in-process)."""
+def prejudge_one(rules: RuleChecks, scope: scopes.Scope, change: Change, state: State, combined: State, *,
+                 with_status: bool = True) -> Prejudged:
+    """The per-object outcome of one input (the same steps in a worker and in-process). ``with_status``:
+    False when the caller reports no statuses (a text report), which spares computing them for every input."""
     validated = rules.run(change, scope.view(state))
-    status = statuses.status_of(change.subject, combined) if change.ref.kind in statuses.STATUS_KINDS else None
+    wanted = with_status and change.ref.kind in statuses.STATUS_KINDS
+    status = statuses.status_of(change.subject, combined) if wanted else None
     return Prejudged(validated, status, attached(change, combined))
 
 
@@ -103,7 +107,8 @@ def _judge_chunk(indices: list[int]) -> list[_Shipped]:
     # that are not there (a few % of a worker's CPU at 10,000 routes). Paused per chunk (at most CHUNK
     # inputs), so whatever garbage a chunk leaves is collected right after it.
     with gcpause.paused():
-        return [_shipped(prejudge_one(job.rules, job.scope, *job.items[i], job.combined)) for i in indices]
+        return [_shipped(prejudge_one(job.rules, job.scope, *job.items[i], job.combined,
+                                      with_status=job.with_status)) for i in indices]
 
 
 def worker_count() -> int:
@@ -136,8 +141,8 @@ class RuleWorkers:
 
     def __init__(self, rules: RuleChecks, scope: scopes.Scope, items: Sequence[tuple[Change, State]],
                  combined: State, indices: Sequence[int], *, workers: int,
-                 done: dict[int, Prejudged] | None = None) -> None:
-        self._job = _Job(rules, scope, items, combined)
+                 done: dict[int, Prejudged] | None = None, with_status: bool = True) -> None:
+        self._job = _Job(rules, scope, items, combined, with_status)
         self._done = dict(done or {})  # outcomes already known (the warm-up before the fork)
         self._indices = list(indices)
         self._workers = workers
@@ -193,7 +198,8 @@ class RuleWorkers:
     def _judge_here(self, chunk: list[int]) -> list[Prejudged]:
         job = self._job
         with gcpause.paused():  # as in a worker (_judge_chunk)
-            return [prejudge_one(job.rules, job.scope, *job.items[i], job.combined) for i in chunk]
+            return [prejudge_one(job.rules, job.scope, *job.items[i], job.combined, with_status=job.with_status)
+                    for i in chunk]
 
     def close(self) -> None:
         if self._pool is not None:

@@ -98,6 +98,18 @@ async def test_dead_workers_leave_their_inputs_to_this_process(gate: Gate, small
     assert dying.calls == len(items), "the warm-up (not judged again), then every other input here"
 
 
+async def test_a_batch_without_statuses_gives_the_same_verdicts_without_them(gate: Gate,
+                                                                            small_batches: None) -> None:
+    """A caller that reports no statuses (a text report) is spared computing them, in workers or not."""
+    items, combined = batch(gateway(), *many_shops(5), named("sticky"))
+    full = await gate.review_all(items, combined=combined)
+    assert any(v.status for v in full), "the Gateway and the routes have statuses"
+    for workers in (0, 2):
+        bare = await gate.review_all(items, combined=combined, workers=workers, with_status=False)
+        assert [v.status for v in bare] == [{}] * len(items)
+        assert without_timings(bare) == [replace(v, status={}) for v in without_timings(full)]
+
+
 def test_too_few_inputs_or_one_worker_are_judged_in_process() -> None:
     assert not ruleworkers.RuleWorkers.usable(ruleworkers.MIN_ITEMS - 1, 2)
     assert not ruleworkers.RuleWorkers.usable(ruleworkers.MIN_ITEMS, 0)
