@@ -65,6 +65,21 @@ def test_a_post_parse_alert_is_placed_at_its_section(output: str) -> None:
     assert found[0].message == "Proxy 'f': unable to find required use_backend: 'nope'."
 
 
+class Unsplittable(str):
+    """A configuration that must not be split into lines."""
+
+    def splitlines(self, keepends: bool = False) -> list[str]:
+        raise AssertionError("the configuration was split into lines")
+
+
+def test_a_clean_check_summary_does_not_split_the_configuration() -> None:
+    """2.8 prints a summary on a valid check: nothing in it needs the lines of a big configuration."""
+    found, warned = alerts.parse("Configuration file is valid\n", config=Unsplittable(CONFIG))
+    assert (found, warned) == ([], [])
+    with pytest.raises(AssertionError, match="split"):  # and a message that needs them still gets them
+        alerts.parse(OUT_28_POSTPARSE, config=Unsplittable(CONFIG))
+
+
 def test_parsing_without_space_before_colon_is_read() -> None:
     found, _ = alerts.parse(OUT_PARSING_COLON, config=CONFIG, origins=ORIGINS)
     assert found[0].line == 9 and found[0].message == "'path is defined'."
