@@ -6,19 +6,21 @@ through a ``Recording`` view, which no memo serves (its reads are what it is for
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.webhook import deltastates
 from validators import rules
 from validators.changes import Change, Operation
 from validators.contexts import Context
-from validators.crossobject import crossobjects, statuses
+from validators.crossobject import backendrefs, crossobjects, statuses
 from validators.objectrules import traversals
 from validators.objects import REVIEWED_KINDS, Obj, kind_of
 from validators.states import MemoryState, Overlay, State
-from validators.views import attachments
+from validators.views import attachments, indexes
 from validators.views.reads import Recording
 
 
@@ -63,3 +65,69 @@ def test_shared_walks_change_no_rule(drawn: tuple[list[Obj], Change]) -> None:
         with traversals.walking(obj):
             assert list(traversals.filters_of(obj)) == list(traversals._filters_of(obj))
             assert list(traversals.rules_of(obj)) == list(traversals._rules_of(obj))
+
+
+_ODD = [None, "", True, 1, 0, 8080, 443, "gateway.networking.k8s.io", "Gateway", "ListenerSet", "Service",
+        "http", "https", "web", "a", [], {}, 1.0, -3]
+
+
+@st.composite
+def _variant(draw: st.DrawFn, route: Obj) -> Obj:
+    """A copy of ``route`` as the API server could store it (its defaults written out) or changed in the
+    fields attachment and backend resolution read, with values of odd types among them."""
+    out = copy.deepcopy(route)
+    spec = out.get("spec", {})
+    for p in spec.get("parentRefs", []):
+        if draw(st.booleans()):
+            p.setdefault("group", "gateway.networking.k8s.io")
+            p.setdefault("kind", "Gateway")
+        if draw(st.integers(0, 3)) == 0:
+            p[draw(st.sampled_from(["group", "kind", "namespace", "name", "sectionName", "port"]))] = draw(
+                st.sampled_from(_ODD))
+    for rule in spec.get("rules", []):
+        for b in rule.get("backendRefs", []) if isinstance(rule, dict) else []:
+            if draw(st.booleans()):
+                b.setdefault("group", "")
+                b.setdefault("kind", "Service")
+                b.setdefault("weight", 1)
+            if draw(st.integers(0, 3)) == 0:
+                b[draw(st.sampled_from(["group", "kind", "namespace", "name", "port", "weight"]))] = draw(
+                    st.sampled_from(_ODD))
+    if draw(st.integers(0, 4)) == 0:
+        spec["hostnames"] = draw(st.sampled_from([[], ["a.example.com"], [1], ["*.example.com", "x.example.com"]]))
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(drawn=deltastates.cluster_and_change(), data=st.data())
+def test_a_copy_of_a_stored_route_is_judged_as_from_scratch(drawn: tuple[list[Obj], Change],
+                                                            data: st.DataObject) -> None:
+    """``routegate check`` judges the defaulted copy of each input against the state holding the stored
+    one (``indexes.stored_twin``): the copy's attachments and backendRefs, memoized or taken from the
+    stored route's, are what the from-scratch path gives the copy, whatever changed in it."""
+    objects, _ = drawn
+    everything = MemoryState(objects, version="v1")
+    routes = [o for o in objects if kind_of(o) in attachments.ROUTE_KINDS]
+    for route in routes[:4]:
+        copied = data.draw(_variant(route))
+        others = Overlay(everything, Change(Operation.DELETE, None, route))
+        proposed = Overlay(others, Change(Operation.UPDATE, copied, route))
+        want = (judged(copied, Recording(proposed)), backendrefs.backend_refs(copied, Recording(proposed)))
+        for _ in range(2):  # computed, then from the memo; the stored route's own answers unchanged
+            assert (judged(copied, proposed), backendrefs.backend_refs(copied, proposed)) == want
+            assert attachments.attach(route, everything) == attachments.attach(route, Recording(everything))
+            assert backendrefs.backend_refs(route, everything) == backendrefs.backend_refs(route, Recording(everything))
+
+
+def test_a_twin_needs_exactly_equal_keys() -> None:
+    """``1`` equals ``True`` and a ``str`` subclass equals its text, but a message prints them apart:
+    such keys never make a twin."""
+
+    class Text(str):
+        pass
+
+    assert indexes.exact_key(("a", 1, None, ("b", 2)))
+    assert not indexes.exact_key(("a", True))
+    assert not indexes.exact_key((Text("a"),))
+    assert not indexes.exact_key((1.0,))
+    assert not indexes.exact_key(([],))

@@ -413,9 +413,31 @@ def attach(route: Obj, state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP
     if kind_of(route) not in ROUTE_KINDS:
         return [], []
     ports = tuple(http_ports)
-    got, statuses = indexes.of_object(state, f"attach{ports}", LISTENER_KINDS, route,
-                                      lambda: _attach(route, state, ports))
+    name = f"attach{ports}"
+
+    def compute() -> tuple[tuple[Attachment, ...], tuple[ParentStatus, ...]]:
+        # A copy of a route of the base (a review's or a check's defaulted object) whose parentRefs,
+        # hostnames and identity read as the stored one's attaches as it does there.
+        twin = indexes.stored_twin(state, LISTENER_KINDS, route, "attach-key", _attach_key)
+        if twin is None:
+            return _attach(route, state, ports)
+        base, stored = twin
+        return indexes.of_object(base, name, LISTENER_KINDS, stored, lambda: _attach(stored, base, ports))
+
+    got, statuses = indexes.of_object(state, name, LISTENER_KINDS, route, compute)
     return list(got), list(statuses)
+
+
+def _attach_key(route: Obj) -> tuple[Any, ...]:
+    """All that ``_attach`` reads of ``route``, as it reads it (defaults applied)."""
+    rns, ref = namespace_of(route), ref_of(route)
+    parents = []
+    for parent_ref in as_list(dig(route, "spec", "parentRefs")):
+        group = _field(parent_ref, "group")
+        parents.append((GATEWAY_GROUP if group is None else group, _str(_field(parent_ref, "kind")) or "Gateway",
+                        _str(_field(parent_ref, "namespace")) or rns, _str(_field(parent_ref, "name")),
+                        _str(_field(parent_ref, "sectionName")), _int(_field(parent_ref, "port"))))
+    return (kind_of(route), rns, ref.kind, ref.namespace, ref.name, tuple(route_hostnames(route)), tuple(parents))
 
 
 def _attach(route: Obj, state: State, http_ports: Sequence[int]

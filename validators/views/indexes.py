@@ -259,3 +259,37 @@ def of_object(state: State, name: str, reads: frozenset[str], obj: Obj, compute:
 
 def _new_memo(state: State) -> dict[int, tuple[Obj, Any]]:
     return {}
+
+
+def exact_key(value: Any) -> bool:
+    """Whether ``value`` is a key of exact ``str``/``int``/``None`` leaves in tuples, the only keys
+    :func:`stored_twin` compares: ``==`` would take ``1`` for ``True`` and a ``str`` subclass for ``str``,
+    which a message could print apart."""
+    kind = type(value)
+    if kind is tuple:
+        return all(exact_key(v) for v in value)
+    return kind is str or kind is int or value is None
+
+
+def stored_twin(state: State, reads: frozenset[str], obj: Obj, name: str,
+                key_of: Callable[[Obj], Any]) -> tuple[State, Obj] | None:
+    """The deepest state under ``state`` holding the same objects of the kinds ``reads``, and its own
+    object of ``obj``'s ref, when that object is not ``obj`` but has the same ``key_of``; else None.
+
+    For a computation that reads of ``obj`` only what ``key_of`` holds (values as the computation
+    derives them, exact types: :func:`exact_key`) and of the state only the kinds ``reads``: its answer
+    for the twin there is its answer for ``obj`` here, memoized for the state version with the twin's
+    other askers (``routegate check`` asks of the defaulted copy of each input what its status asks of
+    the stored one). ``key_of`` returns None when it cannot say; the twin's key is kept per state version."""
+    base = _unchanged_base(state, reads)
+    if base is state or _recording(base):
+        return None
+    ref = ref_of(obj)
+    stored = base.get(ref.kind, ref.namespace, ref.name)
+    if stored is None or stored is obj:
+        return None
+    key = key_of(obj)
+    if key is None or not exact_key(key):
+        return None
+    twin_key = of_object(base, name, frozenset(), stored, lambda: key_of(stored))
+    return (base, stored) if twin_key == key and exact_key(twin_key) else None
