@@ -265,10 +265,15 @@ def exact_key(value: Any) -> bool:
     """Whether ``value`` is a key of exact ``str``/``int``/``None`` leaves in tuples, the only keys
     :func:`stored_twin` compares: ``==`` would take ``1`` for ``True`` and a ``str`` subclass for ``str``,
     which a message could print apart."""
-    kind = type(value)
-    if kind is tuple:
-        return all(exact_key(v) for v in value)
-    return kind is str or kind is int or value is None
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is tuple:
+            pending.extend(item)
+        elif kind is not str and kind is not int and item is not None:
+            return False
+    return True
 
 
 def stored_twin(state: State, reads: frozenset[str], obj: Obj, name: str,
@@ -282,14 +287,23 @@ def stored_twin(state: State, reads: frozenset[str], obj: Obj, name: str,
     other askers (``routegate check`` asks of the defaulted copy of each input what its status asks of
     the stored one). ``key_of`` returns None when it cannot say; the twin's key is kept per state version."""
     base = _unchanged_base(state, reads)
-    if base is state or _recording(base):
+    if base is state:
         return None
     ref = ref_of(obj)
     stored = base.get(ref.kind, ref.namespace, ref.name)
-    if stored is None or stored is obj:
+    if stored is None or stored is obj or _recording(base):
         return None
     key = key_of(obj)
     if key is None or not exact_key(key):
         return None
-    twin_key = of_object(base, name, frozenset(), stored, lambda: key_of(stored))
-    return (base, stored) if twin_key == key and exact_key(twin_key) else None
+    # Keyed by identity: an entry holds the stored object, so the id stays that object's while it lives.
+    keys: dict[int, tuple[Obj, Any]] = index(base, name, _new_memo)
+    hit = keys.get(id(stored))
+    if hit is not None and hit[0] is stored:
+        twin_key = hit[1]
+    else:
+        twin_key = key_of(stored)
+        if twin_key is not None and not exact_key(twin_key):
+            twin_key = None
+        keys[id(stored)] = (stored, twin_key)
+    return (base, stored) if twin_key == key else None
