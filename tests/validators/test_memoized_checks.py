@@ -131,3 +131,72 @@ def test_a_twin_needs_exactly_equal_keys() -> None:
     assert not indexes.exact_key((Text("a"),))
     assert not indexes.exact_key((1.0,))
     assert not indexes.exact_key(([],))
+
+
+@st.composite
+def _gateway_variant(draw: st.DrawFn, gateway: Obj) -> Obj:
+    """A copy of ``gateway`` with its defaults written out, its labels or status changed, or a field
+    that attachment reads changed (listeners, allowedListeners, its class)."""
+    out = copy.deepcopy(gateway)
+    spec = out.setdefault("spec", {})
+    for lst in spec.get("listeners", []):
+        if draw(st.booleans()):
+            lst.setdefault("allowedRoutes", {}).setdefault("namespaces", {}).setdefault("from", "Same")
+        if draw(st.integers(0, 4)) == 0:
+            lst[draw(st.sampled_from(["name", "port", "hostname", "protocol"]))] = draw(st.sampled_from(
+                ["web", "https", 80, 443, 8443, "*.example.com", "HTTP", "HTTPS", "TLS", None]))
+        if draw(st.integers(0, 5)) == 0:
+            lst["allowedRoutes"] = {"namespaces": {"from": draw(st.sampled_from(["All", "Same", "Selector"]))}}
+    change = draw(st.sampled_from(["labels", "status", "allowedListeners", "class", "none"]))
+    if change == "labels":
+        out.setdefault("metadata", {})["labels"] = {"a": "b"}
+    elif change == "status":
+        out["status"] = {"conditions": [{"type": "Accepted", "status": "Unknown"}]}
+    elif change == "allowedListeners":
+        spec["allowedListeners"] = {"namespaces": {"from": draw(st.sampled_from(["All", "Same", "None", "Selector"]))}}
+    elif change == "class":
+        spec["gatewayClassName"] = "other"
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(drawn=deltastates.cluster_and_change(), data=st.data())
+def test_routes_under_a_changed_gateway_are_judged_as_from_scratch(drawn: tuple[list[Obj], Change],
+                                                                    data: st.DataObject) -> None:
+    """Under a copy of a stored Gateway whose listeners read as the stored one's, routes attach as in
+    the state below (``attachments._same_listeners_below``): every route's attachments, and the copy's
+    own findings and status (which walk the routes naming it), are what the from-scratch path gives."""
+    objects, _ = drawn
+    everything = MemoryState(objects, version="v1")
+    routes = [o for o in objects if kind_of(o) in attachments.ROUTE_KINDS]
+    for gateway in [o for o in objects if kind_of(o) == "Gateway"][:2]:
+        copied = data.draw(_gateway_variant(gateway))
+        others = Overlay(everything, Change(Operation.DELETE, None, gateway))
+        for proposed in (Overlay(others, Change(Operation.UPDATE, copied, gateway)),
+                         Overlay(everything, Change(Operation.UPDATE, copied, gateway))):
+            want = judged(copied, Recording(proposed))
+            for _ in range(2):
+                assert judged(copied, proposed) == want
+                for route in routes:
+                    assert attachments.attach(route, proposed) == attachments.attach(route, Recording(proposed))
+
+
+def test_a_listener_set_without_listeners_still_sees_its_parents_admission() -> None:
+    """A ListenerSet with no listeners adds none to the listener tables whether its parent admits it or
+    not; only its status says which, so a Gateway copy that changes spec.allowedListeners is no twin."""
+    gw = "gateway.networking.k8s.io/v1"
+    gateway = {"apiVersion": gw, "kind": "Gateway", "metadata": {"name": "g", "namespace": "a"},
+               "spec": {"gatewayClassName": "haproxy", "allowedListeners": {"namespaces": {"from": "All"}},
+                        "listeners": [{"name": "web", "port": 80, "protocol": "HTTP"}]}}
+    listener_set = {"apiVersion": gw, "kind": "ListenerSet", "metadata": {"name": "ls", "namespace": "b"},
+                    "spec": {"parentRef": {"name": "g", "namespace": "a"}, "listeners": []}}
+    route = {"apiVersion": gw, "kind": "HTTPRoute", "metadata": {"name": "r", "namespace": "b"},
+             "spec": {"parentRefs": [{"kind": "ListenerSet", "name": "ls"}]}}
+    everything = MemoryState([gateway, listener_set, route], version="v1")
+    attachments.attach(route, everything)
+    copied = copy.deepcopy(gateway)
+    copied["spec"]["allowedListeners"] = {"namespaces": {"from": "None"}}
+    proposed = Overlay(everything, Change(Operation.UPDATE, copied, gateway))
+    want = attachments.attach(route, Recording(proposed))
+    assert want != attachments.attach(route, everything)
+    assert attachments.attach(route, proposed) == want
