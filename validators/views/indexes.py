@@ -56,7 +56,7 @@ def index(state: State, name: str, build: Callable[[State], T], *, cheap: bool =
             hit = per_state.setdefault(name, (version, value))
             if hit[0] != version:  # an older version's entry
                 per_state[name] = hit = (version, value)
-            return hit[1]  # type: ignore[no-any-return]
+            return hit[1]
     # One build per (state, index) at a time: reviews of a new state version arriving together (in
     # worker threads) wait for the first one's build instead of each building the same index at once.
     key = (id(state), name)
