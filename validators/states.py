@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from validators.changes import Change, Operation
 from validators.objects import Obj, Ref, name_of, namespace_of, ref_of
@@ -34,7 +34,10 @@ class State(Protocol):
 class MemoryState:
     """A State held in memory: built once from a list of objects (files, tests, fixtures)."""
 
+    recorded_index = None  # not a validators.views.reads.Recording view (read on every index lookup)
+
     def __init__(self, objects: Sequence[Obj] = (), *, version: str = "0") -> None:
+        self.index_memo: dict[str, tuple[str, Any]] = {}  # validators.views.indexes: what it built for this state
         # get() by a plain tuple: building a Ref per lookup was most of a lookup's cost. Within a kind,
         # (namespace, name) orders as the Ref does; no table by Ref is kept (a state lives as long as
         # its version is served: ~2.5 MiB at 10,000 routes).
@@ -73,7 +76,10 @@ class Overlay:
     base.
     """
 
+    recorded_index = None  # not a validators.views.reads.Recording view (read on every index lookup)
+
     def __init__(self, base: State, change: Change) -> None:
+        self.index_memo: dict[str, tuple[str, Any]] = {}  # validators.views.indexes: what it built for this state
         self._base = base
         self._change = change
         self._ref = change.ref

@@ -255,3 +255,23 @@ def test_rules_that_may_read_the_old_object_keep_updates_on_the_walk(rule: dict[
                      ({"spec": {"n": -1}}, None)):
         new, reference = both(validator, obj, old)
         assert new == reference, (obj, old)
+
+
+_PATTERNS = [r"^/api", r"a\.b", r"^.$", r"^$", r"(?i)a", r"^next$", r"ü+", r"\bx", r"^[a-z]+$", r"$",
+             r"""^(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|[%][0-9a-fA-F]{2})+$""", r"(a|b)*c", r"\x{2603}"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=12) | st.sampled_from(["/api/v1", "line\nnext", "a.b", "☃", "\ud800", "x\x00"]),
+       pattern=st.sampled_from(_PATTERNS))
+def test_the_precompiled_match_answers_as_the_wrappers_search(text: str, pattern: str) -> None:
+    """``__matchesRe2`` calls RE2's match on the text's UTF-8 itself: the answer (or the error) of the
+    re2 wrapper's public ``search``."""
+    def outcome(run: Any) -> Any:
+        try:
+            return run()
+        except Exception as e:  # a lone surrogate cannot be encoded: the same error both ways
+            return type(e)
+    public = celfunctions._re2(pattern)
+    assert outcome(lambda: celfunctions._matches(text, pattern)) == outcome(
+        lambda: public.search(text) is not None)

@@ -173,8 +173,8 @@ class CelValidator:
         try:
             memo = celprograms.Memo(deadline, keep=False)
             if old is not None:
-                celprograms.to_cel(old, self._root, root=True, memo=memo)
-            value, size = celprograms.to_cel(obj, self._root, root=True, memo=memo)
+                celprograms.whole_to_cel(old, self._root, memo)
+            value, size = celprograms.whole_to_cel(obj, self._root, memo)
         except celprograms.ConversionError:
             return False
         if whole.cost_bound(size) > COST_LIMIT:

@@ -342,16 +342,27 @@ def _re2(pattern: str) -> Any:
         raise ValueError(f"invalid RE2 pattern {pattern!r}: {e}") from None
 
 
-_compiled: dict[str, Any] = {}
+_compiled: dict[str, tuple[Any, Any]] = {}
+# RE2's own match, as the wrapper's search() calls it on the UTF-8 of a str: a yes/no answer needs no
+# character offsets, which the wrapper maps back from byte offsets through a generator (most of a
+# match's cost). None on another wrapper version: then its public search().
+_UNANCHORED = getattr(getattr(re2, "_Anchor", None), "UNANCHORED", None)
+_NO_MATCH = (-1, -1)
 
 
 def _matches(text: str, pattern: str) -> bool:
-    regex = _compiled.get(pattern)
-    if regex is None:
+    compiled = _compiled.get(pattern)
+    if compiled is None:
         regex = _re2(pattern)  # an invalid pattern raises: the conjunction then proves nothing
+        match = getattr(getattr(regex, "_regexp", None), "Match", None) if _UNANCHORED is not None else None
+        compiled = (regex, match)
         if len(_compiled) < 1024:  # patterns come from rule texts, but a rule may build one from a value
-            _compiled[pattern] = regex
-    return regex.search(text) is not None
+            _compiled[pattern] = compiled
+    regex, match = compiled
+    if match is None or type(text) is not str:
+        return regex.search(text) is not None
+    data = text.encode("utf-8")  # as the wrapper encodes it: a lone surrogate raises the same error
+    return bool(match(_UNANCHORED, data, 0, len(data))[0] != _NO_MATCH)
 
 
 def _find(text: str, pattern: str) -> str:

@@ -20,7 +20,7 @@ from validators.cel import celengines, celfunctions
 from validators.findings import PathPart
 
 __all__ = ["ConversionError", "Memo", "OutOfTime", "Plan", "Rule", "Site", "compile_schema", "holds_text", "plan",
-           "to_cel"]
+           "to_cel", "whole_to_cel"]
 
 MAX_DEPTH = 64  # deeper values are refused (a structural schema this deep does not exist)
 
@@ -82,6 +82,8 @@ class Site:
     map_keys: tuple[str, ...] = ()
     live: bool = False  # a rule sits here or below
     plans: dict[tuple[bool, bool], Plan] = field(default_factory=dict, compare=False, repr=False)
+    # each declared property's CEL name (None: inaccessible) and site, for ``whole_to_cel``; built on first use
+    names: dict[str, tuple[str | None, Site]] | None = field(default=None, compare=False, repr=False)
 
     def walk(self) -> list[Site]:
         out = [self]
@@ -322,6 +324,84 @@ def _map(value: Mapping[Any, Any], site: Site | None, *, root: bool, depth: int,
             total += 1
             continue
         conv, size = to_cel(item, child, depth=depth + 1, memo=child_memo)
+        out[name] = conv
+        total += size
+    return out, total
+
+
+# ------------------------------------------------------------------ the whole object, compiled per site
+#
+# ``to_cel(obj, root, root=True, memo=Memo(deadline, keep=False))`` for the one-call path of a new
+# object (``celchecks._passes_whole``), which converts every node once and keeps nothing: the same
+# value, size and ConversionError cases, with each site's property names escaped once per site instead
+# of once per key, and one call per plain dict or list instead of two. Anything that is not a plain
+# dict, list or exact scalar is handed to :func:`to_cel` itself (tests/validators/test_cel_wholevalue.py
+# compares both).
+
+
+def _site_names(site: Site) -> dict[str, tuple[str | None, Site]]:
+    names = site.names
+    if names is None:  # two threads may both build it: the same value
+        names = {key: (escape(key), child) for key, child in site.properties.items()}
+        site.names = names
+    return names
+
+
+def whole_to_cel(value: Any, root: Site, memo: Memo) -> tuple[Any, int]:
+    """``to_cel(value, root, root=True, memo=memo)`` for a ``memo`` that keeps nothing (``keep=False``)."""
+    assert not memo.keep
+    return _whole(value, root, 0, memo, True)
+
+
+def _whole(value: Any, site: Site | None, depth: int, memo: Memo, root: bool = False) -> tuple[Any, int]:
+    kind = type(value)
+    if depth > MAX_DEPTH or (kind is not dict and kind is not list):
+        return to_cel(value, site, root=root, depth=depth, memo=memo)
+    memo.tick()
+    inline = depth < MAX_DEPTH
+    total = 1
+    if kind is list:
+        items = site.items if site is not None else None
+        out_list = []
+        for item in value:
+            if inline and type(item) in _SCALARS:
+                out_list.append(item)
+                total += 1
+                continue
+            conv, size = _whole(item, items, depth + 1, memo)
+            out_list.append(conv)
+            total += size
+        return out_list, total
+    out: dict[str, Any] = {}
+    if site is None:
+        names: dict[str, tuple[str | None, Site]] = {}
+        additional = None
+        prune = False
+    else:
+        names = site.names if site.names is not None else _site_names(site)
+        additional = site.additional
+        prune = bool(names) and not site.preserve_unknown
+    for key, item in value.items():
+        if type(key) is not str and not isinstance(key, str):
+            raise ConversionError(f"map key {key!r} is not a string")
+        child: Site | None
+        if names and key in names:
+            name, child = names[key]
+            if name is None:
+                continue
+            if root and key == "metadata" and isinstance(item, Mapping):
+                item = {k: v for k, v in item.items() if k in ("name", "generateName")}
+        elif additional is not None:
+            name, child = key, additional
+        elif prune:
+            continue  # the API server prunes unknown fields before CEL sees the object
+        else:
+            name, child = key, None
+        if inline and type(item) in _SCALARS:
+            out[name] = item
+            total += 1
+            continue
+        conv, size = _whole(item, child, depth + 1, memo)
         out[name] = conv
         total += size
     return out, total

@@ -163,7 +163,32 @@ def backend_refs(route: Obj, state: State) -> list[BackendRef]:
     version for a route of the state: the checks, the status and the render all ask)."""
     if kind_of(route) not in BACKEND_ROUTE_KINDS:
         return []
-    return list(indexes.of_object(state, "backend-refs", _REF_READS, route, lambda: _backend_refs(route, state)))
+
+    def compute() -> tuple[BackendRef, ...]:
+        # A copy of a route of the base (a review's or a check's defaulted object) whose backendRefs read
+        # as the stored one's resolve as they do there.
+        twin = indexes.stored_twin(state, _REF_READS, route, "backend-refs-key", _backend_refs_key)
+        if twin is None:
+            return _backend_refs(route, state)
+        base, stored = twin
+        return indexes.of_object(base, "backend-refs", _REF_READS, stored, lambda: _backend_refs(stored, base))
+
+    return list(indexes.of_object(state, "backend-refs", _REF_READS, route, compute))
+
+
+def _backend_refs_key(route: Obj) -> tuple[Any, ...]:
+    """All that ``_backend_refs`` reads of ``route``, as ``_resolved`` reads it (defaults applied)."""
+    kind, rns = kind_of(route), namespace_of(route)
+    refs = []
+    for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
+        for j, raw in enumerate(as_list(_field(rule, "backendRefs"))):
+            port = _int(_field(raw, "port"))
+            weight = _int(_field(raw, "weight"))
+            refs.append((i, j, _str(_field(raw, "group")), _str(_field(raw, "kind")) or "Service",
+                         _str(_field(raw, "namespace")) or rns, _str(_field(raw, "name")),
+                         TLS_DEFAULT_PORT if port is None and kind == "TLSRoute" else port,
+                         1 if weight is None else max(weight, 0)))
+    return (kind, rns, route_group(route), tuple(refs))
 
 
 def _backend_refs(route: Obj, state: State) -> tuple[BackendRef, ...]:

@@ -26,7 +26,7 @@ from validators.objects import (
     namespace_of,
     ref_of,
 )
-from validators.states import State
+from validators.states import Overlay, State
 from validators.views import indexes
 from validators.views.foreign import is_foreign
 
@@ -413,9 +413,71 @@ def attach(route: Obj, state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP
     if kind_of(route) not in ROUTE_KINDS:
         return [], []
     ports = tuple(http_ports)
-    got, statuses = indexes.of_object(state, f"attach{ports}", LISTENER_KINDS, route,
-                                      lambda: _attach(route, state, ports))
+    name = f"attach{ports}"
+
+    def compute() -> tuple[tuple[Attachment, ...], tuple[ParentStatus, ...]]:
+        # A copy of a route of the base (a review's or a check's defaulted object) whose parentRefs,
+        # hostnames and identity read as the stored one's attaches as it does there.
+        twin = indexes.stored_twin(state, LISTENER_KINDS, route, "attach-key", _attach_key)
+        if twin is not None:
+            base, stored = twin
+            return indexes.of_object(base, name, LISTENER_KINDS, stored, lambda: _attach(stored, base, ports))
+        below = _same_listeners_below(state, ports)
+        if below is not None:
+            return indexes.of_object(below, name, LISTENER_KINDS, route, lambda: _attach(route, below, ports))
+        return _attach(route, state, ports)
+
+    got, statuses = indexes.of_object(state, name, LISTENER_KINDS, route, compute)
     return list(got), list(statuses)
+
+
+def _same_listeners_below(state: State, ports: tuple[int, ...]) -> State | None:
+    """The state under a change of one Gateway (``state``: overlays of that one Gateway on it) when every
+    route attaches there as in ``state``; None otherwise (once per state version).
+
+    ``_attach`` reads of the listener owners only the listeners by source, a parent's existence and
+    whether it is foreign, and a ListenerSet parent's ``spec.allowedListeners``: a Gateway change that
+    leaves those as they were (its defaults written out, its labels or status changed) attaches every
+    route as before, which the state below has memoized (``routegate check`` asks it for every route
+    naming each input Gateway)."""
+    if not isinstance(state, Overlay) or state.changed.kind != "Gateway" or indexes.recording(state):
+        return None
+    return indexes.index(state, f"same-listeners-below{ports}", lambda s: _listeners_below(s, ports))
+
+
+def _listeners_below(state: State, ports: tuple[int, ...]) -> State | None:
+    assert isinstance(state, Overlay)
+    ref = state.changed
+    below: State = state
+    while isinstance(below, Overlay) and below.changed == ref:
+        below = below.base
+    new, old = state.get(ref.kind, ref.namespace, ref.name), below.get(ref.kind, ref.namespace, ref.name)
+    if new is None or old is None or is_foreign(new) != is_foreign(old):
+        return None
+    if _listener_set_admission(new) != _listener_set_admission(old):
+        return None
+    if listeners_by_source(state, http_ports=ports) != listeners_by_source(below, http_ports=ports):
+        return None
+    return below
+
+
+def _listener_set_admission(gateway: Obj) -> tuple[str, Selector | None]:
+    """What ``listener_set_status`` reads of a parent Gateway."""
+    allowed = dig(gateway, "spec", "allowedListeners", "namespaces")
+    from_ = _str(dig(allowed, "from")) or "None"
+    return from_, selector_of(dig(allowed, "selector")) if from_ == "Selector" else None
+
+
+def _attach_key(route: Obj) -> tuple[Any, ...]:
+    """All that ``_attach`` reads of ``route``, as it reads it (defaults applied)."""
+    rns, ref = namespace_of(route), ref_of(route)
+    parents = []
+    for parent_ref in as_list(dig(route, "spec", "parentRefs")):
+        group = _field(parent_ref, "group")
+        parents.append((GATEWAY_GROUP if group is None else group, _str(_field(parent_ref, "kind")) or "Gateway",
+                        _str(_field(parent_ref, "namespace")) or rns, _str(_field(parent_ref, "name")),
+                        _str(_field(parent_ref, "sectionName")), _int(_field(parent_ref, "port"))))
+    return (kind_of(route), rns, ref.kind, ref.namespace, ref.name, tuple(route_hostnames(route)), tuple(parents))
 
 
 def _attach(route: Obj, state: State, http_ports: Sequence[int]

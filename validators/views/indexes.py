@@ -26,13 +26,24 @@ _BUILDING: dict[tuple[int, str], threading.Lock] = {}  # the builds under way, p
 _GUARD = threading.Lock()
 
 
-def index(state: State, name: str, build: Callable[[State], T]) -> T:
-    """``build(state)``, cached per (state object, ``name``) until ``state.version`` changes."""
+def _tables(state: State) -> dict[str, tuple[str, Any]] | None:
+    """The indexes built for ``state``: its own ``index_memo`` dict when it carries one (the states of
+    ``validators.states``: no weak reference to make per lookup), else its entry in ``_CACHE``. Raises
+    TypeError for a state that cannot be weakly referenced."""
+    own = getattr(state, "index_memo", None)
+    return own if type(own) is dict else _CACHE.get(state)
+
+
+def index(state: State, name: str, build: Callable[[State], T], *, cheap: bool = False) -> T:
+    """``build(state)``, cached per (state object, ``name``) until ``state.version`` changes.
+
+    ``cheap``: a build of O(1) work (an empty memo, a view over another index) runs without the
+    per-build lock: threads racing on it build equal values, and the first one stored is kept."""
     recorded = getattr(state, "recorded_index", None)
     if recorded is not None:  # a validators.views.reads.Recording view: the base's index, its lookups logged
         return recorded(name, build)  # type: ignore[no-any-return]
     try:
-        per_state = _CACHE.get(state)
+        per_state = _tables(state)
     except TypeError:  # a State that cannot be weakly referenced: build every time
         return build(state)
     version = state.version
@@ -40,6 +51,12 @@ def index(state: State, name: str, build: Callable[[State], T]) -> T:
         hit = per_state.get(name)
         if hit is not None and hit[0] == version:
             return hit[1]  # type: ignore[no-any-return]
+        if cheap:
+            value = build(state)
+            hit = per_state.setdefault(name, (version, value))
+            if hit[0] != version:  # an older version's entry
+                per_state[name] = hit = (version, value)
+            return hit[1]
     # One build per (state, index) at a time: reviews of a new state version arriving together (in
     # worker threads) wait for the first one's build instead of each building the same index at once.
     key = (id(state), name)
@@ -47,7 +64,7 @@ def index(state: State, name: str, build: Callable[[State], T]) -> T:
         lock = _BUILDING.setdefault(key, threading.Lock())
     try:
         with lock:
-            per_state = _CACHE.get(state)
+            per_state = _tables(state)
             hit = per_state.get(name) if per_state is not None else None
             if hit is not None and hit[0] == version:
                 return hit[1]  # type: ignore[no-any-return]
@@ -166,7 +183,7 @@ def _built(state: State, name: str, kinds: Sequence[str], keys_of: Callable[[Obj
 def peek(state: State, name: str) -> Any:
     """The index ``name`` already built for ``state`` at its current version, or None (never builds)."""
     try:
-        per_state = _CACHE.get(state)
+        per_state = _tables(state)
     except TypeError:
         return None
     hit = per_state.get(name) if per_state is not None else None
@@ -209,7 +226,7 @@ def refs_by_key(state: State, name: str, kinds: Sequence[str],
 
         return _Overlaid(refs_by_key(s.base, name, kinds, keys_of), change.ref, keys, order)
 
-    return index(state, name, derive)
+    return index(state, name, derive, cheap=True)
 
 
 def _recording(state: State) -> bool:
@@ -221,6 +238,9 @@ def _recording(state: State) -> bool:
             return True
         seen = getattr(seen, "base", None)
     return False
+
+
+recording = _recording
 
 
 def of_object(state: State, name: str, reads: frozenset[str], obj: Obj, compute: Callable[[], T]) -> T:
@@ -238,13 +258,13 @@ def of_object(state: State, name: str, reads: frozenset[str], obj: Obj, compute:
         return compute()
     # Keyed by identity: an entry holds its object, so the id stays that object's while it lives.
     key = id(obj)
-    memo: dict[int, tuple[Obj, Any]] = index(base, name, _new_memo)
+    memo: dict[int, tuple[Obj, Any]] = index(base, name, _new_memo, cheap=True)
     hit = memo.get(key)
     if hit is not None and hit[0] is obj:
         return hit[1]  # type: ignore[no-any-return]
     own: dict[int, tuple[Obj, Any]] | None = None
     if state is not base:
-        own = index(state, name, _new_memo)
+        own = index(state, name, _new_memo, cheap=True)
         hit = own.get(key)
         if hit is not None and hit[0] is obj:
             return hit[1]  # type: ignore[no-any-return]
@@ -259,3 +279,51 @@ def of_object(state: State, name: str, reads: frozenset[str], obj: Obj, compute:
 
 def _new_memo(state: State) -> dict[int, tuple[Obj, Any]]:
     return {}
+
+
+def exact_key(value: Any) -> bool:
+    """Whether ``value`` is a key of exact ``str``/``int``/``None`` leaves in tuples, the only keys
+    :func:`stored_twin` compares: ``==`` would take ``1`` for ``True`` and a ``str`` subclass for ``str``,
+    which a message could print apart."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is tuple:
+            pending.extend(item)
+        elif kind is not str and kind is not int and item is not None:
+            return False
+    return True
+
+
+def stored_twin(state: State, reads: frozenset[str], obj: Obj, name: str,
+                key_of: Callable[[Obj], Any]) -> tuple[State, Obj] | None:
+    """The deepest state under ``state`` holding the same objects of the kinds ``reads``, and its own
+    object of ``obj``'s ref, when that object is not ``obj`` but has the same ``key_of``; else None.
+
+    For a computation that reads of ``obj`` only what ``key_of`` holds (values as the computation
+    derives them, exact types: :func:`exact_key`) and of the state only the kinds ``reads``: its answer
+    for the twin there is its answer for ``obj`` here, memoized for the state version with the twin's
+    other askers (``routegate check`` asks of the defaulted copy of each input what its status asks of
+    the stored one). ``key_of`` returns None when it cannot say; the twin's key is kept per state version."""
+    base = _unchanged_base(state, reads)
+    if base is state:
+        return None
+    ref = ref_of(obj)
+    stored = base.get(ref.kind, ref.namespace, ref.name)
+    if stored is None or stored is obj or _recording(base):
+        return None
+    key = key_of(obj)
+    if key is None or not exact_key(key):
+        return None
+    # Keyed by identity: an entry holds the stored object, so the id stays that object's while it lives.
+    keys: dict[int, tuple[Obj, Any]] = index(base, name, _new_memo, cheap=True)
+    hit = keys.get(id(stored))
+    if hit is not None and hit[0] is stored:
+        twin_key = hit[1]
+    else:
+        twin_key = key_of(stored)
+        if twin_key is not None and not exact_key(twin_key):
+            twin_key = None
+        keys[id(stored)] = (stored, twin_key)
+    return (base, stored) if twin_key == key else None
