@@ -131,6 +131,16 @@ def _backend_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
 _PRINTABLE = bytes(range(0x20, 0x7F)) + b"\n"  # what map lines may hold (joined by line breaks)
 
 
+class PlainLines(list[str]):
+    """Map entries their maker proved plain map lines (``escaping.map_entry``'s fast case) without
+    source-map markers, each one once: RegisterMap takes them without checking each line, and an
+    ordered map registered from them alone is written without de-duplicating. The 100-slot weight map
+    (``HttpModel.map_entries``) is most of a large render's map lines; its lines are made of a few
+    checked words. A list like any other to a template; a copy or a sum of it is a plain list again."""
+
+    __slots__ = ()
+
+
 def _plain_entries(entries: list[Any], sources: SourceMap) -> bool:
     """Whether every entry, its markers stripped, is a plain map line (``escaping.map_entry``'s fast
     case), found with one pass over the joined text for the characters and a few string tests per
@@ -168,6 +178,9 @@ class Recorder:
         self.profiles: dict[str, ProfileDesc] = {}
         self.maps: dict[str, tuple[bool, list[str]]] = {}
         self.files: dict[str, tuple[Literal["cert", "ca", "other"], bytes]] = {}
+        # maps registered only from PlainLines (distinct, plain, unmarked: the text's lines are them)
+        self._distinct: set[str] = set()
+        self._texts: dict[str, tuple[str, list[str]]] = {}  # such maps' texts, and the lines they hold
 
     # ------------------------------------------------------------ Backend()
 
@@ -266,6 +279,14 @@ class Recorder:
         if known is not None and known[0] != ordered:
             raise _fail(f"RegisterMap({name!r}) registered both ordered and unordered")
         bucket = self.maps.setdefault(path, (ordered, []))[1]
+        if type(entries) is PlainLines:
+            if not bucket:
+                self._distinct.add(path)
+            else:
+                self._distinct.discard(path)
+            bucket.extend(entries)
+            return path
+        self._distinct.discard(path)
         items = list(entries)
         if _plain_entries(items, self._sources):
             bucket.extend(items)
@@ -315,6 +336,11 @@ class Recorder:
         """Map file texts: unordered maps sorted and de-duplicated, ordered ones as registered."""
         out: dict[str, str] = {}
         for path, (ordered, entries) in sorted(self.maps.items()):
+            if ordered and path in self._distinct:
+                lines = entries  # distinct already
+                out[path] = text = "\n".join(lines) + "\n" if lines else ""
+                self._texts[path] = (text, lines)
+                continue
             if ordered:
                 lines = list(dict.fromkeys(entries))
             else:
@@ -326,8 +352,17 @@ class Recorder:
             out[path] = "\n".join(lines) + "\n" if lines else ""
         return out
 
+    def _lines_of(self, path: str, text: str) -> tuple[str, ...]:
+        """``text.splitlines()``: the lines it was joined from when it is a text ``map_files`` made of
+        PlainLines (printable ASCII, none of the characters splitlines breaks at)."""
+        known = self._texts.get(path)
+        if known is not None and known[0] is text:
+            return tuple(known[1])
+        return tuple(text.splitlines())
+
     def description(self, map_texts: Mapping[str, str], *, frame: str = "") -> Description:
-        maps = tuple(MapDesc(path, self.maps[path][0], tuple(t.splitlines())) for path, t in sorted(map_texts.items()))
+        maps = tuple(MapDesc(path, self.maps[path][0], self._lines_of(path, t))
+                     for path, t in sorted(map_texts.items()))
         files = tuple(FileDesc(p, kind, hashlib.sha256(data).hexdigest())
                       for p, (kind, data) in sorted(self.files.items()))
         return Description(
