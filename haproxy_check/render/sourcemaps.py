@@ -34,7 +34,8 @@ class Origins:
 
     def __init__(self) -> None:
         self._origins: list[Origin] = []
-        self._index: dict[Origin, str] = {}
+        # keyed by (ref, path), not by Origin: a hit then costs a tuple, not a frozen record and its hash
+        self._index: dict[tuple[Ref, tuple[PathPart, ...]], str] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -43,15 +44,16 @@ class Origins:
     def mark(self, ref: Ref | Origin | None, path: Iterable[PathPart] = ()) -> str:
         if ref is None:
             return ""
-        origin = ref if isinstance(ref, Origin) else Origin(ref, tuple(path))
-        marker = self._index.get(origin)
+        key = (ref.ref, ref.path) if isinstance(ref, Origin) else (ref, path if type(path) is tuple else tuple(path))
+        marker = self._index.get(key)
         if marker is None:
             with self._lock:
-                marker = self._index.get(origin)
+                marker = self._index.get(key)
                 if marker is None:
                     marker = f"{_OPEN}{len(self._origins)}{_CLOSE}"
-                    self._origins.append(origin)  # before the index: a reader finds its number's origin
-                    self._index[origin] = marker
+                    # before the index: a reader finds its number's origin
+                    self._origins.append(ref if isinstance(ref, Origin) else Origin(*key))
+                    self._index[key] = marker
         return marker
 
     def __getitem__(self, number: int) -> Origin:

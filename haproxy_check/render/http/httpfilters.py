@@ -195,8 +195,9 @@ class Resolver:
 
 
 def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int, plens: set[int],
-                 findings: list[Finding], mark: Mark, res: Resolver) -> None:
-    ref = ref_of(route)
+                 findings: list[Finding], mark: Mark, res: Resolver, *, ref: Ref | None = None) -> None:
+    """``ref``: the route's (``ref_of(route)``), when the caller has it already."""
+    ref = ref if ref is not None else ref_of(route)
     base: tuple[PathPart, ...] = ("spec", "rules", i)
     mirrors = 0
     for k, f in enumerate(as_list(dig(rule, "filters"))):
@@ -245,10 +246,13 @@ def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int,
 def backend_filters(model: HttpModel, rm: RuleModel, route: Obj, i: int, j: int, be: str, plens: set[int],
                     findings: list[Finding], mark: Mark) -> None:
     """backendRefs[j].filters: run after the rule's filters and win for the same header."""
-    ref = ref_of(route)
     rule = dig(route, "spec", "rules", i)
+    filters = as_list(dig(rule, "backendRefs", j, "filters"))
+    if not filters:  # most backendRefs
+        return
+    ref = ref_of(route)
     key = f"{rm.rid}~{be}"
-    for k, f in enumerate(as_list(dig(rule, "backendRefs", j, "filters"))):
+    for k, f in enumerate(filters):
         path: tuple[PathPart, ...] = ("spec", "rules", i, "backendRefs", j, "filters", k)
         ftype = dig(f, "type")
         m = mark(ref, path)
