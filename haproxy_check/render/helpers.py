@@ -9,6 +9,7 @@ the key and the template location, as seed 000 requires.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -90,6 +91,12 @@ def check_file_path(path: str) -> None:
 
 
 def profile_name(lines: Sequence[str]) -> str:
+    return _profile_name(tuple(lines))
+
+
+@functools.lru_cache(maxsize=4096)
+def _profile_name(lines: tuple[str, ...]) -> str:
+    """Remembered: most backends of a render share a few profiles."""
     digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
     return f"haptic-be-{digest}"
 
@@ -101,7 +108,7 @@ class RecorderMemo:
 
     def __init__(self) -> None:
         self.entries: set[str] = set()
-        self.backends: dict[tuple[Any, ...], tuple[str, BackendDesc, ProfileDesc]] = {}
+        self.backends: dict[BackendKey, tuple[str, BackendDesc, ProfileDesc]] = {}
 
     def trim(self, entries: int, backends: int) -> None:
         """Forget everything once it holds far more than one render uses (old entries, old servers)."""
@@ -111,7 +118,24 @@ class RecorderMemo:
             self.backends = {}
 
 
-def _backend_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
+class BackendKey:
+    """Backend() arguments as a memo key, hashed once: a key is looked up and then stored, and hashing it
+    hashes every server record (in Python)."""
+
+    __slots__ = ("_hash", "value")
+
+    def __init__(self, value: tuple[Any, ...]) -> None:
+        self._hash = hash(value)  # TypeError when some value is not hashable
+        self.value = value
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BackendKey) and self._hash == other._hash and self.value == other.value
+
+
+def _backend_key(spec: Mapping[str, Any]) -> BackendKey | None:
     """Backend() arguments as a hashable key, or None when some value is not a plain string/list/record
     (then the call is not remembered and fails or succeeds on its own)."""
     key: list[Any] = []
@@ -120,12 +144,10 @@ def _backend_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
             value = tuple(value)
         # the type too, unless a string: 1, 1.0 and True are equal keys but not equal Backend() text
         key.append((k, value) if type(value) is str else (k, type(value), value))
-    frozen = tuple(key)
     try:
-        hash(frozen)
+        return BackendKey(tuple(key))
     except TypeError:
         return None
-    return frozen
 
 
 _PRINTABLE = bytes(range(0x20, 0x7F)) + b"\n"  # what map lines may hold (joined by line breaks)
@@ -207,7 +229,7 @@ class Recorder:
         return text
 
     def _backend(self, spec: Mapping[str, Any]) -> str:
-        unknown = sorted(set(spec) - BACKEND_KEYS)
+        unknown = sorted(set(spec) - BACKEND_KEYS) if not BACKEND_KEYS.issuperset(spec) else ()
         if unknown:
             raise _fail(f"Backend() got unknown key {unknown[0]!r}; allowed: {', '.join(sorted(BACKEND_KEYS))}")
         name = spec.get("name")
@@ -261,7 +283,8 @@ class Recorder:
         out += [f"    {line}" for line in body]
         for s in servers:
             escaping.ident(s.name, what="server name")
-            opts = "".join(f" {escaping.check(o, key=True, what='server option')}" for o in s.options)
+            opts = "".join([f" {escaping.check(o, key=True, what='server option')}" for o in s.options]) \
+                if s.options else ""
             out.append(f"    server {s.name} {_address(s)} weight {s.weight}{opts}")
         return "\n".join(out) + "\n"
 
