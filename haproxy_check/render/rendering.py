@@ -290,7 +290,7 @@ class Renderer:
         if self.cache is not None and gen is not None:
             self.cache.done(gen, seen, recorder)
         origins = sources.origins()
-        findings += routelines.oversized_counts(sources.line_counts(), self.settings.limits.lines_per_route, subject)
+        findings += routelines.oversized_pairs(sources.line_pairs(), self.settings.limits.lines_per_route, subject)
         return RenderResult(files=dict(sorted(files.items())), origins=origins,
                             description=recorder.description(
                                 map_texts, frame=frames.digest(clean_cfg, recorder.backends, recorder.profiles)),

@@ -119,6 +119,19 @@ class SourceMap:
                 counts[table[int(number)]] += n
         return counts
 
+    def line_pairs(self) -> list[tuple[Origin, int]]:
+        """``list(line_counts().items())``, added up by marker number and not by origin: an origin's hash is
+        two records' (in Python), and a large render has one origin per rule, match and filter."""
+        files = [file for file, _ in self._pending]
+        if self.lines or len(set(files)) != len(files):
+            return list(self.line_counts().items())
+        merged: dict[str, int] = {}
+        for per_file in self._counts:
+            for number, n in per_file.items():
+                merged[number] = merged.get(number, 0) + n
+        table = self._origins.table()  # one number per distinct origin: the same order, the same sums
+        return [(table[int(number)], n) for number, n in merged.items()]
+
     def origins(self) -> Mapping[tuple[str, int], Origin]:
         """The lines' origins: those ``resolve`` recorded, and those of the files ``strip`` took, found when
         first read (most renders are never traced back: their config was valid)."""
