@@ -130,7 +130,7 @@ def ssl_passthrough_rules(route: Obj) -> list[int]:
 def ssl_passthrough_routes(state: State) -> Sequence[tuple[Obj, list[int]]]:
     """HTTPRoutes with SSLPassthrough rules, oldest first (the oldest claim on a server name wins). An index
     per state version: every HTTPS frontend of a render asks (``passthrough_on``), and the TLS model."""
-    return indexes.index_reading(state, "ssl-passthrough-routes", _ROUTE_KINDS, _ssl_passthrough_routes)
+    return indexes.index_reading(state, "ssl-passthrough-routes-by-age", _ROUTE_KINDS, _ssl_passthrough_routes)
 
 
 _ROUTE_KINDS = frozenset({"HTTPRoute"})
