@@ -260,7 +260,8 @@ class Recorder:
         if default_server:
             profile_lines = (*profile_lines, f"default-server {default_server}")
         pname = profile_name(profile_lines)
-        self.profiles.setdefault(pname, ProfileDesc(pname, profile_lines))
+        if pname not in self.profiles:  # most backends share a profile: no record made to be dropped
+            self.profiles[pname] = ProfileDesc(pname, profile_lines)
         raw_shape = spec.get("shape") or "dynamic"
         if raw_shape not in ("dynamic", "structural"):
             raise _fail(f"Backend() shape must be dynamic or structural, not {raw_shape!r}")

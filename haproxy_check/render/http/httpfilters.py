@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from haproxy_check import escaping
-from haproxy_check.escaping import guard
+from haproxy_check.escaping import FieldError, guard
 from haproxy_check.render.http import redirects
 from haproxy_check.render.http.httpmodels import FAIL, Cors, HttpModel, RuleModel
 from validators.crossobject.backendrefs import INVALID_KIND, REF_NOT_PERMITTED, BackendRef
@@ -63,9 +63,15 @@ def _header_mods(model: HttpModel, key: str, spec: Any, path: tuple[PathPart, ..
         model.headers.request_be if backend_level else model.headers.request)
     for op in ("set", "add"):
         for k, item in enumerate(as_list(dig(spec, op))):
-            p = (*path, op, k)
-            lname = guard((*p, "name"), escaping.header_name, str(dig(item, "name", default=""))).lower()
-            value = guard((*p, "value"), escaping.url_value, str(dig(item, "value", default="")))
+            # ``guard``, inline, the field paths made only for an error: one pair per header of every filter
+            try:
+                lname = escaping.header_name(str(dig(item, "name", default=""))).lower()
+            except escaping.Unsafe as exc:
+                raise FieldError(str(exc), (*path, op, k, "name")) from None
+            try:
+                value = escaping.url_value(str(dig(item, "value", default="")))
+            except escaping.Unsafe as exc:
+                raise FieldError(str(exc), (*path, op, k, "value")) from None
             model.add(mapname, f"{key}|{op}|{lname} {value}{mark}")
             ops.add((op, lname))
     for k, item in enumerate(as_list(dig(spec, "remove"))):

@@ -99,9 +99,10 @@ def _path_of_match(route: Obj, rule_index: int, match_index: int, raw: Any, grpc
         if not isinstance(value, str) or ptype not in (precedence.EXACT, precedence.PREFIX, precedence.REGEX):
             raise FieldError(f"path type {ptype!r} is not Exact, PathPrefix or RegularExpression", (*base, "path"))
         vpath = (*base, "path", "value")
-        if ptype == precedence.REGEX:
-            return ptype, guard(vpath, escaping.regex, value), vpath
-        return ptype, guard(vpath, escaping.path, value), vpath
+        try:  # ``guard``, inline: one path per match of every route
+            return ptype, escaping.regex(value) if ptype == precedence.REGEX else escaping.path(value), vpath
+        except escaping.Unsafe as exc:
+            raise FieldError(str(exc), vpath) from None
     mtype = dig(raw, "method", "type", default="Exact")
     service = dig(raw, "method", "service", default="")
     method = dig(raw, "method", "method", default="")
