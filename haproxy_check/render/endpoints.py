@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -67,21 +66,15 @@ def _ip(text: Any) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     return None if isinstance(ip, ipaddress.IPv6Address) and ip.scope_id is not None else ip
 
 
-# A dotted quad as ipaddress reads it (ASCII digits, no leading zero, each part at most 255): its own
-# canonical text. Anything else takes ipaddress itself.
-_DOTTED_QUAD = re.compile(r"(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\Z")
-
-
 @functools.lru_cache(maxsize=1 << 16)
 def _parsed(text: str) -> tuple[int, int, str] | None:
     """``_ip(text)`` as (version, number, canonical text): remembered, since the same endpoints come back
     in every backend of a Service and every render, and plain ints sort without ``ipaddress.__lt__``.
     A plain IPv4 address is read without ipaddress (a tenth of the time: most endpoints are one)."""
-    quad = _DOTTED_QUAD.match(text)
+    quad = escaping.dotted_quad(text)
     if quad is not None:
-        a, b, c, d = (int(part) for part in quad.groups())
-        if a < 256 and b < 256 and c < 256 and d < 256:
-            return 4, (a << 24) | (b << 16) | (c << 8) | d, text
+        a, b, c, d = quad
+        return 4, (a << 24) | (b << 16) | (c << 8) | d, text
     ip = _ip(text)
     return None if ip is None else (ip.version, int(ip), str(ip))
 
