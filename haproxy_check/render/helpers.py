@@ -9,6 +9,7 @@ the key and the template location, as seed 000 requires.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -90,6 +91,12 @@ def check_file_path(path: str) -> None:
 
 
 def profile_name(lines: Sequence[str]) -> str:
+    return _profile_name(tuple(lines))
+
+
+@functools.lru_cache(maxsize=4096)
+def _profile_name(lines: tuple[str, ...]) -> str:
+    """Remembered: most backends of a render share a few profiles."""
     digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
     return f"haptic-be-{digest}"
 
@@ -101,7 +108,7 @@ class RecorderMemo:
 
     def __init__(self) -> None:
         self.entries: set[str] = set()
-        self.backends: dict[tuple[Any, ...], tuple[str, BackendDesc, ProfileDesc]] = {}
+        self.backends: dict[BackendKey, tuple[str, BackendDesc, ProfileDesc]] = {}
 
     def trim(self, entries: int, backends: int) -> None:
         """Forget everything once it holds far more than one render uses (old entries, old servers)."""
@@ -111,7 +118,24 @@ class RecorderMemo:
             self.backends = {}
 
 
-def _backend_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
+class BackendKey:
+    """Backend() arguments as a memo key, hashed once: a key is looked up and then stored, and hashing it
+    hashes every server record (in Python)."""
+
+    __slots__ = ("_hash", "value")
+
+    def __init__(self, value: tuple[Any, ...]) -> None:
+        self._hash = hash(value)  # TypeError when some value is not hashable
+        self.value = value
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BackendKey) and self._hash == other._hash and self.value == other.value
+
+
+def _backend_key(spec: Mapping[str, Any]) -> BackendKey | None:
     """Backend() arguments as a hashable key, or None when some value is not a plain string/list/record
     (then the call is not remembered and fails or succeeds on its own)."""
     key: list[Any] = []
@@ -120,15 +144,23 @@ def _backend_key(spec: Mapping[str, Any]) -> tuple[Any, ...] | None:
             value = tuple(value)
         # the type too, unless a string: 1, 1.0 and True are equal keys but not equal Backend() text
         key.append((k, value) if type(value) is str else (k, type(value), value))
-    frozen = tuple(key)
     try:
-        hash(frozen)
+        return BackendKey(tuple(key))
     except TypeError:
         return None
-    return frozen
 
 
 _PRINTABLE = bytes(range(0x20, 0x7F)) + b"\n"  # what map lines may hold (joined by line breaks)
+
+
+class PlainLines(list[str]):
+    """Map entries their maker proved plain map lines (``escaping.map_entry``'s fast case) without
+    source-map markers, each one once: RegisterMap takes them without checking each line, and an
+    ordered map registered from them alone is written without de-duplicating. The 100-slot weight map
+    (``HttpModel.map_entries``) is most of a large render's map lines; its lines are made of a few
+    checked words. A list like any other to a template; a copy or a sum of it is a plain list again."""
+
+    __slots__ = ()
 
 
 def _plain_entries(entries: list[Any], sources: SourceMap) -> bool:
@@ -168,6 +200,9 @@ class Recorder:
         self.profiles: dict[str, ProfileDesc] = {}
         self.maps: dict[str, tuple[bool, list[str]]] = {}
         self.files: dict[str, tuple[Literal["cert", "ca", "other"], bytes]] = {}
+        # maps registered only from PlainLines (distinct, plain, unmarked: the text's lines are them)
+        self._distinct: set[str] = set()
+        self._texts: dict[str, tuple[str, list[str]]] = {}  # such maps' texts, and the lines they hold
 
     # ------------------------------------------------------------ Backend()
 
@@ -194,7 +229,7 @@ class Recorder:
         return text
 
     def _backend(self, spec: Mapping[str, Any]) -> str:
-        unknown = sorted(set(spec) - BACKEND_KEYS)
+        unknown = sorted(set(spec) - BACKEND_KEYS) if not BACKEND_KEYS.issuperset(spec) else ()
         if unknown:
             raise _fail(f"Backend() got unknown key {unknown[0]!r}; allowed: {', '.join(sorted(BACKEND_KEYS))}")
         name = spec.get("name")
@@ -225,7 +260,8 @@ class Recorder:
         if default_server:
             profile_lines = (*profile_lines, f"default-server {default_server}")
         pname = profile_name(profile_lines)
-        self.profiles.setdefault(pname, ProfileDesc(pname, profile_lines))
+        if pname not in self.profiles:  # most backends share a profile: no record made to be dropped
+            self.profiles[pname] = ProfileDesc(pname, profile_lines)
         raw_shape = spec.get("shape") or "dynamic"
         if raw_shape not in ("dynamic", "structural"):
             raise _fail(f"Backend() shape must be dynamic or structural, not {raw_shape!r}")
@@ -248,7 +284,8 @@ class Recorder:
         out += [f"    {line}" for line in body]
         for s in servers:
             escaping.ident(s.name, what="server name")
-            opts = "".join(f" {escaping.check(o, key=True, what='server option')}" for o in s.options)
+            opts = "".join([f" {escaping.check(o, key=True, what='server option')}" for o in s.options]) \
+                if s.options else ""
             out.append(f"    server {s.name} {_address(s)} weight {s.weight}{opts}")
         return "\n".join(out) + "\n"
 
@@ -266,6 +303,14 @@ class Recorder:
         if known is not None and known[0] != ordered:
             raise _fail(f"RegisterMap({name!r}) registered both ordered and unordered")
         bucket = self.maps.setdefault(path, (ordered, []))[1]
+        if type(entries) is PlainLines:
+            if not bucket:
+                self._distinct.add(path)
+            else:
+                self._distinct.discard(path)
+            bucket.extend(entries)
+            return path
+        self._distinct.discard(path)
         items = list(entries)
         if _plain_entries(items, self._sources):
             bucket.extend(items)
@@ -315,6 +360,11 @@ class Recorder:
         """Map file texts: unordered maps sorted and de-duplicated, ordered ones as registered."""
         out: dict[str, str] = {}
         for path, (ordered, entries) in sorted(self.maps.items()):
+            if ordered and path in self._distinct:
+                lines = entries  # distinct already
+                out[path] = text = "\n".join(lines) + "\n" if lines else ""
+                self._texts[path] = (text, lines)
+                continue
             if ordered:
                 lines = list(dict.fromkeys(entries))
             else:
@@ -326,8 +376,17 @@ class Recorder:
             out[path] = "\n".join(lines) + "\n" if lines else ""
         return out
 
+    def _lines_of(self, path: str, text: str) -> tuple[str, ...]:
+        """``text.splitlines()``: the lines it was joined from when it is a text ``map_files`` made of
+        PlainLines (printable ASCII, none of the characters splitlines breaks at)."""
+        known = self._texts.get(path)
+        if known is not None and known[0] is text:
+            return tuple(known[1])
+        return tuple(text.splitlines())
+
     def description(self, map_texts: Mapping[str, str], *, frame: str = "") -> Description:
-        maps = tuple(MapDesc(path, self.maps[path][0], tuple(t.splitlines())) for path, t in sorted(map_texts.items()))
+        maps = tuple(MapDesc(path, self.maps[path][0], self._lines_of(path, t))
+                     for path, t in sorted(map_texts.items()))
         files = tuple(FileDesc(p, kind, hashlib.sha256(data).hexdigest())
                       for p, (kind, data) in sorted(self.files.items()))
         return Description(

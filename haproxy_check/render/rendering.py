@@ -234,7 +234,7 @@ class Renderer:
         lsts = attachments.listeners(state, http_ports=(self.settings.http_port, self.settings.https_port))
         fronts = frontends.build(state, lsts, recorder=recorder, model=model, mark=sources.mark, findings=findings,
                                  settings=self.settings)
-        ctx = httproutes.Context(state, sources.mark, self.settings, recorder)
+        ctx = httproutes.Context(state, sources.mark, self.settings, recorder, servers={})
         seen: list[Ref] = []
         by_name = {fe.name: fe for fe in fronts.values()}
         indexed: dict[str, Any] = {}  # this state's indexes, as the cache checks look them up
@@ -290,7 +290,7 @@ class Renderer:
         if self.cache is not None and gen is not None:
             self.cache.done(gen, seen, recorder)
         origins = sources.origins()
-        findings += routelines.oversized_counts(sources.line_counts(), self.settings.limits.lines_per_route, subject)
+        findings += routelines.oversized_pairs(sources.line_pairs(), self.settings.limits.lines_per_route, subject)
         return RenderResult(files=dict(sorted(files.items())), origins=origins,
                             description=recorder.description(
                                 map_texts, frame=frames.digest(clean_cfg, recorder.backends, recorder.profiles)),
@@ -376,8 +376,8 @@ def _stage(route: Obj, ref: Ref, state: State, fronts: dict[tuple[str, str], Fro
     fronts_read = increments.FrontReads(_with_synthetic(fronts, synthetic))
     staged: httproutes.StagedRoute | None = None
     try:
-        staged = httproutes.stage_route(httproutes.Context(view, ctx.mark, ctx.settings, files), route, atts,
-                                        fronts_read, found)
+        staged = httproutes.stage_route(httproutes.Context(view, ctx.mark, ctx.settings, files, ctx.servers), route,
+                                        atts, fronts_read, found)
     except escaping.FieldError as exc:
         found.append(_unsafe(ref, str(exc), exc.path, ref if is_subject else None))
     return increments.RouteEntry(route, is_subject, view.reads.frozen(), fronts_read.seen, synthetic, staged,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from haproxy_check.results import Origin
 from validators import codes
@@ -30,15 +30,24 @@ def oversized(lines: Mapping[tuple[str, int], Origin], limit: int, subject: Ref 
 def oversized_counts(counts: Mapping[Origin, int], limit: int, subject: Ref | None) -> list[Finding]:
     """``oversized`` from how many lines each origin marks (``SourceMap.line_counts``, in first-line order:
     a tie between fields goes to the one seen first)."""
-    per_field: dict[Ref, dict[tuple[PathPart, ...], int]] = {}  # fields in the order first seen
-    for origin, n in counts.items():
+    return oversized_pairs(counts.items(), limit, subject)
+
+
+def oversized_pairs(counts: Iterable[tuple[Origin, int]], limit: int, subject: Ref | None) -> list[Finding]:
+    """``oversized_counts`` of (origin, lines) pairs, each origin once (``SourceMap.line_pairs``)."""
+    # per route, keyed by its (kind, namespace, name): a tuple of strings hashes in C, a Ref in Python
+    per_route: dict[tuple[str, str, str], tuple[Ref, dict[tuple[PathPart, ...], int]]] = {}
+    for origin, n in counts:
         ref = origin.ref
         if ref.kind in ROUTE_KINDS:
-            fields = per_field.get(ref)
-            if fields is None:
-                fields = per_field[ref] = {}
+            key = (ref.kind, ref.namespace, ref.name)
+            known = per_route.get(key)
+            if known is None:
+                known = per_route[key] = (ref, {})  # fields in the order first seen
+            fields = known[1]
             field = origin.path[:3]
             fields[field] = fields.get(field, 0) + n
+    per_field = {ref: fields for ref, fields in per_route.values()}
     over = [(ref, sum(fields.values())) for ref, fields in per_field.items()]
     found = []
     for ref, count in sorted((item for item in over if item[1] > limit), key=lambda item: str(item[0])):

@@ -34,7 +34,8 @@ class Origins:
 
     def __init__(self) -> None:
         self._origins: list[Origin] = []
-        self._index: dict[Origin, str] = {}
+        # keyed by (ref, path), not by Origin: a hit then costs a tuple, not a frozen record and its hash
+        self._index: dict[tuple[Ref, tuple[PathPart, ...]], str] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -43,15 +44,16 @@ class Origins:
     def mark(self, ref: Ref | Origin | None, path: Iterable[PathPart] = ()) -> str:
         if ref is None:
             return ""
-        origin = ref if isinstance(ref, Origin) else Origin(ref, tuple(path))
-        marker = self._index.get(origin)
+        key = (ref.ref, ref.path) if isinstance(ref, Origin) else (ref, path if type(path) is tuple else tuple(path))
+        marker = self._index.get(key)
         if marker is None:
             with self._lock:
-                marker = self._index.get(origin)
+                marker = self._index.get(key)
                 if marker is None:
                     marker = f"{_OPEN}{len(self._origins)}{_CLOSE}"
-                    self._origins.append(origin)  # before the index: a reader finds its number's origin
-                    self._index[origin] = marker
+                    # before the index: a reader finds its number's origin
+                    self._origins.append(ref if isinstance(ref, Origin) else Origin(*key))
+                    self._index[key] = marker
         return marker
 
     def __getitem__(self, number: int) -> Origin:
@@ -116,6 +118,19 @@ class SourceMap:
             for number, n in per_file.items():
                 counts[table[int(number)]] += n
         return counts
+
+    def line_pairs(self) -> list[tuple[Origin, int]]:
+        """``list(line_counts().items())``, added up by marker number and not by origin: an origin's hash is
+        two records' (in Python), and a large render has one origin per rule, match and filter."""
+        files = [file for file, _ in self._pending]
+        if self.lines or len(set(files)) != len(files):
+            return list(self.line_counts().items())
+        merged: dict[str, int] = {}
+        for per_file in self._counts:
+            for number, n in per_file.items():
+                merged[number] = merged.get(number, 0) + n
+        table = self._origins.table()  # one number per distinct origin: the same order, the same sums
+        return [(table[int(number)], n) for number, n in merged.items()]
 
     def origins(self) -> Mapping[tuple[str, int], Origin]:
         """The lines' origins: those ``resolve`` recorded, and those of the files ``strip`` took, found when

@@ -117,6 +117,12 @@ class _Watched(Mapping[Any, Any]):
             raise KeyError(key)
         return value
 
+    def get(self, key: Any, default: Any = None) -> Any:
+        """``Mapping.get`` without raising KeyError for a key not held (most lookups of a sparse index)."""
+        value = self._inner.get(key, _MISSING)
+        self._reads.lookups[(self._name, key)] = (self._build, value)
+        return default if value is _MISSING else value
+
     def _whole(self) -> None:
         self._reads.lookups[(self._name, _WHOLE)] = (self._build, self._inner)
 

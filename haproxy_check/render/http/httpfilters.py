@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from haproxy_check import escaping
-from haproxy_check.escaping import guard
+from haproxy_check.escaping import FieldError, guard
 from haproxy_check.render.http import redirects
 from haproxy_check.render.http.httpmodels import FAIL, Cors, HttpModel, RuleModel
 from validators.crossobject.backendrefs import INVALID_KIND, REF_NOT_PERMITTED, BackendRef
@@ -63,9 +63,15 @@ def _header_mods(model: HttpModel, key: str, spec: Any, path: tuple[PathPart, ..
         model.headers.request_be if backend_level else model.headers.request)
     for op in ("set", "add"):
         for k, item in enumerate(as_list(dig(spec, op))):
-            p = (*path, op, k)
-            lname = guard((*p, "name"), escaping.header_name, str(dig(item, "name", default=""))).lower()
-            value = guard((*p, "value"), escaping.url_value, str(dig(item, "value", default="")))
+            # ``guard``, inline, the field paths made only for an error: one pair per header of every filter
+            try:
+                lname = escaping.header_name(str(dig(item, "name", default=""))).lower()
+            except escaping.Unsafe as exc:
+                raise FieldError(str(exc), (*path, op, k, "name")) from None
+            try:
+                value = escaping.url_value(str(dig(item, "value", default="")))
+            except escaping.Unsafe as exc:
+                raise FieldError(str(exc), (*path, op, k, "value")) from None
             model.add(mapname, f"{key}|{op}|{lname} {value}{mark}")
             ops.add((op, lname))
     for k, item in enumerate(as_list(dig(spec, "remove"))):
@@ -195,8 +201,9 @@ class Resolver:
 
 
 def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int, plens: set[int],
-                 findings: list[Finding], mark: Mark, res: Resolver) -> None:
-    ref = ref_of(route)
+                 findings: list[Finding], mark: Mark, res: Resolver, *, ref: Ref | None = None) -> None:
+    """``ref``: the route's (``ref_of(route)``), when the caller has it already."""
+    ref = ref if ref is not None else ref_of(route)
     base: tuple[PathPart, ...] = ("spec", "rules", i)
     mirrors = 0
     for k, f in enumerate(as_list(dig(rule, "filters"))):
@@ -245,10 +252,13 @@ def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int,
 def backend_filters(model: HttpModel, rm: RuleModel, route: Obj, i: int, j: int, be: str, plens: set[int],
                     findings: list[Finding], mark: Mark) -> None:
     """backendRefs[j].filters: run after the rule's filters and win for the same header."""
-    ref = ref_of(route)
     rule = dig(route, "spec", "rules", i)
+    filters = as_list(dig(rule, "backendRefs", j, "filters"))
+    if not filters:  # most backendRefs
+        return
+    ref = ref_of(route)
     key = f"{rm.rid}~{be}"
-    for k, f in enumerate(as_list(dig(rule, "backendRefs", j, "filters"))):
+    for k, f in enumerate(filters):
         path: tuple[PathPart, ...] = ("spec", "rules", i, "backendRefs", j, "filters", k)
         ftype = dig(f, "type")
         m = mark(ref, path)

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import operator
+import re
 from dataclasses import dataclass, field
 
 from haproxy_check import escaping
 from haproxy_check.descriptions import ServerDesc
+from haproxy_check.render.helpers import PlainLines
 
 _SORT_KEY = operator.itemgetter(0)  # map entries are (sort key, entry)
+_WORD = re.compile(r"[\x21-\x7e]+\Z")  # printable ASCII, no space: a plain map key or value by itself
 
 WEIGHTED, FAIL = "@weighted", "@500"
 WEIGHTED_MAP = "weighted-multi-backend.map"  # "<slot>:<rule id> <backend>": 100 slots per weighted rule
@@ -183,9 +186,28 @@ class HttpModel:
         every rule id once, sorting the rules is sorting their slots (and the slots are in order)."""
         rids = {rid for rid, _ in self.weighted}
         if WEIGHTED_MAP not in self.maps and len(rids) == len(self.weighted):
-            return [f"{n}:{rid} {target}" for rid, targets in sorted(self.weighted, key=_SORT_KEY)
-                    for n, target in enumerate(targets)]
+            return _slot_lines(sorted(self.weighted, key=_SORT_KEY))
         pairs = [*self.maps.get(WEIGHTED_MAP, []),
                  *(((rid, n), f"{n}:{rid} {target}") for rid, targets in self.weighted
                    for n, target in enumerate(targets))]
         return [e for _, e in sorted(pairs, key=_SORT_KEY)]
+
+
+_NUMBERS = tuple(str(n) for n in range(SLOTS))
+
+
+def _slot_lines(weighted: list[tuple[str, tuple[str, ...]]]) -> list[str]:
+    """``<slot>:<rule id> <backend>`` of every slot of every rule (rule ids distinct), in order. When
+    every rule id and backend is one printable word, each line is a plain map line (a key of digits,
+    ``:`` and the rule id, one space, the backend) and, the rule ids being distinct, no line comes
+    twice: they are PlainLines, which RegisterMap need not check line by line."""
+    plain = all(_WORD.match(rid) for rid, _ in weighted) and all(
+        _WORD.match(target) for target in {t for _, targets in weighted for t in targets})
+    out: list[str] = PlainLines() if plain else []
+    for rid, targets in weighted:
+        if len(targets) > len(_NUMBERS):
+            out += [f"{n}:{rid} {target}" for n, target in enumerate(targets)]
+            continue
+        key = f":{rid} "
+        out += [f"{n}{key}{target}" for n, target in zip(_NUMBERS, targets, strict=False)]  # as many numbers at least
+    return out

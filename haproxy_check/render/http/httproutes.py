@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from haproxy_check import escaping
 from haproxy_check.escaping import FieldError, guard
 from haproxy_check.render import servertls
-from haproxy_check.render.endpoints import servers_for, servers_within
+from haproxy_check.render.endpoints import ServersMemo, servers_for, servers_within
 from haproxy_check.render.http import frontends, httpfilters, precedence, rulepolicies
 from haproxy_check.render.http.httpmodels import (
     FAIL,
@@ -43,10 +43,11 @@ T = TypeVar("T")
 
 
 _PCRE_SPECIAL = set("\\.^$|?*+()[]{}/")
+_PCRE_ESCAPES = str.maketrans({c: "\\" + c for c in _PCRE_SPECIAL})  # every special character backslashed
 
 
 def pcre_escape(text: str) -> str:
-    return "".join("\\" + c if c in _PCRE_SPECIAL else c for c in text)
+    return text.translate(_PCRE_ESCAPES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,7 @@ class Context:
     mark: Mark
     settings: Any
     files: servertls.FileSink
+    servers: ServersMemo | None = None  # the render's servers of each Service port (``servers_within``)
 
 
 def slots(weights: Sequence[tuple[str, int]]) -> tuple[str, ...]:
@@ -97,9 +99,10 @@ def _path_of_match(route: Obj, rule_index: int, match_index: int, raw: Any, grpc
         if not isinstance(value, str) or ptype not in (precedence.EXACT, precedence.PREFIX, precedence.REGEX):
             raise FieldError(f"path type {ptype!r} is not Exact, PathPrefix or RegularExpression", (*base, "path"))
         vpath = (*base, "path", "value")
-        if ptype == precedence.REGEX:
-            return ptype, guard(vpath, escaping.regex, value), vpath
-        return ptype, guard(vpath, escaping.path, value), vpath
+        try:  # ``guard``, inline: one path per match of every route
+            return ptype, escaping.regex(value) if ptype == precedence.REGEX else escaping.path(value), vpath
+        except escaping.Unsafe as exc:
+            raise FieldError(str(exc), vpath) from None
     mtype = dig(raw, "method", "type", default="Exact")
     service = dig(raw, "method", "service", default="")
     method = dig(raw, "method", "method", default="")
@@ -230,13 +233,17 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
         keys = targets.setdefault(fe.name, (fe, []))[1]
         for h in hosts:
             if h != "*":
-                guard(_hostname_path(route, h), escaping.hostname, h)
+                try:
+                    escaping.hostname(h)
+                except escaping.Unsafe as exc:  # ``guard``, the field path found only when needed
+                    raise FieldError(str(exc), _hostname_path(route, h)) from None
             vh = f"{h}:{fe.token}"
             if vh not in keys:
                 keys.append(vh)
     staged = HttpModel()
     rules_out: list[RuleModel] = []
     weighted: list[tuple[str, tuple[str, ...]]] = []
+    created = created_at(route)
     res = httpfilters.Resolver(
         backend_for=lambda raw, p: _side_backend(staged, taken, ctx, route, raw, p, grpc),
         backend_ref=lambda raw, p: backendrefs.filter_backend_ref(route, ctx.state, int(p[2]), raw, p),
@@ -290,8 +297,8 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
             weighted.append((rid, rm.slots))  # its 100 map entries are made when committed, never kept
             staged.ordered.add(WEIGHTED_MAP)
         staged.add("rule-backend.map", f"{rid} {rm.target}{rm.mark}")
-        plens = _matches(staged, ctx, route, rule, i, rm, targets, grpc)
-        httpfilters.rule_filters(staged, rm, route, rule, i, plens, findings, ctx.mark, res)
+        plens = _matches(staged, ctx, route, rule, i, rm, targets, grpc, ref, created)
+        httpfilters.rule_filters(staged, rm, route, rule, i, plens, findings, ctx.mark, res, ref=ref)
         for j, be in chosen:
             httpfilters.backend_filters(staged, rm, route, i, j, be, plens, findings, ctx.mark)
         rules_out.append(rm)
@@ -350,9 +357,8 @@ def _side_backend(staged: HttpModel, taken: Container[str], ctx: Context, route:
 
 
 def _matches(staged: HttpModel, ctx: Context, route: Obj, rule: Any, i: int, rm: RuleModel,
-             targets: dict[str, tuple[FrontendModel, list[str]]], grpc: bool) -> set[int]:
-    ref = ref_of(route)
-    created = created_at(route)
+             targets: dict[str, tuple[FrontendModel, list[str]]], grpc: bool, ref: Ref, created: str) -> set[int]:
+    """``ref`` and ``created``: the route's ``ref_of`` and ``created_at``."""
     matches = as_list(dig(rule, "matches")) or [{}]
     plens: set[int] = set()
     for j, raw in enumerate(matches):
@@ -364,9 +370,9 @@ def _matches(staged: HttpModel, ctx: Context, route: Obj, rule: Any, i: int, rm:
         plen = len(prefix) if ptype == precedence.PREFIX else 0
         if ptype == precedence.PREFIX:
             plens.add(plen)
-        key = precedence.key(path_score=score, method=has_method, headers=len(as_list(dig(raw, "headers"))),
-                             queries=len(as_list(dig(raw, "queryParams"))), created=created,
-                             namespace=ref.namespace, name=ref.name, rule_index=i, match_index=j)
+        # ``precedence.key``, built directly (keyword calls cost as much as the key)
+        key = precedence.Key(-score, not has_method, -len(as_list(dig(raw, "headers"))),
+                             -len(as_list(dig(raw, "queryParams"))), created, ref.namespace, ref.name, i, j)
         mark = ctx.mark(ref, vpath)
         why = "-".join(reason) if reason else "path"
         value_field = f"{score}|{rm.rid}|{plen}|{why.replace(' ', ':')}"
@@ -411,7 +417,8 @@ def _servers(ctx: Context, ref: Ref, bref: backendrefs.BackendRef, findings: lis
     (EndpointSlices are written by controllers: never a denial)."""
     assert bref.service is not None and bref.port is not None
     limit = ctx.settings.limits.servers_per_backend
-    servers, over = servers_within(ctx.state, bref.service, bref.port, options=options, limit=limit)
+    servers, over = servers_within(ctx.state, bref.service, bref.port, options=options, limit=limit,
+                                   memo=ctx.servers)
     if over:
         findings.append(Finding(
             codes.RENDER_SERVERS_CAPPED, f"Service {namespace_of(bref.service)}/{name_of(bref.service)} port "

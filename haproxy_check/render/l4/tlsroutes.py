@@ -24,7 +24,7 @@ from haproxy_check.render.servertls import FileSink
 from validators.findings import Finding, Severity
 from validators.objects import Obj, Ref, as_list, dig, ref_of
 from validators.states import State
-from validators.views import attachments
+from validators.views import attachments, indexes
 
 PASSTHROUGH, TERMINATE = "Passthrough", "Terminate"
 
@@ -127,10 +127,18 @@ def ssl_passthrough_rules(route: Obj) -> list[int]:
                    for f in as_list(dig(rule, "filters")))]
 
 
-def ssl_passthrough_routes(state: State) -> list[tuple[Obj, list[int]]]:
-    """HTTPRoutes with SSLPassthrough rules, oldest first (the oldest claim on a server name wins)."""
+def ssl_passthrough_routes(state: State) -> Sequence[tuple[Obj, list[int]]]:
+    """HTTPRoutes with SSLPassthrough rules, oldest first (the oldest claim on a server name wins). An index
+    per state version: every HTTPS frontend of a render asks (``passthrough_on``), and the TLS model."""
+    return indexes.index_reading(state, "ssl-passthrough-routes-by-age", _ROUTE_KINDS, _ssl_passthrough_routes)
+
+
+_ROUTE_KINDS = frozenset({"HTTPRoute"})
+
+
+def _ssl_passthrough_routes(state: State) -> tuple[tuple[Obj, list[int]], ...]:
     found = [(r, rules) for r in state.list("HTTPRoute") if (rules := ssl_passthrough_rules(r))]
-    return sorted(found, key=lambda pair: attachments.age_key(pair[0]))
+    return tuple(sorted(found, key=lambda pair: attachments.age_key(pair[0])))
 
 
 def http_engine_ports(lsts: Sequence[attachments.Listener]) -> dict[int, str]:
