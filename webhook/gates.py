@@ -174,12 +174,13 @@ class Gate:
     async def review(self, change: Change, *, state: State, reload_note: bool = True) -> Verdict:
         return self._stamped(await self._review(change, state=state, reload_note=reload_note))
 
-    def _stamped(self, verdict: Verdict) -> Verdict:
+    def _stamped(self, verdict: Verdict, info: dict[str, str | bool] | None = None) -> Verdict:
         """A judged verdict names the data plane version it was rendered for, and warns when the checker's
-        major.minor is another (``validators.dataplanes``)."""
+        major.minor is another (``validators.dataplanes``). ``info``: ``dataplane_info()``, asked once by
+        a caller stamping many verdicts."""
         if not verdict.handled or verdict.dataplane:
             return verdict
-        info = self.dataplane_info()
+        info = info if info is not None else self.dataplane_info()
         warning = str(info.get("warning", ""))
         return replace(verdict, notes=(*verdict.notes, warning) if warning else verdict.notes,
                        dataplane={k: v for k, v in info.items() if k != "warning"})
@@ -364,7 +365,8 @@ class Gate:
             if verdicts[i] is None:
                 verdicts[i] = await self.review(change, state=state, reload_note=False)
         with gcpause.paused():
-            return [self._stamped(v) for v in verdicts if v is not None]
+            info = self.dataplane_info()
+            return [self._stamped(v, info) for v in verdicts if v is not None]
 
     async def _judge_batch(self, items: Sequence[tuple[Change, State]], combined: State, workers: int,
                            verdicts: list[Verdict | None], with_status: bool) -> None:
