@@ -59,7 +59,9 @@ def _combine(base: list[Obj], located: list[inputs.Located]) -> dict[Ref, Obj]:
 
 def _read_inputs(args: argparse.Namespace) -> inputs.Loaded:
     loaded = inputs.read(args.files or [], keep_texts=True, follow_symlinks=args.follow_symlinks)
-    loaded.objects = [replace(i, obj=with_namespace(i.obj)) for i in loaded.objects]
+    # Copied only where a namespace is filled in: replacing 20,000 records that stay the same took a tenth
+    # of a second of a large check's start.
+    loaded.objects = [i if (obj := with_namespace(i.obj)) is i.obj else replace(i, obj=obj) for i in loaded.objects]
     return loaded
 
 

@@ -366,12 +366,16 @@ def objects(doc: Any, file: str, line: int, column: int = 1, index: int = 0) -> 
 
 def _checked(doc: dict[str, Any], file: str, line: int, column: int, index: int,
              prefix: tuple[str | int, ...]) -> Located | Problem:
+    meta = doc.get("metadata")
+    api, kind = doc.get("apiVersion"), doc.get("kind")
+    if (type(api) is str and api and type(kind) is str and kind and type(meta) is dict
+            and type(meta.get("name")) is str and meta["name"]):
+        return Located(doc, file, line, column, index, prefix)  # the common case, without the checks' texts
     where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in prefix).lstrip(".")
     at = f"{where}: " if where else ""
     for key in ("apiVersion", "kind"):
         if not isinstance(doc.get(key), str) or not doc.get(key):
             return Problem(file, line, column, f"{at}not a Kubernetes object: it has no {key}")
-    meta = doc.get("metadata")
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
         if isinstance(meta, dict) and meta.get("generateName"):
             return Problem(file, line, column, f"{at}{doc['kind']} has only metadata.generateName: the name "
