@@ -244,7 +244,7 @@ def _parse_json(text: str, file: str, members: dict[int, jsonmembers.Members] | 
     except RecursionError:
         yield Problem(file, 1, 1, f"invalid JSON: nesting deeper than {MAX_DEPTH} levels")
         return
-    if _json_depth(text) > MAX_DEPTH:
+    if _json_too_deep(text):
         yield Problem(file, 1, 1, f"invalid JSON: nesting deeper than {MAX_DEPTH} levels")
         return
     if members is not None:
@@ -269,16 +269,35 @@ def _brackets_outside_strings(text: str) -> bytes:
     return b"".join(quotes_and_brackets.split(b'"')[::2])
 
 
-def _json_depth(text: str) -> int:
+def _json_depth(text: str, brackets: bytes | None = None) -> int:
     """Nesting depth (capped at MAX_DEPTH + 1) of a JSON text that decoded: its brackets outside
-    strings, with every innermost pair removed per pass; a few C-speed passes for real objects, where
-    walking the decoded value costs as much as decoding it."""
-    brackets = _brackets_outside_strings(text)
+    strings (``brackets``, when the caller has them), with every innermost pair removed per pass; a few
+    C-speed passes for real objects, where walking the decoded value costs as much as decoding it."""
+    if brackets is None:
+        brackets = _brackets_outside_strings(text)
     for level in range(MAX_DEPTH + 1):
         if not brackets:
             return level
         brackets = _INNERMOST.sub(b"", brackets)
     return MAX_DEPTH + 1
+
+
+def _json_too_deep(text: str) -> bool:
+    """Whether a JSON text that decoded nests deeper than MAX_DEPTH, by a bound first: a pass of two
+    ``bytes.replace`` (every ``[]``, then every ``{}``) removes every innermost pair, so at least one
+    level, and at most two (``{[]}`` goes in one pass), so P passes bound the depth D: P <= D <= 2P.
+    Real objects (D ~ 12) are decided in a few of those, ten times faster than the exact passes of
+    :func:`_json_depth` (a regex each), which decide only what the bound leaves open."""
+    brackets = rest = _brackets_outside_strings(text)
+    passes = 0
+    while rest and passes <= MAX_DEPTH:
+        rest = rest.replace(b"[]", b"").replace(b"{}", b"")
+        passes += 1
+    if passes > MAX_DEPTH:
+        return True
+    if 2 * passes <= MAX_DEPTH:
+        return False
+    return _json_depth(text, brackets) > MAX_DEPTH
 
 
 def _depth(value: Any) -> int:

@@ -80,6 +80,28 @@ json_values = st.recursive(st.one_of(st.text(alphabet='[]{}"\\ab', max_size=6), 
                                                                    max_size=3)), max_leaves=30)
 
 
+def _nested(shape: list[tuple[bool, Any]]) -> Any:
+    """A value nesting one level per entry of ``shape`` (a list or an object at each), with a sibling."""
+    value: Any = None
+    for as_list, sibling in reversed(shape):
+        value = [sibling, value] if as_list else {"s": sibling, "v": value}
+    return value
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(json_values, st.lists(st.tuples(st.booleans(), json_values), min_size=30, max_size=130).map(_nested)))
+def test_the_too_deep_bound_answers_as_the_exact_depth(value: Any) -> None:
+    """The passes that bound the depth (at most two levels each) decide as the exact scan would, on
+    both sides of MAX_DEPTH and where the bound leaves it open (depth 51 to 200 of mixed lists and objects)."""
+    import json
+
+    from webhook import inputs
+
+    text = json.dumps(value)
+    depth = inputs._depth(value) if isinstance(value, dict | list) else 0
+    assert inputs._json_too_deep(text) is (depth > inputs.MAX_DEPTH)
+
+
 @settings(max_examples=200, deadline=None)
 @given(json_values)
 def test_the_json_depth_scan_equals_a_walk_of_the_decoded_value(value: Any) -> None:
