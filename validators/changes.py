@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from validators.objects import Obj, Ref, ref_of
@@ -23,6 +23,9 @@ class Change:
     obj: Obj | None
     old: Obj | None = None
     dry_run: bool = False
+    # Every step of a review names the change's object, some many times (a 20,000-input check asked it
+    # ~10 times per input): read off the object once. Objects under review are never changed in place.
+    _ref: Ref | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def subject(self) -> Obj:
@@ -33,4 +36,8 @@ class Change:
 
     @property
     def ref(self) -> Ref:
-        return ref_of(self.subject)
+        ref = self._ref
+        if ref is None:
+            ref = ref_of(self.subject)
+            object.__setattr__(self, "_ref", ref)
+        return ref

@@ -50,10 +50,10 @@ def settings_from(args: argparse.Namespace) -> GateSettings:
     )
 
 
-def _combine(base: list[Obj], located: list[inputs.Located]) -> dict[Ref, Obj]:
+def _combine(base: list[Obj], located: list[tuple[Ref, inputs.Located]]) -> dict[Ref, Obj]:
     combined: dict[Ref, Obj] = {ref_of(o): o for o in base}
-    for item in located:
-        combined[ref_of(item.obj)] = item.obj
+    for ref, item in located:
+        combined[ref] = item.obj
     return combined
 
 
@@ -167,16 +167,16 @@ async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Seque
     duplicate wins the state, earlier copies are judged one by one); reviews are judged alone.
     ``with_status``: False when the report shows no statuses (the batch then computes none).
     ``workers``: processes for the per-object rules of the inputs applied together (``Gate.review_all``)."""
-    manifests = [i for i in located if not _is_review(i)]
+    refs = [ref_of(i.obj) for i in located]  # read once: each is asked three times below
+    manifests = [(ref, i) for ref, i in zip(refs, located, strict=True) if not _is_review(i)]
     everything = MemoryState(list(_combine(base_objects, manifests).values()), version="check")
-    last = {ref_of(i.obj): i for i in manifests}
+    last = dict(manifests)
     batch: list[tuple[int, Change, State]] = []
     alone: list[tuple[int, Change, State]] = []
     stored: list[tuple[int, inputs.Located]] = []
-    for n, item in enumerate(located):
+    for n, (ref, item) in enumerate(zip(refs, located, strict=True)):
         if item.obj.get("kind") in skip:
             continue
-        ref = ref_of(item.obj)
         if item.file == CLUSTER:
             stored.append((n, item))  # --all: audited the way the reconcile loop audits (below)
             continue
@@ -380,7 +380,8 @@ async def render(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     _, base_objects = load_state(args.state)
     gate = _one_shot(build_gate(binary, settings_from(args)))
-    state = gate.scope.view(MemoryState(list(_combine(base_objects, loaded.objects).values()), version="render"))
+    keyed = [(ref_of(i.obj), i) for i in loaded.objects]
+    state = gate.scope.view(MemoryState(list(_combine(base_objects, keyed).values()), version="render"))
     previous = plans.load_description(args.previous) if args.previous else None
     result = gate.renderer.render(state, subject=None, previous=previous)
     import json
