@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -297,36 +297,48 @@ def _map(value: Mapping[Any, Any], site: Site | None, *, root: bool, depth: int,
     out: dict[str, Any] = {}
     total = 1
     inline = depth < MAX_DEPTH
-    properties = site.properties if site is not None else None
-    additional = site.additional if site is not None else None
-    prune = bool(properties) and site is not None and not site.preserve_unknown
+    for name, child, item, cut in _members(value, site, root):
+        if inline and type(item) in _SCALARS:
+            out[name] = item
+            total += 1
+            continue
+        child_memo = memo if not cut or memo is None else Memo(memo.deadline, keep=memo.keep)  # fresh dict: no key
+        conv, size = to_cel(item, child, depth=depth + 1, memo=child_memo)
+        out[name] = conv
+        total += size
+    return out, total
+
+
+def _members(value: Mapping[Any, Any], site: Site | None, root: bool,
+             ) -> Iterator[tuple[str, Site | None, Any, bool]]:
+    """(CEL name, site, value, whether it is the root metadata cut to its names) of each member CEL sees:
+    properties under their escaped names, unknown fields pruned as the API server prunes them."""
+    if site is None:
+        names: dict[str, tuple[str | None, Site]] = {}
+        additional = None
+        prune = False
+    else:
+        names = site.names if site.names is not None else _site_names(site)
+        additional = site.additional
+        prune = bool(names) and not site.preserve_unknown
     for key, item in value.items():
         if type(key) is not str and not isinstance(key, str):
             raise ConversionError(f"map key {key!r} is not a string")
-        child_memo = memo
         child: Site | None
-        if properties and key in properties:
-            name = escape(key)
+        if names and key in names:
+            name, child = names[key]
             if name is None:
                 continue
-            child = properties[key]
             if root and key == "metadata" and isinstance(item, Mapping):
-                item = {k: v for k, v in item.items() if k in ("name", "generateName")}
-                child_memo = None if memo is None else Memo(memo.deadline, keep=memo.keep)  # fresh dict: no key
+                yield name, child, {k: v for k, v in item.items() if k in ("name", "generateName")}, True
+                continue
         elif additional is not None:
             name, child = key, additional
         elif prune:
             continue  # the API server prunes unknown fields before CEL sees the object
         else:
             name, child = key, None
-        if inline and type(item) in _SCALARS:
-            out[name] = item
-            total += 1
-            continue
-        conv, size = to_cel(item, child, depth=depth + 1, memo=child_memo)
-        out[name] = conv
-        total += size
-    return out, total
+        yield name, child, item, False
 
 
 # ------------------------------------------------------------------ the whole object, compiled per site
@@ -373,30 +385,7 @@ def _whole(value: Any, site: Site | None, depth: int, memo: Memo, root: bool = F
             total += size
         return out_list, total
     out: dict[str, Any] = {}
-    if site is None:
-        names: dict[str, tuple[str | None, Site]] = {}
-        additional = None
-        prune = False
-    else:
-        names = site.names if site.names is not None else _site_names(site)
-        additional = site.additional
-        prune = bool(names) and not site.preserve_unknown
-    for key, item in value.items():
-        if type(key) is not str and not isinstance(key, str):
-            raise ConversionError(f"map key {key!r} is not a string")
-        child: Site | None
-        if names and key in names:
-            name, child = names[key]
-            if name is None:
-                continue
-            if root and key == "metadata" and isinstance(item, Mapping):
-                item = {k: v for k, v in item.items() if k in ("name", "generateName")}
-        elif additional is not None:
-            name, child = key, additional
-        elif prune:
-            continue  # the API server prunes unknown fields before CEL sees the object
-        else:
-            name, child = key, None
+    for name, child, item, _ in _members(value, site, root):
         if inline and type(item) in _SCALARS:
             out[name] = item
             total += 1
