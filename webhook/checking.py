@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import os
 import sys
 import time
@@ -206,7 +205,7 @@ async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Seque
             with gcpause.paused():
                 judged = await gate.review_all([(c, s) for _, c, s in batch], combined=everything,
                                                workers=workers, with_status=with_status)
-                gc.freeze()
+                gcpause.keep_lifelong()
             verdicts.update((n, v) for (n, _, _), v in zip(batch, judged, strict=True))
         for n, change, state in alone:
             verdicts[n] = await gate.review(change, state=state, reload_note=False)
@@ -272,7 +271,7 @@ async def check(args: argparse.Namespace) -> int:
     try:
         return await _check(args)
     finally:
-        gc.unfreeze()  # a caller in the same process gets its objects collected again
+        gcpause.release_lifelong()  # a caller in the same process gets its objects collected again
         structlog.configure(**previous)
 
 
@@ -293,7 +292,7 @@ async def _check(args: argparse.Namespace) -> int:
         # The state lives until the run ends: out of the collector's sight, later collections stop
         # rescanning it (a few % of a 1,000-route check, more with more objects), and forked rule workers
         # share its pages instead of copying them as the collector touches them.
-        gc.freeze()
+        gcpause.keep_lifelong()
     located = [*loaded.objects, *(_cluster_items(base_objects, loaded.objects) if args.all else [])]
     skip = frozenset().union(*args.skip_kinds)
     if not located and not problems:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import signal
 import socket
 import ssl
@@ -24,6 +23,7 @@ import structlog
 from aiohttp import web
 
 from haproxy_check.check import binaries, sandboxes
+from haproxy_check.render import gcpause
 from validators.checks import Checks
 from webhook import (
     admission,
@@ -213,7 +213,7 @@ def freeze_lifelong(source: StateSource) -> bool:
     of a version replaced later must stay collectable, so it is not frozen."""
     if not isinstance(source, StaticSource):
         return False
-    gc.freeze()
+    gcpause.keep_lifelong()
     return True
 
 

@@ -13,8 +13,9 @@ What the paused stretch allocated and kept (a render's result and route cache: m
 would all be scanned by the first young collection after the resume, ~8% of a large render, to find
 nothing. So on resuming it is moved out of the young generations unscanned first: into the oldest
 generation (``gc.freeze()`` then ``gc.unfreeze()``: two list splices), or, where the process keeps a
-frozen set already (``routegate check`` freezes the state it loaded until the run ends), into that set,
-with what the process keeps out of the collector's sight for as long as the run lasts. A cycle among
+frozen set already (:func:`keep_lifelong`: ``routegate check`` freezes the state it loaded until the run
+ends), into that set, with what the process keeps out of the collector's sight for as long as the run
+lasts. A cycle among
 these objects is still found by the next full collection, or when the frozen set is unfrozen.
 """
 
@@ -49,9 +50,28 @@ def paused() -> Iterator[None]:
                 gc.enable()
 
 
+_lifelong = False  # whether keep_lifelong() froze what the process keeps until it ends (not undone since)
+
+
+def keep_lifelong() -> None:
+    """``gc.freeze()`` for what lives until the process ends (a loaded state that never changes): what
+    later pauses keep joins it. Freezes go through here rather than ``gc.freeze`` so that a pause can
+    tell without ``gc.get_freeze_count()``, which walks the whole frozen set (~50 ms per 4 million
+    objects, at the end of every pause)."""
+    global _lifelong
+    gc.freeze()
+    _lifelong = True
+
+
+def release_lifelong() -> None:
+    """``gc.unfreeze()``: everything frozen is collectable again (a caller in the same process goes on)."""
+    global _lifelong
+    gc.unfreeze()
+    _lifelong = False
+
+
 def _age_survivors() -> None:
     """Move every tracked object out of the young generations without scanning it."""
-    frozen_before = gc.get_freeze_count()
     gc.freeze()
-    if not frozen_before:
+    if not _lifelong:
         gc.unfreeze()

@@ -28,15 +28,18 @@ def test_survivors_move_to_the_oldest_generation_unscanned() -> None:
 
 
 def test_survivors_join_a_frozen_set_the_process_keeps() -> None:
-    gc.freeze()
+    gcpause.keep_lifelong()
     try:
         before = gc.get_freeze_count()
         with gcpause.paused():
             kept = _Kept()
         assert gc.get_freeze_count() > before and _generation_of(kept) is None
     finally:
-        gc.unfreeze()
+        gcpause.release_lifelong()
     assert _generation_of(kept) == 2
+    with gcpause.paused():  # released: what a pause keeps goes to the oldest generation again
+        later = _Kept()
+    assert gc.get_freeze_count() == 0 and _generation_of(later) == 2
 
 
 def test_a_cycle_kept_by_a_pause_is_still_collected() -> None:

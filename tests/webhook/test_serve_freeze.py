@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from haproxy_check.render import gcpause
 from validators.states import MemoryState, State
 from webhook.serving import freeze_lifelong
 from webhook.sources import StaticSource
@@ -14,9 +15,9 @@ from webhook.sources import StaticSource
 
 @pytest.fixture
 def unfrozen() -> Iterator[None]:
-    gc.unfreeze()
+    gcpause.release_lifelong()
     yield
-    gc.unfreeze()
+    gcpause.release_lifelong()
 
 
 class ChangingSource:
