@@ -353,7 +353,8 @@ class Gate:
         combined = self.scope.view(combined)
         # The batch's values are acyclic records (verdicts, findings, the render's lines) that live until
         # the batch is judged: a collection meanwhile would rescan the whole render for nothing (about two
-        # seconds of a 10,000-route check). The render is freed before collection resumes.
+        # seconds of a 10,000-route check). What the pause kept leaves the young generations unscanned
+        # when it ends (``gcpause``).
         with gcpause.paused():
             for i, (change, state) in enumerate(items):
                 if change.ref.kind in REVIEWED_KINDS:

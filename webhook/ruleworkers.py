@@ -105,7 +105,8 @@ def _judge_chunk(indices: list[int]) -> list[_Shipped]:
     # A chunk allocates many small containers that die with it (findings, walks, CEL values), and a
     # worker also keeps what it memoizes: every collection during the chunk rescans those for cycles
     # that are not there (a few % of a worker's CPU at 10,000 routes). Paused per chunk (at most CHUNK
-    # inputs), so whatever garbage a chunk leaves is collected right after it.
+    # inputs); a worker forked inside the batch's own pause (``Gate.review_all``) inherits that one and
+    # collects nothing until it ends, which a process living for one batch can afford.
     with gcpause.paused():
         return [_shipped(prejudge_one(job.rules, job.scope, *job.items[i], job.combined,
                                       with_status=job.with_status)) for i in indices]
