@@ -27,6 +27,15 @@ class Change:
     # ~10 times per input): read off the object once. Objects under review are never changed in place.
     _ref: Ref | None = field(default=None, init=False, repr=False, compare=False)
 
+    @classmethod
+    def of(cls, ref: Ref, operation: Operation, obj: Obj | None, old: Obj | None = None, *,
+           dry_run: bool = False) -> Change:
+        """The change, with its subject's ref already known (``ref`` must be ``ref_of(subject)``): a
+        large batch read each object's ref once for its state and its changes."""
+        change = cls(operation, obj, old, dry_run)
+        object.__setattr__(change, "_ref", ref)
+        return change
+
     @property
     def subject(self) -> Obj:
         """The object the change is about: the new one, or the old one for a DELETE."""

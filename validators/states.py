@@ -7,7 +7,7 @@ one change on either all look the same to the code that reads them. Nothing here
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from validators.changes import Change, Operation
@@ -37,13 +37,23 @@ class MemoryState:
     recorded_index = None  # not a validators.views.reads.Recording view (read on every index lookup)
 
     def __init__(self, objects: Sequence[Obj] = (), *, version: str = "0") -> None:
+        self._index([(ref_of(obj), obj) for obj in objects], version)
+
+    @classmethod
+    def keyed(cls, objects: Mapping[Ref, Obj], *, version: str = "0") -> MemoryState:
+        """The state of ``objects`` by their refs (each key is ``ref_of`` of its object), for a caller
+        that has read them already."""
+        state = cls.__new__(cls)
+        state._index(objects.items(), version)
+        return state
+
+    def _index(self, keyed: Iterable[tuple[Ref, Obj]], version: str) -> None:
         self.index_memo: dict[str, tuple[str, Any]] = {}  # validators.views.indexes: what it built for this state
         # get() by a plain tuple: building a Ref per lookup was most of a lookup's cost. Within a kind,
         # (namespace, name) orders as the Ref does; no table by Ref is kept (a state lives as long as
         # its version is served: ~2.5 MiB at 10,000 routes).
         by_name: dict[str, dict[tuple[str, str], Obj]] = {}
-        for obj in objects:
-            ref = ref_of(obj)
+        for ref, obj in keyed:
             by_name.setdefault(ref.kind, {})[ref.namespace, ref.name] = obj
         self._by_name = by_name
         self._sorted: dict[str, list[Obj]] = {

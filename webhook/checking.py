@@ -81,7 +81,7 @@ def _duplicates(manifests: list[inputs.Located], positions: Positions) -> list[i
     first: dict[Ref, inputs.Located] = {}
     problems: list[inputs.Problem] = []
     for item in manifests:
-        ref = ref_of(item.obj)
+        ref = item.ref
         if ref in first:
             seen = first[ref]
             line, column = positions.of(item)
@@ -166,9 +166,9 @@ async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Seque
     duplicate wins the state, earlier copies are judged one by one); reviews are judged alone.
     ``with_status``: False when the report shows no statuses (the batch then computes none).
     ``workers``: processes for the per-object rules of the inputs applied together (``Gate.review_all``)."""
-    refs = [ref_of(i.obj) for i in located]  # read once: each is asked three times below
+    refs = [i.ref for i in located]
     manifests = [(ref, i) for ref, i in zip(refs, located, strict=True) if not _is_review(i)]
-    everything = MemoryState(list(_combine(base_objects, manifests).values()), version="check")
+    everything = MemoryState.keyed(_combine(base_objects, manifests), version="check")
     last = dict(manifests)
     batch: list[tuple[int, Change, State]] = []
     alone: list[tuple[int, Change, State]] = []
@@ -190,11 +190,12 @@ async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Seque
             alone.append((n, change, state))
             continue
         old = base.get(ref.kind, ref.namespace, ref.name)
-        change = Change(Operation.UPDATE if old is not None else Operation.CREATE, item.obj, old, dry_run=True)
+        change = Change.of(ref, Operation.UPDATE if old is not None else Operation.CREATE, item.obj, old,
+                           dry_run=True)
         # Indexed once; each input is judged against all the others: that state with the input taken out
         # (an Overlay splices one object out of the sorted lists instead of re-indexing every object).
         target = batch if last[ref] is item else alone
-        target.append((n, change, Overlay(everything, Change(Operation.DELETE, None, item.obj))))
+        target.append((n, change, Overlay(everything, Change.of(ref, Operation.DELETE, None, item.obj))))
     verdicts: dict[int, Verdict] = {}
     async with _progress(len(batch) + len(alone)):
         if batch:
@@ -224,7 +225,7 @@ async def _audited(gate: Gate, everything: State, stored: list[tuple[int, inputs
     faults = {f.ref: f.findings for f in outcome.faults}
     out: dict[int, Verdict] = {}
     for n, item in stored:
-        ref = ref_of(item.obj)
+        ref = item.ref
         found = faults.get(ref, ())
         decision = Decision.DENY if denies(found) else Decision.ALLOW
         out[n] = Verdict(decision, ref, findings=found, haproxy=gate.binary)
@@ -379,7 +380,7 @@ async def render(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     _, base_objects = load_state(args.state)
     gate = _one_shot(build_gate(binary, settings_from(args)))
-    keyed = [(ref_of(i.obj), i) for i in loaded.objects]
+    keyed = [(i.ref, i) for i in loaded.objects]
     state = gate.scope.view(MemoryState(list(_combine(base_objects, keyed).values()), version="render"))
     previous = plans.load_description(args.previous) if args.previous else None
     result = gate.renderer.render(state, subject=None, previous=previous)

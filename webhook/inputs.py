@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from validators.objects import Ref, ref_of
 from webhook import jsonmembers, yamlloading
 
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -68,6 +69,17 @@ class Located:
     doc: int = 0  # the document's index in its file
     prefix: tuple[str | int, ...] = ()  # where obj sits in that document (List items, AdmissionReview)
     old: dict[str, Any] | None = None  # an AdmissionReview's oldObject: the state it was judged against
+    # A large check names each input's object several times (duplicates, the combined state, its change):
+    # read off the object once. Inputs are never changed in place.
+    _ref: Ref | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def ref(self) -> Ref:
+        ref = self._ref
+        if ref is None:
+            ref = ref_of(self.obj)
+            object.__setattr__(self, "_ref", ref)
+        return ref
 
 
 @dataclass(slots=True)

@@ -66,6 +66,12 @@ class Verdict:
         return f"{self.ref}: " + "; ".join(parts)
 
     @property
+    def has_warnings(self) -> bool:
+        """Whether :attr:`warnings` has a line, without writing them (a warn finding or a note gives at
+        least one: a finding about another object is listed whenever any is)."""
+        return bool(self.notes) or any(f.severity is Severity.WARN for f in self.findings)
+
+    @property
     def warnings(self) -> list[str]:
         """Warn findings and notes as user-facing lines (the webhook cleans and caps them).
 
