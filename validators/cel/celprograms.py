@@ -238,6 +238,9 @@ class Memo:
     done: dict[tuple[int, int, bool], tuple[Any, int]] = field(default_factory=dict)
     nodes: int = 0
     keep: bool = True  # False: one conversion of the whole object, where nothing is converted twice
+    # whole_to_cel: False once the value holds what the C++ engine does not take as it is (an int outside
+    # int64 becomes a uint, a string that is not valid UTF-8 fails), or anything not a plain JSON value
+    plain: bool = True
 
     def tick(self) -> None:
         self.nodes += 1
@@ -365,9 +368,28 @@ def whole_to_cel(value: Any, root: Site, memo: Memo) -> tuple[Any, int]:
     return _whole(value, root, 0, memo, True)
 
 
+def _odd_scalar(item: Any) -> bool:
+    """Whether the C++ engine takes this exact-typed scalar differently from CEL's view of JSON."""
+    kind = type(item)
+    if kind is str:
+        if item.isascii():
+            return False
+        try:
+            item.encode("utf-8")
+        except UnicodeError:  # a lone surrogate
+            return True
+        return False
+    return kind is int and not -0x8000000000000000 <= item <= 0x7FFFFFFFFFFFFFFF
+
+
 def _whole(value: Any, site: Site | None, depth: int, memo: Memo, root: bool = False) -> tuple[Any, int]:
     kind = type(value)
     if depth > MAX_DEPTH or (kind is not dict and kind is not list):
+        if kind in _SCALARS:
+            if _odd_scalar(value):
+                memo.plain = False
+        else:
+            memo.plain = False
         return to_cel(value, site, root=root, depth=depth, memo=memo)
     memo.tick()
     inline = depth < MAX_DEPTH
@@ -377,6 +399,8 @@ def _whole(value: Any, site: Site | None, depth: int, memo: Memo, root: bool = F
         out_list = []
         for item in value:
             if inline and type(item) in _SCALARS:
+                if ((type(item) is str and not item.isascii()) or type(item) is int) and _odd_scalar(item):
+                    memo.plain = False
                 out_list.append(item)
                 total += 1
                 continue
@@ -386,7 +410,11 @@ def _whole(value: Any, site: Site | None, depth: int, memo: Memo, root: bool = F
         return out_list, total
     out: dict[str, Any] = {}
     for name, child, item, _ in _members(value, site, root):
+        if not name.isascii() and _odd_scalar(str(name)):
+            memo.plain = False
         if inline and type(item) in _SCALARS:
+            if ((type(item) is str and not item.isascii()) or type(item) is int) and _odd_scalar(item):
+                memo.plain = False
             out[name] = item
             total += 1
             continue
