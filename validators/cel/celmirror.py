@@ -382,6 +382,36 @@ def _exists_one(count: list[int], value: Any, test: Callable[[Any], Any]) -> boo
     return found == 1
 
 
+def _all_l(count: list[int], value: Any, test: Callable[[Any], Any]) -> bool:
+    if type(value) is not list:
+        raise Unsure
+    return _all(count, value, test)
+
+
+def _exists_l(count: list[int], value: Any, test: Callable[[Any], Any]) -> bool:
+    if type(value) is not list:
+        raise Unsure
+    return _exists(count, value, test)
+
+
+def _exists_one_l(count: list[int], value: Any, test: Callable[[Any], Any]) -> bool:
+    if type(value) is not list:
+        raise Unsure
+    return _exists_one(count, value, test)
+
+
+def _in_l(x: Any, y: Any) -> bool:
+    if type(y) is not list:
+        raise Unsure
+    return _in(x, y)
+
+
+def _index_l(value: Any, key: Any) -> Any:
+    if type(value) is not list:
+        raise Unsure
+    return _index(value, key)
+
+
 def _filter(count: list[int], value: Any, test: Callable[[Any], Any]) -> list[Any]:
     return [member for member in _members(count, value, False) if _B(test(member))]
 
@@ -392,27 +422,38 @@ def _map(count: list[int], value: Any, test: Callable[[Any], Any]) -> list[Any]:
 
 _HELPERS: dict[str, Any] = {
     name: value for name, value in dict(globals()).items()
-    if name in ("_U", "_B", "_lt", "_le", "_gt", "_ge", "_in", "_add", "_sub", "_neg", "_index",
-                "_matches", "_all", "_exists", "_exists_one", "_filter", "_map")
+    if name in ("_U", "_B", "_lt", "_le", "_gt", "_ge", "_in", "_add", "_sub", "_neg", "_index", "_matches",
+                "_all", "_exists", "_exists_one", "_filter", "_map", "_all_l", "_exists_l", "_exists_one_l",
+                "_in_l", "_index_l")
 }
 _HELPERS["_SIZED"] = frozenset({str, list, dict})
+_HELPERS["_SIZED_L"] = frozenset({str, list})
 _HELPERS["_EQT"] = _EQ_TYPES
 _ORDER_OPS = {"<": "_lt", "<=": "_le", ">": "_gt", ">=": "_ge"}
 _FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 _STRING_METHODS = {"startsWith": "{t}.startswith({p})", "endsWith": "{t}.endswith({p})", "contains": "{p} in {t}"}
 
-Code = tuple[str, bool]  # a Python expression, and whether it surely gives a bool
+Code = tuple[str, bool, Site | None]  # a Python expression, whether it surely gives a bool, its schema site
+_ABSENT = None  # the shaped key of a CEL name that no map of the site can hold
 
 
 class _Source:
     """Writes the Python source of rules and sites. No text of a rule reaches the source as it is:
     string literals and field names become constants in ``consts`` (``_kN``), CEL variables are
     identifiers matched by the tokenizer and prefixed (``v_x``), numbers are its digits, and everything
-    else comes from the fixed templates below; an unknown function is ``_U()``."""
+    else comes from the fixed templates below; an unknown function is ``_U()``.
 
-    def __init__(self) -> None:
+    ``shaped``: the code reads the object as ``structural`` left it (declared names, not CEL's escaped
+    ones) instead of ``whole_to_cel``'s copy. Each expression then carries the schema site its value
+    belongs to where that is known (``self``, a field of a known site, an item of a known list), so
+    ``p.__namespace__`` reads the key ``namespace``; a CEL name with ``__`` on a value of unknown site
+    makes the rule unmirrored. A map is never sized, iterated, indexed or searched with ``in`` in this
+    mode (its keys are CEL's escaped ones there): such an operation raises Unsure."""
+
+    def __init__(self, *, shaped: bool = False) -> None:
+        self.shaped = shaped
         self.temps = 0
-        self.scope: list[str] = ["self"]
+        self.scope: list[tuple[str, Site | None]] = []
         self.consts: dict[str, Any] = {}
 
     def temp(self) -> str:
@@ -424,12 +465,19 @@ class _Source:
         self.consts[name] = value
         return name
 
+    def rule(self, tree: tuple[Any, ...], site: Site | None) -> Code:
+        self.scope = [("self", site)]
+        return self.of(tree)
+
     def of(self, tree: tuple[Any, ...]) -> Code:
         method: Callable[..., Code] = getattr(self, f"_{tree[0]}")
         return method(*tree[1:])
 
+    def code(self, tree: tuple[Any, ...]) -> str:
+        return self.of(tree)[0]
+
     def boolean(self, tree: tuple[Any, ...]) -> str:
-        code, surely = self.of(tree)
+        code, surely, _ = self.of(tree)
         return code if surely else f"_B({code})"
 
     def tested(self, code: str) -> tuple[str, str]:
@@ -439,119 +487,153 @@ class _Source:
         name = self.temp()
         return name, f"({name} := {code})"
 
+    def key(self, site: Site | None, name: str) -> tuple[str | None, Site | None]:
+        """The key that holds CEL's field ``name`` of a map of ``site``, and the field's site
+        (``whole_to_cel``'s ``_members`` in reverse); ``_ABSENT``: CEL's copy cannot have the field."""
+        if not self.shaped:
+            return name, None
+        if site is None:
+            if "__" in name:
+                raise _Unparsable(f"escaped name {name} on a value of unknown schema")
+            return name, None
+        names = site.names if site.names is not None else celprograms._site_names(site)
+        if names:
+            for declared, (cel_name, child) in names.items():
+                if cel_name == name:
+                    return declared, child
+            if name in names:
+                return _ABSENT, None  # a declared name CEL sees escaped: no map has it unescaped
+            if site.additional is not None:
+                return name, site.additional
+            return (name, None) if site.preserve_unknown else (_ABSENT, None)
+        return name, site.additional
+
     def _lit(self, value: Any) -> Code:
         if value is True or value is False:
-            return repr(value), True
+            return repr(value), True, None
         if isinstance(value, str):
-            return self.const(value), False  # a constant: the text never meets Python's literal syntax
-        return repr(value), False
+            return self.const(value), False, None  # a constant: the text never meets Python's literal syntax
+        return repr(value), False, None
 
     def _id(self, name: str) -> Code:
-        if name not in self.scope:
-            raise _Unparsable(f"unknown name {name}")  # oldSelf, a type name, ...
-        return f"v_{name}", False
+        for var, site in reversed(self.scope):
+            if var == name:
+                return f"v_{name}", False, site
+        raise _Unparsable(f"unknown name {name}")  # oldSelf, a type name, ...
 
     def _list(self, items: list[tuple[Any, ...]]) -> Code:
         if all(item[0] == "lit" for item in items):
-            return self.const([item[1] for item in items]), False  # nothing in the subset changes a list
-        return "[" + ", ".join(self.of(item)[0] for item in items) + "]", False
+            return self.const([item[1] for item in items]), False, None  # nothing here changes a list
+        return "[" + ", ".join(self.code(item) for item in items) + "]", False, None
 
     def _sel(self, target: tuple[Any, ...], name: str) -> Code:
-        value, bind = self.tested(self.of(target)[0])
-        key = self.const(name)
-        return f"({value}[{key}] if type({bind}) is dict and {key} in {value} else _U())", False
+        code, _, site = self.of(target)
+        key, child = self.key(site, name)
+        if key is _ABSENT:
+            return "_U()", False, None  # CEL: no such key (or no such overload on a non-map)
+        value, bind = self.tested(code)
+        k = self.const(key)
+        return f"({value}[{k}] if type({bind}) is dict and {k} in {value} else _U())", False, child
 
     def _has(self, target: tuple[Any, ...], name: str) -> Code:
-        value, bind = self.tested(self.of(target)[0])
-        return f"({self.const(name)} in {value} if type({bind}) is dict else _U())", True
+        code, _, site = self.of(target)
+        key, _ = self.key(site, name)
+        value, bind = self.tested(code)
+        test = "False" if key is _ABSENT else f"{self.const(key)} in {value}"
+        return f"({test} if type({bind}) is dict else _U())", True, None
 
     def _index(self, target: tuple[Any, ...], index: tuple[Any, ...]) -> Code:
-        return f"_index({self.of(target)[0]}, {self.of(index)[0]})", False
+        code, _, site = self.of(target)
+        helper = "_index_l" if self.shaped else "_index"
+        return f"{helper}({code}, {self.code(index)})", False, site.items if site is not None else None
 
     def _not(self, operand: tuple[Any, ...]) -> Code:
-        return f"(not {self.boolean(operand)})", True
+        return f"(not {self.boolean(operand)})", True, None
 
     def _neg(self, operand: tuple[Any, ...]) -> Code:
-        return f"_neg({self.of(operand)[0]})", False
+        return f"_neg({self.code(operand)})", False, None
 
     def _cond(self, cond: tuple[Any, ...], yes: tuple[Any, ...], no: tuple[Any, ...]) -> Code:
         test = self.boolean(cond)
-        (then, a), (other, b) = self.of(yes), self.of(no)
-        return f"({then} if {test} else {other})", a and b
+        (then, a, a_site), (other, b, b_site) = self.of(yes), self.of(no)
+        return f"({then} if {test} else {other})", a and b, a_site if a_site is b_site else None
 
     def _op(self, op: str, left: tuple[Any, ...], right: tuple[Any, ...]) -> Code:
         if op == "&&":
-            return f"({self.boolean(right)} if {self.boolean(left)} else False)", True
+            return f"({self.boolean(right)} if {self.boolean(left)} else False)", True, None
         if op == "||":
-            return f"(True if {self.boolean(left)} else {self.boolean(right)})", True
+            return f"(True if {self.boolean(left)} else {self.boolean(right)})", True, None
         if op in _FLIPPED:
             literal = _typed_literal(right) or _typed_literal(left)
-            if literal is not None and op in _FLIPPED:
+            if literal is not None:
                 flip = _typed_literal(right) is None
                 other = left if not flip else right
-                value, bind = self.tested(self.of(other)[0])
-                lit = self.of(right if not flip else left)[0]
+                value, bind = self.tested(self.code(other))
+                lit = self.code(right if not flip else left)
                 test = f"{value} {op if not flip else _FLIPPED[op]} {lit}"
-                return f"({test} if type({bind}) is {literal} else _U())", True
+                return f"({test} if type({bind}) is {literal} else _U())", True, None
         if op in ("==", "!="):
-            x, x_bind = self.tested(self.of(left)[0])
-            y, y_bind = self.tested(self.of(right)[0])
+            x, x_bind = self.tested(self.code(left))
+            y, y_bind = self.tested(self.code(right))
             kind = self.temp()
             return (f"({x} {op} {y} if ({kind} := type({x_bind})) is type({y_bind}) and {kind} in _EQT "
-                    "else _U())"), True
+                    "else _U())"), True, None
         if op in _ORDER_OPS:
-            return f"{_ORDER_OPS[op]}({self.of(left)[0]}, {self.of(right)[0]})", True
+            return f"{_ORDER_OPS[op]}({self.code(left)}, {self.code(right)})", True, None
         if op == "in":
             if right[0] == "list" and right[1] and all(i[0] == "lit" and type(i[1]) is str for i in right[1]):
                 options = self.const(frozenset(i[1] for i in right[1]))
-                value, bind = self.tested(self.of(left)[0])
-                return f"({value} in {options} if type({bind}) is str else _U())", True
-            return f"_in({self.of(left)[0]}, {self.of(right)[0]})", True
+                value, bind = self.tested(self.code(left))
+                return f"({value} in {options} if type({bind}) is str else _U())", True, None
+            helper = "_in_l" if self.shaped else "_in"
+            return f"{helper}({self.code(left)}, {self.code(right)})", True, None
         if op == "+":
-            return f"_add({self.of(left)[0]}, {self.of(right)[0]})", False
+            return f"_add({self.code(left)}, {self.code(right)})", False, None
         if op == "-":
-            return f"_sub({self.of(left)[0]}, {self.of(right)[0]})", False
-        return "_U()", False  # * / %: not mirrored
+            return f"_sub({self.code(left)}, {self.code(right)})", False, None
+        return "_U()", False, None  # * / %: not mirrored
 
     def _call(self, name: str, target: tuple[Any, ...] | None, args: list[tuple[Any, ...]]) -> Code:
-        parts = [self.of(arg)[0] for arg in args]  # every name must be known even where never reached
+        parts = [self.code(arg) for arg in args]  # every name must be known even where never reached
         if target is None:
             if name == "size" and len(parts) == 1:
-                return self._size(parts[0]), False
-            return "_U()", False  # duration(), int(), type(), ...: raises where the object reaches it
-        on = self.of(target)[0]
+                return self._size(parts[0]), False, None
+            return "_U()", False, None  # duration(), int(), type(), ...: raises where the object reaches it
+        on = self.code(target)
         if name == "size" and not parts:
-            return self._size(on), False
+            return self._size(on), False, None
         if name in _STRING_METHODS and len(parts) == 1:
             text, bind = self.tested(on)
             arg, arg_bind = self.tested(parts[0])
             test = _STRING_METHODS[name].format(t=text, p=arg)
-            return f"({test} if type({bind}) is str and type({arg_bind}) is str else _U())", True
+            return f"({test} if type({bind}) is str and type({arg_bind}) is str else _U())", True, None
         if name == "matches" and len(parts) == 1:
-            return f"_matches({on}, {parts[0]})", True
-        return "_U()", False
+            return f"_matches({on}, {parts[0]})", True, None
+        return "_U()", False, None
 
     def _size(self, code: str) -> str:
         value, bind = self.tested(code)
-        return f"(len({value}) if type({bind}) in _SIZED else _U())"
+        return f"(len({value}) if type({bind}) in {'_SIZED_L' if self.shaped else '_SIZED'} else _U())"
 
     def _bind(self, var: str, init: tuple[Any, ...], body: tuple[Any, ...]) -> Code:
-        value = self.of(init)[0]
-        self.scope.append(var)
+        value, _, site = self.of(init)
+        self.scope.append((var, site))
         try:
-            inner, surely = self.of(body)
+            inner, surely, inner_site = self.of(body)
         finally:
             self.scope.pop()
-        return f"(lambda v_{var}: {inner})({value})", surely
+        return f"(lambda v_{var}: {inner})({value})", surely, inner_site
 
     def _macro(self, name: str, target: tuple[Any, ...], var: str, body: tuple[Any, ...]) -> Code:
-        over = self.of(target)[0]
-        self.scope.append(var)
+        over, _, site = self.of(target)
+        self.scope.append((var, site.items if site is not None else None))
         try:
-            test = self.of(body)[0]
+            test = self.code(body)
         finally:
             self.scope.pop()
-        return f"_{name}(_c, {over}, lambda v_{var}: {test})", name in ("all", "exists", "exists_one")
+        helper = f"_{name}_l" if self.shaped and name in ("all", "exists", "exists_one") else f"_{name}"
+        return (f"{helper}(_c, {over}, lambda v_{var}: {test})", name in ("all", "exists", "exists_one"),
+                site if name == "filter" else None)
 
 
 def _typed_literal(tree: tuple[Any, ...]) -> str | None:
@@ -561,20 +643,20 @@ def _typed_literal(tree: tuple[Any, ...]) -> str | None:
     return type(tree[1]).__name__
 
 
-def rule_source(text: str) -> str | None:
+def rule_source(text: str, site: Site | None = None, *, shaped: bool = False) -> str | None:
     """The Python expression of one rule (``v_self`` the node, ``_c`` the iteration count), for tests."""
     try:
-        return _Source().of(_Parser(text).parse())[0]
+        return _Source(shaped=shaped).rule(_Parser(text).parse(), site)[0]
     except (_Unparsable, RecursionError):
         return None
 
 
-def compile_rule(text: str) -> Callable[[Any], Any] | None:
-    """``rule(self)``: CEL's value of one rule text for the node ``self``, or Unsure; None when the text
-    is outside the subset."""
-    source = _Source()
+def compile_rule(text: str, site: Site | None = None, *, shaped: bool = False) -> Callable[[Any], Any] | None:
+    """``rule(self)``: CEL's value of one rule text for the node ``self`` (of ``site``, read as
+    ``structural`` leaves it with ``shaped``), or Unsure; None when the text is outside the subset."""
+    source = _Source(shaped=shaped)
     try:
-        code = source.of(_Parser(text).parse())[0]
+        code = source.rule(_Parser(text).parse(), site)[0]
         namespace = {**_HELPERS, **source.consts}
         exec(compile(f"def rule(v_self, _c):\n    return {code}\n", "<cel mirror>", "exec"), namespace)  # noqa: S102 (see _Source)
     except (_Unparsable, RecursionError, SyntaxError, MemoryError):
@@ -607,10 +689,18 @@ class _Unmirrored(Exception):
     pass
 
 
-def compile_mirror(root: Site) -> Mirror | None:
+def compile_mirror(root: Site, *, shaped: bool = False) -> Mirror | None:
     """The :class:`Mirror` of ``root``'s rules, or None when a rule is outside the subset or the
-    ``celwhole`` program would not exist (see ``celwhole.compile_whole``)."""
-    source = _Source()
+    ``celwhole`` program would not exist (see ``celwhole.compile_whole``).
+
+    ``shaped``: ``proves`` takes the object as ``structural`` leaves it (pruned and defaulted), not
+    ``whole_to_cel``'s copy. That reading holds only where the two differ by CEL's escaped names alone:
+    not with rules at the root (CEL sees the root metadata cut to its names), nor where the structural
+    step keeps fields that CEL's copy prunes (``Site.keeps_undeclared``)."""
+    if shaped and (any(s.keeps_undeclared for s in root.walk())
+                   or any(celprograms.applies(r, has_old=False, ratchet=False) for r in root.rules)):
+        return None
+    source = _Source(shaped=shaped)
     functions: list[str] = []
     try:
         top = _site(root, source, functions, top=True)
@@ -635,7 +725,7 @@ def _site(site: Site, source: _Source, functions: list[str], *, top: bool = Fals
             continue
         if rule.program is None or rule.optional_old_self:
             raise _Unmirrored
-        code, surely = source.of(_Parser(rule.rule).parse())
+        code, surely, _ = source.rule(_Parser(rule.rule).parse(), site)
         rules.append(f"    if not {code}:\n        return False" if surely
                      else f"    if ({code}) is not True:\n        return False")
     children: list[tuple[str, str]] = []
@@ -648,7 +738,7 @@ def _site(site: Site, source: _Source, functions: list[str], *, top: bool = Fals
                 raise _Unmirrored
             below = _site(child, source, functions)
             if below is not None:
-                children.append((source.const(cel_name), below))
+                children.append((source.const(name if source.shaped else cel_name), below))
     additional = None
     if not site.properties and site.additional is not None and site.additional.live:
         additional = _site(site.additional, source, functions)

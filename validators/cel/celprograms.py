@@ -19,8 +19,8 @@ from typing import Any
 from validators.cel import celengines, celfunctions
 from validators.findings import PathPart
 
-__all__ = ["ConversionError", "Memo", "OutOfTime", "Plan", "Rule", "Site", "compile_schema", "holds_text", "plan",
-           "to_cel", "whole_to_cel"]
+__all__ = ["ConversionError", "Memo", "OutOfTime", "Plan", "Rule", "Site", "compile_schema", "holds_text", "plain_size",
+           "plan", "to_cel", "whole_to_cel"]
 
 MAX_DEPTH = 64  # deeper values are refused (a structural schema this deep does not exist)
 
@@ -81,6 +81,9 @@ class Site:
     list_type: str = "atomic"
     map_keys: tuple[str, ...] = ()
     live: bool = False  # a rule sits here or below
+    # the structural step keeps fields here that CEL's copy prunes (additionalProperties: true beside
+    # properties, the apiVersion/kind/metadata of an embedded resource)
+    keeps_undeclared: bool = False
     plans: dict[tuple[bool, bool], Plan] = field(default_factory=dict, compare=False, repr=False)
     # each declared property's CEL name (None: inaccessible) and site, for ``whole_to_cel``; built on first use
     names: dict[str, tuple[str | None, Site]] | None = field(default=None, compare=False, repr=False)
@@ -217,6 +220,7 @@ def compile_schema(schema: Any, engine: celengines.Engine, *, depth: int = 0) ->
         preserve_unknown=schema.get("x-kubernetes-preserve-unknown-fields") is True,
         list_type=str(schema.get("x-kubernetes-list-type") or "atomic"),
         map_keys=tuple(k for k in keys if isinstance(k, str)) if isinstance(keys, list) else (),
+        keeps_undeclared=extra is True or schema.get("x-kubernetes-embedded-resource") is True,
     )
     site.live = bool(rules) or any(c.live for c in (*properties.values(), items, additional) if c is not None)
     return site
@@ -422,3 +426,61 @@ def _whole(value: Any, site: Site | None, depth: int, memo: Memo, root: bool = F
         out[name] = conv
         total += size
     return out, total
+
+
+_PLAIN_SCALARS = (str, int, float, bool, type(None))
+
+
+def plain_size(value: Any, limit: int) -> int | None:
+    """The node count of ``value`` when it is plain JSON that ``whole_to_cel`` converts without error and
+    the C++ engine takes as it is (see ``Memo.plain``), nested at most ``MAX_DEPTH - 1`` deep, with at
+    most ``limit`` nodes; else None. It counts every node, so it is never below ``whole_to_cel``'s size
+    of the same value (which leaves out what CEL does not see)."""
+    count = [0]
+    try:
+        return _plain(value, 0, count, limit)
+    except _NotPlain:
+        return None
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _plain(value: Any, depth: int, count: list[int], limit: int) -> int:
+    kind = type(value)
+    if kind is dict:
+        items: Any = value.items()
+    elif kind is list:
+        items = enumerate(value)
+    elif kind in _PLAIN_SCALARS:
+        if _odd_scalar(value):
+            raise _NotPlain
+        return 1
+    else:
+        raise _NotPlain
+    if depth >= MAX_DEPTH - 1:
+        raise _NotPlain
+    count[0] += len(value)
+    if count[0] > limit:
+        raise _NotPlain
+    total = 1
+    for key, item in items:
+        if kind is dict and (type(key) is not str or (not key.isascii() and _odd_scalar(key))):
+            raise _NotPlain
+        sub = type(item)
+        if sub is dict or sub is list:
+            total += _plain(item, depth + 1, count, limit)
+        elif sub is str:
+            if not item.isascii() and _odd_scalar(item):
+                raise _NotPlain
+            total += 1
+        elif sub is int:
+            if not -0x8000000000000000 <= item <= 0x7FFFFFFFFFFFFFFF:
+                raise _NotPlain
+            total += 1
+        elif sub in _PLAIN_SCALARS:
+            total += 1
+        else:
+            raise _NotPlain
+    return total

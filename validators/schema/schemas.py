@@ -38,7 +38,8 @@ MAX_QUOTE = 120
 
 
 class CelRules(Protocol):
-    def validate(self, obj: Any, *, old: Any = None, budget_seconds: float = 0.5) -> list[Finding]: ...
+    def validate(self, obj: Any, *, old: Any = None, budget_seconds: float = 0.5,
+                 shaped: bool = False) -> list[Finding]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +130,7 @@ def _cel_findings(entry: Compiled, value: Any, old: Any, shape: Callable[[Any], 
         return []
     try:
         old_value = shape(old).value if old is not None else None
-        return list(entry.cel.validate(value, old=old_value, budget_seconds=budget_seconds))
+        return list(entry.cel.validate(value, old=old_value, budget_seconds=budget_seconds, shaped=True))
     except Exception as e:  # CEL trouble is reported, never raised
         return [Finding(codes.SCHEMA_UNCHECKED, f"CEL rules not checked: {type(e).__name__}: {e}", (),
                         Severity.WARN)]
