@@ -433,7 +433,7 @@ _ORDER_OPS = {"<": "_lt", "<=": "_le", ">": "_gt", ">=": "_ge"}
 _FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 _STRING_METHODS = {"startsWith": "{t}.startswith({p})", "endsWith": "{t}.endswith({p})", "contains": "{p} in {t}"}
 
-Code = tuple[str, bool, Site | None]  # a Python expression, whether it surely gives a bool, its schema site
+Code = tuple[str, str | None, Site | None]  # a Python expression, the type it surely gives (bool, int, str), its site
 _ABSENT = None  # the shaped key of a CEL name that no map of the site can hold
 
 
@@ -477,8 +477,8 @@ class _Source:
         return self.of(tree)[0]
 
     def boolean(self, tree: tuple[Any, ...]) -> str:
-        code, surely, _ = self.of(tree)
-        return code if surely else f"_B({code})"
+        code, kind, _ = self.of(tree)
+        return code if kind == "bool" else f"_B({code})"
 
     def tested(self, code: str) -> tuple[str, str]:
         """(the name to test, its binding form): a variable is used as it is, anything else via a temp."""
@@ -510,106 +510,123 @@ class _Source:
 
     def _lit(self, value: Any) -> Code:
         if value is True or value is False:
-            return repr(value), True, None
+            return repr(value), "bool", None
         if isinstance(value, str):
-            return self.const(value), False, None  # a constant: the text never meets Python's literal syntax
-        return repr(value), False, None
+            return self.const(value), "str", None  # a constant: the text never meets Python's literal syntax
+        return repr(value), "int" if type(value) is int else None, None
 
     def _id(self, name: str) -> Code:
         for var, site in reversed(self.scope):
             if var == name:
-                return f"v_{name}", False, site
+                return f"v_{name}", None, site
         raise _Unparsable(f"unknown name {name}")  # oldSelf, a type name, ...
 
     def _list(self, items: list[tuple[Any, ...]]) -> Code:
         if all(item[0] == "lit" for item in items):
-            return self.const([item[1] for item in items]), False, None  # nothing here changes a list
-        return "[" + ", ".join(self.code(item) for item in items) + "]", False, None
+            return self.const([item[1] for item in items]), None, None  # nothing here changes a list
+        return "[" + ", ".join(self.code(item) for item in items) + "]", None, None
 
     def _sel(self, target: tuple[Any, ...], name: str) -> Code:
         code, _, site = self.of(target)
         key, child = self.key(site, name)
         if key is _ABSENT:
-            return "_U()", False, None  # CEL: no such key (or no such overload on a non-map)
+            return "_U()", None, None  # CEL: no such key (or no such overload on a non-map)
         value, bind = self.tested(code)
         k = self.const(key)
-        return f"({value}[{k}] if type({bind}) is dict and {k} in {value} else _U())", False, child
+        return f"({value}[{k}] if type({bind}) is dict and {k} in {value} else _U())", None, child
 
     def _has(self, target: tuple[Any, ...], name: str) -> Code:
         code, _, site = self.of(target)
         key, _ = self.key(site, name)
         value, bind = self.tested(code)
         test = "False" if key is _ABSENT else f"{self.const(key)} in {value}"
-        return f"({test} if type({bind}) is dict else _U())", True, None
+        return f"({test} if type({bind}) is dict else _U())", "bool", None
 
     def _index(self, target: tuple[Any, ...], index: tuple[Any, ...]) -> Code:
         code, _, site = self.of(target)
         helper = "_index_l" if self.shaped else "_index"
-        return f"{helper}({code}, {self.code(index)})", False, site.items if site is not None else None
+        return f"{helper}({code}, {self.code(index)})", None, site.items if site is not None else None
 
     def _not(self, operand: tuple[Any, ...]) -> Code:
-        return f"(not {self.boolean(operand)})", True, None
+        return f"(not {self.boolean(operand)})", "bool", None
 
     def _neg(self, operand: tuple[Any, ...]) -> Code:
-        return f"_neg({self.code(operand)})", False, None
+        return f"_neg({self.code(operand)})", "int", None
 
     def _cond(self, cond: tuple[Any, ...], yes: tuple[Any, ...], no: tuple[Any, ...]) -> Code:
         test = self.boolean(cond)
         (then, a, a_site), (other, b, b_site) = self.of(yes), self.of(no)
-        return f"({then} if {test} else {other})", a and b, a_site if a_site is b_site else None
+        return f"({then} if {test} else {other})", a if a == b else None, a_site if a_site is b_site else None
 
     def _op(self, op: str, left: tuple[Any, ...], right: tuple[Any, ...]) -> Code:
         if op == "&&":
-            return f"({self.boolean(right)} if {self.boolean(left)} else False)", True, None
+            return f"({self.boolean(right)} if {self.boolean(left)} else False)", "bool", None
         if op == "||":
-            return f"(True if {self.boolean(left)} else {self.boolean(right)})", True, None
+            return f"(True if {self.boolean(left)} else {self.boolean(right)})", "bool", None
         if op in _FLIPPED:
             literal = _typed_literal(right) or _typed_literal(left)
             if literal is not None:
                 flip = _typed_literal(right) is None
-                other = left if not flip else right
-                value, bind = self.tested(self.code(other))
+                code, kind, _ = self.of(left if not flip else right)
                 lit = self.code(right if not flip else left)
-                test = f"{value} {op if not flip else _FLIPPED[op]} {lit}"
-                return f"({test} if type({bind}) is {literal} else _U())", True, None
+                test = f"{{}} {op if not flip else _FLIPPED[op]} {lit}"
+                if kind == literal:
+                    return f"({test.format(code)})", "bool", None
+                value, bind = self.tested(code)
+                return f"({test.format(value)} if type({bind}) is {literal} else _U())", "bool", None
         if op in ("==", "!="):
-            x, x_bind = self.tested(self.code(left))
-            y, y_bind = self.tested(self.code(right))
+            (x_code, x_kind, _), (y_code, y_kind, _) = self.of(left), self.of(right)
+            if x_kind is not None and x_kind == y_kind:
+                return f"({x_code} {op} {y_code})", "bool", None
+            x, x_bind = self.tested(x_code)
+            y, y_bind = self.tested(y_code)
             kind = self.temp()
             return (f"({x} {op} {y} if ({kind} := type({x_bind})) is type({y_bind}) and {kind} in _EQT "
-                    "else _U())"), True, None
+                    "else _U())"), "bool", None
         if op in _ORDER_OPS:
-            return f"{_ORDER_OPS[op]}({self.code(left)}, {self.code(right)})", True, None
+            return f"{_ORDER_OPS[op]}({self.code(left)}, {self.code(right)})", "bool", None
         if op == "in":
             if right[0] == "list" and right[1] and all(i[0] == "lit" and type(i[1]) is str for i in right[1]):
                 options = self.const(frozenset(i[1] for i in right[1]))
-                value, bind = self.tested(self.code(left))
-                return f"({value} in {options} if type({bind}) is str else _U())", True, None
+                code, kind, _ = self.of(left)
+                if kind == "str":
+                    return f"({code} in {options})", "bool", None
+                value, bind = self.tested(code)
+                return f"({value} in {options} if type({bind}) is str else _U())", "bool", None
             helper = "_in_l" if self.shaped else "_in"
-            return f"{helper}({self.code(left)}, {self.code(right)})", True, None
-        if op == "+":
-            return f"_add({self.code(left)}, {self.code(right)})", False, None
-        if op == "-":
-            return f"_sub({self.code(left)}, {self.code(right)})", False, None
-        return "_U()", False, None  # * / %: not mirrored
+            return f"{helper}({self.code(left)}, {self.code(right)})", "bool", None
+        if op in ("+", "-"):
+            (x_code, x_kind, _), (y_code, y_kind, _) = self.of(left), self.of(right)
+            helper = "_add" if op == "+" else "_sub"
+            return f"{helper}({x_code}, {y_code})", x_kind if x_kind == y_kind and x_kind == "int" else None, None
+        return "_U()", None, None  # * / %: not mirrored
 
     def _call(self, name: str, target: tuple[Any, ...] | None, args: list[tuple[Any, ...]]) -> Code:
-        parts = [self.code(arg) for arg in args]  # every name must be known even where never reached
+        parts = [self.of(arg) for arg in args]  # every name must be known even where never reached
         if target is None:
             if name == "size" and len(parts) == 1:
-                return self._size(parts[0]), False, None
-            return "_U()", False, None  # duration(), int(), type(), ...: raises where the object reaches it
-        on = self.code(target)
+                return self._size(parts[0][0]), "int", None
+            return "_U()", None, None  # duration(), int(), type(), ...: raises where the object reaches it
+        on, on_kind, _ = self.of(target)
         if name == "size" and not parts:
-            return self._size(on), False, None
+            return self._size(on), "int", None
         if name in _STRING_METHODS and len(parts) == 1:
-            text, bind = self.tested(on)
-            arg, arg_bind = self.tested(parts[0])
+            arg_code, arg_kind, _ = parts[0]
+            checks = []
+            text, arg = on, arg_code  # a value known to be a string is used as it is
+            if on_kind != "str":
+                text, bind = self.tested(on)
+                checks.append(f"type({bind}) is str")
+            if arg_kind != "str":
+                arg, arg_bind = self.tested(arg_code)
+                checks.append(f"type({arg_bind}) is str")
             test = _STRING_METHODS[name].format(t=text, p=arg)
-            return f"({test} if type({bind}) is str and type({arg_bind}) is str else _U())", True, None
+            if not checks:
+                return f"({test})", "bool", None
+            return f"({test} if {' and '.join(checks)} else _U())", "bool", None
         if name == "matches" and len(parts) == 1:
-            return f"_matches({on}, {parts[0]})", True, None
-        return "_U()", False, None
+            return f"_matches({on}, {parts[0][0]})", "bool", None
+        return "_U()", None, None
 
     def _size(self, code: str) -> str:
         value, bind = self.tested(code)
@@ -619,12 +636,13 @@ class _Source:
         value, _, site = self.of(init)
         self.scope.append((var, site))
         try:
-            inner, surely, inner_site = self.of(body)
+            inner, kind, inner_site = self.of(body)
         finally:
             self.scope.pop()
-        return f"(lambda v_{var}: {inner})({value})", surely, inner_site
+        return f"(lambda v_{var}: {inner})({value})", kind, inner_site
 
     def _macro(self, name: str, target: tuple[Any, ...], var: str, body: tuple[Any, ...]) -> Code:
+        # a helper's loop calling a lambda: cheaper than a generator for the short lists rules walk
         over, _, site = self.of(target)
         self.scope.append((var, site.items if site is not None else None))
         try:
@@ -632,8 +650,8 @@ class _Source:
         finally:
             self.scope.pop()
         helper = f"_{name}_l" if self.shaped and name in ("all", "exists", "exists_one") else f"_{name}"
-        return (f"{helper}(_c, {over}, lambda v_{var}: {test})", name in ("all", "exists", "exists_one"),
-                site if name == "filter" else None)
+        kind = None if name in ("filter", "map") else "bool"
+        return f"{helper}(_c, {over}, lambda v_{var}: {test})", kind, site if name == "filter" else None
 
 
 def _typed_literal(tree: tuple[Any, ...]) -> str | None:
@@ -725,8 +743,8 @@ def _site(site: Site, source: _Source, functions: list[str], *, top: bool = Fals
             continue
         if rule.program is None or rule.optional_old_self:
             raise _Unmirrored
-        code, surely, _ = source.rule(_Parser(rule.rule).parse(), site)
-        rules.append(f"    if not {code}:\n        return False" if surely
+        code, kind, _ = source.rule(_Parser(rule.rule).parse(), site)
+        rules.append(f"    if not {code}:\n        return False" if kind == "bool"
                      else f"    if ({code}) is not True:\n        return False")
     children: list[tuple[str, str]] = []
     if site.properties:
