@@ -428,59 +428,82 @@ def _whole(value: Any, site: Site | None, depth: int, memo: Memo, root: bool = F
     return out, total
 
 
-_PLAIN_SCALARS = (str, int, float, bool, type(None))
-
 
 def plain_size(value: Any, limit: int) -> int | None:
     """The node count of ``value`` when it is plain JSON that ``whole_to_cel`` converts without error and
     the C++ engine takes as it is (see ``Memo.plain``), nested at most ``MAX_DEPTH - 1`` deep, with at
     most ``limit`` nodes; else None. It counts every node, so it is never below ``whole_to_cel``'s size
     of the same value (which leaves out what CEL does not see)."""
-    count = [0]
     try:
-        return _plain(value, 0, count, limit)
+        kind = type(value)
+        if kind is dict:
+            total = _plain_map(value, 1, limit)
+        elif kind is list:
+            total = _plain_list(value, 1, limit)
+        else:
+            total = _plain_scalar(value)
     except _NotPlain:
         return None
+    return total if total <= limit else None
 
 
 class _NotPlain(Exception):
     pass
 
 
-def _plain(value: Any, depth: int, count: list[int], limit: int) -> int:
-    kind = type(value)
-    if kind is dict:
-        items: Any = value.items()
-    elif kind is list:
-        items = enumerate(value)
-    elif kind in _PLAIN_SCALARS:
-        if _odd_scalar(value):
+def _plain_scalar(item: Any) -> int:
+    kind = type(item)
+    if kind is str:
+        if not item.isascii() and _odd_scalar(item):
             raise _NotPlain
-        return 1
-    else:
+    elif kind is int:
+        if not -0x8000000000000000 <= item <= 0x7FFFFFFFFFFFFFFF:
+            raise _NotPlain
+    elif kind is not bool and kind is not float and item is not None:
         raise _NotPlain
-    if depth >= MAX_DEPTH - 1:
-        raise _NotPlain
-    count[0] += len(value)
-    if count[0] > limit:
+    return 1
+
+
+def _plain_map(value: dict[Any, Any], depth: int, limit: int) -> int:
+    # depth: that of the members; whole_to_cel refuses any value deeper than MAX_DEPTH
+    if depth >= MAX_DEPTH:
         raise _NotPlain
     total = 1
-    for key, item in items:
-        if kind is dict and (type(key) is not str or (not key.isascii() and _odd_scalar(key))):
+    for key, item in value.items():
+        if type(key) is not str or (not key.isascii() and _odd_scalar(key)):
             raise _NotPlain
-        sub = type(item)
-        if sub is dict or sub is list:
-            total += _plain(item, depth + 1, count, limit)
-        elif sub is str:
+        kind = type(item)
+        if kind is str:
             if not item.isascii() and _odd_scalar(item):
                 raise _NotPlain
             total += 1
-        elif sub is int:
-            if not -0x8000000000000000 <= item <= 0x7FFFFFFFFFFFFFFF:
+        elif kind is dict:
+            total += _plain_map(item, depth + 1, limit)
+        elif kind is list:
+            total += _plain_list(item, depth + 1, limit)
+        else:
+            total += _plain_scalar(item)
+    if total > limit:
+        raise _NotPlain
+    return total
+
+
+def _plain_list(value: list[Any], depth: int, limit: int) -> int:
+    if depth >= MAX_DEPTH:
+        raise _NotPlain
+    total = 1
+    for item in value:
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() and _odd_scalar(item):
                 raise _NotPlain
             total += 1
-        elif sub in _PLAIN_SCALARS:
-            total += 1
+        elif kind is dict:
+            total += _plain_map(item, depth + 1, limit)
+        elif kind is list:
+            total += _plain_list(item, depth + 1, limit)
         else:
-            raise _NotPlain
+            total += _plain_scalar(item)
+    if total > limit:
+        raise _NotPlain
     return total
