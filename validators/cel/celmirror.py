@@ -382,22 +382,53 @@ def _exists_one(count: list[int], value: Any, test: Callable[[Any], Any]) -> boo
     return found == 1
 
 
+# The shaped reading's forms (lists only), each one loop: these run once per macro of every object.
+
+
 def _all_l(count: list[int], value: Any, test: Callable[[Any], Any]) -> bool:
     if type(value) is not list:
         raise Unsure
-    return _all(count, value, test)
+    count[0] += len(value)
+    if count[0] > ITERATIONS:
+        raise Unsure
+    for member in value:
+        result = test(member)
+        if result is False:
+            return False
+        if result is not True:
+            raise Unsure
+    return True
 
 
 def _exists_l(count: list[int], value: Any, test: Callable[[Any], Any]) -> bool:
     if type(value) is not list:
         raise Unsure
-    return _exists(count, value, test)
+    count[0] += len(value)
+    if count[0] > ITERATIONS:
+        raise Unsure
+    for member in value:
+        result = test(member)
+        if result is True:
+            return True
+        if result is not False:
+            raise Unsure
+    return False
 
 
 def _exists_one_l(count: list[int], value: Any, test: Callable[[Any], Any]) -> bool:
     if type(value) is not list:
         raise Unsure
-    return _exists_one(count, value, test)
+    count[0] += len(value)
+    if count[0] > ITERATIONS:
+        raise Unsure
+    found = 0
+    for member in value:
+        result = test(member)
+        if result is True:
+            found += 1
+        elif result is not False:
+            raise Unsure
+    return found == 1
 
 
 def _in_l(x: Any, y: Any) -> bool:
