@@ -38,6 +38,7 @@ COST_LIMIT = 1_000_000  # the API server's per-expression PerCallLimit, applied 
 # the largest object the shaped mirror judges without CEL's copy: converting it could not come near the
 # time budget, so skipping the conversion cannot skip a budget stop
 SHAPED_NODES = 10_000
+UNCOUNTED = -1  # validate(plain_nodes=): the caller did not count the object
 COUNTERS: dict[str, int] = {"compile_errors": 0, "eval_errors": 0, "budget_exceeded": 0, "rules_failed": 0}
 
 RULE_FAILED, ENGINE_ERROR, BUDGET_EXCEEDED, RULE_ERROR = "RG0300", "RG0301", "RG0302", "RG0303"
@@ -142,14 +143,17 @@ class CelValidator:
         return validator
 
     def validate(self, obj: Mapping[str, Any], *, old: Mapping[str, Any] | None = None,
-                 budget_seconds: float = 0.5, shaped: bool = False) -> list[Finding]:
+                 budget_seconds: float = 0.5, shaped: bool = False,
+                 plain_nodes: int | None = UNCOUNTED) -> list[Finding]:
         """Findings for ``obj`` (defaulted already); ``old`` on UPDATE enables transition rules.
         ``shaped``: ``obj`` is ``structural``'s output for this schema (pruned and defaulted), which
-        lets a new object be proven without CEL's copy of it (``celmirror``'s shaped reading)."""
+        lets a new object be proven without CEL's copy of it (``celmirror``'s shaped reading);
+        ``plain_nodes``: ``celprograms.plain_size(obj)`` without a limit when the caller counted it
+        (``structural.Structured.plain_nodes``; None: not plain)."""
         # CPU time of this thread, not wall time: on a busy machine (a burst of reviews) a valid object
         # must not run out of budget because other threads held the CPU.
         start = time.thread_time()
-        if self._passes_whole(obj, old, start + budget_seconds, shaped=shaped):
+        if self._passes_whole(obj, old, start + budget_seconds, shaped=shaped, plain_nodes=plain_nodes):
             return []
         run = _Run(deadline=start + budget_seconds, budget=budget_seconds)
         run.memo.deadline = run.deadline
@@ -161,7 +165,8 @@ class CelValidator:
             run.findings.append(self._engine_error((), f"internal error {type(e).__name__}: {e}; rules not checked"))
         return run.findings
 
-    def _passes_whole(self, obj: Any, old: Any, deadline: float, *, shaped: bool = False) -> bool:
+    def _passes_whole(self, obj: Any, old: Any, deadline: float, *, shaped: bool = False,
+                      plain_nodes: int | None = UNCOUNTED) -> bool:
         """Whether every rule that applies to a new ``obj`` is true, by one engine call (``celwhole``);
         False says nothing: the walk then judges the object as if this had not run. Taken only where
         the walk could not stop on the budget: within the time left, and with no rule's cost estimate
@@ -191,8 +196,9 @@ class CelValidator:
             if old is not None:
                 celprograms.whole_to_cel(old, self._root, memo)
             if shaped and self._shaped is not None and (old is None or not _same(old, obj)):
-                counted = celprograms.plain_size(obj, SHAPED_NODES)
-                if counted is not None and whole.cost_bound(counted) <= COST_LIMIT and self._shaped.proves(obj):
+                counted = celprograms.plain_size(obj, SHAPED_NODES) if plain_nodes == UNCOUNTED else plain_nodes
+                if (counted is not None and counted <= SHAPED_NODES and whole.cost_bound(counted) <= COST_LIMIT
+                        and self._shaped.proves(obj)):
                     return time.thread_time() <= deadline
             value, size = celprograms.whole_to_cel(obj, self._root, memo)
         except celprograms.ConversionError:
@@ -377,7 +383,8 @@ class _Unavailable(CelValidator):
         self._why = why
 
     def validate(self, obj: Mapping[str, Any], *, old: Mapping[str, Any] | None = None,
-                 budget_seconds: float = 0.5, shaped: bool = False) -> list[Finding]:
+                 budget_seconds: float = 0.5, shaped: bool = False,
+                 plain_nodes: int | None = UNCOUNTED) -> list[Finding]:
         COUNTERS["eval_errors"] += 1
         why = f"CEL rules of {self.kind} not checked: {self._why}"
         return [Finding(ENGINE_ERROR, why, (), Severity.WARN)]
