@@ -3,15 +3,21 @@
 ``celchecks._passes_whole`` asks the C++ engine whether every rule of a new object holds. That call
 costs far more than its rules suggest: the engine converts the whole bound value (~0.6 us per map
 entry) and then interprets each operation at ~0.3 us. Most rules of the Gateway API CRDs are a few
-``has()``, ``==`` and ``.size()`` tests, which plain Python closures answer several times faster.
+``has()``, ``==`` and ``.size()`` tests, which plain Python answers several times faster.
 
-:func:`compile_mirror` turns the rules of a :class:`~validators.cel.celprograms.Site` tree into such
-closures, for a subset of CEL, and walks the object as the ``celwhole`` program walks it. The answer
-is one-sided, like the conjunction it stands in for: ``True`` only when every closure returned exactly
-the value CEL returns, and every rule came out ``true``; anything else (a false rule, a CEL error, a
-value or operation outside the subset) is "not proven", and the caller asks the engine as before.
-So every closure either returns CEL's value or raises :class:`Unsure`; none absorbs an error the way
-CEL's commutative ``&&`` may (returning ``Unsure`` where CEL would say ``false`` is always safe).
+:func:`compile_mirror` writes the rules of a :class:`~validators.cel.celprograms.Site` tree, for a
+subset of CEL, as Python source: one function per site, walking the object as the ``celwhole``
+program walks it. The answer is one-sided, like the conjunction it stands in for: ``True`` only when
+every expression gave exactly the value CEL gives, and every rule came out ``true``; anything else (a
+false rule, a CEL error, a value or operation outside the subset) is "not proven", and the caller
+asks the engine as before. So every expression either gives CEL's value or raises :class:`Unsure`;
+none absorbs an error the way CEL's commutative ``&&`` may (``Unsure`` where CEL would say ``false``
+is always safe).
+
+Two readings: of ``whole_to_cel``'s copy (CEL's escaped names, the root metadata cut), and ``shaped``,
+of the object as ``structural`` left it, which ``schemas.check`` has at hand anyway: the code maps
+CEL's names back to the declared ones through the schema sites it tracks (see :class:`_Source`), so
+no copy is made for an object that is proven.
 
 The subset: literals (decimal int, string, bool, null, list); ``self`` and the variables of macros;
 ``.field``, ``[index]``, ``has()``; ``! - + == != < <= > >= in && || ?:``; ``size``, ``startsWith``,
@@ -20,9 +26,10 @@ The subset: literals (decimal int, string, bool, null, list); ``self`` and the v
 type (no heterogeneous ``==``, no ``int`` vs ``double``); any other function compiles to a closure
 that raises :class:`Unsure` when reached. A rule text the parser does not take gives no mirror at all.
 
-The bound value must also be one the engine converts as it is: ``celprograms.whole_to_cel`` marks an
-int outside int64 (the engine makes it a ``uint``) or a string that is not valid UTF-8 (the engine
-fails), and the caller then asks the engine. Comprehension iterations are capped at :data:`ITERATIONS`,
+The bound value must also be one the engine converts as it is: ``celprograms.whole_to_cel`` (and,
+for the shaped reading, ``structural``'s count or ``celprograms.plain_size``) marks an int outside
+int64 (the engine makes it a ``uint``) or a string that is not valid UTF-8 (the engine fails), and
+the caller then asks the engine. Comprehension iterations are capped at :data:`ITERATIONS`,
 well under the engine's own cap, so no object the engine would refuse for its cap is proven here.
 tests/validators/test_cel_mirror.py compares every mirrored rule and program with the engine.
 """
