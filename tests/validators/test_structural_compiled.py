@@ -14,6 +14,7 @@ from crdobjects import crd_objects, crd_schemas
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from validators.cel import celprograms
 from validators.schema import structural
 from validators.schema.crds import SchemaKey
 
@@ -24,6 +25,8 @@ def same(obj: Any, schema: Any) -> structural.Structured:
     got = structural.compile_apply(schema)(obj)
     assert got == want
     assert obj == before  # the input is never mutated
+    assert want.plain_nodes == structural.UNCOUNTED
+    assert got.plain_nodes == celprograms.plain_size(got.value, 10**9)  # what celchecks would count
     return got
 
 
@@ -36,7 +39,9 @@ def test_crd_objects_are_pruned_and_defaulted_as_the_reference_does(
 
 
 NAMES = ("a", "b", "metadata", "kind", "apiVersion")
-LEAF = st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["", "x", 1.5])
+# the values the CEL engine cannot take as they are (plain_nodes None) among the ordinary ones
+ODD = st.sampled_from(["\ud800", "ü", 2**63, -(2**63) - 1, 2**63 - 1])
+LEAF = st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["", "x", 1.5]) | ODD
 VALUES = st.recursive(
     LEAF,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(NAMES), inner, max_size=4)
@@ -83,3 +88,19 @@ def test_defaults_and_pruning_report_paths_in_document_order() -> None:
     shaped = same({"kind": "X", "spec": {"list": [{}, {"junk": 1}], "other": 2}, "extra": None}, schema)
     assert shaped.value == {"kind": "X", "spec": {"list": [{"n": 1}, {"n": 1}], "mode": "PathPrefix"}}
     assert shaped.unknown == (("spec", "list", 1, "junk"), ("spec", "other"), ("extra",))
+
+
+def test_the_node_count_is_cels_and_marks_what_the_engine_cannot_take() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}},
+                                               "b": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+    shaped = structural.compile_apply(schema)
+    assert shaped({"a": ["x", "y"], "b": {"c": [1]}}).plain_nodes == 7  # the root, a, x, y, b, c, 1
+    assert shaped({"a": ["\ud800"]}).plain_nodes is None
+    assert shaped({"b": {"\ud800": 1}}).plain_nodes is None
+    assert shaped({"b": {1: 1}}).plain_nodes is None
+    assert shaped({"b": {"c": 2**64}}).plain_nodes is None
+    deep: Any = 1
+    for _ in range(structural.CEL_DEPTH):
+        deep = {"c": deep}
+    assert shaped({"b": deep}).plain_nodes is None
+    assert structural.CEL_DEPTH == celprograms.MAX_DEPTH

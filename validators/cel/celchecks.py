@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from validators import texts
-from validators.cel import celengines, celprograms, celwhole
+from validators.cel import celengines, celmirror, celprograms, celwhole
 from validators.codes import RuleInfo
 from validators.findings import Finding, PathPart, Severity
 
@@ -35,6 +35,10 @@ Path = tuple[PathPart, ...]
 __all__ = ["COST_LIMIT", "COUNTERS", "RULE_INFOS", "CelValidator", "engine_name"]
 
 COST_LIMIT = 1_000_000  # the API server's per-expression PerCallLimit, applied to our size estimate
+# the largest object the shaped mirror judges without CEL's copy: converting it could not come near the
+# time budget, so skipping the conversion cannot skip a budget stop
+SHAPED_NODES = 10_000
+UNCOUNTED = -1  # validate(plain_nodes=): the caller did not count the object
 COUNTERS: dict[str, int] = {"compile_errors": 0, "eval_errors": 0, "budget_exceeded": 0, "rules_failed": 0}
 
 RULE_FAILED, ENGINE_ERROR, BUDGET_EXCEEDED, RULE_ERROR = "RG0300", "RG0301", "RG0302", "RG0303"
@@ -119,6 +123,9 @@ class CelValidator:
         self.rule_count = len(rules)
         self.compile_errors = tuple(f"{r.rule}: {r.error}" for r in rules if r.program is None)
         self._whole: celwhole.Whole | None = None
+        self._mirror: celmirror.Mirror | None = None
+        self._shaped: celmirror.Mirror | None = None
+        self.mirrored = True  # False: always ask the engine (the differential tests compare both)
         self._whole_built = False
 
     @classmethod
@@ -136,12 +143,17 @@ class CelValidator:
         return validator
 
     def validate(self, obj: Mapping[str, Any], *, old: Mapping[str, Any] | None = None,
-                 budget_seconds: float = 0.5) -> list[Finding]:
-        """Findings for ``obj`` (defaulted already); ``old`` on UPDATE enables transition rules."""
+                 budget_seconds: float = 0.5, shaped: bool = False,
+                 plain_nodes: int | None = UNCOUNTED) -> list[Finding]:
+        """Findings for ``obj`` (defaulted already); ``old`` on UPDATE enables transition rules.
+        ``shaped``: ``obj`` is ``structural``'s output for this schema (pruned and defaulted), which
+        lets a new object be proven without CEL's copy of it (``celmirror``'s shaped reading);
+        ``plain_nodes``: ``celprograms.plain_size(obj)`` without a limit when the caller counted it
+        (``structural.Structured.plain_nodes``; None: not plain)."""
         # CPU time of this thread, not wall time: on a busy machine (a burst of reviews) a valid object
         # must not run out of budget because other threads held the CPU.
         start = time.thread_time()
-        if self._passes_whole(obj, old, start + budget_seconds):
+        if self._passes_whole(obj, old, start + budget_seconds, shaped=shaped, plain_nodes=plain_nodes):
             return []
         run = _Run(deadline=start + budget_seconds, budget=budget_seconds)
         run.memo.deadline = run.deadline
@@ -153,7 +165,8 @@ class CelValidator:
             run.findings.append(self._engine_error((), f"internal error {type(e).__name__}: {e}; rules not checked"))
         return run.findings
 
-    def _passes_whole(self, obj: Any, old: Any, deadline: float) -> bool:
+    def _passes_whole(self, obj: Any, old: Any, deadline: float, *, shaped: bool = False,
+                      plain_nodes: int | None = UNCOUNTED) -> bool:
         """Whether every rule that applies to a new ``obj`` is true, by one engine call (``celwhole``);
         False says nothing: the walk then judges the object as if this had not run. Taken only where
         the walk could not stop on the budget: within the time left, and with no rule's cost estimate
@@ -161,11 +174,19 @@ class CelValidator:
 
         On UPDATE it also answers when no rule can see the old object (``Whole.old_blind``): the walk
         then runs a subset of the same rules on the same new nodes (ratcheting only skips rules), and
-        the old object converts for CEL as a whole, so none of its parts would fail to convert."""
+        the old object converts for CEL as a whole, so none of its parts would fail to convert.
+
+        A ``shaped`` object of at most :data:`SHAPED_NODES` plain nodes is first put to the shaped
+        mirror, which reads it without CEL's copy; a proof there is the answer the rest of this
+        method would give (the copy would convert: ``plain_size``; its size is at most the counted
+        one, so the cost bound holds too), anything else takes the rest of the method."""
         if self._engine is None or obj is None:
             return False
         if not self._whole_built:  # racing threads build the same program; the later store wins
             self._whole = celwhole.compile_whole(self._root, self._engine)
+            mirrored = self._whole is not None and self.mirrored
+            self._mirror = celmirror.compile_mirror(self._root) if mirrored else None
+            self._shaped = celmirror.compile_mirror(self._root, shaped=True) if mirrored else None
             self._whole_built = True
         whole = self._whole
         if whole is None or (old is not None and not whole.old_blind) or time.thread_time() > deadline:
@@ -174,6 +195,11 @@ class CelValidator:
             memo = celprograms.Memo(deadline, keep=False)
             if old is not None:
                 celprograms.whole_to_cel(old, self._root, memo)
+            if shaped and self._shaped is not None and (old is None or not _same(old, obj)):
+                counted = celprograms.plain_size(obj, SHAPED_NODES) if plain_nodes == UNCOUNTED else plain_nodes
+                if (counted is not None and counted <= SHAPED_NODES and whole.cost_bound(counted) <= COST_LIMIT
+                        and self._shaped.proves(obj)):
+                    return time.thread_time() <= deadline
             value, size = celprograms.whole_to_cel(obj, self._root, memo)
         except celprograms.ConversionError:
             return False
@@ -181,6 +207,8 @@ class CelValidator:
             return False
         if old is not None and _same(old, obj):  # the walk would ratchet every node: no rule runs
             return time.thread_time() <= deadline
+        if memo.plain and self._mirror is not None and self._mirror.proves(value):
+            return time.thread_time() <= deadline  # the engine's program would be true (celmirror)
         try:
             bound = self._engine.bind({"self": value, "oldSelf": None, "__old": None, "__hasOld": False})
         except celengines.CelEvalError:
@@ -355,7 +383,8 @@ class _Unavailable(CelValidator):
         self._why = why
 
     def validate(self, obj: Mapping[str, Any], *, old: Mapping[str, Any] | None = None,
-                 budget_seconds: float = 0.5) -> list[Finding]:
+                 budget_seconds: float = 0.5, shaped: bool = False,
+                 plain_nodes: int | None = UNCOUNTED) -> list[Finding]:
         COUNTERS["eval_errors"] += 1
         why = f"CEL rules of {self.kind} not checked: {self._why}"
         return [Finding(ENGINE_ERROR, why, (), Severity.WARN)]

@@ -19,8 +19,8 @@ from typing import Any
 from validators.cel import celengines, celfunctions
 from validators.findings import PathPart
 
-__all__ = ["ConversionError", "Memo", "OutOfTime", "Plan", "Rule", "Site", "compile_schema", "holds_text", "plan",
-           "to_cel", "whole_to_cel"]
+__all__ = ["ConversionError", "Memo", "OutOfTime", "Plan", "Rule", "Site", "compile_schema", "holds_text", "plain_size",
+           "plan", "to_cel", "whole_to_cel"]
 
 MAX_DEPTH = 64  # deeper values are refused (a structural schema this deep does not exist)
 
@@ -81,6 +81,9 @@ class Site:
     list_type: str = "atomic"
     map_keys: tuple[str, ...] = ()
     live: bool = False  # a rule sits here or below
+    # the structural step keeps fields here that CEL's copy prunes (additionalProperties: true beside
+    # properties, the apiVersion/kind/metadata of an embedded resource)
+    keeps_undeclared: bool = False
     plans: dict[tuple[bool, bool], Plan] = field(default_factory=dict, compare=False, repr=False)
     # each declared property's CEL name (None: inaccessible) and site, for ``whole_to_cel``; built on first use
     names: dict[str, tuple[str | None, Site]] | None = field(default=None, compare=False, repr=False)
@@ -217,6 +220,7 @@ def compile_schema(schema: Any, engine: celengines.Engine, *, depth: int = 0) ->
         preserve_unknown=schema.get("x-kubernetes-preserve-unknown-fields") is True,
         list_type=str(schema.get("x-kubernetes-list-type") or "atomic"),
         map_keys=tuple(k for k in keys if isinstance(k, str)) if isinstance(keys, list) else (),
+        keeps_undeclared=extra is True or schema.get("x-kubernetes-embedded-resource") is True,
     )
     site.live = bool(rules) or any(c.live for c in (*properties.values(), items, additional) if c is not None)
     return site
@@ -238,6 +242,9 @@ class Memo:
     done: dict[tuple[int, int, bool], tuple[Any, int]] = field(default_factory=dict)
     nodes: int = 0
     keep: bool = True  # False: one conversion of the whole object, where nothing is converted twice
+    # whole_to_cel: False once the value holds what the C++ engine does not take as it is (an int outside
+    # int64 becomes a uint, a string that is not valid UTF-8 fails), or anything not a plain JSON value
+    plain: bool = True
 
     def tick(self) -> None:
         self.nodes += 1
@@ -365,9 +372,28 @@ def whole_to_cel(value: Any, root: Site, memo: Memo) -> tuple[Any, int]:
     return _whole(value, root, 0, memo, True)
 
 
+def _odd_scalar(item: Any) -> bool:
+    """Whether the C++ engine takes this exact-typed scalar differently from CEL's view of JSON."""
+    kind = type(item)
+    if kind is str:
+        if item.isascii():
+            return False
+        try:
+            item.encode("utf-8")
+        except UnicodeError:  # a lone surrogate
+            return True
+        return False
+    return kind is int and not -0x8000000000000000 <= item <= 0x7FFFFFFFFFFFFFFF
+
+
 def _whole(value: Any, site: Site | None, depth: int, memo: Memo, root: bool = False) -> tuple[Any, int]:
     kind = type(value)
     if depth > MAX_DEPTH or (kind is not dict and kind is not list):
+        if kind in _SCALARS:
+            if _odd_scalar(value):
+                memo.plain = False
+        else:
+            memo.plain = False
         return to_cel(value, site, root=root, depth=depth, memo=memo)
     memo.tick()
     inline = depth < MAX_DEPTH
@@ -377,6 +403,8 @@ def _whole(value: Any, site: Site | None, depth: int, memo: Memo, root: bool = F
         out_list = []
         for item in value:
             if inline and type(item) in _SCALARS:
+                if ((type(item) is str and not item.isascii()) or type(item) is int) and _odd_scalar(item):
+                    memo.plain = False
                 out_list.append(item)
                 total += 1
                 continue
@@ -386,7 +414,11 @@ def _whole(value: Any, site: Site | None, depth: int, memo: Memo, root: bool = F
         return out_list, total
     out: dict[str, Any] = {}
     for name, child, item, _ in _members(value, site, root):
+        if not name.isascii() and _odd_scalar(str(name)):
+            memo.plain = False
         if inline and type(item) in _SCALARS:
+            if ((type(item) is str and not item.isascii()) or type(item) is int) and _odd_scalar(item):
+                memo.plain = False
             out[name] = item
             total += 1
             continue
@@ -394,3 +426,84 @@ def _whole(value: Any, site: Site | None, depth: int, memo: Memo, root: bool = F
         out[name] = conv
         total += size
     return out, total
+
+
+
+def plain_size(value: Any, limit: int) -> int | None:
+    """The node count of ``value`` when it is plain JSON that ``whole_to_cel`` converts without error and
+    the C++ engine takes as it is (see ``Memo.plain``), nested at most ``MAX_DEPTH - 1`` deep, with at
+    most ``limit`` nodes; else None. It counts every node, so it is never below ``whole_to_cel``'s size
+    of the same value (which leaves out what CEL does not see)."""
+    try:
+        kind = type(value)
+        if kind is dict:
+            total = _plain_map(value, 1, limit)
+        elif kind is list:
+            total = _plain_list(value, 1, limit)
+        else:
+            total = _plain_scalar(value)
+    except _NotPlain:
+        return None
+    return total if total <= limit else None
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _plain_scalar(item: Any) -> int:
+    kind = type(item)
+    if kind is str:
+        if not item.isascii() and _odd_scalar(item):
+            raise _NotPlain
+    elif kind is int:
+        if not -0x8000000000000000 <= item <= 0x7FFFFFFFFFFFFFFF:
+            raise _NotPlain
+    elif kind is not bool and kind is not float and item is not None:
+        raise _NotPlain
+    return 1
+
+
+def _plain_map(value: dict[Any, Any], depth: int, limit: int) -> int:
+    # depth: that of the members; whole_to_cel refuses any value deeper than MAX_DEPTH
+    if depth >= MAX_DEPTH:
+        raise _NotPlain
+    total = 1
+    for key, item in value.items():
+        if type(key) is not str or (not key.isascii() and _odd_scalar(key)):
+            raise _NotPlain
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() and _odd_scalar(item):
+                raise _NotPlain
+            total += 1
+        elif kind is dict:
+            total += _plain_map(item, depth + 1, limit)
+        elif kind is list:
+            total += _plain_list(item, depth + 1, limit)
+        else:
+            total += _plain_scalar(item)
+    if total > limit:
+        raise _NotPlain
+    return total
+
+
+def _plain_list(value: list[Any], depth: int, limit: int) -> int:
+    if depth >= MAX_DEPTH:
+        raise _NotPlain
+    total = 1
+    for item in value:
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() and _odd_scalar(item):
+                raise _NotPlain
+            total += 1
+        elif kind is dict:
+            total += _plain_map(item, depth + 1, limit)
+        elif kind is list:
+            total += _plain_list(item, depth + 1, limit)
+        else:
+            total += _plain_scalar(item)
+    if total > limit:
+        raise _NotPlain
+    return total

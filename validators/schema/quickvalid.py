@@ -29,7 +29,7 @@ from fractions import Fraction
 from typing import Any
 
 from validators import budgets
-from validators.schema.schemaformats import FORMATS, go_pattern
+from validators.schema.schemaformats import _NO_MATCH, _UNANCHORED, FORMATS, go_pattern
 from validators.schema.schemakeywords import KEYWORDS, _same
 
 Check = Callable[[Any], bool]
@@ -61,6 +61,8 @@ _spent = 0  # shared by all threads: a lost increment only moves the next budget
 
 
 def _tick(where: str) -> None:
+    """Counts one object, array or pattern; checks the budget every SPEND_EVERY. The hot closures
+    count inline and call this only when the count is due (it counts once more then: harmless)."""
     global _spent
     _spent += 1
     if _spent >= SPEND_EVERY:
@@ -233,14 +235,26 @@ def _string(schema: dict[str, Any]) -> list[Check]:
     compiled = go_pattern(text) if isinstance(text, str) else None
     has_pattern = isinstance(text, str)
 
+    # RE2's own match, as GoPattern.search calls it, without its two calls per value
+    match = compiled._match if compiled is not None and _UNANCHORED is not None else None
+
     def string(value: str) -> bool:
+        global _spent
         size = len(value)
         if (low is not None and size < low) or (high is not None and size > high):
             return False
         if not has_pattern or (skip_above is not None and size > skip_above):
             return True  # as jsonschema: no pattern runs on a value longer than maxLength
-        _tick("pattern")
-        return compiled is not None and compiled.search(value)
+        _spent += 1
+        if _spent >= SPEND_EVERY:
+            _tick("pattern")
+        if match is None:
+            return compiled is not None and compiled.search(value)
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: GoPattern.search reads it as U+FFFD
+            return compiled is not None and compiled.search(value)
+        return bool(match(_UNANCHORED, data, 0, len(data))[0] != _NO_MATCH)
 
     return [string]
 
@@ -268,7 +282,10 @@ def _array(schema: dict[str, Any]) -> list[Check]:
 
 def _each(node: _Node) -> Check:
     def each(value: list[Any]) -> bool:
-        _tick("items")
+        global _spent
+        _spent += 1
+        if _spent >= SPEND_EVERY:
+            _tick("items")
         for item in value:  # noqa: SIM110 (a plain loop: all() over a generator is slower here)
             if not node[type(item)](item):
                 return False
@@ -324,16 +341,20 @@ def _object(schema: dict[str, Any]) -> list[Check]:
     forbid = has_extra and extra_node is None and not extra
     budgeted = "properties" in schema
 
+    required = frozenset(names)
+
     def fields(value: dict[str, Any]) -> bool:
-        for name in names:
-            if name not in value:
-                return False
+        global _spent
+        if required and not value.keys() >= required:
+            return False
         if (low is not None and len(value) < low) or (high is not None and len(value) > high):
             return False
         if not walks:
             return True
         if budgeted:
-            _tick("properties")
+            _spent += 1
+            if _spent >= SPEND_EVERY:
+                _tick("properties")
         for key, item in value.items():
             node = nodes.get(key)
             if node is None:

@@ -38,7 +38,8 @@ MAX_QUOTE = 120
 
 
 class CelRules(Protocol):
-    def validate(self, obj: Any, *, old: Any = None, budget_seconds: float = 0.5) -> list[Finding]: ...
+    def validate(self, obj: Any, *, old: Any = None, budget_seconds: float = 0.5, shaped: bool = False,
+                 plain_nodes: int | None = -1) -> list[Finding]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,7 @@ def check(obj: Any, schema: Mapping[str, Any], *, kind: str, old: Any = None,
     ]
     if not (quick and entry.clean(shaped.value)):
         found += _schema_findings(entry.validator, shaped.value)
-    found += _cel_findings(entry, shaped.value, old, shape, budget_seconds)
+    found += _cel_findings(entry, shaped, old, shape, budget_seconds)
     return Outcome(shaped.value, tuple(found))
 
 
@@ -120,8 +121,8 @@ def _schema_findings(validator: Validator, value: Any) -> Iterator[Finding]:
         yield to_finding(error)
 
 
-def _cel_findings(entry: Compiled, value: Any, old: Any, shape: Callable[[Any], structural.Structured],
-                  budget_seconds: float) -> list[Finding]:
+def _cel_findings(entry: Compiled, shaped: structural.Structured, old: Any,
+                  shape: Callable[[Any], structural.Structured], budget_seconds: float) -> list[Finding]:
     if entry.cel_error:
         return [Finding(codes.SCHEMA_UNCHECKED, f"CEL rules not checked: {entry.cel_error}", (),
                         Severity.WARN)]
@@ -129,7 +130,8 @@ def _cel_findings(entry: Compiled, value: Any, old: Any, shape: Callable[[Any], 
         return []
     try:
         old_value = shape(old).value if old is not None else None
-        return list(entry.cel.validate(value, old=old_value, budget_seconds=budget_seconds))
+        return list(entry.cel.validate(shaped.value, old=old_value, budget_seconds=budget_seconds, shaped=True,
+                                       plain_nodes=shaped.plain_nodes))
     except Exception as e:  # CEL trouble is reported, never raised
         return [Finding(codes.SCHEMA_UNCHECKED, f"CEL rules not checked: {type(e).__name__}: {e}", (),
                         Severity.WARN)]

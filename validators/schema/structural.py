@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from validators.findings import PathPart
@@ -26,10 +26,17 @@ MAX_DEPTH = 128
 _RESOURCE_FIELDS = ("apiVersion", "kind", "metadata")
 
 
+UNCOUNTED = -1
+
+
 @dataclass(frozen=True, slots=True)
 class Structured:
     value: Any  # the pruned and defaulted copy
     unknown: tuple[Path, ...]  # paths of pruned unknown fields, in document order
+    # the compiled form's count of ``value``'s nodes, as ``celprograms.plain_size(value, ...)`` counts
+    # them, or None where plain_size says None (not plain JSON the CEL engine takes as it is, or nested
+    # too deeply); UNCOUNTED from the reference form. Not part of the value's equality.
+    plain_nodes: int | None = field(default=UNCOUNTED, compare=False)
 
 
 def apply(obj: Any, schema: Mapping[str, Any]) -> Structured:
@@ -93,6 +100,48 @@ def _object(value: Mapping[str, Any], schema: Mapping[str, Any], path: Path, unk
 # :func:`apply`'s (tests/validators/test_structural_compiled.py compares them).
 
 _SCALARS = (str, int, float, bool, type(None))
+CEL_DEPTH = 64  # celprograms.MAX_DEPTH: a member deeper than this is not plain for CEL
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
+
+
+def _odd(text: str) -> bool:
+    """A non-ASCII string that is not valid UTF-8 (a lone surrogate): the CEL engine cannot take it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeError:
+        return True
+    return False
+
+
+def _tally_scalar(value: Any, tally: list[int]) -> None:
+    kind = type(value)
+    if (kind is str and not value.isascii() and _odd(value)) or (kind is int and not _INT_MIN <= value <= _INT_MAX):
+        tally[1] = 1
+
+
+def _counted_copy(value: Any, depth: int, tally: list[int]) -> Any:
+    """``_copy`` that counts the copy's members into ``tally`` (``depth``: that of ``value``)."""
+    kind = type(value)
+    if kind is dict:
+        if depth + 1 >= CEL_DEPTH:
+            tally[1] = 1
+        tally[0] += len(value)
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str or (not key.isascii() and _odd(key)):
+                tally[1] = 1
+            out[key] = _counted_copy(item, depth + 1, tally)
+        return out
+    if kind is list:
+        if depth + 1 >= CEL_DEPTH:
+            tally[1] = 1
+        tally[0] += len(value)
+        return [_counted_copy(item, depth + 1, tally) for item in value]
+    if kind in _SCALARS:
+        _tally_scalar(value, tally)
+        return value
+    tally[1] = 1
+    return copy.deepcopy(value)
 
 
 def _copy(value: Any) -> Any:
@@ -145,49 +194,84 @@ class _Shape:
             if field.shape is not None and field.has_default and field.default is not None)
         self.filled = True
 
-    def walk(self, value: Any, path: Path, unknown: list[Path], resource: bool = False) -> Any:
+    def walk(self, value: Any, path: Path, unknown: list[Path], tally: list[int], resource: bool = False) -> Any:
+        """``tally``: [members counted so far, 1 once anything is not plain] (see Structured.plain_nodes)."""
         if not self.filled:
             self._fill()
         kind = type(value)
         if kind is dict:
             if len(path) > MAX_DEPTH:
-                return _copy(value)
-            return self._object(value, path, unknown, resource or self.embedded)
+                return _counted_copy(value, len(path), tally)
+            return self._object(value, path, unknown, tally, resource or self.embedded)
         if kind is list:
             if len(path) > MAX_DEPTH:
-                return _copy(value)
+                return _counted_copy(value, len(path), tally)
             items = self.items
             if items is None:
-                return _copy(value)
-            return [v if type(v) in _SCALARS else items.walk(v, (*path, i), unknown)
-                    for i, v in enumerate(value)]
+                return _counted_copy(value, len(path), tally)
+            if len(path) + 1 >= CEL_DEPTH:
+                tally[1] = 1
+            tally[0] += len(value)
+            out = []
+            for i, v in enumerate(value):
+                sub = type(v)
+                if sub is str:
+                    if not v.isascii() and _odd(v):
+                        tally[1] = 1
+                    out.append(v)
+                elif sub in _SCALARS:
+                    if sub is int and not _INT_MIN <= v <= _INT_MAX:
+                        tally[1] = 1
+                    out.append(v)
+                else:
+                    out.append(items.walk(v, (*path, i), unknown, tally))
+            return out
         if kind in _SCALARS:
+            _tally_scalar(value, tally)
             return value  # deepcopy of an immutable scalar is the scalar itself
-        return _walk(value, self.schema, path, unknown, resource=resource)
+        # not plain JSON on the way in: the reference walk, and its (plain or not) output counted
+        return _counted_copy(_walk(value, self.schema, path, unknown, resource=resource), len(path), tally)
 
-    def _object(self, value: dict[Any, Any], path: Path, unknown: list[Path], resource: bool) -> dict[str, Any]:
+    def _object(self, value: dict[Any, Any], path: Path, unknown: list[Path], tally: list[int],
+                resource: bool) -> dict[str, Any]:
         fields, extra = self.fields, self.extra
+        depth = len(path) + 1  # that of the members
+        if depth >= CEL_DEPTH:
+            tally[1] = 1
         out: dict[str, Any] = {}
         for key, item in value.items():
             field = fields.get(key, extra)
+            if type(key) is not str or (field is extra and not key.isascii() and _odd(key)):
+                tally[1] = 1  # declared names are the schema's; any other key may be anything
             if resource and key in _RESOURCE_FIELDS and (key == "metadata" or field.missing_schema):
-                out[key] = _copy(item)
+                out[key] = _counted_copy(item, depth, tally)
                 continue
             shape = field.shape
             if shape is None:
                 if self.preserve:
-                    out[key] = _copy(item)
+                    out[key] = _counted_copy(item, depth, tally)
                 else:
                     unknown.append((*path, key))
                 continue
             if item is None and not field.nullable:
                 if field.has_default:
-                    out[key] = shape.walk(_copy(field.default), (*path, key), unknown)
+                    out[key] = shape.walk(_copy(field.default), (*path, key), unknown, tally)
                 continue  # a non-nullable null is pruned
-            out[key] = item if type(item) in _SCALARS else shape.walk(item, (*path, key), unknown)
+            kind = type(item)
+            if kind is str:
+                if not item.isascii() and _odd(item):
+                    tally[1] = 1
+                out[key] = item
+            elif kind in _SCALARS:
+                if kind is int and not _INT_MIN <= item <= _INT_MAX:
+                    tally[1] = 1
+                out[key] = item
+            else:
+                out[key] = shape.walk(item, (*path, key), unknown, tally)
         for key, default_shape, default in self.defaults:
             if key not in value:
-                out[key] = default_shape.walk(_copy(default), (*path, key), unknown)
+                out[key] = default_shape.walk(_copy(default), (*path, key), unknown, tally)
+        tally[0] += len(out)
         return out
 
 
@@ -197,7 +281,8 @@ def compile_apply(schema: Mapping[str, Any]) -> Callable[[Any], Structured]:
 
     def shaped(obj: Any) -> Structured:
         unknown: list[Path] = []
-        value = root.walk(obj, (), unknown, resource=True)
-        return Structured(value, tuple(unknown))
+        tally = [1, 0]  # the root, and nothing odd yet
+        value = root.walk(obj, (), unknown, tally, resource=True)
+        return Structured(value, tuple(unknown), None if tally[1] else tally[0])
 
     return shaped
