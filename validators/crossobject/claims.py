@@ -165,6 +165,8 @@ def match_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAUL
     ``only``: consider just the routes that may overlap this one (what a review of it needs).
     """
     routes = [*state.list("HTTPRoute"), *state.list("GRPCRoute")] if only is None else may_overlap(only, state)
+    if len(routes) < 2:
+        return []  # a claim is lost only to another route
     owners: dict[tuple[Any, ...], Ref] = {}
     lost: list[LostClaim] = []
     for route in sorted(routes, key=attachments.age_key):

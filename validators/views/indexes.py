@@ -281,10 +281,15 @@ def _new_memo(state: State) -> dict[int, tuple[Obj, Any]]:
     return {}
 
 
+_LEAF_TYPES = frozenset({str, int, type(None)})
+
+
 def exact_key(value: Any) -> bool:
     """Whether ``value`` is a key of exact ``str``/``int``/``None`` leaves in tuples, the only keys
     :func:`stored_twin` compares: ``==`` would take ``1`` for ``True`` and a ``str`` subclass for ``str``,
     which a message could print apart."""
+    if type(value) is tuple and _LEAF_TYPES.issuperset(map(type, value)):
+        return True  # a flat key (the key functions of attachments and backendrefs): judged at C speed
     pending = [value]
     while pending:
         item = pending.pop()
