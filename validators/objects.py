@@ -89,6 +89,13 @@ def as_list(value: Any) -> list[Any]:
 
 
 def as_map(value: Any) -> Mapping[str, Any]:
+    # a plain dict (all JSON gives) or a missing field first: isinstance against the Mapping ABC is the
+    # slow part (the rules ask it of every field they read)
+    kind = type(value)
+    if kind is dict:
+        return value
+    if value is None or kind is str or kind is list:
+        return {}
     return value if isinstance(value, Mapping) else {}
 
 

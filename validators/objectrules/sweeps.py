@@ -232,7 +232,9 @@ def _plain_json(value: Any) -> str | None:
     string the walk reads (JSON also writes the tuples and non-string keys the walk skips); None too
     when JSON cannot write the value at all."""
     try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+        # check_circular=False: no table of the containers on the way (JSON values are trees; a cycle
+        # ends in RecursionError instead of ValueError, None all the same)
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=True, allow_nan=True, check_circular=False)
     except (TypeError, ValueError, RecursionError):
         return None
     return text if "\\" not in text and " " not in text else None
