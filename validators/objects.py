@@ -93,7 +93,7 @@ def as_map(value: Any) -> Mapping[str, Any]:
     # slow part (the rules ask it of every field they read)
     kind = type(value)
     if kind is dict:
-        return value
+        return value  # type: ignore[no-any-return]
     if value is None or kind is str or kind is list:
         return {}
     return value if isinstance(value, Mapping) else {}
