@@ -246,7 +246,19 @@ def declared_listeners(state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP
     Built once per state version (a render and a review ask many times); each caller gets its own list.
     """
     ports = tuple(http_ports)
-    return list(indexes.index_reading(state, f"listeners{ports}", LISTENER_KINDS, lambda s: tuple(_declared(s, ports))))
+    return list(indexes.index_reading(state, _named("listeners", ports), LISTENER_KINDS,
+                                      lambda s: tuple(_declared(s, ports))))
+
+
+_NAMES: dict[tuple[str, tuple[int, ...]], str] = {}
+
+
+def _named(index: str, ports: tuple[int, ...]) -> str:
+    """``f"{index}{ports}"``, the name of an index per HTTP ports, formatted once (asked per route)."""
+    name = _NAMES.get((index, ports))
+    if name is None:
+        name = _NAMES[index, ports] = f"{index}{ports}"
+    return name
 
 
 def _declared(state: State, http_ports: Sequence[int]) -> list[Listener]:
@@ -329,7 +341,7 @@ def listeners_by_source(state: State, *, http_ports: Sequence[int] = DEFAULT_HTT
                         ) -> Mapping[Ref, tuple[Listener, ...]]:
     """``listeners(state)`` grouped by the Gateway/ListenerSet declaring them, once per state version."""
     ports = tuple(http_ports)
-    return indexes.index_reading(state, f"listeners-by-source{ports}", LISTENER_KINDS,
+    return indexes.index_reading(state, _named("listeners-by-source", ports), LISTENER_KINDS,
                                  lambda s: _by_source(listeners(s, http_ports=ports)))
 
 
@@ -427,7 +439,7 @@ def attach(route: Obj, state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP
     if kind_of(route) not in ROUTE_KINDS:
         return [], []
     ports = tuple(http_ports)
-    name = f"attach{ports}"
+    name = _named("attach", ports)
 
     def compute() -> tuple[tuple[Attachment, ...], tuple[ParentStatus, ...]]:
         # A copy of a route of the base (a review's or a check's defaulted object) whose parentRefs,
@@ -456,7 +468,7 @@ def _same_listeners_below(state: State, ports: tuple[int, ...]) -> State | None:
     naming each input Gateway)."""
     if not isinstance(state, Overlay) or state.changed.kind != "Gateway" or indexes.recording(state):
         return None
-    return indexes.index(state, f"same-listeners-below{ports}", lambda s: _listeners_below(s, ports))
+    return indexes.index(state, _named("same-listeners-below", ports), lambda s: _listeners_below(s, ports))
 
 
 def _listeners_below(state: State, ports: tuple[int, ...]) -> State | None:
