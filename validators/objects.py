@@ -150,6 +150,19 @@ def ref_of(obj: Obj) -> Ref:
                name if isinstance(name, str) else "")
 
 
+def identity(obj: Obj) -> tuple[str, str, str]:
+    """``ref_of(obj)`` as a plain (kind, namespace, name) tuple: for a lookup by identity that keeps no
+    Ref (building the frozen dataclass is most of ``ref_of``'s cost)."""
+    kind = obj.get("kind")
+    meta = obj.get("metadata") if type(obj) is dict else dig(obj, "metadata")
+    if type(meta) is dict:
+        namespace, name = meta.get("namespace"), meta.get("name")
+    else:
+        namespace, name = dig(meta, "namespace"), dig(meta, "name")
+    return (kind if isinstance(kind, str) else "", namespace if isinstance(namespace, str) else "",
+            name if isinstance(name, str) else "")
+
+
 def created_at(obj: Obj) -> str:
     """creationTimestamp as an RFC 3339 string that sorts in time order; missing sorts last."""
     ts = dig(obj, "metadata", "creationTimestamp", default="")

@@ -21,6 +21,7 @@ from validators.objects import (
     as_map,
     created_at,
     dig,
+    identity,
     kind_of,
     name_of,
     namespace_of,
@@ -498,9 +499,9 @@ def _attach_key(route: Obj) -> tuple[Any, ...]:
     """All that ``_attach`` reads of ``route``, as it reads it (defaults applied): one flat tuple (the
     hostnames after their count, then six values per parentRef), so ``indexes.exact_key`` judges it in one
     pass."""
-    rns, ref = namespace_of(route), ref_of(route)
+    kind_name, rns, route_name = identity(route)  # kind_of, namespace_of and ref_of read the same
     hosts = route_hostnames(route)
-    key: list[Any] = [kind_of(route), rns, ref.kind, ref.namespace, ref.name, len(hosts), *hosts]
+    key: list[Any] = [kind_name, rns, route_name, len(hosts), *hosts]
     for parent_ref in as_list(dig(route, "spec", "parentRefs")):
         if type(parent_ref) is dict:
             get = parent_ref.get
