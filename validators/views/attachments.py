@@ -440,6 +440,11 @@ def attach(route: Obj, state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP
     if kind_of(route) not in ROUTE_KINDS:
         return [], []
     ports = tuple(http_ports)
+    if getattr(state, "recorded_index", None) is not None:
+        # A Recording view (the render's per-route staging): no memo serves it and no overlay lies
+        # under it, so the memo and twin steps below would end in this same call.
+        got, statuses = _attach(route, state, ports)
+        return list(got), list(statuses)
     name = _named("attach", ports)
 
     def compute() -> tuple[tuple[Attachment, ...], tuple[ParentStatus, ...]]:
