@@ -292,3 +292,36 @@ def test_every_odd_value_of_every_field_read_is_read_as_defined() -> None:
                 assert repr(backendrefs.rule_backend_refs(route, state, 0)) == repr(want)
                 assert _twins(backendrefs._backend_refs_key, indexes.exact_key, route, base) == _twins(
                     reference_backend_refs_key, reference_exact_key, route, base)
+
+
+def test_hot_constructors_build_what_the_dataclasses_build() -> None:
+    """``new_ref``, ``_new_backend_ref`` and ``_new_attachment`` set every field the dataclass has (a field
+    added to one must be added to its constructor), and the instance is the dataclass's own: equal, same
+    hash and text, ordered alike, still frozen."""
+    import dataclasses
+
+    import pytest
+
+    from validators.objects import new_ref
+
+    ref = new_ref("HTTPRoute", "a", "r")
+    assert [f.name for f in dataclasses.fields(Ref)] == ["kind", "namespace", "name"]
+    assert (ref, hash(ref), repr(ref), str(ref)) == (Ref("HTTPRoute", "a", "r"), hash(Ref("HTTPRoute", "a", "r")),
+                                                    repr(Ref("HTTPRoute", "a", "r")), "HTTPRoute a/r")
+    assert new_ref("a", "b", "c") < new_ref("a", "b", "d")
+    fields = ("path", "rule_index", "ref_index", "kind", "namespace", "name", "port", "weight", "service",
+              "resolved", "reason", "group")
+    assert tuple(f.name for f in dataclasses.fields(backendrefs.BackendRef)) == fields
+    values: tuple[Any, ...] = (("spec", "rules", 0, "backendRefs", 1), 0, 1, "Service", "a", "web", 8080, 3, None,
+                               False, backendrefs.BACKEND_NOT_FOUND, "")
+    made = backendrefs._new_backend_ref(*values)
+    assert repr(made) == repr(backendrefs.BackendRef(*values)) and made == backendrefs.BackendRef(*values)
+    assert hash(made) == hash(backendrefs.BackendRef(*values))
+    listener = attachments.listeners(_fixed_state())[0]
+    assert [f.name for f in dataclasses.fields(Attachment)] == ["route", "parent_index", "listener", "hostnames"]
+    attached = attachments._new_attachment(ref, 1, listener, ("x.example.com",))
+    assert repr(attached) == repr(Attachment(ref, 1, listener, ("x.example.com",)))
+    assert attached == Attachment(ref, 1, listener, ("x.example.com",))
+    for frozen, field in ((ref, "name"), (made, "name"), (attached, "hostnames")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(frozen, field, "x")

@@ -138,7 +138,37 @@ def _resolved(kind_name: str, rns: str, from_group: str, state: State, i: int, j
     else:
         service = state.get("Service", namespace, name)
         reason = BACKEND_NOT_FOUND if service is None else RESOLVED
-    return BackendRef(path, i, j, kind, namespace, name, port, weight, service, reason == RESOLVED, reason, group)
+    return _new_backend_ref(path, i, j, kind, namespace, name, port, weight, service, reason == RESOLVED, reason,
+                            group)
+
+
+_SETTERS = tuple(BackendRef.__dict__[f].__set__ for f in (
+    "path", "rule_index", "ref_index", "kind", "namespace", "name", "port", "weight", "service", "resolved",
+    "reason", "group"))
+_new_object = object.__new__
+
+
+def _new_backend_ref(path: tuple[str | int, ...], rule_index: int, ref_index: int, kind: str, namespace: str,
+                     name: str, port: int | None, weight: int, service: Obj | None, resolved: bool, reason: str,
+                     group: str) -> BackendRef:
+    """``BackendRef(...)`` with every field, built without the frozen dataclass's __init__ (which sets each
+    field through object.__setattr__, most of its cost; ``validators.objects.new_ref`` does the same)."""
+    (s_path, s_rule, s_ref, s_kind, s_namespace, s_name, s_port, s_weight, s_service, s_resolved, s_reason,
+     s_group) = _SETTERS
+    ref: BackendRef = _new_object(BackendRef)
+    s_path(ref, path)
+    s_rule(ref, rule_index)
+    s_ref(ref, ref_index)
+    s_kind(ref, kind)
+    s_namespace(ref, namespace)
+    s_name(ref, name)
+    s_port(ref, port)
+    s_weight(ref, weight)
+    s_service(ref, service)
+    s_resolved(ref, resolved)
+    s_reason(ref, reason)
+    s_group(ref, group)
+    return ref
 
 
 def service_port(service: Obj, port: int) -> Any:

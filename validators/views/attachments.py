@@ -25,6 +25,7 @@ from validators.objects import (
     kind_of,
     name_of,
     namespace_of,
+    new_ref,
     ref_of,
 )
 from validators.states import Overlay, State
@@ -346,6 +347,20 @@ def listeners_by_source(state: State, *, http_ports: Sequence[int] = DEFAULT_HTT
                                  lambda s: _by_source(listeners(s, http_ports=ports)))
 
 
+_SET_ROUTE, _SET_PARENT_INDEX, _SET_LISTENER, _SET_HOSTNAMES = (
+    Attachment.__dict__[f].__set__ for f in ("route", "parent_index", "listener", "hostnames"))
+
+
+def _new_attachment(route: Ref, parent_index: int, listener: Listener, hostnames: tuple[str, ...]) -> Attachment:
+    """``Attachment(...)`` built without the frozen dataclass's __init__ (``validators.objects.new_ref``)."""
+    made: Attachment = object.__new__(Attachment)
+    _SET_ROUTE(made, route)
+    _SET_PARENT_INDEX(made, parent_index)
+    _SET_LISTENER(made, listener)
+    _SET_HOSTNAMES(made, hostnames)
+    return made
+
+
 def _refused(index: int, reason: str, message: str) -> tuple[list[Attachment], ParentStatus]:
     return [], ParentStatus(index, False, reason, message)
 
@@ -381,7 +396,7 @@ def _attach_one(route: Obj, index: int, parent_ref: Any, state: State,
     port = port if isinstance(port, int) and not isinstance(port, bool) else None
     if group != GATEWAY_GROUP or pkind not in ("Gateway", "ListenerSet"):
         return _refused(index, NO_MATCHING_PARENT, f"parent kind {group}/{pkind} is not a Gateway or ListenerSet")
-    parent = Ref(pkind, pns, pname)
+    parent = new_ref(pkind, pns, pname)
     found = state.get(pkind, pns, pname)
     if found is None:
         return _refused(index, NO_MATCHING_PARENT, f"{parent} does not exist")
@@ -421,7 +436,7 @@ def _attach_one(route: Obj, index: int, parent_ref: Any, state: State,
     for lst in usable:
         got = intersect_hostnames(hosts, lst.hostname)
         if got is not None:
-            attached.append(Attachment(route_ref, index, lst, got))
+            attached.append(_new_attachment(route_ref, index, lst, got))
     if not attached:
         return _refused(index, NO_MATCHING_LISTENER_HOSTNAME,
                         f"no hostname of the route ({', '.join(hosts)}) matches a listener hostname "
