@@ -89,6 +89,13 @@ def as_list(value: Any) -> list[Any]:
 
 
 def as_map(value: Any) -> Mapping[str, Any]:
+    # a plain dict (all JSON gives) or a missing field first: isinstance against the Mapping ABC is the
+    # slow part (the rules ask it of every field they read)
+    kind = type(value)
+    if kind is dict:
+        return value  # type: ignore[no-any-return]
+    if value is None or kind is str or kind is list:
+        return {}
     return value if isinstance(value, Mapping) else {}
 
 
@@ -132,6 +139,22 @@ class Ref:
         return f"{self.kind} {self.namespace}/{self.name}" if self.namespace else f"{self.kind} {self.name}"
 
 
+# A frozen dataclass's __init__ sets each field through object.__setattr__, most of the cost of building
+# one; the hot constructors below set the slots through their descriptors instead (the same instance:
+# tests/validators/test_cross_fast_paths.py compares them field by field with the dataclass's own).
+_new_object = object.__new__
+_set_ref_kind, _set_ref_namespace, _set_ref_name = (Ref.__dict__[f].__set__ for f in ("kind", "namespace", "name"))
+
+
+def new_ref(kind: str, namespace: str, name: str) -> Ref:
+    """``Ref(kind, namespace, name)``, built without the dataclass's __init__ (see above)."""
+    ref: Ref = _new_object(Ref)
+    _set_ref_kind(ref, kind)
+    _set_ref_namespace(ref, namespace)
+    _set_ref_name(ref, name)
+    return ref
+
+
 def ref_of(obj: Obj) -> Ref:
     kind = obj.get("kind")
     meta = obj.get("metadata") if type(obj) is dict else dig(obj, "metadata")
@@ -139,8 +162,21 @@ def ref_of(obj: Obj) -> Ref:
         namespace, name = meta.get("namespace"), meta.get("name")
     else:
         namespace, name = dig(meta, "namespace"), dig(meta, "name")
-    return Ref(kind if isinstance(kind, str) else "", namespace if isinstance(namespace, str) else "",
-               name if isinstance(name, str) else "")
+    return new_ref(kind if isinstance(kind, str) else "", namespace if isinstance(namespace, str) else "",
+                   name if isinstance(name, str) else "")
+
+
+def identity(obj: Obj) -> tuple[str, str, str]:
+    """``ref_of(obj)`` as a plain (kind, namespace, name) tuple: for a lookup by identity that keeps no
+    Ref (building the frozen dataclass is most of ``ref_of``'s cost)."""
+    kind = obj.get("kind")
+    meta = obj.get("metadata") if type(obj) is dict else dig(obj, "metadata")
+    if type(meta) is dict:
+        namespace, name = meta.get("namespace"), meta.get("name")
+    else:
+        namespace, name = dig(meta, "namespace"), dig(meta, "name")
+    return (kind if isinstance(kind, str) else "", namespace if isinstance(namespace, str) else "",
+            name if isinstance(name, str) else "")
 
 
 def created_at(obj: Obj) -> str:

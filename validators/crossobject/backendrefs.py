@@ -106,32 +106,69 @@ def _resolve(route: Obj, state: State, i: int, j: int, raw: Any,
     return _resolved(kind_of(route), namespace_of(route), route_group(route), state, i, j, raw, path)
 
 
+def _ref_fields(raw: Any) -> tuple[Any, Any, Any, Any, Any, Any]:
+    """(group, kind, namespace, name, port, weight) of a backendRef as ``_field`` reads them: a plain dict
+    (all JSON gives) by six ``get``s, anything else field by field."""
+    if type(raw) is dict:
+        get = raw.get
+        return get("group"), get("kind"), get("namespace"), get("name"), get("port"), get("weight")
+    return dig(raw, "group"), dig(raw, "kind"), dig(raw, "namespace"), dig(raw, "name"), dig(raw, "port"), \
+        dig(raw, "weight")
+
+
 def _resolved(kind_name: str, rns: str, from_group: str, state: State, i: int, j: int, raw: Any,
               path: tuple[str | int, ...] | None) -> BackendRef:
-    group = _str(_field(raw, "group"))
-    kind = _str(_field(raw, "kind")) or "Service"
-    namespace = _str(_field(raw, "namespace")) or rns
-    name = _str(_field(raw, "name"))
-    port = _int(_field(raw, "port"))
+    # ``_str``/``_int`` written out: this runs for every backendRef of every route, in the checks and
+    # in the render (whose Recording view no memo serves).
+    group, kind, namespace, name, port, weight = _ref_fields(raw)
+    group = group if isinstance(group, str) else ""
+    kind = (kind if isinstance(kind, str) else "") or "Service"
+    namespace = (namespace if isinstance(namespace, str) else "") or rns
+    name = name if isinstance(name, str) else ""
+    port = port if isinstance(port, int) and not isinstance(port, bool) else None
     if port is None and kind_name == "TLSRoute":
         port = TLS_DEFAULT_PORT
-    weight = _int(_field(raw, "weight"))
-    weight = 1 if weight is None else max(weight, 0)
+    weight = 1 if not isinstance(weight, int) or isinstance(weight, bool) else max(weight, 0)
     path = ("spec", "rules", i, "backendRefs", j) if path is None else path
-
-    def ref(reason: str, service: Obj | None = None) -> BackendRef:
-        return BackendRef(path, i, j, kind, namespace, name, port, weight, service,
-                          reason == RESOLVED, reason, group)
-
     if group != "" or kind != "Service":
-        return ref(INVALID_KIND)
-    if namespace != rns and not grant_allows(state, from_kind=kind_name, from_namespace=rns, to_kind="Service",
-                                             to_namespace=namespace, to_name=name, from_group=from_group):
-        return ref(REF_NOT_PERMITTED)
-    service = state.get("Service", namespace, name)
-    if service is None:
-        return ref(BACKEND_NOT_FOUND)
-    return ref(RESOLVED, service)
+        reason, service = INVALID_KIND, None
+    elif namespace != rns and not grant_allows(state, from_kind=kind_name, from_namespace=rns, to_kind="Service",
+                                               to_namespace=namespace, to_name=name, from_group=from_group):
+        reason, service = REF_NOT_PERMITTED, None
+    else:
+        service = state.get("Service", namespace, name)
+        reason = BACKEND_NOT_FOUND if service is None else RESOLVED
+    return _new_backend_ref(path, i, j, kind, namespace, name, port, weight, service, reason == RESOLVED, reason,
+                            group)
+
+
+_SETTERS = tuple(BackendRef.__dict__[f].__set__ for f in (
+    "path", "rule_index", "ref_index", "kind", "namespace", "name", "port", "weight", "service", "resolved",
+    "reason", "group"))
+_new_object = object.__new__
+
+
+def _new_backend_ref(path: tuple[str | int, ...], rule_index: int, ref_index: int, kind: str, namespace: str,
+                     name: str, port: int | None, weight: int, service: Obj | None, resolved: bool, reason: str,
+                     group: str) -> BackendRef:
+    """``BackendRef(...)`` with every field, built without the frozen dataclass's __init__ (which sets each
+    field through object.__setattr__, most of its cost; ``validators.objects.new_ref`` does the same)."""
+    (s_path, s_rule, s_ref, s_kind, s_namespace, s_name, s_port, s_weight, s_service, s_resolved, s_reason,
+     s_group) = _SETTERS
+    ref: BackendRef = _new_object(BackendRef)
+    s_path(ref, path)
+    s_rule(ref, rule_index)
+    s_ref(ref, ref_index)
+    s_kind(ref, kind)
+    s_namespace(ref, namespace)
+    s_name(ref, name)
+    s_port(ref, port)
+    s_weight(ref, weight)
+    s_service(ref, service)
+    s_resolved(ref, resolved)
+    s_reason(ref, reason)
+    s_group(ref, group)
+    return ref
 
 
 def service_port(service: Obj, port: int) -> Any:
@@ -149,9 +186,11 @@ def filter_backend_ref(route: Obj, state: State, rule_index: int, raw: Any,
 
 
 def rule_backend_refs(route: Obj, state: State, rule_index: int) -> list[BackendRef]:
-    rule = dig(route, "spec", "rules", rule_index)
-    return [_resolve(route, state, rule_index, j, raw)
-            for j, raw in enumerate(as_list(dig(rule, "backendRefs")))]
+    refs = as_list(dig(route, "spec", "rules", rule_index, "backendRefs"))
+    if not refs:
+        return []
+    kind, rns, group = kind_of(route), namespace_of(route), route_group(route)  # read once, not per ref
+    return [_resolved(kind, rns, group, state, rule_index, j, raw, None) for j, raw in enumerate(refs)]
 
 
 # What resolving a route's backendRefs reads besides the route.
@@ -177,18 +216,21 @@ def backend_refs(route: Obj, state: State) -> list[BackendRef]:
 
 
 def _backend_refs_key(route: Obj) -> tuple[Any, ...]:
-    """All that ``_backend_refs`` reads of ``route``, as ``_resolved`` reads it (defaults applied)."""
+    """All that ``_backend_refs`` reads of ``route``, as ``_resolved`` reads it (defaults applied): one flat
+    tuple (eight values per backendRef, its indexes first), so ``indexes.exact_key`` judges it in one pass."""
     kind, rns = kind_of(route), namespace_of(route)
-    refs = []
+    tls = kind == "TLSRoute"
+    key: list[Any] = [kind, rns, route_group(route)]
     for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
         for j, raw in enumerate(as_list(_field(rule, "backendRefs"))):
-            port = _int(_field(raw, "port"))
-            weight = _int(_field(raw, "weight"))
-            refs.append((i, j, _str(_field(raw, "group")), _str(_field(raw, "kind")) or "Service",
-                         _str(_field(raw, "namespace")) or rns, _str(_field(raw, "name")),
-                         TLS_DEFAULT_PORT if port is None and kind == "TLSRoute" else port,
-                         1 if weight is None else max(weight, 0)))
-    return (kind, rns, route_group(route), tuple(refs))
+            group, bkind, namespace, name, port, weight = _ref_fields(raw)
+            port = port if isinstance(port, int) and not isinstance(port, bool) else None
+            key += (i, j, group if isinstance(group, str) else "",
+                    (bkind if isinstance(bkind, str) else "") or "Service",
+                    (namespace if isinstance(namespace, str) else "") or rns, name if isinstance(name, str) else "",
+                    TLS_DEFAULT_PORT if port is None and tls else port,
+                    1 if not isinstance(weight, int) or isinstance(weight, bool) else max(weight, 0))
+    return tuple(key)
 
 
 def _backend_refs(route: Obj, state: State) -> tuple[BackendRef, ...]:

@@ -151,10 +151,16 @@ def may_overlap(route: Obj, state: State) -> list[Obj]:
         return [*state.list("HTTPRoute"), *state.list("GRPCRoute")]
     by_host = indexes.refs_by_key(state, "routes-by-host", HOST_ROUTE_KINDS, _host_keys)
     refs = {r: None for key in (("any",), *keys) for r in by_host.get(key)}
-    rank = {kind: i for i, kind in enumerate(HOST_ROUTE_KINDS)}
     found = (state.get(r.kind, r.namespace, r.name)
-             for r in sorted(refs, key=lambda r: (rank[r.kind], r.namespace, r.name)))
+             for r in (refs if len(refs) < 2 else sorted(refs, key=_host_route_order)))
     return [r for r in found if r is not None]
+
+
+_HOST_RANK = {kind: i for i, kind in enumerate(HOST_ROUTE_KINDS)}
+
+
+def _host_route_order(ref: Ref) -> tuple[int, str, str]:
+    return _HOST_RANK[ref.kind], ref.namespace, ref.name
 
 
 def match_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
@@ -165,6 +171,8 @@ def match_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAUL
     ``only``: consider just the routes that may overlap this one (what a review of it needs).
     """
     routes = [*state.list("HTTPRoute"), *state.list("GRPCRoute")] if only is None else may_overlap(only, state)
+    if len(routes) < 2:
+        return []  # a claim is lost only to another route
     owners: dict[tuple[Any, ...], Ref] = {}
     lost: list[LostClaim] = []
     for route in sorted(routes, key=attachments.age_key):

@@ -77,9 +77,10 @@ def route_findings(route: Obj, state: State, *, http_ports: Sequence[int] = atta
             served = ("it has no servers until the Service exists" if ref.reason == backendrefs.BACKEND_NOT_FOUND
                       else "its share of the traffic is answered with 500")
             yield _warn(_REF_CODES[ref.reason], f"{ref.reason}: {ref.message}; {served}", ref.path, about)
-        elif ref.service is not None and ref.port is not None and ref.port not in _service_ports(ref.service) \
-                and dig(ref.service, "spec", "type") != "ExternalName":  # its servers take the ref's port
-            ports = ", ".join(str(p) for p in sorted(_service_ports(ref.service))) or "none"
+        elif ref.service is not None and ref.port is not None and ref.port not in (
+                known := _service_ports(ref.service)) and dig(ref.service, "spec", "type") != "ExternalName":
+            # an ExternalName Service's servers take the ref's port
+            ports = ", ".join(str(p) for p in sorted(known)) or "none"
             yield _warn("RG0516", f"port {ref.port} is not a port of Service {ref.namespace}/{ref.name} "
                         f"(ports: {ports}); the backend has no servers", (*ref.path, "port"), about)
 

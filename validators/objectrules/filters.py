@@ -37,10 +37,13 @@ def header_modifiers(obj: Obj, ctx: Context) -> Iterator[Finding]:
     for flt in filters_of(obj):
         if flt.type not in ("RequestHeaderModifier", "ResponseHeaderModifier"):
             continue
+        at = flt.body_path  # a property building a tuple: once per filter
         for op in ("set", "add"):
             for k, entry in enumerate(as_list(flt.body.get(op))):
                 entry = as_map(entry)
-                yield from _header_name(entry.get("name"), (*flt.body_path, op, k, "name"))
+                name = entry.get("name")
+                if (problem := _name_problem(name)) is not None:
+                    yield _header_name_finding(name, problem, (*at, op, k, "name"))
                 value = entry.get("value")
                 if isinstance(value, str):
                     bad = first_control(value)
@@ -49,15 +52,29 @@ def header_modifiers(obj: Obj, ctx: Context) -> Iterator[Finding]:
                             codes.HEADER_VALUE,
                             f"{quote(value)} has {describe_char(bad)}; header values may not contain "
                             "control characters",
-                            (*flt.body_path, op, k, "value"),
+                            (*at, op, k, "value"),
                         )
         for k, name in enumerate(as_list(flt.body.get("remove"))):
-            yield from _header_name(name, (*flt.body_path, "remove", k))
+            if (problem := _name_problem(name)) is not None:
+                yield _header_name_finding(name, problem, (*at, "remove", k))
+
+
+def _name_problem(name: Any) -> str | None:
+    """Why a header name is not a token (None when it is one, or not a string: the schema reports that).
+    Judged before its finding's path is built: nearly every name is fine."""
+    if isinstance(name, str):
+        return token_problem(name) or None
+    return None
+
+
+def _header_name_finding(name: Any, problem: str, path: tuple[str | int, ...]) -> Finding:
+    return Finding(codes.HEADER_NAME, f"{quote(name)} {problem}; allowed: {TOKEN_ALLOWED}", path)
 
 
 def _header_name(name: Any, path: tuple[str | int, ...]) -> Iterator[Finding]:
-    if isinstance(name, str) and (problem := token_problem(name)):
-        yield Finding(codes.HEADER_NAME, f"{quote(name)} {problem}; allowed: {TOKEN_ALLOWED}", path)
+    problem = _name_problem(name)
+    if problem is not None:
+        yield _header_name_finding(name, problem, path)
 
 
 def prefix_rewrites(obj: Obj, ctx: Context) -> Iterator[Finding]:
@@ -191,4 +208,6 @@ def match_names(obj: Obj, ctx: Context) -> Iterator[Finding]:
         for m, match in enumerate(as_list(rule.get("matches"))):
             for field in ("headers", "queryParams"):
                 for k, entry in enumerate(as_list(as_map(match).get(field))):
-                    yield from _header_name(as_map(entry).get("name"), (*rule_path, "matches", m, field, k, "name"))
+                    name = as_map(entry).get("name")
+                    if (problem := _name_problem(name)) is not None:
+                        yield _header_name_finding(name, problem, (*rule_path, "matches", m, field, k, "name"))

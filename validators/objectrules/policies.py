@@ -32,6 +32,8 @@ def session_names(obj: Obj, ctx: Context) -> Iterator[Finding]:
     """Rule 1: the cookie or header name is a token of letters, digits and ``!$&*+.^_~-``."""
     for rule_path, rule in rules_of(obj):
         sp = as_map(rule.get("sessionPersistence"))
+        if not sp:
+            continue  # nothing named (most rules have no sessionPersistence)
         candidates: list[tuple[tuple[str, ...], object]] = [(("sessionName",), sp.get("sessionName"))]
         candidates += [((part, "name"), as_map(sp.get(part)).get("name")) for part in ("cookie", "header")]
         for sub, name in candidates:
@@ -48,11 +50,18 @@ def session_names(obj: Obj, ctx: Context) -> Iterator[Finding]:
 
 def retries(obj: Obj, ctx: Context) -> Iterator[Finding]:
     """Rule 7: codes HAProxy cannot retry on are dropped; a non-zero backoff is not applied."""
-    allowed = retryable(ctx.haproxy_version)
-    version = ".".join(str(v) for v in ctx.haproxy_version)
+    allowed: frozenset[int] | None = None  # read when a rule lists codes (most list none)
+    version = ""
     for rule_path, rule in rules_of(obj):
         retry = as_map(rule.get("retry"))
-        for k, code in enumerate(as_list(retry.get("codes"))):
+        if not retry:
+            continue
+        listed = as_list(retry.get("codes"))
+        if listed and allowed is None:
+            allowed = retryable(ctx.haproxy_version)
+            version = ".".join(str(v) for v in ctx.haproxy_version)
+        for k, code in enumerate(listed):
+            assert allowed is not None
             if not isinstance(code, int) or isinstance(code, bool) or code in allowed:
                 continue
             yield Finding(

@@ -33,21 +33,27 @@ def balance_problem(pattern: str, *, anchored: bool = True, spaces: bool = False
 
 def regex_values(obj: Obj) -> Iterator[tuple[tuple[PathPart, ...], str]]:
     """Every RegularExpression value of an HTTPRoute or GRPCRoute with its path."""
+    # Each entry's type is read before its path is built: few values are regular expressions.
     for rule_path, rule in rules_of(obj):
         for m, match in enumerate(as_list(rule.get("matches"))):
             match = as_map(match)
-            at = (*rule_path, "matches", m)
-            yield from _typed(as_map(match.get("path")), (*at, "path"), ("value",))
-            yield from _typed(as_map(match.get("method")), (*at, "method"), ("service", "method"))
+            if _regex(match.get("path")):
+                yield from _typed(match["path"], (*rule_path, "matches", m, "path"), ("value",))
+            if _regex(match.get("method")):
+                yield from _typed(match["method"], (*rule_path, "matches", m, "method"), ("service", "method"))
             for field in ("headers", "queryParams"):
                 for h, entry in enumerate(as_list(match.get(field))):
-                    yield from _typed(as_map(entry), (*at, field, h), ("value",))
+                    if _regex(entry):
+                        yield from _typed(entry, (*rule_path, "matches", m, field, h), ("value",))
+
+
+def _regex(entry: Any) -> bool:
+    """Whether ``entry`` is a mapping whose ``type`` is RegularExpression (``_typed`` reads it)."""
+    return as_map(entry).get("type") == "RegularExpression"
 
 
 def _typed(entry: Mapping[str, Any], at: tuple[PathPart, ...], fields: tuple[str, ...]
            ) -> Iterator[tuple[tuple[PathPart, ...], str]]:
-    if entry.get("type") != "RegularExpression":
-        return
     for field in fields:
         value = entry.get(field)
         if isinstance(value, str):

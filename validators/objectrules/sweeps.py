@@ -225,6 +225,12 @@ def renderable(obj: Obj, ctx: Context) -> Iterator[Finding]:
 _ODD_NAME = re.compile(r'"(?:name|namespace)":"(?![A-Za-z0-9][A-Za-z0-9._-]*")')
 
 
+# ``json.dumps(value, separators=(",", ":"), ensure_ascii=True, allow_nan=True)`` made once, not per call
+# (dumps builds an encoder for every call with options). check_circular=False: no table of the containers
+# on the way (JSON values are trees; a cycle ends in RecursionError instead of ValueError, None all the same).
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, allow_nan=True, check_circular=False)
+
+
 def _plain_json(value: Any) -> str | None:
     """The compact JSON of ``value`` when every string and key below it is printable ASCII without
     whitespace, else None; decided at C speed: that JSON escapes every control and non-ASCII character
@@ -232,7 +238,7 @@ def _plain_json(value: Any) -> str | None:
     string the walk reads (JSON also writes the tuples and non-string keys the walk skips); None too
     when JSON cannot write the value at all."""
     try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+        text = _COMPACT.encode(value)
     except (TypeError, ValueError, RecursionError):
         return None
     return text if "\\" not in text and " " not in text else None

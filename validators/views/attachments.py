@@ -21,9 +21,11 @@ from validators.objects import (
     as_map,
     created_at,
     dig,
+    identity,
     kind_of,
     name_of,
     namespace_of,
+    new_ref,
     ref_of,
 )
 from validators.states import Overlay, State
@@ -246,7 +248,19 @@ def declared_listeners(state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP
     Built once per state version (a render and a review ask many times); each caller gets its own list.
     """
     ports = tuple(http_ports)
-    return list(indexes.index_reading(state, f"listeners{ports}", LISTENER_KINDS, lambda s: tuple(_declared(s, ports))))
+    return list(indexes.index_reading(state, _named("listeners", ports), LISTENER_KINDS,
+                                      lambda s: tuple(_declared(s, ports))))
+
+
+_NAMES: dict[tuple[str, tuple[int, ...]], str] = {}
+
+
+def _named(index: str, ports: tuple[int, ...]) -> str:
+    """``f"{index}{ports}"``, the name of an index per HTTP ports, formatted once (asked per route)."""
+    name = _NAMES.get((index, ports))
+    if name is None:
+        name = _NAMES[index, ports] = f"{index}{ports}"
+    return name
 
 
 def _declared(state: State, http_ports: Sequence[int]) -> list[Listener]:
@@ -329,43 +343,71 @@ def listeners_by_source(state: State, *, http_ports: Sequence[int] = DEFAULT_HTT
                         ) -> Mapping[Ref, tuple[Listener, ...]]:
     """``listeners(state)`` grouped by the Gateway/ListenerSet declaring them, once per state version."""
     ports = tuple(http_ports)
-    return indexes.index_reading(state, f"listeners-by-source{ports}", LISTENER_KINDS,
+    return indexes.index_reading(state, _named("listeners-by-source", ports), LISTENER_KINDS,
                                  lambda s: _by_source(listeners(s, http_ports=ports)))
 
 
-def _field(raw: Any, key: str) -> Any:
-    """``dig(raw, key)``: plain dicts (all JSON gives) read directly."""
-    return raw.get(key) if type(raw) is dict else dig(raw, key)
+_SET_ROUTE, _SET_PARENT_INDEX, _SET_LISTENER, _SET_HOSTNAMES = (
+    Attachment.__dict__[f].__set__ for f in ("route", "parent_index", "listener", "hostnames"))
+
+
+def _new_attachment(route: Ref, parent_index: int, listener: Listener, hostnames: tuple[str, ...]) -> Attachment:
+    """``Attachment(...)`` built without the frozen dataclass's __init__ (``validators.objects.new_ref``)."""
+    made: Attachment = object.__new__(Attachment)
+    _SET_ROUTE(made, route)
+    _SET_PARENT_INDEX(made, parent_index)
+    _SET_LISTENER(made, listener)
+    _SET_HOSTNAMES(made, hostnames)
+    return made
+
+
+def _refused(index: int, reason: str, message: str) -> tuple[list[Attachment], ParentStatus]:
+    return [], ParentStatus(index, False, reason, message)
+
+
+_ACCEPTED_AT: dict[int, ParentStatus] = {}  # ParentStatus(i, True, ACCEPTED, "Accepted") by index: frozen, shared
+
+
+def _accepted(index: int) -> ParentStatus:
+    status = _ACCEPTED_AT.get(index)
+    if status is None:
+        status = ParentStatus(index, True, ACCEPTED, "Accepted")
+        if index < 64:  # the usual few parentRefs; a route with more builds the rest
+            _ACCEPTED_AT[index] = status
+    return status
 
 
 def _attach_one(route: Obj, index: int, parent_ref: Any, state: State,
                 by_source: Mapping[Ref, tuple[Listener, ...]], kind: str, rns: str, route_ref: Ref,
                 hosts: Sequence[str]) -> tuple[list[Attachment], ParentStatus]:
-    group = _field(parent_ref, "group")
+    # The fields read as ``_field`` + ``_str``/``_int`` read them, written out: this runs for every
+    # parentRef of every route, in the checks and in the render (whose Recording view no memo serves).
+    if type(parent_ref) is dict:
+        get = parent_ref.get
+        group, pkind, pns, pname, section, port = (get("group"), get("kind"), get("namespace"), get("name"),
+                                                   get("sectionName"), get("port"))
+    else:
+        group, pkind, pns, pname, section, port = (dig(parent_ref, f) for f in _PARENT_FIELDS)
     group = GATEWAY_GROUP if group is None else group
-    pkind = _str(_field(parent_ref, "kind")) or "Gateway"
-    pns = _str(_field(parent_ref, "namespace")) or rns
-    pname = _str(_field(parent_ref, "name"))
-    section = _str(_field(parent_ref, "sectionName"))
-    port = _int(_field(parent_ref, "port"))
-
-    def status(reason: str, message: str) -> tuple[list[Attachment], ParentStatus]:
-        return [], ParentStatus(index, False, reason, message)
-
+    pkind = (pkind if isinstance(pkind, str) else "") or "Gateway"
+    pns = (pns if isinstance(pns, str) else "") or rns
+    pname = pname if isinstance(pname, str) else ""
+    section = section if isinstance(section, str) else ""
+    port = port if isinstance(port, int) and not isinstance(port, bool) else None
     if group != GATEWAY_GROUP or pkind not in ("Gateway", "ListenerSet"):
-        return status(NO_MATCHING_PARENT, f"parent kind {group}/{pkind} is not a Gateway or ListenerSet")
-    parent = Ref(pkind, pns, pname)
+        return _refused(index, NO_MATCHING_PARENT, f"parent kind {group}/{pkind} is not a Gateway or ListenerSet")
+    parent = new_ref(pkind, pns, pname)
     found = state.get(pkind, pns, pname)
     if found is None:
-        return status(NO_MATCHING_PARENT, f"{parent} does not exist")
+        return _refused(index, NO_MATCHING_PARENT, f"{parent} does not exist")
     if is_foreign(found):
-        return status(FOREIGN_PARENT, f"{parent} belongs to another GatewayClass's controller")
+        return _refused(index, FOREIGN_PARENT, f"{parent} belongs to another GatewayClass's controller")
     if pkind == "ListenerSet":
         ls = state.get(pkind, pns, pname)
         assert ls is not None
         ls_status = listener_set_status(ls, state)
         if not ls_status.accepted:
-            return status(NO_MATCHING_PARENT, f"{parent} is not accepted: {ls_status.message}")
+            return _refused(index, NO_MATCHING_PARENT, f"{parent} is not accepted: {ls_status.message}")
     candidates: Sequence[Listener] = by_source.get(parent, ())  # a Gateway parentRef: its own listeners (GEP-1713)
     if section:
         candidates = [x for x in candidates if x.name == section]
@@ -374,32 +416,32 @@ def _attach_one(route: Obj, index: int, parent_ref: Any, state: State,
     if not candidates:
         what = " ".join(filter(None, [f"sectionName {section!r}" if section else "",
                                       f"port {port}" if port is not None else ""]))
-        return status(NO_MATCHING_PARENT, f"{parent} has no usable listener" + (f" matching {what}"
-                                                                               if what else ""))
-    allowed = [x for x in candidates if x.allows_kind(kind) and x.allows_namespace(rns, state)]
+        return _refused(index, NO_MATCHING_PARENT, f"{parent} has no usable listener" + (f" matching {what}"
+                                                                                       if what else ""))
+    allowed = [x for x in candidates if kind in x.allowed_kinds and x.allows_namespace(rns, state)]  # allows_kind
     if not allowed:
         names = ", ".join(sorted({x.name for x in candidates}))
-        return status(NOT_ALLOWED_BY_LISTENERS,
-                      f"listeners {names} of {parent} do not allow {kind} from namespace {rns!r}")
+        return _refused(index, NOT_ALLOWED_BY_LISTENERS,
+                        f"listeners {names} of {parent} do not allow {kind} from namespace {rns!r}")
     usable = [x for x in allowed if not x.conflicted]
     if not usable:
         ports = ", ".join(str(p) for p in sorted({x.port for x in allowed}))
-        return status(NOT_ALLOWED_BY_LISTENERS,
-                      f"port {ports} of {parent} has Passthrough and Terminate TLS listeners with "
-                      "overlapping hostnames (protocol conflict); no route attaches")
+        return _refused(index, NOT_ALLOWED_BY_LISTENERS,
+                        f"port {ports} of {parent} has Passthrough and Terminate TLS listeners with "
+                        "overlapping hostnames (protocol conflict); no route attaches")
     if kind == "TLSRoute" and not hosts:
-        return status(NO_MATCHING_LISTENER_HOSTNAME,
-                      "a TLSRoute needs at least one spec.hostnames entry (routing is by SNI)")
+        return _refused(index, NO_MATCHING_LISTENER_HOSTNAME,
+                        "a TLSRoute needs at least one spec.hostnames entry (routing is by SNI)")
     attached: list[Attachment] = []
     for lst in usable:
         got = intersect_hostnames(hosts, lst.hostname)
         if got is not None:
-            attached.append(Attachment(route_ref, index, lst, got))
+            attached.append(_new_attachment(route_ref, index, lst, got))
     if not attached:
-        return status(NO_MATCHING_LISTENER_HOSTNAME,
-                      f"no hostname of the route ({', '.join(hosts)}) matches a listener hostname "
-                      f"of {parent}")
-    return attached, ParentStatus(index, True, ACCEPTED, "Accepted")
+        return _refused(index, NO_MATCHING_LISTENER_HOSTNAME,
+                        f"no hostname of the route ({', '.join(hosts)}) matches a listener hostname "
+                        f"of {parent}")
+    return attached, _accepted(index)
 
 
 def attach(route: Obj, state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP_PORTS,
@@ -413,7 +455,12 @@ def attach(route: Obj, state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP
     if kind_of(route) not in ROUTE_KINDS:
         return [], []
     ports = tuple(http_ports)
-    name = f"attach{ports}"
+    if getattr(state, "recorded_index", None) is not None:
+        # A Recording view (the render's per-route staging): no memo serves it and no overlay lies
+        # under it, so the memo and twin steps below would end in this same call.
+        got, statuses = _attach(route, state, ports)
+        return list(got), list(statuses)
+    name = _named("attach", ports)
 
     def compute() -> tuple[tuple[Attachment, ...], tuple[ParentStatus, ...]]:
         # A copy of a route of the base (a review's or a check's defaulted object) whose parentRefs,
@@ -442,7 +489,7 @@ def _same_listeners_below(state: State, ports: tuple[int, ...]) -> State | None:
     naming each input Gateway)."""
     if not isinstance(state, Overlay) or state.changed.kind != "Gateway" or indexes.recording(state):
         return None
-    return indexes.index(state, f"same-listeners-below{ports}", lambda s: _listeners_below(s, ports))
+    return indexes.index(state, _named("same-listeners-below", ports), lambda s: _listeners_below(s, ports))
 
 
 def _listeners_below(state: State, ports: tuple[int, ...]) -> State | None:
@@ -469,15 +516,27 @@ def _listener_set_admission(gateway: Obj) -> tuple[str, Selector | None]:
 
 
 def _attach_key(route: Obj) -> tuple[Any, ...]:
-    """All that ``_attach`` reads of ``route``, as it reads it (defaults applied)."""
-    rns, ref = namespace_of(route), ref_of(route)
-    parents = []
+    """All that ``_attach`` reads of ``route``, as it reads it (defaults applied): one flat tuple (the
+    hostnames after their count, then six values per parentRef), so ``indexes.exact_key`` judges it in one
+    pass."""
+    kind_name, rns, route_name = identity(route)  # kind_of, namespace_of and ref_of read the same
+    hosts = route_hostnames(route)
+    key: list[Any] = [kind_name, rns, route_name, len(hosts), *hosts]
     for parent_ref in as_list(dig(route, "spec", "parentRefs")):
-        group = _field(parent_ref, "group")
-        parents.append((GATEWAY_GROUP if group is None else group, _str(_field(parent_ref, "kind")) or "Gateway",
-                        _str(_field(parent_ref, "namespace")) or rns, _str(_field(parent_ref, "name")),
-                        _str(_field(parent_ref, "sectionName")), _int(_field(parent_ref, "port"))))
-    return (kind_of(route), rns, ref.kind, ref.namespace, ref.name, tuple(route_hostnames(route)), tuple(parents))
+        if type(parent_ref) is dict:
+            get = parent_ref.get
+            group, kind, namespace, name, section, port = (get("group"), get("kind"), get("namespace"),
+                                                           get("name"), get("sectionName"), get("port"))
+        else:
+            group, kind, namespace, name, section, port = (dig(parent_ref, f) for f in _PARENT_FIELDS)
+        key += (GATEWAY_GROUP if group is None else group, (kind if isinstance(kind, str) else "") or "Gateway",
+                (namespace if isinstance(namespace, str) else "") or rns, name if isinstance(name, str) else "",
+                section if isinstance(section, str) else "",
+                port if isinstance(port, int) and not isinstance(port, bool) else None)
+    return tuple(key)
+
+
+_PARENT_FIELDS = ("group", "kind", "namespace", "name", "sectionName", "port")
 
 
 def _attach(route: Obj, state: State, http_ports: Sequence[int]

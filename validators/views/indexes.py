@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 from validators.changes import Operation
-from validators.objects import Obj, Ref, ref_of
+from validators.objects import Obj, Ref, identity, ref_of
 from validators.states import Overlay, State
 
 T = TypeVar("T")
@@ -203,13 +203,31 @@ class _Overlaid(Generic[K]):
         return refs
 
 
+_ORDERS: dict[tuple[str, ...], tuple[frozenset[str], Callable[[Ref], tuple[int, str, str]]]] = {}
+
+
+def _kinds_order(kinds: Sequence[str]) -> tuple[frozenset[str], Callable[[Ref], tuple[int, str, str]]]:
+    """The kinds as a set, and the state order of refs of them (kinds in the given order, then namespace,
+    name; another kind after them): made once per tuple of kinds, not per lookup."""
+    key = tuple(kinds)
+    got = _ORDERS.get(key)
+    if got is None:
+        rank = {kind: i for i, kind in enumerate(key)}
+
+        def order(ref: Ref) -> tuple[int, str, str]:
+            return rank.get(ref.kind, len(rank)), ref.namespace, ref.name
+
+        got = _ORDERS[key] = (frozenset(key), order)
+    return got
+
+
 def refs_by_key(state: State, name: str, kinds: Sequence[str],
                 keys_of: Callable[[Obj], Iterable[K]]) -> RefsByKey[K]:
     """Objects of ``kinds`` by each key ``keys_of(obj)`` yields (a function of the object alone).
 
     Built once per state version; an Overlay's lookup is derived from its base's by swapping the one
     changed object's keys, so a review or a ``routegate check`` input never rescans the kinds."""
-    reads = frozenset(kinds)
+    reads, order = _kinds_order(kinds)
     state = _unchanged_base(state, reads)
     if not isinstance(state, Overlay):
         return index(state, name, lambda s: _built(s, name, kinds, keys_of))
@@ -219,11 +237,6 @@ def refs_by_key(state: State, name: str, kinds: Sequence[str],
         change = s.change
         new = None if change.operation is Operation.DELETE else change.obj
         keys = frozenset(keys_of(new)) if new is not None else frozenset()
-        rank = {kind: i for i, kind in enumerate(kinds)}
-
-        def order(ref: Ref) -> tuple[int, str, str]:
-            return rank.get(ref.kind, len(rank)), ref.namespace, ref.name
-
         return _Overlaid(refs_by_key(s.base, name, kinds, keys_of), change.ref, keys, order)
 
     return index(state, name, derive, cheap=True)
@@ -269,10 +282,10 @@ def of_object(state: State, name: str, reads: frozenset[str], obj: Obj, compute:
         if hit is not None and hit[0] is obj:
             return hit[1]  # type: ignore[no-any-return]
     value = compute()
-    ref = ref_of(obj)
-    if base.get(ref.kind, ref.namespace, ref.name) is obj:
+    kind, namespace, name = identity(obj)
+    if base.get(kind, namespace, name) is obj:
         memo[key] = (obj, value)
-    elif own is not None and state.get(ref.kind, ref.namespace, ref.name) is obj:
+    elif own is not None and state.get(kind, namespace, name) is obj:
         own[key] = (obj, value)
     return value
 
@@ -281,10 +294,15 @@ def _new_memo(state: State) -> dict[int, tuple[Obj, Any]]:
     return {}
 
 
+_LEAF_TYPES = frozenset({str, int, type(None)})
+
+
 def exact_key(value: Any) -> bool:
     """Whether ``value`` is a key of exact ``str``/``int``/``None`` leaves in tuples, the only keys
     :func:`stored_twin` compares: ``==`` would take ``1`` for ``True`` and a ``str`` subclass for ``str``,
     which a message could print apart."""
+    if type(value) is tuple and _LEAF_TYPES.issuperset(map(type, value)):
+        return True  # a flat key (the key functions of attachments and backendrefs): judged at C speed
     pending = [value]
     while pending:
         item = pending.pop()
@@ -309,8 +327,7 @@ def stored_twin(state: State, reads: frozenset[str], obj: Obj, name: str,
     base = _unchanged_base(state, reads)
     if base is state:
         return None
-    ref = ref_of(obj)
-    stored = base.get(ref.kind, ref.namespace, ref.name)
+    stored = base.get(*identity(obj))
     if stored is None or stored is obj or _recording(base):
         return None
     key = key_of(obj)

@@ -177,7 +177,7 @@ class Recording:
     def recorded_index(self, name: str, build: Callable[[State], Any]) -> Any:
         """``indexes.index`` on the base State (built once per base version, not per view), watched."""
         value = indexes.index(self._base, name, build)
-        if isinstance(value, Mapping):
+        if type(value) is dict or isinstance(value, Mapping):  # a dict without the Mapping ABC check
             return _Watched(value, name, build, self.reads)
         if isinstance(value, indexes.KeyLookup):
             return _WatchedGets(value, name, build, self.reads)
