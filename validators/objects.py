@@ -156,14 +156,8 @@ def new_ref(kind: str, namespace: str, name: str) -> Ref:
 
 
 def ref_of(obj: Obj) -> Ref:
-    kind = obj.get("kind")
-    meta = obj.get("metadata") if type(obj) is dict else dig(obj, "metadata")
-    if type(meta) is dict:
-        namespace, name = meta.get("namespace"), meta.get("name")
-    else:
-        namespace, name = dig(meta, "namespace"), dig(meta, "name")
-    return new_ref(kind if isinstance(kind, str) else "", namespace if isinstance(namespace, str) else "",
-                   name if isinstance(name, str) else "")
+    kind, namespace, name = identity(obj)
+    return new_ref(kind, namespace, name)
 
 
 def identity(obj: Obj) -> tuple[str, str, str]:
