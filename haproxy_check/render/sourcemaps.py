@@ -13,6 +13,7 @@ import threading
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from haproxy_check.results import Origin
 from validators.findings import PathPart
@@ -22,6 +23,8 @@ _OPEN, _CLOSE = "\x1e", "\x1f"
 _MARK = re.compile("\x1e(\\d+)\x1f")
 # the last marker of a line (no other marker after it before the line ends): the line's origin
 _LAST_MARK = re.compile("\x1e(\\d+)\x1f(?=(?:[^\n\x1e]|\x1e(?!\\d+\x1f))*(?:\n|\\Z))")
+# the same where every \x1e opens a marker (always, unless a template wrote one): no lookahead per character
+_LAST_MARK_PLAIN = re.compile("\x1e(\\d+)\x1f(?=[^\n\x1e]*(?:\n|\\Z))")
 
 
 class Origins:
@@ -34,8 +37,9 @@ class Origins:
 
     def __init__(self) -> None:
         self._origins: list[Origin] = []
-        # keyed by (ref, path), not by Origin: a hit then costs a tuple, not a frozen record and its hash
-        self._index: dict[tuple[Ref, tuple[PathPart, ...]], str] = {}
+        # keyed by (kind, namespace, name, path), not by Origin: a hit then costs a tuple, not a frozen
+        # record and its hash
+        self._index: dict[tuple[Any, ...], str] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -44,7 +48,13 @@ class Origins:
     def mark(self, ref: Ref | Origin | None, path: Iterable[PathPart] = ()) -> str:
         if ref is None:
             return ""
-        key = (ref.ref, ref.path) if isinstance(ref, Origin) else (ref, path if type(path) is tuple else tuple(path))
+        if type(ref) is Origin:
+            ref, path = ref.ref, ref.path
+        elif type(path) is not tuple:
+            path = tuple(path)
+        # a plain Ref is keyed by its three strings: a tuple of strings hashes in C (their hashes kept),
+        # a Ref in Python, and every marker of a render is looked up at least twice
+        key = (ref.kind, ref.namespace, ref.name, path) if type(ref) is Ref else (ref, path)
         marker = self._index.get(key)
         if marker is None:
             with self._lock:
@@ -52,7 +62,7 @@ class Origins:
                 if marker is None:
                     marker = f"{_OPEN}{len(self._origins)}{_CLOSE}"
                     # before the index: a reader finds its number's origin
-                    self._origins.append(ref if isinstance(ref, Origin) else Origin(*key))
+                    self._origins.append(Origin(ref, path))  # type: ignore[arg-type]
                     self._index[key] = marker
         return marker
 
@@ -103,8 +113,10 @@ class SourceMap:
         if _OPEN not in text:
             return text
         self._pending.append((file, zlib.compress(text.encode(), 1)))
-        self._counts.append(Counter(_LAST_MARK.findall(text)))
-        return _MARK.sub("", text)
+        clean, markers = _MARK.subn("", text)
+        last = _LAST_MARK_PLAIN if text.count(_OPEN) == markers else _LAST_MARK
+        self._counts.append(Counter(last.findall(text)))
+        return clean
 
     def line_counts(self) -> Counter[Origin]:
         """How many lines each origin marks (as ``origins()`` would map them: a line's last marker), in the

@@ -64,14 +64,17 @@ def slots(weights: Sequence[tuple[str, int]]) -> tuple[str, ...]:
     total = sum(w for _, w in weights)
     if total <= 0:
         return ()
-    exact = [(t, w * SLOTS / total) for t, w in weights]
-    counts = [int(x) for _, x in exact]
-    order = sorted(range(len(exact)), key=lambda i: (-(exact[i][1] - counts[i]), i))
-    for i in order[: SLOTS - sum(counts)]:
-        counts[i] += 1
+    shares = [w * SLOTS / total for _, w in weights]
+    counts = [int(x) for x in shares]
+    short = SLOTS - sum(counts)
+    if short:
+        # largest remainder first, ties in order (a stable sort); count - share is exactly -(share - count)
+        below = [n - x for n, x in zip(counts, shares, strict=True)]
+        for i in sorted(range(len(below)), key=below.__getitem__)[:short]:
+            counts[i] += 1
     out: list[str] = []
     for (t, _), n in zip(weights, counts, strict=True):
-        out.extend([t] * n)
+        out += [t] * n
     return tuple(out)
 
 
@@ -94,8 +97,15 @@ def _path_of_match(route: Obj, rule_index: int, match_index: int, raw: Any, grpc
     """(type, value, field path) of a match's path; gRPC method matches become paths."""
     base: tuple[PathPart, ...] = ("spec", "rules", rule_index, "matches", match_index)
     if not grpc:
-        ptype = dig(raw, "path", "type", default=precedence.PREFIX)
-        value = dig(raw, "path", "value", default="/")
+        raw_path = raw.get("path") if type(raw) is dict else None
+        if type(raw_path) is dict:  # ``dig``, inline: a missing or null value is the default
+            ptype = raw_path.get("type")
+            value = raw_path.get("value")
+            ptype = precedence.PREFIX if ptype is None else ptype
+            value = "/" if value is None else value
+        else:
+            ptype = dig(raw, "path", "type", default=precedence.PREFIX)
+            value = dig(raw, "path", "value", default="/")
         if not isinstance(value, str) or ptype not in (precedence.EXACT, precedence.PREFIX, precedence.REGEX):
             raise FieldError(f"path type {ptype!r} is not Exact, PathPrefix or RegularExpression", (*base, "path"))
         vpath = (*base, "path", "value")
@@ -123,10 +133,15 @@ def _path_of_match(route: Obj, rule_index: int, match_index: int, raw: Any, grpc
     return precedence.PREFIX, "/", mpath
 
 
-def _conditions(raw: Any, base: tuple[PathPart, ...], grpc: bool) -> tuple[list[str], list[str], bool]:
-    """ACL blocks for method, headers and query params; and a readable description."""
+def _conditions(raw: Any, rule_index: int, match_index: int, grpc: bool) -> tuple[list[str], list[str], bool]:
+    """ACL blocks for method, headers and query params of spec.rules[rule_index].matches[match_index];
+    and a readable description."""
     conds: list[str] = []
     reason: list[str] = []
+    if type(raw) is dict and (grpc or raw.get("method") is None) and raw.get("headers") is None \
+            and raw.get("queryParams") is None:
+        return conds, reason, False  # a path-only match (most): what the loops below make of it
+    base: tuple[PathPart, ...] = ("spec", "rules", rule_index, "matches", match_index)
     method = dig(raw, "method") if not grpc else None
     if isinstance(method, str) and method:
         conds.append(f"{{ method {guard((*base, 'method'), escaping.method, method)} }}")
@@ -248,40 +263,52 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
         backend_for=lambda raw, p: _side_backend(staged, taken, ctx, route, raw, p, grpc),
         backend_ref=lambda raw, p: backendrefs.filter_backend_ref(route, ctx.state, int(p[2]), raw, p),
         settings=ctx.settings)
+    mark = ctx.mark
+    settings = ctx.settings
+    # ``backend_name``'s words of this route (its namespace and name are the guarded ones: the same text)
+    be_prefix = f"{'gw_g' if grpc else 'gw_h'}_{ns}_{name}_"
+    plain_profile = ("default-server proto h2",) if grpc else ()
     for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
         rid = f"{ns}_{name}_{i}"
-        rm = RuleModel(rid, f"{ns}/{name}", ref.kind, i, ctx.mark(ref, ("spec", "rules", i)))
-        own = bool(dig(rule, "retry")) or bool(dig(rule, "sessionPersistence"))
+        rm = RuleModel(rid, f"{ns}/{name}", ref.kind, i, mark(ref, ("spec", "rules", i)))
+        retry, persistence = (rule.get("retry"), rule.get("sessionPersistence")) if type(rule) is dict else (
+            dig(rule, "retry"), dig(rule, "sessionPersistence"))
+        own = bool(retry) or bool(persistence)
         suffix = f"_r{i}" if own else ""
-        profile = rulepolicies.backend_profile(
-            rule, i, grpc=grpc, findings=findings, ref=ref, haproxy_version=ctx.settings.haproxy_version,
-            cookie_key=ctx.settings.dynamic_cookie_key,
-            retry_non_idempotent=bool(getattr(ctx.settings, "retry_non_idempotent", False)))
-        header = rulepolicies.session_header(rule, i)
-        if header:
-            sp_mark = ctx.mark(ref, ("spec", "rules", i, "sessionPersistence"))
-            staged.add("gw-session-header.map", f"{rid} {header}{sp_mark}")
-            staged.session_headers.add(header)
+        if retry is None and persistence is None:
+            profile = plain_profile  # what backend_profile makes of a rule without either policy
+        else:
+            profile = rulepolicies.backend_profile(
+                rule, i, grpc=grpc, findings=findings, ref=ref, haproxy_version=settings.haproxy_version,
+                cookie_key=settings.dynamic_cookie_key,
+                retry_non_idempotent=bool(getattr(settings, "retry_non_idempotent", False)))
+            header = rulepolicies.session_header(rule, i)
+            if header:
+                sp_mark = mark(ref, ("spec", "rules", i, "sessionPersistence"))
+                staged.add("gw-session-header.map", f"{rid} {header}{sp_mark}")
+                staged.session_headers.add(header)
         weights: list[tuple[str, int]] = []
         chosen: list[tuple[int, str]] = []
         for bref in backendrefs.rule_backend_refs(route, ctx.state, i):
             servable = bref.resolved or (bref.reason == backendrefs.BACKEND_NOT_FOUND and bref.kind == "Service")
             if servable and bref.port is not None:
-                guard((*bref.path, "name"), escaping.ident, bref.name, what="Service name")
-                be = backend_name(route, bref, grpc=grpc, rule_suffix=suffix)
+                try:  # ``guard``, inline: the field path made only for an error
+                    escaping.ident(bref.name, what="Service name")
+                except escaping.Unsafe as exc:
+                    raise FieldError(str(exc), (*bref.path, "name")) from None
+                svc = bref.name if bref.namespace == ns else f"{bref.name}.{bref.namespace}"
+                be = f"{be_prefix}{svc}_{bref.port}{suffix}"  # ``backend_name``
                 if be not in staged.backends and be not in taken:
                     servers = []
                     if bref.service:
-                        tls = servertls.server_tls(ctx.state, bref.service, bref.port, ctx.files,
-                                                    settings=ctx.settings)
+                        tls = servertls.server_tls(ctx.state, bref.service, bref.port, ctx.files, settings=settings)
                         if tls.blocked:
                             findings.append(Finding(BACKEND_TLS, f"{tls.blocked}; the backend gets no servers",
                                                     bref.path, Severity.WARN, subject=True, about=str(ref)))
                         else:
                             servers = _servers(ctx, ref, bref, findings, options=tls.options)
-                    staged.backends[be] = BackendSpec(
-                        be, ctx.mark(ref, bref.path), tuple(servers), grpc=grpc,
-                        profile=profile, comments=(f"{ref.kind} {ns}/{name} rule {i}",))
+                    staged.backends[be] = BackendSpec(be, mark(ref, bref.path), tuple(servers), grpc, profile,
+                                                      (f"{ref.kind} {ns}/{name} rule {i}",))
                 weights.append((be, bref.weight))
                 chosen.append((bref.ref_index, be))
             else:
@@ -361,18 +388,22 @@ def _matches(staged: HttpModel, ctx: Context, route: Obj, rule: Any, i: int, rm:
     """``ref`` and ``created``: the route's ``ref_of`` and ``created_at``."""
     matches = as_list(dig(rule, "matches")) or [{}]
     plens: set[int] = set()
+    new_key, Key = tuple.__new__, precedence.Key  # noqa: N806
     for j, raw in enumerate(matches):
-        base: tuple[PathPart, ...] = ("spec", "rules", i, "matches", j)
         ptype, value, vpath = _path_of_match(route, i, j, raw, grpc)
-        conds, reason, has_method = _conditions(raw, base, grpc)
+        conds, reason, has_method = _conditions(raw, i, j, grpc)
         score = precedence.score(ptype, value)
         prefix = value.rstrip("/") if ptype == precedence.PREFIX else ""
         plen = len(prefix) if ptype == precedence.PREFIX else 0
         if ptype == precedence.PREFIX:
             plens.add(plen)
-        # ``precedence.key``, built directly (keyword calls cost as much as the key)
-        key = precedence.Key(-score, not has_method, -len(as_list(dig(raw, "headers"))),
-                             -len(as_list(dig(raw, "queryParams"))), created, ref.namespace, ref.name, i, j)
+        if conds:
+            headers, queries = len(as_list(dig(raw, "headers"))), len(as_list(dig(raw, "queryParams")))
+        else:
+            headers = queries = 0  # no condition: no header or query matcher either
+        # ``precedence.key``, built directly (keyword calls cost as much as the key; the record's own
+        # constructor is a Python function too)
+        key = new_key(Key, (-score, not has_method, -headers, -queries, created, ref.namespace, ref.name, i, j))
         mark = ctx.mark(ref, vpath)
         why = "-".join(reason) if reason else "path"
         value_field = f"{score}|{rm.rid}|{plen}|{why.replace(' ', ':')}"
