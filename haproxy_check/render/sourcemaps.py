@@ -48,13 +48,14 @@ class Origins:
     def mark(self, ref: Ref | Origin | None, path: Iterable[PathPart] = ()) -> str:
         if ref is None:
             return ""
-        if type(ref) is Origin:
-            ref, path = ref.ref, ref.path
-        elif type(path) is not tuple:
-            path = tuple(path)
+        parts: tuple[PathPart, ...]
+        if isinstance(ref, Origin):
+            parts, ref = ref.path, ref.ref
+        else:
+            parts = path if type(path) is tuple else tuple(path)
         # a plain Ref is keyed by its three strings: a tuple of strings hashes in C (their hashes kept),
         # a Ref in Python, and every marker of a render is looked up at least twice
-        key = (ref.kind, ref.namespace, ref.name, path) if type(ref) is Ref else (ref, path)
+        key = (ref.kind, ref.namespace, ref.name, parts) if type(ref) is Ref else (ref, parts)
         marker = self._index.get(key)
         if marker is None:
             with self._lock:
@@ -62,7 +63,7 @@ class Origins:
                 if marker is None:
                     marker = f"{_OPEN}{len(self._origins)}{_CLOSE}"
                     # before the index: a reader finds its number's origin
-                    self._origins.append(Origin(ref, path))  # type: ignore[arg-type]
+                    self._origins.append(Origin(ref, parts))
                     self._index[key] = marker
         return marker
 

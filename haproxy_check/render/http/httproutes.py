@@ -267,7 +267,7 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
     settings = ctx.settings
     # ``backend_name``'s words of this route (its namespace and name are the guarded ones: the same text)
     be_prefix = f"{'gw_g' if grpc else 'gw_h'}_{ns}_{name}_"
-    plain_profile = ("default-server proto h2",) if grpc else ()
+    plain_profile: tuple[str, ...] = ("default-server proto h2",) if grpc else ()
     for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
         rid = f"{ns}_{name}_{i}"
         rm = RuleModel(rid, f"{ns}/{name}", ref.kind, i, mark(ref, ("spec", "rules", i)))
@@ -388,7 +388,7 @@ def _matches(staged: HttpModel, ctx: Context, route: Obj, rule: Any, i: int, rm:
     """``ref`` and ``created``: the route's ``ref_of`` and ``created_at``."""
     matches = as_list(dig(rule, "matches")) or [{}]
     plens: set[int] = set()
-    new_key, Key = tuple.__new__, precedence.Key  # noqa: N806
+    new_key, Key = tuple.__new__, precedence.Key
     for j, raw in enumerate(matches):
         ptype, value, vpath = _path_of_match(route, i, j, raw, grpc)
         conds, reason, has_method = _conditions(raw, i, j, grpc)
