@@ -210,16 +210,19 @@ def _staged(model: HttpModel, rules: list[RuleModel], targets: Mapping[str, tupl
             else:
                 hosts.append(("host.map", ("", f"{vh} {vh}")))
     h = model.headers
-    return StagedRoute(
-        maps=tuple((name, tuple(entries)) for name, entries in model.maps.items()),
-        ordered=_frozen(model.ordered), backends=tuple(model.backends.items()), uses=_frozen(model.uses),
-        auth_headers=_frozen(model.auth_headers), mirrors=model.mirrors,
-        session_headers=_frozen(model.session_headers), redirect_plens=_frozen(model.redirect_plens),
-        rewrite_plens=_frozen(model.rewrite_plens),
-        headers=(_frozen(h.request), _frozen(h.response), _frozen(h.request_be), _frozen(h.response_be)),
-        pending=tuple((name, tuple(lines)) for name, lines in model.pending.items()),
-        rules=tuple(rules), targets=tuple(names), hosts=tuple(hosts), any_host=tuple(any_host),
-        weighted=tuple(weighted))
+    none = _NONE  # ``_frozen``, inline: most of these are empty for most routes
+    return StagedRoute(  # in field order: a keyword call costs a record's worth again
+        tuple([(name, tuple(entries)) for name, entries in model.maps.items()]),
+        frozenset(model.ordered) if model.ordered else none, tuple(model.backends.items()),
+        frozenset(model.uses) if model.uses else none,
+        frozenset(model.auth_headers) if model.auth_headers else none, model.mirrors,
+        frozenset(model.session_headers) if model.session_headers else none,
+        frozenset(model.redirect_plens) if model.redirect_plens else none,
+        frozenset(model.rewrite_plens) if model.rewrite_plens else none,
+        (frozenset(h.request) if h.request else none, frozenset(h.response) if h.response else none,
+         frozenset(h.request_be) if h.request_be else none, frozenset(h.response_be) if h.response_be else none),
+        tuple([(name, tuple(lines)) for name, lines in model.pending.items()]),
+        tuple(rules), tuple(names), tuple(hosts), tuple(any_host), tuple(weighted))
 
 
 def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Sequence[Attachment],
@@ -326,8 +329,12 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
         staged.add("rule-backend.map", f"{rid} {rm.target}{rm.mark}")
         plens = _matches(staged, ctx, route, rule, i, rm, targets, grpc, ref, created)
         httpfilters.rule_filters(staged, rm, route, rule, i, plens, findings, ctx.mark, res, ref=ref)
+        raw_refs = rule.get("backendRefs") if type(rule) is dict else None
         for j, be in chosen:
-            httpfilters.backend_filters(staged, rm, route, i, j, be, plens, findings, ctx.mark)
+            raw_ref = raw_refs[j] if type(raw_refs) is list and 0 <= j < len(raw_refs) else None
+            if type(raw_ref) is dict and not raw_ref.get("filters"):
+                continue  # no filters (most backendRefs): what backend_filters makes of it
+            httpfilters.backend_filters(staged, rm, route, i, j, be, plens, findings, mark)
         rules_out.append(rm)
     return _staged(staged, rules_out, targets, weighted)
 
