@@ -50,7 +50,7 @@ def _lines(value: Any, key: str) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         value = value.split("\n")
-    if not isinstance(value, Sequence):
+    elif type(value) is not tuple and type(value) is not list and not isinstance(value, Sequence):
         raise _fail(f"Backend() key {key!r} must be a list of lines")
     out = []
     for line in value:
@@ -78,10 +78,6 @@ def _server(raw: Any) -> ServerDesc:
     options = raw.get("options", ())
     return ServerDesc(str(raw.get("name", "")), str(raw.get("address", "")), port, weight,
                       tuple(str(o) for o in options))
-
-
-def _address(server: ServerDesc) -> str:
-    return escaping.server_address_and_port(server.address, server.port)
 
 
 def check_file_path(path: str) -> None:
@@ -249,12 +245,13 @@ class Recorder:
             escaping.ident(guid, what="guid")
         body = _lines(spec.get("body"), "body")
         comments = _lines(spec.get("comments"), "comments")
-        for line in (*body, *comments):
-            escaping.check(self._sources.strip_line(line)[0], key=False, what="backend line")
         # the record holds what haproxy.cfg will say: no source-map markers (their numbers depend on the
         # render, and a description is compared with the next render's)
-        clean_body = tuple(self._sources.strip_line(line)[0] for line in body)
-        clean_comments = tuple(self._sources.strip_line(line)[0] for line in comments)
+        strip_line = self._sources.strip_line
+        clean_body = tuple([strip_line(line)[0] for line in body]) if body else ()
+        clean_comments = tuple([strip_line(line)[0] for line in comments]) if comments else ()
+        for line in (*clean_body, *clean_comments):
+            escaping.check(line, key=False, what="backend line")
         servers = tuple(_server(s) for s in (spec.get("servers") or ()))
         profile_lines = (*self._base, f"mode {mode}", *_lines(spec.get("profile"), "profile"))
         if default_server:
@@ -282,11 +279,12 @@ class Recorder:
         if guid and self._version >= (3, 0):
             out.append(f"    guid {guid}")
         out += [f"    {line}" for line in body]
+        check, address = escaping.check, escaping.server_address_and_port
         for s in servers:
             escaping.ident(s.name, what="server name")
-            opts = "".join([f" {escaping.check(o, key=True, what='server option')}" for o in s.options]) \
+            opts = "".join([f" {check(o, key=True, what='server option')}" for o in s.options]) \
                 if s.options else ""
-            out.append(f"    server {s.name} {_address(s)} weight {s.weight}{opts}")
+            out.append(f"    server {s.name} {address(s.address, s.port)} weight {s.weight}{opts}")
         return "\n".join(out) + "\n"
 
     # ------------------------------------------------------------ RegisterMap()

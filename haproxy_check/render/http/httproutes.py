@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from haproxy_check import escaping
 from haproxy_check.escaping import FieldError, guard
@@ -39,7 +39,6 @@ UNSAFE = "RG0120"
 BACKEND_TLS = "RG0515"
 
 Mark = Callable[[Ref, Sequence[PathPart]], str]
-T = TypeVar("T")
 
 
 _PCRE_SPECIAL = set("\\.^$|?*+()[]{}/")
@@ -148,14 +147,20 @@ def _conditions(raw: Any, rule_index: int, match_index: int, grpc: bool) -> tupl
         reason.append(f"method {method}")
     for kind, fetch, field in (("headers", "req.hdr", "headers"), ("queryParams", "urlp", "queryParams")):
         for k, item in enumerate(as_list(dig(raw, field))):
-            p = (*base, field, k)
-            name = guard((*p, "name"), escaping.header_name, str(dig(item, "name", default="")))
+            # ``guard``, inline: the field paths made only for an error (one per header of every match)
+            try:
+                name = escaping.header_name(str(dig(item, "name", default="")))
+            except escaping.Unsafe as exc:
+                raise FieldError(str(exc), (*base, field, k, "name")) from None
             value = str(dig(item, "value", default=""))
-            if dig(item, "type", default="Exact") == "RegularExpression":
-                guard((*p, "value"), escaping.value_regex, value)
-                conds.append(f"{{ {fetch}({name}) -m reg -- {guard((*p, 'value'), escaping.quote, value)} }}")
-            else:
-                conds.append(f"{{ {fetch}({name}) -m str -- {guard((*p, 'value'), escaping.quote, value)} }}")
+            try:
+                if dig(item, "type", default="Exact") == "RegularExpression":
+                    escaping.value_regex(value)
+                    conds.append(f"{{ {fetch}({name}) -m reg -- {escaping.quote(value)} }}")
+                else:
+                    conds.append(f"{{ {fetch}({name}) -m str -- {escaping.quote(value)} }}")
+            except escaping.Unsafe as exc:
+                raise FieldError(str(exc), (*base, field, k, "value")) from None
             reason.append(f"{'header' if kind == 'headers' else 'query'} {name.lower()}")
     return conds, reason, isinstance(method, str) and bool(method)
 
@@ -187,11 +192,6 @@ class StagedRoute:
 _NONE: frozenset[Any] = frozenset()
 
 
-def _frozen(items: set[T]) -> frozenset[T]:
-    """A frozenset, the one shared empty one when there is nothing (most routes use few features)."""
-    return frozenset(items) if items else _NONE
-
-
 def _staged(model: HttpModel, rules: list[RuleModel], targets: Mapping[str, tuple[FrontendModel, list[str]]],
             weighted: list[tuple[str, tuple[str, ...]]]) -> StagedRoute:
     names = sorted(targets)
@@ -210,7 +210,7 @@ def _staged(model: HttpModel, rules: list[RuleModel], targets: Mapping[str, tupl
             else:
                 hosts.append(("host.map", ("", f"{vh} {vh}")))
     h = model.headers
-    none = _NONE  # ``_frozen``, inline: most of these are empty for most routes
+    none = _NONE  # the one shared empty frozenset where there is nothing (most routes use few features)
     return StagedRoute(  # in field order: a keyword call costs a record's worth again
         tuple([(name, tuple(entries)) for name, entries in model.maps.items()]),
         frozenset(model.ordered) if model.ordered else none, tuple(model.backends.items()),
