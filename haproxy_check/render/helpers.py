@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from haproxy_check import escaping
@@ -154,9 +154,15 @@ class PlainLines(list[str]):
     source-map markers, each one once: RegisterMap takes them without checking each line, and an
     ordered map registered from them alone is written without de-duplicating. The 100-slot weight map
     (``HttpModel.map_entries``) is most of a large render's map lines; its lines are made of a few
-    checked words. A list like any other to a template; a copy or a sum of it is a plain list again."""
+    checked words. A list like any other to a template; a copy or a sum of it is a plain list again.
+    ``text``: when set, the lines joined by line breaks with one after the last, made with them (a map
+    registered from these lines alone is then written without joining 600,000 lines again)."""
 
-    __slots__ = ()
+    __slots__ = ("text",)
+
+    def __init__(self, lines: Iterable[str] = (), text: str | None = None) -> None:
+        super().__init__(lines)
+        self.text = text
 
 
 def _plain_entries(entries: list[Any], sources: SourceMap) -> bool:
@@ -198,6 +204,7 @@ class Recorder:
         self.files: dict[str, tuple[Literal["cert", "ca", "other"], bytes]] = {}
         # maps registered only from PlainLines (distinct, plain, unmarked: the text's lines are them)
         self._distinct: set[str] = set()
+        self._joined: dict[str, str] = {}  # such maps' texts made with their one PlainLines (``text``)
         self._texts: dict[str, tuple[str, list[str]]] = {}  # such maps' texts, and the lines they hold
 
     # ------------------------------------------------------------ Backend()
@@ -301,9 +308,12 @@ class Recorder:
         if known is not None and known[0] != ordered:
             raise _fail(f"RegisterMap({name!r}) registered both ordered and unordered")
         bucket = self.maps.setdefault(path, (ordered, []))[1]
+        self._joined.pop(path, None)  # only a map of one PlainLines keeps their text
         if type(entries) is PlainLines:
             if not bucket:
                 self._distinct.add(path)
+                if entries and entries.text is not None:
+                    self._joined[path] = entries.text
             else:
                 self._distinct.discard(path)
             bucket.extend(entries)
@@ -360,7 +370,8 @@ class Recorder:
         for path, (ordered, entries) in sorted(self.maps.items()):
             if ordered and path in self._distinct:
                 lines = entries  # distinct already
-                out[path] = text = "\n".join(lines) + "\n" if lines else ""
+                joined = self._joined.get(path)
+                out[path] = text = joined if joined is not None else "\n".join(lines) + "\n" if lines else ""
                 self._texts[path] = (text, lines)
                 continue
             if ordered:

@@ -203,7 +203,9 @@ def _slot_lines(weighted: list[tuple[str, tuple[str, ...]]]) -> list[str]:
     twice: they are PlainLines, which RegisterMap need not check line by line."""
     plain = all(_WORD.match(rid) for rid, _ in weighted) and all(
         _WORD.match(target) for target in {t for _, targets in weighted for t in targets})
-    out: list[str] = PlainLines() if plain else []
+    if plain:
+        return _plain_slot_lines(weighted)
+    out: list[str] = []
     for rid, targets in weighted:
         if len(targets) > len(_NUMBERS):
             out += [f"{n}:{rid} {target}" for n, target in enumerate(targets)]
@@ -211,3 +213,24 @@ def _slot_lines(weighted: list[tuple[str, tuple[str, ...]]]) -> list[str]:
         key = f":{rid} "
         out += [f"{n}{key}{target}" for n, target in zip(_NUMBERS, targets, strict=False)]  # as many numbers at least
     return out
+
+
+def _plain_slot_lines(weighted: list[tuple[str, tuple[str, ...]]]) -> PlainLines:
+    """``_slot_lines`` of plain words, made as one text: each run of slots with one backend is the slot
+    numbers joined by ``:<rule id> <backend>\\n`` (one join, not a string per line), and the lines are
+    that text split at its line breaks (none inside a line: the words are plain)."""
+    parts: list[str] = []
+    for rid, targets in weighted:
+        numbers = _NUMBERS if len(targets) <= len(_NUMBERS) else tuple(str(n) for n in range(len(targets)))
+        start, count = 0, len(targets)
+        while start < count:
+            target = targets[start]
+            end = start + 1
+            while end < count and targets[end] == target:
+                end += 1
+            tail = f":{rid} {target}\n"
+            parts.append(tail.join(numbers[start:end]))
+            parts.append(tail)
+            start = end
+    text = "".join(parts)
+    return PlainLines(text[:-1].split("\n") if text else (), text if text else None)
