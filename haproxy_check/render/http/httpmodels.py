@@ -5,6 +5,7 @@ they are user text (map entries, quoted words), so templates only lay out lines.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import operator
 import re
 from dataclasses import dataclass, field
@@ -202,7 +203,7 @@ def _slot_lines(weighted: list[tuple[str, tuple[str, ...]]]) -> list[str]:
     ``:`` and the rule id, one space, the backend) and, the rule ids being distinct, no line comes
     twice: they are PlainLines, which RegisterMap need not check line by line."""
     plain = all(_WORD.match(rid) for rid, _ in weighted) and all(
-        _WORD.match(target) for target in {t for _, targets in weighted for t in targets})
+        _WORD.match(target) for target in set(itertools.chain.from_iterable([targets for _, targets in weighted])))
     if plain:
         return _plain_slot_lines(weighted)
     out: list[str] = []
@@ -222,12 +223,9 @@ def _plain_slot_lines(weighted: list[tuple[str, tuple[str, ...]]]) -> PlainLines
     parts: list[str] = []
     for rid, targets in weighted:
         numbers = _NUMBERS if len(targets) <= len(_NUMBERS) else tuple(str(n) for n in range(len(targets)))
-        start, count = 0, len(targets)
-        while start < count:
-            target = targets[start]
-            end = start + 1
-            while end < count and targets[end] == target:
-                end += 1
+        start = 0
+        for target, run in itertools.groupby(targets):  # runs of equal backends, found in C
+            end = start + len(list(run))
             tail = f":{rid} {target}\n"
             parts.append(tail.join(numbers[start:end]))
             parts.append(tail)
