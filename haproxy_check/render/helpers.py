@@ -206,6 +206,8 @@ class Recorder:
         self._distinct: set[str] = set()
         self._joined: dict[str, str] = {}  # such maps' texts made with their one PlainLines (``text``)
         self._texts: dict[str, tuple[str, list[str]]] = {}  # such maps' texts, and the lines they hold
+        # the texts ``map_files`` wrote without their markers, where it stripped them to sort the lines
+        self.clean_texts: dict[str, str] = {}
 
     # ------------------------------------------------------------ Backend()
 
@@ -367,6 +369,7 @@ class Recorder:
     def map_files(self) -> dict[str, str]:
         """Map file texts: unordered maps sorted and de-duplicated, ordered ones as registered."""
         out: dict[str, str] = {}
+        self.clean_texts = {}
         for path, (ordered, entries) in sorted(self.maps.items()):
             if ordered and path in self._distinct:
                 lines = entries  # distinct already
@@ -381,7 +384,10 @@ class Recorder:
                 # marker keep the order they were registered in, whatever numbers the markers got
                 unique = list(dict.fromkeys(entries))
                 clean = self._sources.strip_lines(unique)
-                lines = [unique[i] for i in sorted(range(len(unique)), key=clean.__getitem__)]
+                order = sorted(range(len(unique)), key=clean.__getitem__)
+                lines = [unique[i] for i in order]
+                if clean is not unique and lines:  # markers stripped: the written text without them
+                    self.clean_texts[path] = "\n".join([clean[i] for i in order]) + "\n"
             out[path] = "\n".join(lines) + "\n" if lines else ""
         return out
 

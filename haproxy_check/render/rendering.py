@@ -284,7 +284,8 @@ class Renderer:
         cfg = "".join(parts).replace(PROFILES, recorder.profile_sections())
         clean_cfg = sources.strip("haproxy.cfg", cfg)
         files: dict[str, bytes] = {"haproxy.cfg": clean_cfg.encode()}
-        map_texts = {path: sources.strip(path, text) for path, text in recorder.map_files().items()}
+        map_texts = {path: sources.strip(path, text, recorder.clean_texts.get(path))
+                     for path, text in recorder.map_files().items()}
         files.update((p, t.encode()) for p, t in map_texts.items())
         files.update((p, data) for p, (_, data) in recorder.files.items())
         if self.cache is not None and gen is not None:

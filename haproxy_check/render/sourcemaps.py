@@ -108,14 +108,17 @@ class SourceMap:
         self.lines.update(_marked_lines(file, text, self._origins.table()))
         return _MARK.sub("", text)
 
-    def strip(self, file: str, text: str) -> str:
+    def strip(self, file: str, text: str, clean: str | None = None) -> str:
         """``resolve`` that leaves finding the lines' origins to ``origins()``, the first time they are read.
-        The marked text waits compressed (a tenth of its size): results are kept, few are ever traced."""
+        The marked text waits compressed (a tenth of its size): results are kept, few are ever traced.
+        ``clean``: ``text`` without its markers when the caller has it already (``_MARK.sub("", text)``)."""
         if _OPEN not in text:
             return text
         self._pending.append((file, zlib.compress(text.encode(), 1)))
-        clean, markers = _MARK.subn("", text)
-        last = _LAST_MARK_PLAIN if text.count(_OPEN) == markers else _LAST_MARK
+        if clean is None:
+            clean = _MARK.sub("", text)
+        # an \x1e left after the markers went is one that opens none
+        last = _LAST_MARK if _OPEN in clean else _LAST_MARK_PLAIN
         self._counts.append(Counter(last.findall(text)))
         return clean
 
