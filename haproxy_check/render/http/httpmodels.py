@@ -62,6 +62,11 @@ class RuleModel:
     frontends: frozenset[str] = frozenset()  # the frontends the rule is in
 
 
+def condition_words(conditions: tuple[str, ...]) -> int:
+    """How many words HAProxy makes of the ACL blocks of an advanced line, added up."""
+    return sum(escaping.word_count(c) for c in conditions)
+
+
 @dataclass(frozen=True, slots=True)
 class Advanced:
     """A guarded rule-selection line for a match with method/header/query matchers."""
@@ -72,13 +77,17 @@ class Advanced:
     conditions: tuple[str, ...]  # ACL blocks, already escaped
     comment: str
     mark: str
+    # ``escaping.word_count`` of the conditions added up, when the maker counted them (once per match, for
+    # all its frontends); -1: counted when asked
+    words: int = -1
 
     @property
     def split(self) -> bool:
         """The one-line form would pass HAProxy's 64 words per line (16 hostnames, 16 headers and 16 query
         params are within the CRD limits): the template then declares named ACLs over several lines."""
         fixed = 22  # set-var, the two guards, the vhost block's own words
-        return fixed + len(self.vhosts) + sum(escaping.word_count(c) for c in self.conditions) > MAX_WORDS - 4
+        words = self.words if self.words >= 0 else condition_words(self.conditions)
+        return fixed + len(self.vhosts) + words > MAX_WORDS - 4
 
     @property
     def acl(self) -> str:

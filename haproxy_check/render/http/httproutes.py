@@ -27,6 +27,7 @@ from haproxy_check.render.http.httpmodels import (
     FrontendModel,
     HttpModel,
     RuleModel,
+    condition_words,
 )
 from validators import codes
 from validators.crossobject import backendrefs
@@ -414,14 +415,15 @@ def _matches(staged: HttpModel, ctx: Context, route: Obj, rule: Any, i: int, rm:
         mark = ctx.mark(ref, vpath)
         why = "-".join(reason) if reason else "path"
         value_field = f"{score}|{rm.rid}|{plen}|{why.replace(' ', ':')}"
-        guarded: tuple[tuple[str, ...], str] | None = None  # the same in every frontend: made once
+        guarded: tuple[tuple[str, ...], str, int] | None = None  # the same in every frontend: made once
         for fe, vhosts in targets.values():
             if conds:
                 if guarded is None:
                     cond = _path_condition(ptype, value, prefix)
-                    guarded = (tuple(c for c in (cond, *conds) if c),
-                               f"{ref.kind} {ref.namespace}/{ref.name} rule {i} match {j} - {' '.join(reason)}")
-                adv = Advanced(value_field, score, tuple(vhosts), guarded[0], guarded[1], mark)
+                    blocks = tuple(c for c in (cond, *conds) if c)
+                    guarded = (blocks, f"{ref.kind} {ref.namespace}/{ref.name} rule {i} match {j} - "
+                               f"{' '.join(reason)}", condition_words(blocks))
+                adv = Advanced(value_field, score, tuple(vhosts), guarded[0], guarded[1], mark, guarded[2])
                 staged.pending.setdefault(fe.name, []).append((key, adv))
                 continue
             for vh in vhosts:
