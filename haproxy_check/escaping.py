@@ -166,8 +166,14 @@ def map_value(value: str) -> str:
     return value
 
 
+# what urllib.parse.quote never encodes (its always-safe set): such a value is its own URL encoding
+_URL_PLAIN = re.compile(r"[A-Za-z0-9_.~-]*\Z")
+
+
 def url_value(value: str) -> str:
     """Any printable text as one map value: URL-encoded (decoded at request time with url_dec)."""
+    if type(value) is str and _URL_PLAIN.match(value):
+        return value  # printable ASCII, nothing to encode: what check and quote give back
     check(value, key=False)
     return urllib.parse.quote(value, safe="")
 

@@ -176,7 +176,7 @@ def _plain_entries(entries: list[Any], sources: SourceMap) -> bool:
         return False
     if joined.count("\n") != len(entries) - 1:
         return not entries  # an entry holds a line break (or there are none)
-    clean = sources.strip_line(joined)[0]
+    clean = sources.without_markers(joined)
     if not clean.isascii() or clean.encode().translate(None, _PRINTABLE):
         return False  # a character outside printable ASCII
     # each line not empty, not starting with '#' or a space, not ending with a space, and (no two spaces

@@ -1,10 +1,12 @@
 """``ident``, ``header_name`` and ``hostname`` accept a word their own pattern matches without the generic
 ``check`` first (every such word is printable ASCII without whitespace): the same value back, and for
-every other value the same error (differential against check-then-pattern, on drawn text)."""
+every other value the same error (differential against check-then-pattern, on drawn text). ``url_value``
+gives a value urllib would not encode back as it is: the same answer as check-then-quote."""
 
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Callable
 
 import pytest
@@ -58,3 +60,15 @@ def _outcome(fn: Callable[[object], str], value: object) -> tuple[str, str]:
 def test_fast_words_answer_as_check_then_pattern(case: int, value: object) -> None:
     fast, reference = _CASES[case]
     assert _outcome(fast, value) == _outcome(reference, value)
+
+
+def _url_value_by_quoting(value: object) -> str:
+    escaping.check(value, key=False)  # type: ignore[arg-type]
+    assert isinstance(value, str)
+    return urllib.parse.quote(value, safe="")
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.one_of(_TEXT, st.text(st.sampled_from("aZ09_.~-/%+ é\x00"), max_size=10)))
+def test_url_value_answers_as_check_then_quote(value: object) -> None:
+    assert _outcome(escaping.url_value, value) == _outcome(_url_value_by_quoting, value)  # type: ignore[arg-type]

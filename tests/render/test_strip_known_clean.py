@@ -64,3 +64,12 @@ def test_frontend_lookups_log_what_they_found() -> None:
     assert reads.get(("HTTP", "80")) is fe
     assert reads[("HTTP", "80")] is fe
     assert reads.seen == {("HTTP", "80@ns/gw"): None, ("HTTP", "81"): None, ("HTTP", "80"): ("fe_http_80", "80")}
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=marked_texts(_MARKS))
+def test_without_markers_is_the_stripped_line(text: str) -> None:
+    sources = SourceMap()
+    for n in range(6):
+        sources.mark(Ref("HTTPRoute", "ns", "r"), ("spec", "rules", n))
+    assert sources.without_markers(text) == sources.strip_line(text)[0]

@@ -8,6 +8,7 @@ out of the config entirely and reported as a deny finding naming the field.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -191,6 +192,7 @@ class StagedRoute:
 
 
 _NONE: frozenset[Any] = frozenset()
+_FIRST: Any = operator.itemgetter(0)  # a map entry's sort key (no Python call per entry)
 
 
 def _staged(model: HttpModel, rules: list[RuleModel], targets: Mapping[str, tuple[FrontendModel, list[str]]],
@@ -472,7 +474,7 @@ def dedupe_path_maps(model: HttpModel) -> None:
     """Keep only the best (precedence) entry per key in each path map: oldest route wins a tie."""
     for name in ("path-exact.map", "path-prefix-exact.map", "path-prefix.map", "path-regex.map"):
         best: dict[str, tuple[object, str]] = {}
-        for sort, entry in sorted(model.maps.get(name, []), key=lambda p: p[0]):  # type: ignore[arg-type,return-value]
+        for sort, entry in sorted(model.maps.get(name, []), key=_FIRST):
             best.setdefault(entry.split(" ", 1)[0], (sort, entry))
         if name in model.maps:
             model.maps[name] = list(best.values())
