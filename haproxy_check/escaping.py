@@ -166,14 +166,22 @@ def map_value(value: str) -> str:
     return value
 
 
+# what urllib.parse.quote never encodes (its always-safe set): such a value is its own URL encoding
+_URL_PLAIN = re.compile(r"[A-Za-z0-9_.~-]*\Z")
+
+
 def url_value(value: str) -> str:
     """Any printable text as one map value: URL-encoded (decoded at request time with url_dec)."""
+    if type(value) is str and _URL_PLAIN.match(value):
+        return value  # printable ASCII, nothing to encode: what check and quote give back
     check(value, key=False)
     return urllib.parse.quote(value, safe="")
 
 
 def ident(value: str, *, what: str = "name") -> str:
     """A bare identifier used in section names, variable keys and map values."""
+    if type(value) is str and _IDENT.match(value):
+        return value  # printable ASCII without whitespace: ``check`` would pass it
     check(value, key=True, what=what)
     if not _IDENT.match(value):
         raise Unsafe(f"{what} {value!r} may only contain letters, digits, '.', '_' and '-'")
@@ -182,6 +190,8 @@ def ident(value: str, *, what: str = "name") -> str:
 
 def header_name(value: str) -> str:
     """A header name written bare into the config (inside sample-fetch arguments too)."""
+    if type(value) is str and _HEADER.match(value):
+        return value  # printable ASCII without whitespace: ``check`` would pass it
     check(value, key=True, what="header name")
     if not _HEADER.match(value):
         raise Unsafe(f"header name {value!r} may only contain letters, digits and !$&*+.^_~-")
@@ -190,6 +200,8 @@ def header_name(value: str) -> str:
 
 def hostname(value: str) -> str:
     """A lowercase DNS name, optionally with a leading ``*.`` wildcard label."""
+    if type(value) is str and _HOST.match(value):
+        return value  # printable ASCII without whitespace: ``check`` would pass it
     check(value, key=True, what="hostname")
     if not _HOST.match(value):
         raise Unsafe(f"hostname {value!r} is not a lowercase DNS name (optionally starting with '*.')")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from haproxy_check import escaping
@@ -50,7 +50,7 @@ def _lines(value: Any, key: str) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         value = value.split("\n")
-    if not isinstance(value, Sequence):
+    elif type(value) is not tuple and type(value) is not list and not isinstance(value, Sequence):
         raise _fail(f"Backend() key {key!r} must be a list of lines")
     out = []
     for line in value:
@@ -78,10 +78,6 @@ def _server(raw: Any) -> ServerDesc:
     options = raw.get("options", ())
     return ServerDesc(str(raw.get("name", "")), str(raw.get("address", "")), port, weight,
                       tuple(str(o) for o in options))
-
-
-def _address(server: ServerDesc) -> str:
-    return escaping.server_address_and_port(server.address, server.port)
 
 
 def check_file_path(path: str) -> None:
@@ -158,9 +154,15 @@ class PlainLines(list[str]):
     source-map markers, each one once: RegisterMap takes them without checking each line, and an
     ordered map registered from them alone is written without de-duplicating. The 100-slot weight map
     (``HttpModel.map_entries``) is most of a large render's map lines; its lines are made of a few
-    checked words. A list like any other to a template; a copy or a sum of it is a plain list again."""
+    checked words. A list like any other to a template; a copy or a sum of it is a plain list again.
+    ``text``: when set, the lines joined by line breaks with one after the last, made with them (a map
+    registered from these lines alone is then written without joining 600,000 lines again)."""
 
-    __slots__ = ()
+    __slots__ = ("text",)
+
+    def __init__(self, lines: Iterable[str] = (), text: str | None = None) -> None:
+        super().__init__(lines)
+        self.text = text
 
 
 def _plain_entries(entries: list[Any], sources: SourceMap) -> bool:
@@ -174,7 +176,7 @@ def _plain_entries(entries: list[Any], sources: SourceMap) -> bool:
         return False
     if joined.count("\n") != len(entries) - 1:
         return not entries  # an entry holds a line break (or there are none)
-    clean = sources.strip_line(joined)[0]
+    clean = sources.without_markers(joined)
     if not clean.isascii() or clean.encode().translate(None, _PRINTABLE):
         return False  # a character outside printable ASCII
     # each line not empty, not starting with '#' or a space, not ending with a space, and (no two spaces
@@ -202,7 +204,10 @@ class Recorder:
         self.files: dict[str, tuple[Literal["cert", "ca", "other"], bytes]] = {}
         # maps registered only from PlainLines (distinct, plain, unmarked: the text's lines are them)
         self._distinct: set[str] = set()
+        self._joined: dict[str, str] = {}  # such maps' texts made with their one PlainLines (``text``)
         self._texts: dict[str, tuple[str, list[str]]] = {}  # such maps' texts, and the lines they hold
+        # the texts ``map_files`` wrote without their markers, where it stripped them to sort the lines
+        self.clean_texts: dict[str, str] = {}
 
     # ------------------------------------------------------------ Backend()
 
@@ -249,12 +254,13 @@ class Recorder:
             escaping.ident(guid, what="guid")
         body = _lines(spec.get("body"), "body")
         comments = _lines(spec.get("comments"), "comments")
-        for line in (*body, *comments):
-            escaping.check(self._sources.strip_line(line)[0], key=False, what="backend line")
         # the record holds what haproxy.cfg will say: no source-map markers (their numbers depend on the
         # render, and a description is compared with the next render's)
-        clean_body = tuple(self._sources.strip_line(line)[0] for line in body)
-        clean_comments = tuple(self._sources.strip_line(line)[0] for line in comments)
+        strip_line = self._sources.strip_line
+        clean_body = tuple([strip_line(line)[0] for line in body]) if body else ()
+        clean_comments = tuple([strip_line(line)[0] for line in comments]) if comments else ()
+        for line in (*clean_body, *clean_comments):
+            escaping.check(line, key=False, what="backend line")
         servers = tuple(_server(s) for s in (spec.get("servers") or ()))
         profile_lines = (*self._base, f"mode {mode}", *_lines(spec.get("profile"), "profile"))
         if default_server:
@@ -282,11 +288,12 @@ class Recorder:
         if guid and self._version >= (3, 0):
             out.append(f"    guid {guid}")
         out += [f"    {line}" for line in body]
+        check, address = escaping.check, escaping.server_address_and_port
         for s in servers:
             escaping.ident(s.name, what="server name")
-            opts = "".join([f" {escaping.check(o, key=True, what='server option')}" for o in s.options]) \
+            opts = "".join([f" {check(o, key=True, what='server option')}" for o in s.options]) \
                 if s.options else ""
-            out.append(f"    server {s.name} {_address(s)} weight {s.weight}{opts}")
+            out.append(f"    server {s.name} {address(s.address, s.port)} weight {s.weight}{opts}")
         return "\n".join(out) + "\n"
 
     # ------------------------------------------------------------ RegisterMap()
@@ -303,9 +310,12 @@ class Recorder:
         if known is not None and known[0] != ordered:
             raise _fail(f"RegisterMap({name!r}) registered both ordered and unordered")
         bucket = self.maps.setdefault(path, (ordered, []))[1]
+        self._joined.pop(path, None)  # only a map of one PlainLines keeps their text
         if type(entries) is PlainLines:
             if not bucket:
                 self._distinct.add(path)
+                if entries and entries.text is not None:
+                    self._joined[path] = entries.text
             else:
                 self._distinct.discard(path)
             bucket.extend(entries)
@@ -359,10 +369,12 @@ class Recorder:
     def map_files(self) -> dict[str, str]:
         """Map file texts: unordered maps sorted and de-duplicated, ordered ones as registered."""
         out: dict[str, str] = {}
+        self.clean_texts = {}
         for path, (ordered, entries) in sorted(self.maps.items()):
             if ordered and path in self._distinct:
                 lines = entries  # distinct already
-                out[path] = text = "\n".join(lines) + "\n" if lines else ""
+                joined = self._joined.get(path)
+                out[path] = text = joined if joined is not None else "\n".join(lines) + "\n" if lines else ""
                 self._texts[path] = (text, lines)
                 continue
             if ordered:
@@ -372,7 +384,10 @@ class Recorder:
                 # marker keep the order they were registered in, whatever numbers the markers got
                 unique = list(dict.fromkeys(entries))
                 clean = self._sources.strip_lines(unique)
-                lines = [unique[i] for i in sorted(range(len(unique)), key=clean.__getitem__)]
+                order = sorted(range(len(unique)), key=clean.__getitem__)
+                lines = [unique[i] for i in order]
+                if clean is not unique and lines:  # markers stripped: the written text without them
+                    self.clean_texts[path] = "\n".join([clean[i] for i in order]) + "\n"
             out[path] = "\n".join(lines) + "\n" if lines else ""
         return out
 

@@ -82,6 +82,13 @@ class FrontReads(Mapping[FrontKey, FrontendModel]):
             raise KeyError(key)
         return fe
 
+    def get(self, key: FrontKey, default: Any = None) -> Any:
+        """``Mapping.get`` without raising and catching a KeyError for each port that has no frontend (the
+        isolated one is looked up first for every listener, and most listeners are not isolated)."""
+        fe = self._fronts.get(key)
+        self.seen[key] = None if fe is None else (fe.name, fe.token)
+        return default if fe is None else fe
+
     def __iter__(self) -> Any:
         raise TypeError("a route compilation looks frontends up by port; it does not list them")
 

@@ -13,6 +13,7 @@ import threading
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from haproxy_check.results import Origin
 from validators.findings import PathPart
@@ -22,6 +23,8 @@ _OPEN, _CLOSE = "\x1e", "\x1f"
 _MARK = re.compile("\x1e(\\d+)\x1f")
 # the last marker of a line (no other marker after it before the line ends): the line's origin
 _LAST_MARK = re.compile("\x1e(\\d+)\x1f(?=(?:[^\n\x1e]|\x1e(?!\\d+\x1f))*(?:\n|\\Z))")
+# the same where every \x1e opens a marker (always, unless a template wrote one): no lookahead per character
+_LAST_MARK_PLAIN = re.compile("\x1e(\\d+)\x1f(?=[^\n\x1e]*(?:\n|\\Z))")
 
 
 class Origins:
@@ -34,8 +37,9 @@ class Origins:
 
     def __init__(self) -> None:
         self._origins: list[Origin] = []
-        # keyed by (ref, path), not by Origin: a hit then costs a tuple, not a frozen record and its hash
-        self._index: dict[tuple[Ref, tuple[PathPart, ...]], str] = {}
+        # keyed by (kind, namespace, name, path), not by Origin: a hit then costs a tuple, not a frozen
+        # record and its hash
+        self._index: dict[tuple[Any, ...], str] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -44,7 +48,14 @@ class Origins:
     def mark(self, ref: Ref | Origin | None, path: Iterable[PathPart] = ()) -> str:
         if ref is None:
             return ""
-        key = (ref.ref, ref.path) if isinstance(ref, Origin) else (ref, path if type(path) is tuple else tuple(path))
+        parts: tuple[PathPart, ...]
+        if isinstance(ref, Origin):
+            parts, ref = ref.path, ref.ref
+        else:
+            parts = path if type(path) is tuple else tuple(path)
+        # a plain Ref is keyed by its three strings: a tuple of strings hashes in C (their hashes kept),
+        # a Ref in Python, and every marker of a render is looked up at least twice
+        key = (ref.kind, ref.namespace, ref.name, parts) if type(ref) is Ref else (ref, parts)
         marker = self._index.get(key)
         if marker is None:
             with self._lock:
@@ -52,7 +63,7 @@ class Origins:
                 if marker is None:
                     marker = f"{_OPEN}{len(self._origins)}{_CLOSE}"
                     # before the index: a reader finds its number's origin
-                    self._origins.append(ref if isinstance(ref, Origin) else Origin(*key))
+                    self._origins.append(Origin(ref, parts))
                     self._index[key] = marker
         return marker
 
@@ -83,6 +94,10 @@ class SourceMap:
             return text, None
         return _MARK.sub("", text), self._origins[int(found[-1])]
 
+    def without_markers(self, text: str) -> str:
+        """``strip_line(text)[0]``, in one pass (no origin looked for)."""
+        return _MARK.sub("", text) if _OPEN in text else text
+
     def strip_lines(self, lines: list[str]) -> list[str]:
         """``strip_line(line)[0]`` of each line (none holds a line break), in one pass over them all."""
         joined = "\n".join(lines)
@@ -97,14 +112,19 @@ class SourceMap:
         self.lines.update(_marked_lines(file, text, self._origins.table()))
         return _MARK.sub("", text)
 
-    def strip(self, file: str, text: str) -> str:
+    def strip(self, file: str, text: str, clean: str | None = None) -> str:
         """``resolve`` that leaves finding the lines' origins to ``origins()``, the first time they are read.
-        The marked text waits compressed (a tenth of its size): results are kept, few are ever traced."""
+        The marked text waits compressed (a tenth of its size): results are kept, few are ever traced.
+        ``clean``: ``text`` without its markers when the caller has it already (``_MARK.sub("", text)``)."""
         if _OPEN not in text:
             return text
         self._pending.append((file, zlib.compress(text.encode(), 1)))
-        self._counts.append(Counter(_LAST_MARK.findall(text)))
-        return _MARK.sub("", text)
+        if clean is None:
+            clean = _MARK.sub("", text)
+        # an \x1e left after the markers went is one that opens none
+        last = _LAST_MARK if _OPEN in clean else _LAST_MARK_PLAIN
+        self._counts.append(Counter(last.findall(text)))
+        return clean
 
     def line_counts(self) -> Counter[Origin]:
         """How many lines each origin marks (as ``origins()`` would map them: a line's last marker), in the

@@ -13,17 +13,21 @@ import re
 from collections.abc import Iterable
 
 # a section keyword at the start of a line (section bodies are indented)
-_SECTION = re.compile(r"^(global|defaults|frontend|backend|listen|userlist|peers|resolvers|cache|program|"
-                      r"http-errors|ring|log-forward|mailers|crt-store|traces)\b[ \t]*(\S*)", re.MULTILINE)
+_KEYWORDS = (r"(global|defaults|frontend|backend|listen|userlist|peers|resolvers|cache|program|"
+             r"http-errors|ring|log-forward|mailers|crt-store|traces)\b[ \t]*(\S*)")
+_SECTION = re.compile(r"^" + _KEYWORDS, re.MULTILINE)
+# the same after a line break (``^`` of a multi-line pattern matches at the start and after each "\n"):
+# a search led by a literal character, not a match tried at every position of the text
+_NEXT_SECTION = re.compile(r"\n" + _KEYWORDS)
 
 
 def outside(config: str, backends: Iterable[str], profiles: Iterable[str]) -> str:
     """The frame's text: ``config`` without the named backend and profile sections."""
     owned = {("backend", b) for b in backends} | {("defaults", p) for p in profiles}
     kept: list[str] = []
-    starts = [(m.start(), (m.group(1), m.group(2))) for m in _SECTION.finditer(config)]
-    if not starts or starts[0][0] != 0:
-        starts.insert(0, (0, ("", "")))
+    first = _SECTION.match(config)
+    starts = [(0, (first.group(1), first.group(2)) if first is not None else ("", ""))]
+    starts += [(m.start() + 1, (m.group(1), m.group(2))) for m in _NEXT_SECTION.finditer(config)]
     for i, (start, key) in enumerate(starts):
         if key in owned:
             continue

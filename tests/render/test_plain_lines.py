@@ -57,3 +57,30 @@ def test_slot_lines_of_plain_words_are_plain_lines() -> None:
     assert type(model.map_entries(WEIGHTED_MAP)) is helpers.PlainLines
     model = HttpModel(weighted=[("ns_r_0", ("gw a",) * 100)])
     assert type(model.map_entries(WEIGHTED_MAP)) is list
+
+
+_PLAIN_WORDS = st.sampled_from(["a_b_0", "ns_r_1", "gw_h_ns_r_svc_80", "@500", "x", "9", "#x"])
+_PLAIN_SLOTS = st.lists(_PLAIN_WORDS, min_size=1, max_size=4).flatmap(
+    lambda targets: st.lists(st.sampled_from(targets), min_size=0, max_size=230).map(tuple))
+
+
+@settings(max_examples=200, deadline=None)
+@given(rules=st.dictionaries(_PLAIN_WORDS, _PLAIN_SLOTS, max_size=5), times=st.integers(1, 3), then=st.booleans())
+def test_a_map_written_from_the_slot_lines_text_is_their_join(rules: dict[str, tuple[str, ...]], times: int,
+                                                             then: bool) -> None:
+    """The text made with the slot lines is what joining them gives, and a map registered from them more
+    than once, or with more lines after them, is written from its lines, not from that text."""
+    lines = HttpModel(weighted=list(rules.items())).map_entries(WEIGHTED_MAP) if rules else []
+    want_lines = [f"{n}:{rid} {target}" for rid, targets in sorted(rules.items()) for n, target in enumerate(targets)]
+    assert lines == want_lines
+    if rules:
+        assert type(lines) is helpers.PlainLines
+        assert lines.text == ("\n".join(lines) + "\n" if lines else None)
+    recorder = helpers.Recorder(base_lines=(), sources=SOURCES)
+    for _ in range(times):
+        recorder.register_map(WEIGHTED_MAP, lines, {"ordered": True})
+    if then:
+        recorder.register_map(WEIGHTED_MAP, ["1:z y"], {"ordered": True})
+    written = recorder.map_files()[f"maps/{WEIGHTED_MAP}"]
+    want = list(dict.fromkeys([*[line for _ in range(times) for line in lines], *(["1:z y"] if then else [])]))
+    assert written == ("\n".join(want) + "\n" if want else "")

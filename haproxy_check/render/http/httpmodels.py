@@ -5,6 +5,7 @@ they are user text (map entries, quoted words), so templates only lay out lines.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import operator
 import re
 from dataclasses import dataclass, field
@@ -61,6 +62,11 @@ class RuleModel:
     frontends: frozenset[str] = frozenset()  # the frontends the rule is in
 
 
+def condition_words(conditions: tuple[str, ...]) -> int:
+    """How many words HAProxy makes of the ACL blocks of an advanced line, added up."""
+    return sum(escaping.word_count(c) for c in conditions)
+
+
 @dataclass(frozen=True, slots=True)
 class Advanced:
     """A guarded rule-selection line for a match with method/header/query matchers."""
@@ -71,13 +77,17 @@ class Advanced:
     conditions: tuple[str, ...]  # ACL blocks, already escaped
     comment: str
     mark: str
+    # ``escaping.word_count`` of the conditions added up, when the maker counted them (once per match, for
+    # all its frontends); -1: counted when asked
+    words: int = -1
 
     @property
     def split(self) -> bool:
         """The one-line form would pass HAProxy's 64 words per line (16 hostnames, 16 headers and 16 query
         params are within the CRD limits): the template then declares named ACLs over several lines."""
         fixed = 22  # set-var, the two guards, the vhost block's own words
-        return fixed + len(self.vhosts) + sum(escaping.word_count(c) for c in self.conditions) > MAX_WORDS - 4
+        words = self.words if self.words >= 0 else condition_words(self.conditions)
+        return fixed + len(self.vhosts) + words > MAX_WORDS - 4
 
     @property
     def acl(self) -> str:
@@ -202,8 +212,10 @@ def _slot_lines(weighted: list[tuple[str, tuple[str, ...]]]) -> list[str]:
     ``:`` and the rule id, one space, the backend) and, the rule ids being distinct, no line comes
     twice: they are PlainLines, which RegisterMap need not check line by line."""
     plain = all(_WORD.match(rid) for rid, _ in weighted) and all(
-        _WORD.match(target) for target in {t for _, targets in weighted for t in targets})
-    out: list[str] = PlainLines() if plain else []
+        _WORD.match(target) for target in set(itertools.chain.from_iterable([targets for _, targets in weighted])))
+    if plain:
+        return _plain_slot_lines(weighted)
+    out: list[str] = []
     for rid, targets in weighted:
         if len(targets) > len(_NUMBERS):
             out += [f"{n}:{rid} {target}" for n, target in enumerate(targets)]
@@ -211,3 +223,21 @@ def _slot_lines(weighted: list[tuple[str, tuple[str, ...]]]) -> list[str]:
         key = f":{rid} "
         out += [f"{n}{key}{target}" for n, target in zip(_NUMBERS, targets, strict=False)]  # as many numbers at least
     return out
+
+
+def _plain_slot_lines(weighted: list[tuple[str, tuple[str, ...]]]) -> PlainLines:
+    """``_slot_lines`` of plain words, made as one text: each run of slots with one backend is the slot
+    numbers joined by ``:<rule id> <backend>\\n`` (one join, not a string per line), and the lines are
+    that text split at its line breaks (none inside a line: the words are plain)."""
+    parts: list[str] = []
+    for rid, targets in weighted:
+        numbers = _NUMBERS if len(targets) <= len(_NUMBERS) else tuple(str(n) for n in range(len(targets)))
+        start = 0
+        for target, run in itertools.groupby(targets):  # runs of equal backends, found in C
+            end = start + len(list(run))
+            tail = f":{rid} {target}\n"
+            parts.append(tail.join(numbers[start:end]))
+            parts.append(tail)
+            start = end
+    text = "".join(parts)
+    return PlainLines(text[:-1].split("\n") if text else (), text if text else None)

@@ -8,9 +8,10 @@ out of the config entirely and reported as a deny finding naming the field.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from haproxy_check import escaping
 from haproxy_check.escaping import FieldError, guard
@@ -27,6 +28,7 @@ from haproxy_check.render.http.httpmodels import (
     FrontendModel,
     HttpModel,
     RuleModel,
+    condition_words,
 )
 from validators import codes
 from validators.crossobject import backendrefs
@@ -39,7 +41,6 @@ UNSAFE = "RG0120"
 BACKEND_TLS = "RG0515"
 
 Mark = Callable[[Ref, Sequence[PathPart]], str]
-T = TypeVar("T")
 
 
 _PCRE_SPECIAL = set("\\.^$|?*+()[]{}/")
@@ -64,14 +65,17 @@ def slots(weights: Sequence[tuple[str, int]]) -> tuple[str, ...]:
     total = sum(w for _, w in weights)
     if total <= 0:
         return ()
-    exact = [(t, w * SLOTS / total) for t, w in weights]
-    counts = [int(x) for _, x in exact]
-    order = sorted(range(len(exact)), key=lambda i: (-(exact[i][1] - counts[i]), i))
-    for i in order[: SLOTS - sum(counts)]:
-        counts[i] += 1
+    shares = [w * SLOTS / total for _, w in weights]
+    counts = [int(x) for x in shares]
+    short = SLOTS - sum(counts)
+    if short:
+        # largest remainder first, ties in order (a stable sort); count - share is exactly -(share - count)
+        below = [n - x for n, x in zip(counts, shares, strict=True)]
+        for i in sorted(range(len(below)), key=below.__getitem__)[:short]:
+            counts[i] += 1
     out: list[str] = []
     for (t, _), n in zip(weights, counts, strict=True):
-        out.extend([t] * n)
+        out += [t] * n
     return tuple(out)
 
 
@@ -94,8 +98,15 @@ def _path_of_match(route: Obj, rule_index: int, match_index: int, raw: Any, grpc
     """(type, value, field path) of a match's path; gRPC method matches become paths."""
     base: tuple[PathPart, ...] = ("spec", "rules", rule_index, "matches", match_index)
     if not grpc:
-        ptype = dig(raw, "path", "type", default=precedence.PREFIX)
-        value = dig(raw, "path", "value", default="/")
+        raw_path = raw.get("path") if type(raw) is dict else None
+        if type(raw_path) is dict:  # ``dig``, inline: a missing or null value is the default
+            ptype = raw_path.get("type")
+            value = raw_path.get("value")
+            ptype = precedence.PREFIX if ptype is None else ptype
+            value = "/" if value is None else value
+        else:
+            ptype = dig(raw, "path", "type", default=precedence.PREFIX)
+            value = dig(raw, "path", "value", default="/")
         if not isinstance(value, str) or ptype not in (precedence.EXACT, precedence.PREFIX, precedence.REGEX):
             raise FieldError(f"path type {ptype!r} is not Exact, PathPrefix or RegularExpression", (*base, "path"))
         vpath = (*base, "path", "value")
@@ -123,24 +134,35 @@ def _path_of_match(route: Obj, rule_index: int, match_index: int, raw: Any, grpc
     return precedence.PREFIX, "/", mpath
 
 
-def _conditions(raw: Any, base: tuple[PathPart, ...], grpc: bool) -> tuple[list[str], list[str], bool]:
-    """ACL blocks for method, headers and query params; and a readable description."""
+def _conditions(raw: Any, rule_index: int, match_index: int, grpc: bool) -> tuple[list[str], list[str], bool]:
+    """ACL blocks for method, headers and query params of spec.rules[rule_index].matches[match_index];
+    and a readable description."""
     conds: list[str] = []
     reason: list[str] = []
+    if type(raw) is dict and (grpc or raw.get("method") is None) and raw.get("headers") is None \
+            and raw.get("queryParams") is None:
+        return conds, reason, False  # a path-only match (most): what the loops below make of it
+    base: tuple[PathPart, ...] = ("spec", "rules", rule_index, "matches", match_index)
     method = dig(raw, "method") if not grpc else None
     if isinstance(method, str) and method:
         conds.append(f"{{ method {guard((*base, 'method'), escaping.method, method)} }}")
         reason.append(f"method {method}")
     for kind, fetch, field in (("headers", "req.hdr", "headers"), ("queryParams", "urlp", "queryParams")):
         for k, item in enumerate(as_list(dig(raw, field))):
-            p = (*base, field, k)
-            name = guard((*p, "name"), escaping.header_name, str(dig(item, "name", default="")))
+            # ``guard``, inline: the field paths made only for an error (one per header of every match)
+            try:
+                name = escaping.header_name(str(dig(item, "name", default="")))
+            except escaping.Unsafe as exc:
+                raise FieldError(str(exc), (*base, field, k, "name")) from None
             value = str(dig(item, "value", default=""))
-            if dig(item, "type", default="Exact") == "RegularExpression":
-                guard((*p, "value"), escaping.value_regex, value)
-                conds.append(f"{{ {fetch}({name}) -m reg -- {guard((*p, 'value'), escaping.quote, value)} }}")
-            else:
-                conds.append(f"{{ {fetch}({name}) -m str -- {guard((*p, 'value'), escaping.quote, value)} }}")
+            try:
+                if dig(item, "type", default="Exact") == "RegularExpression":
+                    escaping.value_regex(value)
+                    conds.append(f"{{ {fetch}({name}) -m reg -- {escaping.quote(value)} }}")
+                else:
+                    conds.append(f"{{ {fetch}({name}) -m str -- {escaping.quote(value)} }}")
+            except escaping.Unsafe as exc:
+                raise FieldError(str(exc), (*base, field, k, "value")) from None
             reason.append(f"{'header' if kind == 'headers' else 'query'} {name.lower()}")
     return conds, reason, isinstance(method, str) and bool(method)
 
@@ -170,11 +192,7 @@ class StagedRoute:
 
 
 _NONE: frozenset[Any] = frozenset()
-
-
-def _frozen(items: set[T]) -> frozenset[T]:
-    """A frozenset, the one shared empty one when there is nothing (most routes use few features)."""
-    return frozenset(items) if items else _NONE
+_FIRST: Any = operator.itemgetter(0)  # a map entry's sort key (no Python call per entry)
 
 
 def _staged(model: HttpModel, rules: list[RuleModel], targets: Mapping[str, tuple[FrontendModel, list[str]]],
@@ -195,16 +213,19 @@ def _staged(model: HttpModel, rules: list[RuleModel], targets: Mapping[str, tupl
             else:
                 hosts.append(("host.map", ("", f"{vh} {vh}")))
     h = model.headers
-    return StagedRoute(
-        maps=tuple((name, tuple(entries)) for name, entries in model.maps.items()),
-        ordered=_frozen(model.ordered), backends=tuple(model.backends.items()), uses=_frozen(model.uses),
-        auth_headers=_frozen(model.auth_headers), mirrors=model.mirrors,
-        session_headers=_frozen(model.session_headers), redirect_plens=_frozen(model.redirect_plens),
-        rewrite_plens=_frozen(model.rewrite_plens),
-        headers=(_frozen(h.request), _frozen(h.response), _frozen(h.request_be), _frozen(h.response_be)),
-        pending=tuple((name, tuple(lines)) for name, lines in model.pending.items()),
-        rules=tuple(rules), targets=tuple(names), hosts=tuple(hosts), any_host=tuple(any_host),
-        weighted=tuple(weighted))
+    none = _NONE  # the one shared empty frozenset where there is nothing (most routes use few features)
+    return StagedRoute(  # in field order: a keyword call costs a record's worth again
+        tuple([(name, tuple(entries)) for name, entries in model.maps.items()]),
+        frozenset(model.ordered) if model.ordered else none, tuple(model.backends.items()),
+        frozenset(model.uses) if model.uses else none,
+        frozenset(model.auth_headers) if model.auth_headers else none, model.mirrors,
+        frozenset(model.session_headers) if model.session_headers else none,
+        frozenset(model.redirect_plens) if model.redirect_plens else none,
+        frozenset(model.rewrite_plens) if model.rewrite_plens else none,
+        (frozenset(h.request) if h.request else none, frozenset(h.response) if h.response else none,
+         frozenset(h.request_be) if h.request_be else none, frozenset(h.response_be) if h.response_be else none),
+        tuple([(name, tuple(lines)) for name, lines in model.pending.items()]),
+        tuple(rules), tuple(names), tuple(hosts), tuple(any_host), tuple(weighted))
 
 
 def compile_route(model: HttpModel, ctx: Context, route: Obj, attachments: Sequence[Attachment],
@@ -248,40 +269,52 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
         backend_for=lambda raw, p: _side_backend(staged, taken, ctx, route, raw, p, grpc),
         backend_ref=lambda raw, p: backendrefs.filter_backend_ref(route, ctx.state, int(p[2]), raw, p),
         settings=ctx.settings)
+    mark = ctx.mark
+    settings = ctx.settings
+    # ``backend_name``'s words of this route (its namespace and name are the guarded ones: the same text)
+    be_prefix = f"{'gw_g' if grpc else 'gw_h'}_{ns}_{name}_"
+    plain_profile: tuple[str, ...] = ("default-server proto h2",) if grpc else ()
     for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
         rid = f"{ns}_{name}_{i}"
-        rm = RuleModel(rid, f"{ns}/{name}", ref.kind, i, ctx.mark(ref, ("spec", "rules", i)))
-        own = bool(dig(rule, "retry")) or bool(dig(rule, "sessionPersistence"))
+        rm = RuleModel(rid, f"{ns}/{name}", ref.kind, i, mark(ref, ("spec", "rules", i)))
+        retry, persistence = (rule.get("retry"), rule.get("sessionPersistence")) if type(rule) is dict else (
+            dig(rule, "retry"), dig(rule, "sessionPersistence"))
+        own = bool(retry) or bool(persistence)
         suffix = f"_r{i}" if own else ""
-        profile = rulepolicies.backend_profile(
-            rule, i, grpc=grpc, findings=findings, ref=ref, haproxy_version=ctx.settings.haproxy_version,
-            cookie_key=ctx.settings.dynamic_cookie_key,
-            retry_non_idempotent=bool(getattr(ctx.settings, "retry_non_idempotent", False)))
-        header = rulepolicies.session_header(rule, i)
-        if header:
-            sp_mark = ctx.mark(ref, ("spec", "rules", i, "sessionPersistence"))
-            staged.add("gw-session-header.map", f"{rid} {header}{sp_mark}")
-            staged.session_headers.add(header)
+        if retry is None and persistence is None:
+            profile = plain_profile  # what backend_profile makes of a rule without either policy
+        else:
+            profile = rulepolicies.backend_profile(
+                rule, i, grpc=grpc, findings=findings, ref=ref, haproxy_version=settings.haproxy_version,
+                cookie_key=settings.dynamic_cookie_key,
+                retry_non_idempotent=bool(getattr(settings, "retry_non_idempotent", False)))
+            header = rulepolicies.session_header(rule, i)
+            if header:
+                sp_mark = mark(ref, ("spec", "rules", i, "sessionPersistence"))
+                staged.add("gw-session-header.map", f"{rid} {header}{sp_mark}")
+                staged.session_headers.add(header)
         weights: list[tuple[str, int]] = []
         chosen: list[tuple[int, str]] = []
         for bref in backendrefs.rule_backend_refs(route, ctx.state, i):
             servable = bref.resolved or (bref.reason == backendrefs.BACKEND_NOT_FOUND and bref.kind == "Service")
             if servable and bref.port is not None:
-                guard((*bref.path, "name"), escaping.ident, bref.name, what="Service name")
-                be = backend_name(route, bref, grpc=grpc, rule_suffix=suffix)
+                try:  # ``guard``, inline: the field path made only for an error
+                    escaping.ident(bref.name, what="Service name")
+                except escaping.Unsafe as exc:
+                    raise FieldError(str(exc), (*bref.path, "name")) from None
+                svc = bref.name if bref.namespace == ns else f"{bref.name}.{bref.namespace}"
+                be = f"{be_prefix}{svc}_{bref.port}{suffix}"  # ``backend_name``
                 if be not in staged.backends and be not in taken:
                     servers = []
                     if bref.service:
-                        tls = servertls.server_tls(ctx.state, bref.service, bref.port, ctx.files,
-                                                    settings=ctx.settings)
+                        tls = servertls.server_tls(ctx.state, bref.service, bref.port, ctx.files, settings=settings)
                         if tls.blocked:
                             findings.append(Finding(BACKEND_TLS, f"{tls.blocked}; the backend gets no servers",
                                                     bref.path, Severity.WARN, subject=True, about=str(ref)))
                         else:
                             servers = _servers(ctx, ref, bref, findings, options=tls.options)
-                    staged.backends[be] = BackendSpec(
-                        be, ctx.mark(ref, bref.path), tuple(servers), grpc=grpc,
-                        profile=profile, comments=(f"{ref.kind} {ns}/{name} rule {i}",))
+                    staged.backends[be] = BackendSpec(be, mark(ref, bref.path), tuple(servers), grpc, profile,
+                                                      (f"{ref.kind} {ns}/{name} rule {i}",))
                 weights.append((be, bref.weight))
                 chosen.append((bref.ref_index, be))
             else:
@@ -299,8 +332,12 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
         staged.add("rule-backend.map", f"{rid} {rm.target}{rm.mark}")
         plens = _matches(staged, ctx, route, rule, i, rm, targets, grpc, ref, created)
         httpfilters.rule_filters(staged, rm, route, rule, i, plens, findings, ctx.mark, res, ref=ref)
+        raw_refs = rule.get("backendRefs") if type(rule) is dict else None
         for j, be in chosen:
-            httpfilters.backend_filters(staged, rm, route, i, j, be, plens, findings, ctx.mark)
+            raw_ref = raw_refs[j] if type(raw_refs) is list and 0 <= j < len(raw_refs) else None
+            if type(raw_ref) is dict and not raw_ref.get("filters"):
+                continue  # no filters (most backendRefs): what backend_filters makes of it
+            httpfilters.backend_filters(staged, rm, route, i, j, be, plens, findings, mark)
         rules_out.append(rm)
     return _staged(staged, rules_out, targets, weighted)
 
@@ -361,29 +398,34 @@ def _matches(staged: HttpModel, ctx: Context, route: Obj, rule: Any, i: int, rm:
     """``ref`` and ``created``: the route's ``ref_of`` and ``created_at``."""
     matches = as_list(dig(rule, "matches")) or [{}]
     plens: set[int] = set()
+    new_key, Key = tuple.__new__, precedence.Key
     for j, raw in enumerate(matches):
-        base: tuple[PathPart, ...] = ("spec", "rules", i, "matches", j)
         ptype, value, vpath = _path_of_match(route, i, j, raw, grpc)
-        conds, reason, has_method = _conditions(raw, base, grpc)
+        conds, reason, has_method = _conditions(raw, i, j, grpc)
         score = precedence.score(ptype, value)
         prefix = value.rstrip("/") if ptype == precedence.PREFIX else ""
         plen = len(prefix) if ptype == precedence.PREFIX else 0
         if ptype == precedence.PREFIX:
             plens.add(plen)
-        # ``precedence.key``, built directly (keyword calls cost as much as the key)
-        key = precedence.Key(-score, not has_method, -len(as_list(dig(raw, "headers"))),
-                             -len(as_list(dig(raw, "queryParams"))), created, ref.namespace, ref.name, i, j)
+        if conds:
+            headers, queries = len(as_list(dig(raw, "headers"))), len(as_list(dig(raw, "queryParams")))
+        else:
+            headers = queries = 0  # no condition: no header or query matcher either
+        # ``precedence.key``, built directly (keyword calls cost as much as the key; the record's own
+        # constructor is a Python function too)
+        key = new_key(Key, (-score, not has_method, -headers, -queries, created, ref.namespace, ref.name, i, j))
         mark = ctx.mark(ref, vpath)
         why = "-".join(reason) if reason else "path"
         value_field = f"{score}|{rm.rid}|{plen}|{why.replace(' ', ':')}"
-        guarded: tuple[tuple[str, ...], str] | None = None  # the same in every frontend: made once
+        guarded: tuple[tuple[str, ...], str, int] | None = None  # the same in every frontend: made once
         for fe, vhosts in targets.values():
             if conds:
                 if guarded is None:
                     cond = _path_condition(ptype, value, prefix)
-                    guarded = (tuple(c for c in (cond, *conds) if c),
-                               f"{ref.kind} {ref.namespace}/{ref.name} rule {i} match {j} - {' '.join(reason)}")
-                adv = Advanced(value_field, score, tuple(vhosts), guarded[0], guarded[1], mark)
+                    blocks = tuple(c for c in (cond, *conds) if c)
+                    guarded = (blocks, f"{ref.kind} {ref.namespace}/{ref.name} rule {i} match {j} - "
+                               f"{' '.join(reason)}", condition_words(blocks))
+                adv = Advanced(value_field, score, tuple(vhosts), guarded[0], guarded[1], mark, guarded[2])
                 staged.pending.setdefault(fe.name, []).append((key, adv))
                 continue
             for vh in vhosts:
@@ -432,7 +474,7 @@ def dedupe_path_maps(model: HttpModel) -> None:
     """Keep only the best (precedence) entry per key in each path map: oldest route wins a tie."""
     for name in ("path-exact.map", "path-prefix-exact.map", "path-prefix.map", "path-regex.map"):
         best: dict[str, tuple[object, str]] = {}
-        for sort, entry in sorted(model.maps.get(name, []), key=lambda p: p[0]):  # type: ignore[arg-type,return-value]
+        for sort, entry in sorted(model.maps.get(name, []), key=_FIRST):
             best.setdefault(entry.split(" ", 1)[0], (sort, entry))
         if name in model.maps:
             model.maps[name] = list(best.values())

@@ -122,9 +122,15 @@ SSL_PASSTHROUGH = "SSLPassthrough"
 
 def ssl_passthrough_rules(route: Obj) -> list[int]:
     """Rules of an HTTPRoute whose filters carry the SSLPassthrough ExtensionRef."""
-    return [i for i, rule in enumerate(as_list(dig(route, "spec", "rules")))
-            if any(dig(f, "type") == "ExtensionRef" and dig(f, "extensionRef", "kind") == SSL_PASSTHROUGH
-                   for f in as_list(dig(rule, "filters")))]
+    found = []
+    for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
+        filters = rule.get("filters") if type(rule) is dict else dig(rule, "filters")
+        if not filters:
+            continue  # most rules: none (asked of every HTTPRoute of a state)
+        if any(dig(f, "type") == "ExtensionRef" and dig(f, "extensionRef", "kind") == SSL_PASSTHROUGH
+               for f in as_list(filters)):
+            found.append(i)
+    return found
 
 
 def ssl_passthrough_routes(state: State) -> Sequence[tuple[Obj, list[int]]]:
