@@ -36,6 +36,7 @@ tests/validators/test_cel_mirror.py compares every mirrored rule and program wit
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -362,8 +363,8 @@ def _members(count: list[int], value: Any, keys_ok: bool) -> Any:
     raise Unsure
 
 
-def _all(count: list[int], value: Any, test: Callable[[Any], Any]) -> bool:
-    for member in _members(count, value, True):
+def _all(count: list[int], value: Any, test: Callable[[Any], Any], keys_ok: bool = True) -> bool:
+    for member in _members(count, value, keys_ok):
         result = test(member)
         if result is False:
             return False
@@ -372,8 +373,8 @@ def _all(count: list[int], value: Any, test: Callable[[Any], Any]) -> bool:
     return True
 
 
-def _exists(count: list[int], value: Any, test: Callable[[Any], Any]) -> bool:
-    for member in _members(count, value, True):
+def _exists(count: list[int], value: Any, test: Callable[[Any], Any], keys_ok: bool = True) -> bool:
+    for member in _members(count, value, keys_ok):
         result = test(member)
         if result is True:
             return True
@@ -382,60 +383,17 @@ def _exists(count: list[int], value: Any, test: Callable[[Any], Any]) -> bool:
     return False
 
 
-def _exists_one(count: list[int], value: Any, test: Callable[[Any], Any]) -> bool:
+def _exists_one(count: list[int], value: Any, test: Callable[[Any], Any], keys_ok: bool = True) -> bool:
     found = 0
-    for member in _members(count, value, True):
+    for member in _members(count, value, keys_ok):
         found += _B(test(member))
     return found == 1
 
 
-# The shaped reading's forms (lists only), each one loop: these run once per macro of every object.
-
-
-def _all_l(count: list[int], value: Any, test: Callable[[Any], Any]) -> bool:
-    if type(value) is not list:
-        raise Unsure
-    count[0] += len(value)
-    if count[0] > ITERATIONS:
-        raise Unsure
-    for member in value:
-        result = test(member)
-        if result is False:
-            return False
-        if result is not True:
-            raise Unsure
-    return True
-
-
-def _exists_l(count: list[int], value: Any, test: Callable[[Any], Any]) -> bool:
-    if type(value) is not list:
-        raise Unsure
-    count[0] += len(value)
-    if count[0] > ITERATIONS:
-        raise Unsure
-    for member in value:
-        result = test(member)
-        if result is True:
-            return True
-        if result is not False:
-            raise Unsure
-    return False
-
-
-def _exists_one_l(count: list[int], value: Any, test: Callable[[Any], Any]) -> bool:
-    if type(value) is not list:
-        raise Unsure
-    count[0] += len(value)
-    if count[0] > ITERATIONS:
-        raise Unsure
-    found = 0
-    for member in value:
-        result = test(member)
-        if result is True:
-            found += 1
-        elif result is not False:
-            raise Unsure
-    return found == 1
+# The shaped reading's forms: lists only (structural's output has no map a macro may walk by its keys).
+_all_l = functools.partial(_all, keys_ok=False)
+_exists_l = functools.partial(_exists, keys_ok=False)
+_exists_one_l = functools.partial(_exists_one, keys_ok=False)
 
 
 def _in_l(x: Any, y: Any) -> bool:

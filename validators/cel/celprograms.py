@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -465,30 +465,16 @@ def _plain_scalar(item: Any) -> int:
 
 
 def _plain_map(value: dict[Any, Any], depth: int, limit: int) -> int:
-    # depth: that of the members; whole_to_cel refuses any value deeper than MAX_DEPTH
-    if depth >= MAX_DEPTH:
-        raise _NotPlain
-    total = 1
-    for key, item in value.items():
+    for key in value:
         if type(key) is not str or (not key.isascii() and _odd_scalar(key)):
             raise _NotPlain
-        kind = type(item)
-        if kind is str:
-            if not item.isascii() and _odd_scalar(item):
-                raise _NotPlain
-            total += 1
-        elif kind is dict:
-            total += _plain_map(item, depth + 1, limit)
-        elif kind is list:
-            total += _plain_list(item, depth + 1, limit)
-        else:
-            total += _plain_scalar(item)
-    if total > limit:
-        raise _NotPlain
-    return total
+    return _plain_list(value.values(), depth, limit)
 
 
-def _plain_list(value: list[Any], depth: int, limit: int) -> int:
+def _plain_list(value: Iterable[Any], depth: int, limit: int) -> int:
+    """The nodes of a container's members plus its own (a list's items, a map's values: its keys are
+    checked by ``_plain_map``)."""
+    # depth: that of the members; whole_to_cel refuses any value deeper than MAX_DEPTH
     if depth >= MAX_DEPTH:
         raise _NotPlain
     total = 1
