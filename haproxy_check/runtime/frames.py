@@ -21,13 +21,20 @@ _SECTION = re.compile(r"^" + _KEYWORDS, re.MULTILINE)
 _NEXT_SECTION = re.compile(r"\n" + _KEYWORDS)
 
 
+def section_starts(config: str) -> list[tuple[int, tuple[str, str]]]:
+    """Where each section of ``config`` starts, with its (keyword, name); what comes before the first
+    section keyword is a nameless section at 0."""
+    first = _SECTION.match(config)
+    starts = [(0, (first.group(1), first.group(2)) if first is not None else ("", ""))]
+    starts += [(m.start() + 1, (m.group(1), m.group(2))) for m in _NEXT_SECTION.finditer(config)]
+    return starts
+
+
 def outside(config: str, backends: Iterable[str], profiles: Iterable[str]) -> str:
     """The frame's text: ``config`` without the named backend and profile sections."""
     owned = {("backend", b) for b in backends} | {("defaults", p) for p in profiles}
     kept: list[str] = []
-    first = _SECTION.match(config)
-    starts = [(0, (first.group(1), first.group(2)) if first is not None else ("", ""))]
-    starts += [(m.start() + 1, (m.group(1), m.group(2))) for m in _NEXT_SECTION.finditer(config)]
+    starts = section_starts(config)
     for i, (start, key) in enumerate(starts):
         if key in owned:
             continue

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,22 +16,12 @@ _OLD_SECTION = re.compile(r"^(global|defaults|frontend|backend|listen|userlist|p
                           r"http-errors|ring|log-forward|mailers|crt-store|traces)\b[ \t]*(\S*)", re.MULTILINE)
 
 
-def _outside_by_line_starts(config: str, backends: Iterable[str], profiles: Iterable[str]) -> str:
-    """``frames.outside`` as it was: the sections found by the multi-line pattern."""
-    owned = {("backend", b) for b in backends} | {("defaults", p) for p in profiles}
-    kept: list[str] = []
+def _starts_by_line_starts(config: str) -> list[tuple[int, tuple[str, str]]]:
+    """``frames.section_starts`` as it was: the sections found by the multi-line pattern."""
     starts = [(m.start(), (m.group(1), m.group(2))) for m in _OLD_SECTION.finditer(config)]
     if not starts or starts[0][0] != 0:
         starts.insert(0, (0, ("", "")))
-    for i, (start, key) in enumerate(starts):
-        if key in owned:
-            continue
-        end = starts[i + 1][0] if i + 1 < len(starts) else len(config)
-        for line in config[start:end].splitlines():
-            text = line.strip()
-            if text and not text.startswith("#"):
-                kept.append(line.rstrip())
-    return "\n".join(kept)
+    return starts
 
 
 _NAMES = ["a", "b", "be_1"]
@@ -45,11 +34,15 @@ _LINES = st.one_of(
 
 
 @settings(max_examples=300, deadline=None)
-@given(lines=st.lists(_LINES, max_size=25), ends=st.sampled_from(["\n", "\r\n", ""]),
-       backends=st.lists(st.sampled_from(_NAMES), max_size=3), profiles=st.lists(st.sampled_from(_NAMES), max_size=2))
-def test_frame_is_the_one_found_by_line_starts(lines: list[str], ends: str, backends: list[str],
-                                               profiles: list[str]) -> None:
+@given(lines=st.lists(_LINES, max_size=25), ends=st.sampled_from(["\n", "\r\n", ""]))
+def test_sections_are_the_ones_found_by_line_starts(lines: list[str], ends: str) -> None:
     config = "\n".join(lines) + ends
-    reference = _outside_by_line_starts(config, backends, profiles)
-    assert frames.outside(config, backends, profiles) == reference
-    assert frames.digest(config, backends, profiles) == hashlib.sha256(reference.encode()).hexdigest()
+    assert frames.section_starts(config) == _starts_by_line_starts(config)
+
+
+def test_the_frame_leaves_out_the_named_sections_comments_and_blank_lines() -> None:
+    config = ("global\n    maxconn 10\n# note\nbackend a\n    server s 1.2.3.4:80\n\ndefaults p\n    mode http\n"
+              "frontend f\n    bind :80\n")
+    assert frames.outside(config, ["a"], ["p"]) == "global\n    maxconn 10\nfrontend f\n    bind :80"
+    frame = frames.outside(config, ["a"], ["p"])
+    assert frames.digest(config, ["a"], ["p"]) == hashlib.sha256(frame.encode()).hexdigest()
