@@ -166,25 +166,7 @@ def reference_attach(route: Obj, state: State) -> tuple[tuple[Attachment, ...], 
 
 def reference_match_claims(state: State, only: Obj) -> list[claims.LostClaim]:
     """``claims.match_claims(only=...)`` without its shortcut for a route no other route may overlap."""
-    owners: dict[tuple[Any, ...], Ref] = {}
-    lost: list[claims.LostClaim] = []
-    for route in sorted(claims.may_overlap(only, state), key=attachments.age_key):
-        attached, _ = attachments.attach(route, state)
-        ref = ref_of(route)
-        seen: set[tuple[Any, ...]] = set()
-        for a in attached:
-            for i, has_matches, keys in claims.route_match_keys(route, state):
-                for k, key in keys:
-                    for host in a.hostnames or ("*",):
-                        full = (a.listener.gateway, a.listener.port, host, key)
-                        owner = owners.setdefault(full, ref)
-                        if owner != ref and (full, i, k) not in seen:
-                            seen.add((full, i, k))
-                            where: tuple[str | int, ...] = ("spec", "rules", i)
-                            if has_matches:
-                                where = (*where, "matches", k)
-                            lost.append(claims.LostClaim(ref, owner, where, f"host {host} {claims._words(key)}"))
-    return lost
+    return claims.lost_claims(claims.may_overlap(only, state), state)
 
 
 _ODD: list[Any] = [None, "", True, False, 1, 0, 8080, 443, -3, 1.0, [], {}, "a", "web", "https", "Gateway",

@@ -173,6 +173,12 @@ def match_claims(state: State, *, http_ports: Sequence[int] = attachments.DEFAUL
     routes = [*state.list("HTTPRoute"), *state.list("GRPCRoute")] if only is None else may_overlap(only, state)
     if len(routes) < 2:
         return []  # a claim is lost only to another route
+    return lost_claims(routes, state, http_ports=http_ports)
+
+
+def lost_claims(routes: Sequence[Obj], state: State, *,
+                http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> list[LostClaim]:
+    """The claims of ``routes`` that an older one of them made first (``match_claims``)."""
     owners: dict[tuple[Any, ...], Ref] = {}
     lost: list[LostClaim] = []
     for route in sorted(routes, key=attachments.age_key):
