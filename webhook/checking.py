@@ -381,7 +381,7 @@ async def render(args: argparse.Namespace) -> int:
     _, base_objects = load_state(args.state)
     gate = _one_shot(build_gate(binary, settings_from(args)))
     keyed = [(i.ref, i) for i in loaded.objects]
-    state = gate.scope.view(MemoryState(list(_combine(base_objects, keyed).values()), version="render"))
+    state = gate.scope.view(MemoryState.keyed(_combine(base_objects, keyed), version="render"))
     previous = plans.load_description(args.previous) if args.previous else None
     result = gate.renderer.render(state, subject=None, previous=previous)
     import json

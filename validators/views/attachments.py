@@ -403,9 +403,7 @@ def _attach_one(route: Obj, index: int, parent_ref: Any, state: State,
     if is_foreign(found):
         return _refused(index, FOREIGN_PARENT, f"{parent} belongs to another GatewayClass's controller")
     if pkind == "ListenerSet":
-        ls = state.get(pkind, pns, pname)
-        assert ls is not None
-        ls_status = listener_set_status(ls, state)
+        ls_status = listener_set_status(found, state)
         if not ls_status.accepted:
             return _refused(index, NO_MATCHING_PARENT, f"{parent} is not accepted: {ls_status.message}")
     candidates: Sequence[Listener] = by_source.get(parent, ())  # a Gateway parentRef: its own listeners (GEP-1713)
