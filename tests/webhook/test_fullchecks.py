@@ -173,8 +173,11 @@ def test_closing_stops_a_worker_process_in_the_middle_of_a_render(gate: Gate) ->
 
 def sandbox_gone(pid: int) -> bool:
     for _ in range(100):
-        stat_file = Path(f"/proc/{pid}/stat")
-        if not stat_file.exists() or stat_file.read_text().split()[2] in ("Z", "X"):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+        except (FileNotFoundError, ProcessLookupError):  # reaped, or reaped while being read
+            return True
+        if state in ("Z", "X"):
             return True
         time.sleep(0.05)
     return False
