@@ -202,10 +202,12 @@ class _Isolation:
                 kept = self.held[ref]
                 version = str(dig(kept, "metadata", "resourceVersion") or "")
                 generation = dig(kept, "metadata", "generation")
+                generation = generation if isinstance(generation, int) and not isinstance(generation, bool) else None
+                named_as = (f"generation {generation}" if generation is not None
+                            else f"resourceVersion {version}" if version else "")
                 out.append(leaveouts.LeftOut(
-                    ref, "held back at its last promoted version"
-                    + (f" (resourceVersion {version})" if version else ""), found, leaveouts.Treatment.HELD_BACK,
-                    kept_resource_version=version, kept_generation=generation if isinstance(generation, int) else None))
+                    ref, "held back at its last promoted version" + (f" ({named_as})" if named_as else ""), found,
+                    leaveouts.Treatment.HELD_BACK, kept_resource_version=version, kept_generation=generation))
             else:
                 out.append(leaveouts.LeftOut(ref, "left out (not in the configuration)", found,
                                              leaveouts.Treatment.LEFT_OUT))

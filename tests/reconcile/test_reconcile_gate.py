@@ -1,9 +1,9 @@
 """The reconcile gate end to end: real files, real haproxy -c, the fake API server for Events.
 
 valid state -> promoted; a new stored object haproxy -c rejects -> left out (webhook.isolating), so the
-rest is what is live already: nothing written, an Event on the object; fixed -> promoted with it; a stored route with an invalid
-session name -> promoted without its session persistence (seed 004), with its Event; the same state
-again -> unchanged, no Event repeated.
+rest is what is live already: nothing written, an Event on the object; fixed -> promoted with it; a
+stored route with an invalid session name -> promoted without its session persistence (seed 004), with
+its Event; the same state again -> unchanged, no Event repeated.
 """
 
 from __future__ import annotations
