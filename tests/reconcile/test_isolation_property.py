@@ -63,7 +63,7 @@ def _bad_port(gateway: Obj) -> Obj:
 
 
 def _base() -> dict[Ref, Obj]:
-    objects = [i.obj for i in inputs.load([str(DATA / "state")])]
+    objects: list[Obj] = [copy.deepcopy(dict(i.obj)) for i in inputs.load([str(DATA / "state")])]
     objects += [_route(f"r{i}") for i in range(ROUTES)]
     for obj in objects:
         obj["metadata"].setdefault("resourceVersion", "1")
