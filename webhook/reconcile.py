@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 import structlog
 
@@ -168,7 +169,7 @@ class Reconciler:
             return Outcome(Result.PASSED, state.version, live, _faults(by_ref), tuple(left), (), timings)
         # the Gateway API status of what is promoted (validators.crossobject.statuses), beside the
         # configuration it describes
-        promoted_status = await asyncio.to_thread(statuses.all_statuses, view)
+        promoted_status = await asyncio.to_thread(self._statuses, view, state)
         files = {**render.files, "description.json": _description(render),
                  "statuses.json": (json.dumps(promoted_status, indent=2, sort_keys=True) + "\n").encode()}
         if live is not None and live.content_hash == content_hash(files) and self.promoter.live() is not None:
@@ -248,6 +249,20 @@ class Reconciler:
             description = None  # pruned by hand, or promoted before descriptions were: fresh slot names
         self._described = (live.version, description)
         return description
+
+    def _statuses(self, view: State, state: State) -> dict[str, Any]:
+        """The statuses of our objects only: another controller's route or policy is not ours to describe."""
+        found = statuses.all_statuses(view)
+        ours = audits.ours_in(self.gate.scope, state)
+        if ours is None:
+            return found
+        kept: dict[str, Any] = {}
+        for key, status in found.items():
+            ref = audits.parse_ref(key)
+            obj = state.get(ref.kind, ref.namespace, ref.name) if ref is not None else None
+            if obj is None or ours(obj):
+                kept[key] = status
+        return kept
 
     def _add_render_findings(self, render: RenderResult, by_ref: dict[Ref, list[Finding]], state: State) -> None:
         """Render findings about stored objects of ours (``audits.ours_in``), under the same enforcement
