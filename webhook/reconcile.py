@@ -7,9 +7,13 @@ steps, never copies of them:
   -> leave out what seed 004 says an object stored despite admission loses (``webhook.leaveouts``)
   -> render the whole state with the Gate's renderer (incremental across state versions)
   -> ``haproxy -c`` with the Gate's checker
+  -> failed or refused: isolate the objects at fault (``webhook.isolating``: each held back at its last
+     promoted version, or left out) and check the rest; when no culprit can be isolated, write
+     nothing: last-known-good stays live for everyone
   -> passed: promote atomically (``haproxy_check.runtime.promotion``), then call the ``on_promoted`` hooks
-     with the previous and the new version (the place where Runtime API application plugs in);
-     failed or refused: write nothing, last-known-good stays live.
+     with the previous and the new version (the place where Runtime API application plugs in).
+
+With a GatewayClass scope, only our objects are audited, get findings, Events and statuses.
 
 Nothing is denied here: problems become findings on the objects at fault, logged with the message
 admission would give (``Verdict.message``), counted, and written as Warning Events when a recorder is
@@ -77,6 +81,8 @@ class Outcome:
     state_version: str
     promoted: Promoted | None  # the live version after this run (last-known-good when not promoted)
     faults: tuple[Fault, ...] = ()  # stored objects with findings (audit and render)
+    # what the output holds of objects not rendered as stored: in part (seed 004), held back at their last
+    # promoted version or left out (isolated); each with its findings, also in ``faults``
     left_out: tuple[leaveouts.LeftOut, ...] = ()
     rejection: tuple[str, ...] = ()  # why nothing was promoted, one line per alert, naming the object
     timings: dict[str, float] = field(default_factory=dict)
