@@ -7,14 +7,18 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Sequence
+from pathlib import Path
 
+from haproxy_check.results import HAProxyBinary
+from haproxy_check.runtime.promotion import Promoter
 from tests.reconcile.test_audits import GATEWAY, SERVICE, _route
 from validators.objects import Obj, Ref, ref_of
 from validators.states import MemoryState, State
 from validators.views.scopes import Scope
-from webhook import audits, bisection, isolating
+from webhook import assembly, audits, bisection, isolating
 from webhook.gates import Gate
 from webhook.leaveouts import Treatment
+from webhook.reconcile import Reconciler, Result
 
 
 def _failing(culprits: set[int], together: bool = False):  # type: ignore[no-untyped-def]
@@ -117,3 +121,32 @@ def test_scoped_incremental_audit_equals_the_full_one(gate: Gate) -> None:
         assert found == audits.audit(gate.rules, state, scope)
         ours = gateway["spec"]["gatewayClassName"] == "haproxy"
         assert (Ref("HTTPRoute", sticky["metadata"]["namespace"], "r") in dict(found)) is ours, found
+
+
+async def test_a_refused_render_naming_no_object_is_bisected(binary: HAProxyBinary, tmp_path: Path) -> None:
+    """A user template that refuses to render one route (no origin names it): the objects changed since
+    the last promotion are bisected, the route is left out with the renderer's message, the rest promoted."""
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    (templates / "990-refuse.cfg.j2").write_text(
+        '{% for r in resources("HTTPRoute") %}{% if dig(r, "metadata", "annotations", "example.com/refuse") %}'
+        "{{ r.no_such_field.any }}{% endif %}{% endfor %}\n")
+    gate = assembly.build_gate(binary, assembly.GateSettings(templates=(str(templates),)))
+    reconciler = Reconciler(gate, Promoter(tmp_path / "out"))
+    routes = [_route(f"r{i}", f"r{i}.example.com") for i in range(5)]
+    first = await reconciler.reconcile(MemoryState([GATEWAY, SERVICE, *routes], version="1"))
+    assert first.result is Result.PROMOTED
+    refusing = _route("refusing", "x.example.com")
+    refusing["metadata"]["annotations"] = {"example.com/refuse": "yes"}
+    changed = copy.deepcopy(routes[2])
+    changed["spec"]["hostnames"] = ["r2-new.example.com"]
+    outcome = await reconciler.reconcile(
+        MemoryState([GATEWAY, SERVICE, *routes[:2], changed, *routes[3:], refusing], version="2"))
+    assert outcome.result is Result.PROMOTED, outcome.rejection
+    [left] = outcome.left_out
+    assert (left.ref.name, left.treatment) == ("refusing", Treatment.LEFT_OUT)
+    [finding] = left.findings
+    assert finding.code == "RG0801" and "990-refuse.cfg.j2" in finding.message, finding
+    cfg = (tmp_path / "out" / "haproxy.cfg").read_text() + "".join(
+        p.read_text() for p in (tmp_path / "out" / "maps").iterdir())
+    assert "r2-new.example.com" in cfg and "x.example.com" not in cfg
