@@ -12,8 +12,8 @@ file or section, so a culprit can hide the next one):
 - a culprit that was promoted before, at another version, is **held back** at that version (a bad edit
   does not take a live route down); a new one is **left out**; one whose promoted version fails too is
   left out if it is a route;
-- traffic ownership: a Gateway or ListenerSet the data plane runs is never left out (its listeners'
-  ports would go to whichever owner lost them to it); when holding it back is not enough, or nothing
+- traffic ownership: a Gateway, ListenerSet or GatewayClass the data plane runs is never left out (its
+  listeners' ports would go to whichever owner lost them to it); when holding it back is not enough, or nothing
   is known of what was promoted (the first run after a start), nothing can be isolated.
 
 ``None``: no culprit could be found, or setting the culprits aside did not lead to a passing
@@ -35,11 +35,12 @@ from webhook import leaveouts
 from webhook.bisection import failing_alone
 
 ROUNDS = 8  # renders and checks after the first failure; each sets aside what the previous one named
-# Kinds whose objects own listener ports: the data plane's version of one is never taken away.
-PORT_OWNERS = frozenset({"Gateway", "ListenerSet"})
+# Kinds whose objects own listener ports (a GatewayClass: those of all its Gateways): the data plane's
+# version of one is never taken away.
+PORT_OWNERS = frozenset({"Gateway", "ListenerSet", "GatewayClass"})
 # Bisected in turn: the objects routes need to be rendered at all come last (hiding a new Gateway in a
 # group hides its routes too, so a route that fails only with it would never be split down to).
-_PHASES = (REVIEWED_KINDS - PORT_OWNERS - {"GatewayClass"}, PORT_OWNERS)
+_PHASES = (REVIEWED_KINDS - PORT_OWNERS, REVIEWED_KINDS & PORT_OWNERS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,7 +164,6 @@ class Reconciler:
                 known = by_ref.setdefault(item.ref, [])
                 known.extend(f for f in item.findings if f not in known)
             left = [*left, *isolated.set_aside]
-        _count_isolated(left)
         view = attempt.view
         render, checked = attempt.render, attempt.checked
         assert render is not None and checked is not None
@@ -307,6 +306,7 @@ class Reconciler:
         for fault in outcome.faults:
             for f in fault.findings:
                 violations[(f.code, str(f.severity))] = violations.get((f.code, str(f.severity)), 0) + 1
+        _count_isolated(outcome.left_out)
         metrics.VIOLATIONS.clear()
         for (code, severity), count in violations.items():
             metrics.VIOLATIONS.labels(code, severity).set(count)
@@ -343,7 +343,7 @@ class Reconciler:
                 await self.recorder.warn(fault.ref, reason, message, uid=uid, api_version=api_version)
 
 
-def _count_isolated(left: list[leaveouts.LeftOut]) -> None:
+def _count_isolated(left: tuple[leaveouts.LeftOut, ...]) -> None:
     for treatment in (leaveouts.Treatment.HELD_BACK, leaveouts.Treatment.LEFT_OUT):
         metrics.ISOLATED.labels(str(treatment)).set(sum(item.treatment is treatment for item in left))
 
