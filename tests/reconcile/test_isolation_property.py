@@ -16,9 +16,11 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from haproxy_check.check import binaries
 from haproxy_check.descriptions import Description
 from haproxy_check.results import HAProxyBinary
 from haproxy_check.runtime.promotion import Promoter
@@ -146,9 +148,22 @@ def test_everything_but_the_broken_objects_is_promoted(gate: Gate, binary: HAPro
         asyncio.run(_scenario(gate, binary, broken, Path(tmp) / "out"))
 
 
+WIDEST = [("update", 1, "header"), ("new", 0, "query"), ("port", 0, ""), ("gateway", 0, "")]
+
+
 def test_every_kind_of_breakage_at_once(gate: Gate, binary: HAProxyBinary) -> None:
     """The widest case the strategy draws, every time: an update, a new route, both Gateway breakages."""
     with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(_scenario(gate, binary, [("update", 1, "header"), ("new", 0, "query"), ("port", 0, ""),
-                                             ("gateway", 0, "")], Path(tmp) / "out"))
+        asyncio.run(_scenario(gate, binary, WIDEST, Path(tmp) / "out"))
+
+
+def test_every_kind_of_breakage_at_once_on_every_binary(haproxy_paths: list[str]) -> None:
+    """The same with each extra checker binary (``.haproxy3``: a 3.x data plane), rendered for it."""
+    if len(haproxy_paths) < 2:
+        pytest.skip("no extra haproxy binary (scripts/get-haproxy3 fetches one into .haproxy3)")
+    for path in haproxy_paths[1:]:
+        binary = asyncio.run(binaries.detect(path))
+        gate = assembly.build_gate(binary, assembly.GateSettings())
+        with tempfile.TemporaryDirectory() as tmp:
+            asyncio.run(_scenario(gate, binary, WIDEST, Path(tmp) / "out"))
 
