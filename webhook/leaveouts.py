@@ -45,7 +45,8 @@ class LeftOut:
     what: str  # what the output does without, in words for logs and events
     findings: tuple[Finding, ...]  # the admission findings behind it (HAProxy's message when isolated)
     treatment: Treatment = Treatment.PARTLY
-    # HELD_BACK: the metadata.resourceVersion and generation of the version that stays live
+    # HELD_BACK: the metadata.generation of the version that stays live (and its resourceVersion where the
+    # source keeps it: state files; the cluster state drops it, webhook.cluster.slimming)
     kept_resource_version: str = ""
     kept_generation: int | None = None
 
