@@ -142,6 +142,17 @@ def parser() -> argparse.ArgumentParser:
                             "haproxy -c (default: one fewer than the CPUs; 0: none, all in one process)")
     check.add_argument("--output", "-o", choices=OUTPUTS, default="text",
                        help="text (default), json, yaml, junit (XML), github (workflow annotations), sarif")
+    check.add_argument("--each", action="store_true",
+                       help="judge each -f file on its own against the state, as separate kubectl applies "
+                            "would (files that are independent scenarios, e.g. a folder of examples)")
+    detail = check.add_mutually_exclusive_group()
+    detail.add_argument("-v", "--verbose", action="store_true",
+                        help="text and github: every object (allowed ones too) and every note")
+    detail.add_argument("--summary", action="store_true",
+                        help="text and github: the summary line only (the exit code says the rest)")
+    check.add_argument("--color", choices=flags.COLOUR_MODES, default="auto",
+                       help="colour the text report: auto (default: on a terminal, unless NO_COLOR is set or "
+                            "FORCE_COLOR is), always, never")
 
     render = sub.add_parser("render", help="write the haproxy.cfg, maps and files the gate would check")
     _add_gate_options(render)
