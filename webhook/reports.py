@@ -16,11 +16,14 @@ built from sections: a new verdict field is shown by one function added to ``OBJ
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from importlib import metadata
 from typing import Any, TextIO
 
 from haproxy_check.results import HAProxyBinary
@@ -29,7 +32,11 @@ from validators.findings import Finding, Severity, ordered
 from webhook.inputs import Located, Problem
 from webhook.verdicts import Decision, Verdict
 
-DOCS = "docs/RULES.md"
+# Where a finding's explanation is read: the rules page of this release (docs/RULES.md, one anchor per
+# code), or ROUTEGATE_DOCS_URL for a mirror (an air-gapped cluster, an internal fork). A path relative to
+# a checkout would mean nothing to an installed copy; `routegate explain CODE` prints the same text offline.
+DOCS_ENV = "ROUTEGATE_DOCS_URL"
+RELEASE_DOCS = "https://github.com/routegate/routegate/blob/v{version}/docs/RULES.md"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -71,8 +78,20 @@ def write(stream: TextIO, text: str) -> None:
     stream.write(encodable(text, getattr(stream, "encoding", None)))
 
 
+@functools.cache
+def _release_docs() -> str:
+    try:
+        return RELEASE_DOCS.format(version=metadata.version("routegate"))
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return RELEASE_DOCS.format(version="0").replace("/blob/v0/", "/blob/main/")
+
+
+def docs_base() -> str:
+    return os.environ.get(DOCS_ENV, "").strip().rstrip("#") or _release_docs()
+
+
 def anchor(code: str) -> str:
-    return f"{DOCS}#{code.lower()}"
+    return f"{docs_base()}#{code.lower()}"
 
 
 @dataclass(frozen=True, slots=True)

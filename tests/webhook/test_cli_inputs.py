@@ -118,7 +118,7 @@ def test_findings_point_at_the_offending_field(haproxy_path: str) -> None:
     line = BROKEN.splitlines()[finding["line"] - 1]
     assert line[finding["column"] - 1:].startswith('"/a{2,1}"'), (finding, line)
     assert finding["line"] != judged["line"]
-    assert finding["docs"] == f"docs/RULES.md#{finding['code'].lower()}"
+    assert finding["docs"] == f"https://github.com/routegate/routegate/blob/v0.1.0/docs/RULES.md#{finding['code'].lower()}"
 
 
 def test_symlinks_out_of_a_directory_are_skipped_with_a_warning(tmp_path: Path, haproxy_path: str) -> None:

@@ -149,7 +149,7 @@ def test_explain_says_why_how_it_fails_and_the_fix() -> None:
     for command in (["explain", "RG0101"], ["rules", "rg0101"]):
         result = routegate(*command)
         assert result.returncode == 0, result.stderr
-        for part in ("What it checks:", "Why:", "Fails:", "Fix:", "docs/RULES.md#rg0101"):
+        for part in ("What it checks:", "Why:", "Fails:", "Fix:", "/docs/RULES.md#rg0101"):
             assert part in result.stdout
     assert routegate("explain", "RG9999").returncode == 2
 
@@ -392,3 +392,12 @@ def test_progress_counts_the_verdicts_given_so_far() -> None:
 
     asyncio.run(piped())
     assert quiet.getvalue() == ""
+
+
+def test_finding_links_point_at_the_release_docs_or_a_mirror(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An installed copy has no docs/ beside it: links are URLs, under ROUTEGATE_DOCS_URL when set."""
+    from webhook import reports
+
+    assert reports.anchor("RG0101") == "https://github.com/routegate/routegate/blob/v0.1.0/docs/RULES.md#rg0101"
+    monkeypatch.setenv("ROUTEGATE_DOCS_URL", "https://docs.internal.example/routegate/RULES.html")
+    assert reports.anchor("RG0101") == "https://docs.internal.example/routegate/RULES.html#rg0101"
