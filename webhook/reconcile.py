@@ -7,6 +7,8 @@ steps, never copies of them:
   -> leave out what seed 004 says an object stored despite admission loses (``webhook.leaveouts``)
   -> render the whole state with the Gate's renderer (incremental across state versions)
   -> ``haproxy -c`` with the Gate's checker
+  -> the shrink guard (``webhook.shrinkguard``): a mass drop of routes or backends the source cannot
+     vouch for (a short list, a forbidden kind, a lost CRD) is held, and last-known-good stays live
   -> passed: promote atomically (``haproxy_check.runtime.promotion``), then call the ``on_promoted`` hooks
      with the previous and the new version (the place where Runtime API application plugs in);
      failed or refused: write nothing, last-known-good stays live.
@@ -36,7 +38,7 @@ from validators.crossobject import statuses
 from validators.findings import Finding, Severity, denies
 from validators.objects import Ref, dig
 from validators.states import State
-from webhook import audits, events, leaveouts, metrics
+from webhook import audits, events, leaveouts, metrics, shrinkguard
 from webhook.gates import Gate
 from webhook.verdicts import Decision, Verdict
 
@@ -52,6 +54,7 @@ class Result(StrEnum):
     UNCHANGED = "unchanged"  # passed, and byte for byte what is live already
     REJECTED = "rejected"  # haproxy -c failed or the renderer refused: last-known-good stays
     UNDECIDED = "undecided"  # the check could not finish: nothing written
+    HELD = "held"  # passed, but drops more than the shrink guard lets a source drop: last-known-good stays
     PASSED = "passed"  # a judgement only (no Promoter: ``routegate check --all``), and haproxy -c passed
 
 
@@ -90,7 +93,7 @@ class Outcome:
 class Reconciler:
     def __init__(self, gate: Gate, promoter: Promoter | None, *, recorder: events.EventRecorder | None = None,
                  on_promoted: list[OnPromoted] | None = None, clock: Callable[[], float] = time.perf_counter,
-                 ) -> None:
+                 shrink: shrinkguard.Limits | None = None) -> None:
         self.gate = gate
         self.promoter = promoter
         self.recorder = recorder
@@ -100,12 +103,17 @@ class Reconciler:
         self.last: Outcome | None = None
         self._described: tuple[str, Description | None] | None = None  # the live version's, parsed once
         self._audits = audits.AuditCache(gate.rules)  # re-judges only objects whose content or reads changed
+        self.shrink = shrinkguard.ShrinkGuard(shrink)
 
     async def reconcile(self, state: State) -> Outcome:
         """One run over ``state``; runs are serialized (a promotion is never interleaved with another)."""
         async with self._lock:
             outcome = await self._run(state)
             metrics.RECONCILES.labels(str(outcome.result)).inc()
+            if outcome.result in (Result.PROMOTED, Result.UNCHANGED):
+                self.shrink.live_is(self.gate.scope.view(state))  # what later drops are measured against
+            if outcome.result in (Result.PROMOTED, Result.UNCHANGED, Result.HELD):
+                metrics.SHRINK_HELD.set(outcome.result is Result.HELD)
             await self._report(outcome, state)
             self.last = outcome  # once its findings are logged, counted and written as Events
         return outcome
@@ -128,6 +136,7 @@ class Reconciler:
     async def _run(self, state: State, *, promote: bool = True) -> Outcome:
         timings: dict[str, float] = {}
         live = self.promoter.last_known_good() if self.promoter is not None else None
+        provenance = getattr(state, "provenance", None)  # the source's own account, before scoping hides it
         state = self.gate.scope.view(state)  # our GatewayClasses only, as admission judges them
         audited = await self._timed("audit", timings, asyncio.to_thread(self._audits.audit, state))
         assert isinstance(audited, list)
@@ -165,6 +174,10 @@ class Reconciler:
             return Outcome(Result.REJECTED, state.version, live, _faults(by_ref), tuple(left), tuple(lines), timings)
         if not promote or self.promoter is None:
             return Outcome(Result.PASSED, state.version, live, _faults(by_ref), tuple(left), (), timings)
+        held = self.shrink.judge(previous, render.description, state, provenance)
+        if held is not None:
+            metrics.SHRINK_HOLDS.inc()
+            return Outcome(Result.HELD, state.version, live, _faults(by_ref), tuple(left), (held.message,), timings)
         # the Gateway API status of what is promoted (validators.crossobject.statuses), beside the
         # configuration it describes
         promoted_status = await asyncio.to_thread(statuses.all_statuses, view)
@@ -238,7 +251,11 @@ class Reconciler:
                   codes=sorted({f.code for f in fault.findings}), version=outcome.state_version)
         for item in outcome.left_out:
             log.warning("left out of the output", object=str(item.ref), what=item.what)
-        if outcome.result is Result.REJECTED:
+        if outcome.result is Result.HELD:
+            log.error("not promoted: mass drop held by the shrink guard; last-known-good stays live",
+                      version=outcome.state_version, live=outcome.promoted.version if outcome.promoted else None,
+                      why=outcome.rejection[0])
+        elif outcome.result is Result.REJECTED:
             log.error("not promoted; last-known-good stays live", version=outcome.state_version,
                       live=outcome.promoted.version if outcome.promoted else None, why=list(outcome.rejection))
         elif outcome.result is Result.PROMOTED and outcome.promoted is not None:
