@@ -171,8 +171,7 @@ class HttpModel:
     ordered: set[str] = field(default_factory=set)
     headers: HeaderOps = field(default_factory=HeaderOps)
     auth_headers: set[str] = field(default_factory=set)
-    uses: set[str] = field(default_factory=set)  # feature flags: redirect, rewrite, mirror, auth, cors, ...
-    mirrors: int = 0  # most mirrors on one rule
+    uses: set[str] = field(default_factory=set)  # feature flags: redirect, rewrite, auth, cors, ...
     session_headers: set[str] = field(default_factory=set)  # type: Header sessionPersistence names
     redirect_plens: set[int] = field(default_factory=set)  # prefix lengths ReplacePrefixMatch redirects use
     rewrite_plens: set[int] = field(default_factory=set)
