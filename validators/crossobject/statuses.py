@@ -17,7 +17,7 @@ from typing import Any
 from validators.contexts import Context
 from validators.crossobject import backendpolicies, backendrefs
 from validators.findings import format_path
-from validators.objectrules import backendtlsrules
+from validators.objectrules import backendtlsrules, unhonoured
 from validators.objects import GATEWAY_GROUP, Obj, Ref, as_list, as_map, created_at, dig, kind_of, ref_of
 from validators.states import Overlay, State
 from validators.views import attachments, indexes
@@ -47,12 +47,32 @@ def route_status(route: Obj, state: State, *, http_ports: Sequence[int] = attach
     _, statuses = attachments.attach(route, state, http_ports=http_ports)
     resolved = resolved_condition(route, state)
     parent_refs = as_list(dig(route, "spec", "parentRefs"))
-    return {"parents": [
-        {"parentRef": parent_refs[st.parent_index],
-         "conditions": [{"type": "Accepted", "status": "True" if st.accepted else "False", "reason": st.reason,
-                         "message": st.message}, dict(resolved)]}
-        for st in statuses if st.reason != attachments.FOREIGN_PARENT  # the other controller's to report
-    ]}
+    dropped = unhonoured.mirrored_rules(route)
+    rules = len(as_list(dig(route, "spec", "rules")))
+
+    def conditions(st: attachments.ParentStatus) -> list[dict[str, str]]:
+        found = [{"type": "Accepted", "status": "True" if st.accepted else "False", "reason": st.reason,
+                  "message": st.message}, dict(resolved)]
+        return with_dropped_rules(found, dropped, rules) if st.accepted else found
+
+    return {"parents": [{"parentRef": parent_refs[st.parent_index], "conditions": conditions(st)}
+                        for st in statuses if st.reason != attachments.FOREIGN_PARENT]}  # foreign: theirs to report
+
+
+def with_dropped_rules(conditions: list[dict[str, str]], dropped: Sequence[unhonoured.Unhonoured],
+                       rules: int) -> list[dict[str, str]]:
+    """An accepting parent's [Accepted, ResolvedRefs] when rules are dropped because HAProxy cannot honour a
+    filter (validators.objectrules.unhonoured.mirrored_rules), as the Gateway API prescribes: Accepted=False
+    with UnsupportedValue when no rule is left, else PartiallyInvalid=True with a message that starts
+    "Dropped Rule"."""
+    if not dropped:
+        return conditions
+    said = "; ".join(f"{format_path(d.path)}: {d.message}" for d in dropped)
+    if len(dropped) >= rules:
+        return [_condition("Accepted", False, "UnsupportedValue", f"every rule is dropped: {said}"), *conditions[1:]]
+    numbers = ", ".join(str(d.rule) for d in dropped)
+    return [*conditions, _condition("PartiallyInvalid", True, "UnsupportedValue",
+                                    f"Dropped Rule{'s' if len(dropped) > 1 else ''} {numbers}: {said}")]
 
 
 def statuses(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> dict[str, Any]:

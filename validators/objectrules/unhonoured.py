@@ -11,9 +11,10 @@ the route statuses (``validators.crossobject.statuses``):
 - ``ExtensionRef`` to ``HAProxyRoutePolicy`` (RG0124). routegate renders no HAProxyRoutePolicy; the
   Gateway API says a custom filter is never skipped: the requests it would process get an HTTP error.
   The rule answers 500.
-- ``spec.listeners[].tls.options`` (RG0125, GEP-2907): only the keys in ``TLS_OPTIONS`` are rendered (as
-  bind keywords of the listener's frontend, when every listener sharing it agrees); any other key, or a
-  value HAProxy does not take, is reported and not applied.
+- ``spec.listeners[].tls.options`` (RG0125, GEP-2907): only the keys in ``TLS_OPTIONS`` are rendered, on
+  HTTPS listeners that terminate TLS, as bind keywords of the listener's frontend when every listener
+  sharing that frontend asks for the same ones (``haproxy_check.render.http.frontends``); any other key,
+  value or listener is reported and not applied.
 """
 
 from __future__ import annotations
@@ -116,6 +117,14 @@ def listener_tls_options(obj: Obj, ctx: Context) -> Iterator[Finding]:
     for i, listener in enumerate(as_list(as_map(obj.get("spec")).get("listeners"))):
         if not isinstance(listener, Mapping):
             continue
+        tls = as_map(listener.get("tls"))
+        terminated = listener.get("protocol") == "HTTPS" and tls.get("mode", "Terminate") == "Terminate"
         for key, words in tls_options(listener):
             if isinstance(words, str):
-                yield Finding(codes.TLS_OPTION, words, ("spec", "listeners", i, "tls", "options", key), Severity.WARN)
+                message = words
+            elif not terminated:
+                message = (f"option {quote(key)} is not applied: routegate applies tls.options on HTTPS listeners "
+                           "that terminate TLS only")
+            else:
+                continue
+            yield Finding(codes.TLS_OPTION, message, ("spec", "listeners", i, "tls", "options", key), Severity.WARN)

@@ -115,6 +115,7 @@ class FrontendModel:
     misdirected: bool = False  # several HTTPS listeners with distinct hostnames
     any_host: bool = False
     client_verify: list[str] = field(default_factory=list)  # mTLS bind keywords (clienttrust)
+    tls_options: list[str] = field(default_factory=list)  # listener tls.options bind keywords (unhonoured)
     reject_all: bool = False  # client validation without a usable CA: the frontend accepts no traffic
     trust_mark: str = ""  # source-map marker of the validation block, on the bind line
 
