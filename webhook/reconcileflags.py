@@ -29,11 +29,11 @@ def add_reconcile_options(parser: argparse.ArgumentParser, *, required: bool) ->
                         help="with --runtime-socket: reload by running CMD (exit 0 = done; default: write "
                              "OUTPUT/reload/requested for a wrapper watching OUTPUT/reload)")
     parser.add_argument("--shrink-limit", type=_share, default=50.0, metavar="PERCENT",
-                        help="hold (do not promote) a candidate that drops more than PERCENT of the live route "
+                        help="hold (do not promote) a candidate that drops more than PERCENT of the live routing "
                              "entries or backends when the source cannot vouch for the drop (a short list, a "
                              "forbidden kind, a lost CRD; deletions seen as watch events always pass) (default 50)")
     parser.add_argument("--shrink-minimum", type=flags.positive_int, default=10, metavar="N",
-                        help="drops of fewer than N route entries or backends are never held (default 10)")
+                        help="drops of fewer than N routing entries or backends are never held (default 10)")
     parser.add_argument("--allow-mass-delete", action="store_true",
                         help="promote mass drops whatever their cause (a deliberate mass delete)")
     parser.add_argument("--keep", type=flags.positive_int, default=5, metavar="N",

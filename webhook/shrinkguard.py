@@ -3,8 +3,8 @@
 A state source can lose objects without anyone deleting them: a re-list that came back short, a kind
 whose list is forbidden (403) or whose CRD went away (404), a first list of a process that never saw the
 deletions. Rendered as they are, such gaps are promoted as deletions and take live traffic down. So
-before a promotion the guard compares the live version's description (``description.json``: routing map
-entries and backends, what ``Backend()``/``RegisterMap()`` recorded) with the candidate's. When either
+before a promotion the guard compares the live version's description (``description.json``: the routing
+entries and backends ``RegisterMap()``/``Backend()`` recorded, ``Counts``) with the candidate's. When either
 count drops by more than ``Limits.share`` of the live count and by at least ``Limits.minimum`` entries,
 the drop is promoted only if every object that left the state since the version this process promoted
 last was seen leaving as a watch DELETED event of a completed sync (``Provenance.deleted_by_watch``).
@@ -43,17 +43,25 @@ class Limits:
     allow: bool = False  # --allow-mass-delete: promote mass drops whatever their cause
 
 
+def _routing(path: str) -> bool:
+    """A map whose entries are routes: one per served HTTPRoute/GRPCRoute rule (rule-backend.map), per
+    Route CRD match, per TLSRoute SNI name. Not the maps of filters, hosts or weights, whose sizes change
+    with how routes are written rather than with how many there are."""
+    name = path.rpartition("/")[2]
+    return name == "rule-backend.map" or name.startswith(("route-crd-", "tls-sni-"))
+
+
 @dataclass(frozen=True, slots=True)
 class Counts:
-    routes: int  # routing map entries (host, path and header lookups of every route)
+    routes: int  # routing entries: served route rules, Route CRD matches, TLS SNI names
     backends: int
 
     @staticmethod
     def of(description: Description) -> Counts:
-        return Counts(sum(len(m.entries) for m in description.maps), len(description.backends))
+        return Counts(sum(len(m.entries) for m in description.maps if _routing(m.path)), len(description.backends))
 
     def __str__(self) -> str:
-        return f"{self.routes} route entries, {self.backends} backends"
+        return f"{self.routes} routing entries, {self.backends} backends"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +80,7 @@ class Held:
 def mass_drop(live: Counts, candidate: Counts, limits: Limits) -> list[str]:
     """The counts that drop by more than the limits allow, in words; [] when none does."""
     drops = []
-    for what, before, after in (("route entries", live.routes, candidate.routes),
+    for what, before, after in (("routing entries", live.routes, candidate.routes),
                                 ("backends", live.backends, candidate.backends)):
         dropped = before - after
         if dropped >= max(limits.minimum, 1) and dropped > limits.share * before:

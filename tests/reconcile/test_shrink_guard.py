@@ -159,14 +159,15 @@ async def test_a_lost_crd_is_held_even_when_its_objects_were_reported_deleted(
 
 def description(routes: int, backends: int) -> Description:
     return Description(backends=tuple(BackendDesc(f"b{i}") for i in range(backends)),
-                       maps=(MapDesc("maps/hosts.map", False, tuple(f"h{i} b" for i in range(routes))),))
+                       maps=(MapDesc("maps/rule-backend.map", False, tuple(f"r{i} b" for i in range(routes))),
+                             MapDesc("maps/host.map", False, tuple(f"h{i} h{i}" for i in range(500)))))
 
 
 def test_the_limits_share_and_minimum() -> None:
     limits = shrinkguard.Limits(share=0.5, minimum=10)
     live = shrinkguard.Counts(100, 4)
     assert shrinkguard.mass_drop(live, shrinkguard.Counts(50, 4), limits) == []  # half is not more than half
-    assert shrinkguard.mass_drop(live, shrinkguard.Counts(49, 4), limits) == ["route entries 100 -> 49"]
+    assert shrinkguard.mass_drop(live, shrinkguard.Counts(49, 4), limits) == ["routing entries 100 -> 49"]
     assert shrinkguard.mass_drop(shrinkguard.Counts(12, 4), shrinkguard.Counts(3, 0), limits) == []  # < 10 each
     assert shrinkguard.mass_drop(shrinkguard.Counts(0, 40), shrinkguard.Counts(0, 10), limits) == [
         "backends 40 -> 10"]
@@ -176,7 +177,7 @@ def test_a_fresh_process_cannot_vouch_for_a_drop_from_an_earlier_promotion() -> 
     guard = shrinkguard.ShrinkGuard()
     held = guard.judge(description(40, 20), description(0, 0), MemoryState(), None)
     assert held is not None and "before this process started" in held.message
-    assert "live has 40 route entries, 20 backends, the candidate 0 route entries, 0 backends" in held.message
+    assert "live has 40 routing entries, 20 backends, the candidate 0 routing entries, 0 backends" in held.message
     assert shrinkguard.ShrinkGuard(shrinkguard.Limits(allow=True)).judge(
         description(40, 20), description(0, 0), MemoryState(), None) is None
     assert guard.judge(None, description(0, 0), MemoryState(), None) is None  # nothing live to protect
@@ -188,3 +189,13 @@ def test_objects_removed_from_a_source_without_watches_are_not_vouched_for() -> 
     guard.live_is(MemoryState(objects))
     held = guard.judge(description(40, 20), description(10, 5), MemoryState(objects[:1]), None)
     assert held is not None and "2 objects left the state of a source without watches" in held.message
+
+
+def test_only_routing_maps_count_as_routes() -> None:
+    """Host, filter and weight maps change size with how routes are written (weights to one backend drop 100
+    entries): only served rules, Route CRD matches and SNI names count."""
+    live = Description(maps=(MapDesc("maps/rule-backend.map", False, ("a x", "b y")),
+                             MapDesc("maps/weighted-multi-backend.map", False, tuple(f"a{i} x" for i in range(100))),
+                             MapDesc("maps/tls-sni-443.map", False, ("s.example.com be",)),
+                             MapDesc("maps/route-crd-exact.map", False, ("/a be",))))
+    assert shrinkguard.Counts.of(live) == shrinkguard.Counts(4, 0)
