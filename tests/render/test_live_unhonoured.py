@@ -19,7 +19,7 @@ pytestmark = pytest.mark.haproxy
 GW = "gateway.networking.k8s.io/v1"
 
 
-def backends() -> list[dict[str, Any]]:
+def backends() -> list[Any]:
     return [o for o in fixture("live-policies.yaml") if o["kind"] in ("Service", "EndpointSlice")]
 
 

@@ -17,7 +17,7 @@ POLICY = {"type": "ExtensionRef",
 
 
 def tls_listener(options: dict[str, Any], *, protocol: str = "HTTPS", mode: str = "Terminate") -> dict[str, Any]:
-    lst = listener("l", protocol, 443, mode)
+    lst: dict[str, Any] = listener("l", protocol, 443, mode)
     lst["tls"]["options"] = options
     return lst
 
