@@ -123,7 +123,7 @@ INFOS: tuple[RuleInfo, ...] = (
     RuleInfo(TIMEOUT_TOO_LONG, WARN,
              "timeouts.backendRequest above HAProxy's longest timeout (2147483647 ms); the longest is used."),
     RuleInfo(REQUEST_MIRROR, WARN,
-             "RequestMirror is not supported (HAProxy sends no copies without an SPOE agent); the rule is dropped.",
+             "RequestMirror is not supported (HAProxy sends no copies without an SPOE agent); rules serve without it.",
              "RequestMirrorUnsupported"),
     RuleInfo(ROUTE_POLICY, WARN, "ExtensionRef HAProxyRoutePolicy is not rendered; the rule answers 500.",
              "RoutePolicyUnsupported"),

@@ -109,8 +109,11 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "{backendRef: {name: shadow, port: 80}}}]",
                 "Move the filter to the rule's filters."),
     "RG0123": E("HAProxy sends no copy of a request by itself (mirroring needs an SPOE agent routegate does not "
-                "configure). As the Gateway API prescribes for a filter that cannot be supported, the rule is "
-                "dropped: PartiallyInvalid (\"Dropped Rule\") on the route, or Accepted=False when no rule is left.",
+                "configure). The rule keeps serving exactly as it would without its RequestMirror filters (its "
+                "other filters and backends apply; no copy is sent), rather than being dropped, so an upgrade takes "
+                "no live traffic down. Admission warns, reconcile writes a Warning Event, and the route's status "
+                "has PartiallyInvalid=True (UnsupportedValue) with a message that starts \"Fall Back\" naming the "
+                "rule and the filter; Accepted is unchanged.",
                 "filters:\n- type: RequestMirror\n  requestMirror: {backendRef: {name: shadow, port: 80}}",
                 "Remove the filter; mirror outside the gateway (e.g. in the service mesh) if you need copies."),
     "RG0124": E("routegate renders no HAProxyRoutePolicy. The Gateway API says a custom filter is never "

@@ -1,6 +1,6 @@
 """What HAProxy cannot honour, at request time on the real binary (validators.objectrules.unhonoured): a rule
-with a RequestMirror is dropped while the route's other rules serve; a rule with a HAProxyRoutePolicy answers
-500; listener tls.options routegate knows are enforced in the TLS handshake."""
+with a RequestMirror serves as it would without it (its backend answers, its other filters apply); a rule with
+a HAProxyRoutePolicy answers 500; listener tls.options routegate knows are enforced in the TLS handshake."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def backends() -> list[Any]:
     return [o for o in fixture("live-policies.yaml") if o["kind"] in ("Service", "EndpointSlice")]
 
 
-def test_a_mirrored_rule_is_not_served_and_a_route_policy_rule_answers_500(haproxy_path: str,
-                                                                          tmp_path: Path) -> None:
+def test_a_mirrored_rule_serves_without_the_mirror_and_a_route_policy_rule_answers_500(haproxy_path: str,
+                                                                                         tmp_path: Path) -> None:
     gateway = {"apiVersion": GW, "kind": "Gateway", "metadata": {"name": "edge", "namespace": "ns"},
                "spec": {"gatewayClassName": "c", "listeners": [{"name": "http", "protocol": "HTTP", "port": 1}]}}
     to_a = [{"name": "a", "port": 80}]
@@ -33,14 +33,18 @@ def test_a_mirrored_rule_is_not_served_and_a_route_policy_rule_answers_500(hapro
                  {"matches": [{"path": {"type": "PathPrefix", "value": "/served"}}], "backendRefs": to_a},
                  {"matches": [{"path": {"type": "PathPrefix", "value": "/mirrored"}}], "backendRefs": to_a,
                   "filters": [{"type": "RequestMirror",
-                               "requestMirror": {"backendRef": {"name": "b", "port": 80}}}]},
+                               "requestMirror": {"backendRef": {"name": "b", "port": 80}}},
+                              {"type": "RequestHeaderModifier",
+                               "requestHeaderModifier": {"set": [{"name": "X-Kept", "value": "yes"}]}}]},
                  {"matches": [{"path": {"type": "PathPrefix", "value": "/policy"}}], "backendRefs": to_a,
                   "filters": [{"type": "ExtensionRef", "extensionRef": {
                       "group": "haproxy.org", "kind": "HAProxyRoutePolicy", "name": "limits"}}]}]}}
     with running(haproxy_path, [gateway, route, *backends()], tmp_path) as port:
         status, _, data = get(port, "/served/x")
         assert (status, data["server"]) == (200, "A")
-        assert get(port, "/mirrored/x")[0] == 404  # the rule is dropped: nothing routes the path
+        status, _, data = get(port, "/mirrored/x")
+        assert (status, data["server"], data["path"]) == (200, "A", "/mirrored/x")  # served, not dropped
+        assert data["headers"].get("x-kept") == "yes"  # the rule's other filter still applies
         assert get(port, "/policy/x")[0] == 500
 
 

@@ -22,11 +22,11 @@ def tls_listener(options: dict[str, Any], *, protocol: str = "HTTPS", mode: str 
     return lst
 
 
-def test_a_mirror_at_rule_level_warns_that_its_rule_is_dropped() -> None:
+def test_a_mirror_at_rule_level_warns_that_its_rule_serves_without_it() -> None:
     o = route({"filters": [MIRROR, MIRROR], "backendRefs": [backend()]}, {"backendRefs": [backend()]})
     assert hits(o, codes.REQUEST_MIRROR) == [(W, f"{R0}.filters[0].type")]  # once per rule
     (finding,) = [f for f in run(o) if f.code == codes.REQUEST_MIRROR]
-    assert "rule 0 is dropped (not served)" in finding.message and "SPOE" in finding.message
+    assert "rule 0 serves without the mirror" in finding.message and "SPOE" in finding.message
     assert hits(route({"backendRefs": [backend()]}), codes.REQUEST_MIRROR) == []
 
 

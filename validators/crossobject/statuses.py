@@ -47,32 +47,28 @@ def route_status(route: Obj, state: State, *, http_ports: Sequence[int] = attach
     _, statuses = attachments.attach(route, state, http_ports=http_ports)
     resolved = resolved_condition(route, state)
     parent_refs = as_list(dig(route, "spec", "parentRefs"))
-    dropped = unhonoured.mirrored_rules(route)
-    rules = len(as_list(dig(route, "spec", "rules")))
+    mirrored = unhonoured.mirrored_rules(route)
 
     def conditions(st: attachments.ParentStatus) -> list[dict[str, str]]:
         found = [{"type": "Accepted", "status": "True" if st.accepted else "False", "reason": st.reason,
                   "message": st.message}, dict(resolved)]
-        return with_dropped_rules(found, dropped, rules) if st.accepted else found
+        return with_unmirrored_rules(found, mirrored) if st.accepted else found
 
     return {"parents": [{"parentRef": parent_refs[st.parent_index], "conditions": conditions(st)}
                         for st in statuses if st.reason != attachments.FOREIGN_PARENT]}  # foreign: theirs to report
 
 
-def with_dropped_rules(conditions: list[dict[str, str]], dropped: Sequence[unhonoured.Unhonoured],
-                       rules: int) -> list[dict[str, str]]:
-    """An accepting parent's [Accepted, ResolvedRefs] when rules are dropped because HAProxy cannot honour a
-    filter (validators.objectrules.unhonoured.mirrored_rules), as the Gateway API prescribes: Accepted=False
-    with UnsupportedValue when no rule is left, else PartiallyInvalid=True with a message that starts
-    "Dropped Rule"."""
-    if not dropped:
+def with_unmirrored_rules(conditions: list[dict[str, str]], mirrored: Sequence[unhonoured.Unhonoured],
+                          ) -> list[dict[str, str]]:
+    """An accepting parent's [Accepted, ResolvedRefs] when rules serve without the RequestMirror filters HAProxy
+    cannot honour (validators.objectrules.unhonoured.mirrored_rules): PartiallyInvalid=True, UnsupportedValue,
+    with a message that starts "Fall Back" (not "Dropped Rule": no rule is dropped) naming each rule and filter
+    and saying it serves without the mirror. The Gateway API's "Fall Back" is to the route's last known good
+    state; here it is to the rule without its mirrors, of the current generation. Accepted is left as it is."""
+    if not mirrored:
         return conditions
-    said = "; ".join(f"{format_path(d.path)}: {d.message}" for d in dropped)
-    if len(dropped) >= rules:
-        return [_condition("Accepted", False, "UnsupportedValue", f"every rule is dropped: {said}"), *conditions[1:]]
-    numbers = ", ".join(str(d.rule) for d in dropped)
-    return [*conditions, _condition("PartiallyInvalid", True, "UnsupportedValue",
-                                    f"Dropped Rule{'s' if len(dropped) > 1 else ''} {numbers}: {said}")]
+    said = "; ".join(f"{format_path(m.path)}: {m.message}" for m in mirrored)
+    return [*conditions, _condition("PartiallyInvalid", True, "UnsupportedValue", f"Fall Back: {said}")]
 
 
 def statuses(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> dict[str, Any]:

@@ -4,10 +4,10 @@ One source of truth for the rules (admission warnings), the renderer (what it le
 the route statuses (``validators.crossobject.statuses``):
 
 - ``RequestMirror`` (RG0123). HAProxy sends no copy of a request by itself; mirroring needs an SPOE
-  agent (spoa-mirror or a SPOA hub mirror plugin) that routegate does not configure. The Gateway API
-  says a rule whose filters cannot be supported is invalid, and a route with invalid rules drops them
-  ("Dropped Rule", ``PartiallyInvalid``), or is not accepted when no rule is left. So such a rule is
-  not served; the route's other rules are.
+  agent (spoa-mirror or a SPOA hub mirror plugin) that routegate does not configure. Dropping the rule (the
+  Gateway API's "Dropped Rule") would take the rule's live traffic down on upgrade for want of a copy, so
+  the rule serves exactly as it would without its mirrors (its other filters apply), and the route's
+  status says so: ``PartiallyInvalid`` with a message that starts "Fall Back".
 - ``ExtensionRef`` to ``HAProxyRoutePolicy`` (RG0124). routegate renders no HAProxyRoutePolicy; the
   Gateway API says a custom filter is never skipped: the requests it would process get an HTTP error.
   The rule answers 500.
@@ -51,14 +51,14 @@ class Unhonoured:
 
 
 def mirrored_rules(route: Obj) -> list[Unhonoured]:
-    """The rules dropped for a rule-level RequestMirror filter (the first one of each rule)."""
+    """The rules served without their rule-level RequestMirror filters (the first one of each rule)."""
     out: dict[int, Unhonoured] = {}
     for flt in filters_of(route):
         if flt.type == "RequestMirror" and flt.backend is None and flt.rule not in out:
             out[flt.rule] = Unhonoured(flt.rule, (*flt.path, "type"), (
                 "RequestMirror is not supported: HAProxy sends no copy of a request without an SPOE mirror "
-                f"agent, which routegate does not configure; rule {flt.rule} is dropped (not served) while it "
-                "has this filter; remove the filter to serve the rule"))
+                f"agent, which routegate does not configure; rule {flt.rule} serves without the mirror (as it would "
+                "without its RequestMirror filters: its other filters and backends apply)"))
     return list(out.values())
 
 
@@ -101,7 +101,7 @@ def tls_options(listener: Mapping[str, Any]) -> Iterator[tuple[str, tuple[str, .
 
 
 def request_mirrors(obj: Obj, ctx: Context) -> Iterator[Finding]:
-    """RG0123: a rule with a RequestMirror filter is dropped."""
+    """RG0123: a rule with a RequestMirror filter serves without the mirror."""
     for item in mirrored_rules(obj):
         yield Finding(codes.REQUEST_MIRROR, item.message, item.path, Severity.WARN)
 

@@ -192,6 +192,8 @@ def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int,
     for k, f in enumerate(as_list(dig(rule, "filters"))):
         path = (*base, "filters", k)
         ftype = dig(f, "type")
+        if ftype == "RequestMirror":
+            continue  # the rule serves as it would without it (validators.objectrules.unhonoured.mirrored_rules)
         m = mark(ref, path)
         rm.first_filter = rm.first_filter or str(ftype)
         if ftype == "RequestHeaderModifier":
@@ -204,8 +206,6 @@ def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int,
             _map_filter(redirects.redirect, model, rm.rid, f, "requestRedirect", path, plens, m)
         elif ftype == "URLRewrite" and ref.kind == "HTTPRoute":
             _map_filter(redirects.rewrite, model, rm.rid, f, "urlRewrite", path, plens, m)
-        elif ftype == "RequestMirror":
-            continue  # never here: its rule is dropped (validators.objectrules.unhonoured.mirrored_rules)
         elif ftype == "CORS" and ref.kind == "HTTPRoute":
             rm.cors = _cors(dig(f, "cors"), (*path, "cors"), m)
             model.uses.add("cors")

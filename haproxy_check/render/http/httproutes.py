@@ -273,13 +273,10 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
     # ``backend_name``'s words of this route (its namespace and name are the guarded ones: the same text)
     be_prefix = f"{'gw_g' if grpc else 'gw_h'}_{ns}_{name}_"
     plain_profile: tuple[str, ...] = ("default-server proto h2",) if grpc else ()
-    # what HAProxy cannot honour, as the Gateway API prescribes: a rule with a RequestMirror is dropped, a
-    # rule with a HAProxyRoutePolicy answers 500 (validators.objectrules.unhonoured)
-    dropped = {u.rule for u in unhonoured.mirrored_rules(route)}
+    # a custom filter is never skipped (Gateway API): a rule with a HAProxyRoutePolicy answers 500; a rule with
+    # a RequestMirror serves without it (httpfilters.rule_filters; validators.objectrules.unhonoured)
     failing = {u.rule for u in unhonoured.route_policy_rules(route)}
     for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
-        if i in dropped:
-            continue
         rid = f"{ns}_{name}_{i}"
         rm = RuleModel(rid, f"{ns}/{name}", ref.kind, i, mark(ref, ("spec", "rules", i)))
         retry, persistence = (rule.get("retry"), rule.get("sessionPersistence")) if type(rule) is dict else (
