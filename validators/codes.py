@@ -56,6 +56,9 @@ TLS_MODE_CONFLICT = "RG0119"
 UNSAFE_VALUE = "RG0120"
 RULE_MATCH_HOSTNAMES = "RG0121"
 TIMEOUT_TOO_LONG = "RG0122"
+REQUEST_MIRROR = "RG0123"
+ROUTE_POLICY = "RG0124"
+TLS_OPTION = "RG0125"
 
 RENDER_UNATTACHED = "RG0401"
 RENDER_BACKEND_UNSERVED = "RG0402"
@@ -119,6 +122,13 @@ INFOS: tuple[RuleInfo, ...] = (
              "A rule's matches x the route's hostnames exceed limits.matchesTimesHostnamesPerRule (512)."),
     RuleInfo(TIMEOUT_TOO_LONG, WARN,
              "timeouts.backendRequest above HAProxy's longest timeout (2147483647 ms); the longest is used."),
+    RuleInfo(REQUEST_MIRROR, WARN,
+             "RequestMirror is not supported (HAProxy sends no copies without an SPOE agent); rules serve without it.",
+             "RequestMirrorUnsupported"),
+    RuleInfo(ROUTE_POLICY, WARN, "ExtensionRef HAProxyRoutePolicy is not rendered; the rule answers 500.",
+             "RoutePolicyUnsupported"),
+    RuleInfo(TLS_OPTION, WARN, "A listener tls.options entry routegate cannot apply; it is not applied.",
+             "TLSOptionUnsupported"),
     RuleInfo(RENDER_UNATTACHED, WARN,
              "Render: the route attaches to no listener (checked behind a synthetic listener)."),
     RuleInfo(RENDER_BACKEND_UNSERVED, WARN,

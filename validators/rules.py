@@ -24,6 +24,7 @@ from validators.objectrules import (
     routecosts,
     sweeps,
     traversals,
+    unhonoured,
 )
 from validators.objects import Obj
 
@@ -38,6 +39,8 @@ _ROUTE_FILTERS: tuple[Rule, ...] = (
     filters.match_names,
     filters.extension_refs,
     filters.backend_filters,
+    unhonoured.request_mirrors,
+    unhonoured.route_policies,
     regexes.balanced,
     policies.session_names,
     policies.timeouts,
@@ -56,8 +59,8 @@ RULES: Mapping[str, Sequence[Rule]] = {
     "GRPCRoute": (*COMMON, *_ROUTE_FILTERS, policies.retries),
     "TLSRoute": (*COMMON, listeners.tlsroute_hostnames),
     "TCPRoute": COMMON,
-    "Gateway": (*COMMON, listeners.tcp_ports, listeners.tls_modes),
-    "ListenerSet": (*COMMON, listeners.tcp_ports, listeners.tls_modes),
+    "Gateway": (*COMMON, listeners.tcp_ports, listeners.tls_modes, unhonoured.listener_tls_options),
+    "ListenerSet": (*COMMON, listeners.tcp_ports, listeners.tls_modes, unhonoured.listener_tls_options),
     "BackendTLSPolicy": (*COMMON, backendtlsrules.subject_alt_names, backendtlsrules.trust),
     "ReferenceGrant": COMMON,
     "Route": (*COMMON, filters.route_crd_headers),

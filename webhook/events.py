@@ -1,4 +1,4 @@
-"""Kubernetes Warning Events on objects stored despite the admission rules, deduplicated and rate-limited.
+"""Kubernetes Warning Events on stored objects with admission denials or warnings, deduplicated and rate-limited.
 
 One event per (object, reason, message): the first sighting creates it, a sighting within
 ``repeat_after`` seconds writes nothing, a later one bumps its ``count`` and ``lastTimestamp`` with a
@@ -50,9 +50,14 @@ def reason_for(finding: Finding) -> str:
     return _REASONS.get(finding.code) or f"Routegate{finding.code}"
 
 
+_NO_EVENT = frozenset({codes.RENDER_BACKEND_UNSERVED})  # retired: reported as RG0501-RG0503 instead
+
+
 def worth_an_event(finding: Finding) -> bool:
-    """A denial admission would give, or a warning the seed names an event for (RetryCodeUnsupported)."""
-    return finding.severity is Severity.DENY or finding.code in _REASONS
+    """A denial admission would give, and every warning: what admission warns about (a rule dropped, a filter
+    not applied) is as much news on a stored object. Each is written once and then deduplicated
+    (``EventRecorder.warn``)."""
+    return finding.severity in (Severity.DENY, Severity.WARN) and finding.code not in _NO_EVENT
 
 
 def _now() -> str:

@@ -108,6 +108,24 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "backendRefs:\n- name: web\n  port: 80\n  filters: [{type: RequestMirror, requestMirror: "
                 "{backendRef: {name: shadow, port: 80}}}]",
                 "Move the filter to the rule's filters."),
+    "RG0123": E("HAProxy sends no copy of a request by itself (mirroring needs an SPOE agent routegate does not "
+                "configure). The rule keeps serving exactly as it would without its RequestMirror filters (its "
+                "other filters and backends apply; no copy is sent), rather than being dropped, so an upgrade takes "
+                "no live traffic down. Admission warns, reconcile writes a Warning Event, and the route's status "
+                "has PartiallyInvalid=True (UnsupportedValue) with a message that starts \"Fall Back\" naming the "
+                "rule and the filter; Accepted is unchanged.",
+                "filters:\n- type: RequestMirror\n  requestMirror: {backendRef: {name: shadow, port: 80}}",
+                "Remove the filter; mirror outside the gateway (e.g. in the service mesh) if you need copies."),
+    "RG0124": E("routegate renders no HAProxyRoutePolicy. The Gateway API says a custom filter is never "
+                "skipped: the requests it would process get an error, so the rule answers 500.",
+                "filters:\n- type: ExtensionRef\n  extensionRef: {group: haproxy.org, kind: HAProxyRoutePolicy, "
+                "name: p}",
+                "Remove the filter, or express the policy with Gateway API filters routegate renders."),
+    "RG0125": E("Listener tls.options (GEP-2907) are implementation-specific. routegate applies "
+                "routegate.io/ssl-min-ver, routegate.io/ssl-max-ver, routegate.io/ciphers and "
+                "routegate.io/ciphersuites as bind keywords; any other key or value is not applied.",
+                "tls:\n  mode: Terminate\n  options: {example.com/hsts: on}",
+                "Use one of the routegate.io/ keys with a value HAProxy takes, or remove the option."),
     "RG0117": E("TLS routing is by SNI: a TLSRoute with no hostnames matches no server name.",
                 "kind: TLSRoute\nspec: {parentRefs: [{name: edge}], rules: [...]}",
                 "Add spec.hostnames."),

@@ -117,7 +117,7 @@ RECONCILE_SECONDS = Histogram(
     ("step",), buckets=(*_BUCKETS, 30.0, 60.0), registry=REGISTRY,
 )
 RECONCILES = Counter(
-    "routegate_reconciles_total", "Reconcile runs by outcome (promoted, unchanged, rejected, undecided).",
+    "routegate_reconciles_total", "Reconcile runs by outcome (promoted, unchanged, rejected, held, undecided).",
     ("outcome",), registry=REGISTRY,
 )
 PROMOTIONS_REJECTED = Counter(
@@ -128,6 +128,15 @@ ISOLATED = Gauge(
     "routegate_isolated_objects", "Objects whose stored version broke haproxy -c and that the last reconcile "
     "held back at their last promoted version (held-back) or left out (left-out), so the rest was promoted.",
     ("treatment",), registry=REGISTRY,
+)
+SHRINK_HELD = Gauge(
+    "routegate_reconcile_shrink_held", "1 while the shrink guard holds a candidate that drops more routes or "
+    "backends than the source can vouch for (last-known-good stays live; --allow-mass-delete overrides).",
+    registry=REGISTRY,
+)
+SHRINK_HOLDS = Counter(
+    "routegate_reconcile_shrink_holds_total", "Reconcile runs whose candidate the shrink guard held.",
+    registry=REGISTRY,
 )
 LAST_PROMOTION = Gauge(
     "routegate_last_promotion_timestamp_seconds", "Unix time of the last promotion into --output-dir.",

@@ -10,6 +10,8 @@ steps, never copies of them:
   -> failed or refused: isolate the objects at fault (``webhook.isolating``: each held back at its last
      promoted version, or left out) and check the rest; when no culprit can be isolated, write
      nothing: last-known-good stays live for everyone
+  -> the shrink guard (``webhook.shrinkguard``): a mass drop of routes or backends the source cannot
+     vouch for (a short list, a forbidden kind, a lost CRD) is held, and last-known-good stays live
   -> passed: promote atomically (``haproxy_check.runtime.promotion``), then call the ``on_promoted`` hooks
      with the previous and the new version (the place where Runtime API application plugs in).
 
@@ -41,7 +43,7 @@ from validators.crossobject import statuses
 from validators.findings import Finding, Severity, denies
 from validators.objects import Ref, dig
 from validators.states import State
-from webhook import audits, events, isolating, leaveouts, metrics
+from webhook import audits, events, isolating, leaveouts, metrics, shrinkguard
 from webhook.gates import Gate
 from webhook.verdicts import Decision, Verdict
 
@@ -57,6 +59,7 @@ class Result(StrEnum):
     UNCHANGED = "unchanged"  # passed, and byte for byte what is live already
     REJECTED = "rejected"  # haproxy -c failed or the renderer refused: last-known-good stays
     UNDECIDED = "undecided"  # the check could not finish: nothing written
+    HELD = "held"  # passed, but drops more than the shrink guard lets a source drop: last-known-good stays
     PASSED = "passed"  # a judgement only (no Promoter: ``routegate check --all``), and haproxy -c passed
 
 
@@ -97,7 +100,7 @@ class Outcome:
 class Reconciler:
     def __init__(self, gate: Gate, promoter: Promoter | None, *, recorder: events.EventRecorder | None = None,
                  on_promoted: list[OnPromoted] | None = None, clock: Callable[[], float] = time.perf_counter,
-                 ) -> None:
+                 shrink: shrinkguard.Limits | None = None) -> None:
         self.gate = gate
         self.promoter = promoter
         self.recorder = recorder
@@ -111,12 +114,17 @@ class Reconciler:
         # the view last promoted: each object's last promoted version, which an object whose update breaks
         # haproxy -c is held back at (webhook.isolating); None until the first promotion of this process
         self._last_good: State | None = None
+        self.shrink = shrinkguard.ShrinkGuard(shrink)
 
     async def reconcile(self, state: State) -> Outcome:
         """One run over ``state``; runs are serialized (a promotion is never interleaved with another)."""
         async with self._lock:
             outcome = await self._run(state)
             metrics.RECONCILES.labels(str(outcome.result)).inc()
+            if outcome.result in (Result.PROMOTED, Result.UNCHANGED):
+                self.shrink.live_is(self.gate.scope.view(state))  # what later drops are measured against
+            if outcome.result in (Result.PROMOTED, Result.UNCHANGED, Result.HELD):
+                metrics.SHRINK_HELD.set(outcome.result is Result.HELD)
             await self._report(outcome, state)
             self.last = outcome  # once its findings are logged, counted and written as Events
         return outcome
@@ -139,6 +147,7 @@ class Reconciler:
     async def _run(self, state: State, *, promote: bool = True) -> Outcome:
         timings: dict[str, float] = {}
         live = self.promoter.last_known_good() if self.promoter is not None else None
+        provenance = getattr(state, "provenance", None)  # the source's own account, before scoping hides it
         state = self.gate.scope.view(state)  # our GatewayClasses only, as admission judges them
         audited = await self._timed("audit", timings, asyncio.to_thread(self._audits.audit, state))
         assert isinstance(audited, list)
@@ -172,6 +181,10 @@ class Reconciler:
         self._add_render_findings(render, by_ref, state)
         if not promote or self.promoter is None:
             return Outcome(Result.PASSED, state.version, live, _faults(by_ref), tuple(left), (), timings)
+        held = self.shrink.judge(previous, render.description, state, provenance)
+        if held is not None:
+            metrics.SHRINK_HOLDS.inc()
+            return Outcome(Result.HELD, state.version, live, _faults(by_ref), tuple(left), (held.message,), timings)
         # the Gateway API status of what is promoted (validators.crossobject.statuses), beside the
         # configuration it describes
         promoted_status = await asyncio.to_thread(self._statuses, view, state)
@@ -316,7 +329,11 @@ class Reconciler:
                   codes=sorted({f.code for f in fault.findings}), version=outcome.state_version)
         for item in outcome.left_out:
             log.warning("left out of the output", object=str(item.ref), what=item.what)
-        if outcome.result is Result.REJECTED:
+        if outcome.result is Result.HELD:
+            log.error("not promoted: mass drop held by the shrink guard; last-known-good stays live",
+                      version=outcome.state_version, live=outcome.promoted.version if outcome.promoted else None,
+                      why=outcome.rejection[0])
+        elif outcome.result is Result.REJECTED:
             log.error("not promoted; last-known-good stays live", version=outcome.state_version,
                       live=outcome.promoted.version if outcome.promoted else None, why=list(outcome.rejection))
         elif outcome.result is Result.PROMOTED and outcome.promoted is not None:

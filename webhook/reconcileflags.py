@@ -28,12 +28,30 @@ def add_reconcile_options(parser: argparse.ArgumentParser, *, required: bool) ->
     reload.add_argument("--reload-command", default="", metavar="CMD",
                         help="with --runtime-socket: reload by running CMD (exit 0 = done; default: write "
                              "OUTPUT/reload/requested for a wrapper watching OUTPUT/reload)")
+    parser.add_argument("--shrink-limit", type=_share, default=50.0, metavar="PERCENT",
+                        help="hold (do not promote) a candidate that drops more than PERCENT of the live routing "
+                             "entries or backends when the source cannot vouch for the drop (a short list, a "
+                             "forbidden kind, a lost CRD; deletions seen as watch events always pass) (default 50)")
+    parser.add_argument("--shrink-minimum", type=flags.positive_int, default=10, metavar="N",
+                        help="drops of fewer than N routing entries or backends are never held (default 10)")
+    parser.add_argument("--allow-mass-delete", action="store_true",
+                        help="promote mass drops whatever their cause (a deliberate mass delete)")
     parser.add_argument("--keep", type=flags.positive_int, default=5, metavar="N",
                         help="promoted versions kept (default 5)")
     parser.add_argument("--debounce", type=flags.nonnegative_seconds, default=1.0, metavar="SECONDS",
                         help="reconcile once the state stayed unchanged this long (default 1)")
     parser.add_argument("--max-wait", type=flags.positive_seconds, default=30.0, metavar="SECONDS",
                         help="reconcile at the latest this long after the first pending change (default 30)")
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < 100:
+        raise argparse.ArgumentTypeError(f"{text}: a percentage from 0 up to (not including) 100")
+    return value
 
 
 def add_parser(sub: Any, add_gate_options: Callable[[argparse.ArgumentParser], None]) -> None:
@@ -46,7 +64,11 @@ def add_parser(sub: Any, add_gate_options: Callable[[argparse.ArgumentParser], N
     parser.add_argument("--max-state-staleness", type=flags.positive_seconds, default=60.0, metavar="SECONDS",
                         help="not ready once every cluster watch has failed this long (default 60)")
     parser.add_argument("--once", action="store_true",
-                        help="reconcile the current state once and exit (0 promoted/unchanged, 1 not)")
+                        help="wait for the first complete sync of every watched kind, reconcile once and exit "
+                             "(0 promoted/unchanged, 1 not promoted, 2 could not sync)")
+    parser.add_argument("--sync-timeout", type=flags.positive_seconds, default=60.0, metavar="SECONDS",
+                        help="with --once: give up ('could not sync', exit 2) when the first sync has not "
+                             "completed this long (default 60); a list refused with 401/403/404 gives up at once")
     parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
 
 

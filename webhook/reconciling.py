@@ -21,7 +21,7 @@ from aiohttp import web
 
 from haproxy_check.check import binaries
 from haproxy_check.runtime.promotion import Promoter
-from webhook import following, logs, metrics, servers
+from webhook import following, logs, metrics, servers, shrinkguard
 from webhook.assembly import GateSettings, SetupError, build_gate
 from webhook.checking import settings_from
 from webhook.filesources import FileSource
@@ -52,7 +52,10 @@ def reconciler_for(gate: Gate, args: argparse.Namespace, api: Any) -> Reconciler
         recorder = EventRecorder(api, host=socket.gethostname())
     promoter = Promoter(Path(args.output_dir), keep=max(args.keep, 2))  # the previous version stays to plan from
     hooks: list[OnPromoted] = [runtime_applier(gate, promoter, args)] if getattr(args, "runtime_socket", "") else []
-    return Reconciler(gate, promoter, recorder=recorder, on_promoted=hooks)
+    limits = shrinkguard.Limits(share=getattr(args, "shrink_limit", 50.0) / 100,
+                                minimum=getattr(args, "shrink_minimum", shrinkguard.DEFAULT_MINIMUM),
+                                allow=getattr(args, "allow_mass_delete", False))
+    return Reconciler(gate, promoter, recorder=recorder, on_promoted=hooks, shrink=limits)
 
 
 def runtime_applier(gate: Gate, promoter: Promoter, args: argparse.Namespace) -> RuntimeApplier:
@@ -96,6 +99,16 @@ async def _source(args: argparse.Namespace, tasks: list[Awaitable[Any]]) -> tupl
     return await serving._state_source(args, tasks)
 
 
+async def first_sync(source: StateSource, timeout: float) -> str:
+    """Wait until ``source`` holds a complete first sync of every watched kind: "" then, else why not."""
+    wait = getattr(source, "first_sync", None)  # a cluster's watches; files are read whole before this
+    if wait is not None:
+        problem = await wait(timeout)
+        assert isinstance(problem, str)
+        return problem
+    return "" if source.ready else f"state: {source.status().get('error') or 'not ready'}"
+
+
 def _health_app(reconciler: Reconciler, source: StateSource) -> web.Application:
     async def healthz(request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -129,12 +142,17 @@ async def reconcile(args: argparse.Namespace) -> int:
     log.info("gateway scope", judging=gate.scope.describe())
     reconciler = reconciler_for(gate, args, api)
     if args.once:
+        from webhook.serving import cancel_all
+
+        running = [asyncio.ensure_future(t) for t in tasks]  # the watches fill the state being waited for
         try:
+            problem = await first_sync(source, args.sync_timeout)
+            if problem:  # judging a state that is not all there would publish its gaps as deletions
+                print(f"routegate: could not sync: {problem}", file=sys.stderr)
+                return 2
             outcome = await reconciler.reconcile(source.snapshot())
         finally:
-            for task in tasks:
-                if asyncio.iscoroutine(task):
-                    task.close()
+            await cancel_all(running)
             if api is not None:
                 await api.close()
         print(f"routegate: {outcome.result}"

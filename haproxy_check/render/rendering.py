@@ -50,7 +50,7 @@ NOT_ATTACHED = "RG0401"
 HTTP_KINDS = ("HTTPRoute", "GRPCRoute")
 MAPS = ("host.map", "host-wildcard.map", "path-exact.map", "path-regex.map", "path-prefix-exact.map",
         "path-prefix.map", "rule-backend.map", "weighted-multi-backend.map", "gw-reqhdr.map", "gw-reshdr.map",
-        "gw-timeouts.map", "gw-mirror.map", "gw-redirect.map", "gw-rewrite.map", "gw-extauth.map",
+        "gw-timeouts.map", "gw-redirect.map", "gw-rewrite.map", "gw-extauth.map",
         "gw-extauth-headers.map", "gw-session-header.map", "https-listener.map",
         "https-listener-wildcard.map")
 

@@ -72,19 +72,19 @@ def test_url_rewrite(filters: RenderResult) -> None:
     assert "http-request set-path %[var(txn.gw_rw_path)] if { var(txn.gw_rw_mode) -m str prefix }" in cfg
 
 
-def test_mirror_percent_and_fraction(filters: RenderResult) -> None:
-    assert map_lines(filters, "gw-mirror.map") == ["shop_web_4|0 2500|gw_h_shop_web_web_80",
-                                                   "shop_web_4|1 3333|gw_h_shop_web_web_80"]
-    assert sum("set-var(txn.gw_mirror_" in line and "_be)" in line for line in lines(filters)) == 2
+def test_a_mirrored_rule_serves_without_the_mirror(filters: RenderResult) -> None:
+    """HAProxy sends no copies without an SPOE agent: the rule with RequestMirror filters serves as it would
+    without them (its backend; its other filters: tests/render/test_live_unhonoured.py), and nothing of the
+    mirror is rendered."""
+    assert "shop_web_10 gw_h_shop_web_web_80" in map_lines(filters, "rule-backend.map")
+    assert "gw_mirror" not in filters.files["haproxy.cfg"].decode() and "maps/gw-mirror.map" not in filters.files
+    assert "RequestMirror" not in filters.files["haproxy.cfg"].decode()  # not the rule's first applied filter
+    assert "shop_web_4 gw_h_shop_web_web_80" in map_lines(filters, "rule-backend.map")  # the CORS rule
 
 
-@pytest.mark.parametrize("change", [{"kind": "Bucket"}, {"group": "example.com"}, {"namespace": "other"}])
-def test_a_mirror_backend_ref_resolves_like_a_rule_backend_ref(change: dict[str, str]) -> None:
-    objs = fixture("filters.yaml")
-    objs[-1]["spec"]["rules"][4]["filters"][-1]["requestMirror"]["backendRef"].update(change)
-    result = render(objs)  # a kind other than Service was mirrored to the Service of that name
-    assert map_lines(result, "gw-mirror.map") == ["shop_web_4|0 2500|gw_h_shop_web_web_80", "shop_web_4|1 3333|@500"]
-    assert not [b for b in result.description.backends if b.name.startswith("gw_h_shop_web_web.other")]
+def test_a_route_policy_rule_answers_500(filters: RenderResult) -> None:
+    """No HAProxyRoutePolicy is rendered, and a custom filter is never skipped: the rule answers 500."""
+    assert "shop_web_11 @500" in map_lines(filters, "rule-backend.map")
 
 
 def test_cors(filters: RenderResult) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from validators.contexts import Context
 from validators.crossobject import backendpolicies, backendrefs
 from validators.findings import format_path
-from validators.objectrules import backendtlsrules
+from validators.objectrules import backendtlsrules, unhonoured
 from validators.objects import GATEWAY_GROUP, Obj, Ref, as_list, as_map, created_at, dig, kind_of, ref_of
 from validators.states import Overlay, State
 from validators.views import attachments, indexes
@@ -47,12 +47,28 @@ def route_status(route: Obj, state: State, *, http_ports: Sequence[int] = attach
     _, statuses = attachments.attach(route, state, http_ports=http_ports)
     resolved = resolved_condition(route, state)
     parent_refs = as_list(dig(route, "spec", "parentRefs"))
-    return {"parents": [
-        {"parentRef": parent_refs[st.parent_index],
-         "conditions": [{"type": "Accepted", "status": "True" if st.accepted else "False", "reason": st.reason,
-                         "message": st.message}, dict(resolved)]}
-        for st in statuses if st.reason != attachments.FOREIGN_PARENT  # the other controller's to report
-    ]}
+    mirrored = unhonoured.mirrored_rules(route)
+
+    def conditions(st: attachments.ParentStatus) -> list[dict[str, str]]:
+        found = [{"type": "Accepted", "status": "True" if st.accepted else "False", "reason": st.reason,
+                  "message": st.message}, dict(resolved)]
+        return with_unmirrored_rules(found, mirrored) if st.accepted else found
+
+    return {"parents": [{"parentRef": parent_refs[st.parent_index], "conditions": conditions(st)}
+                        for st in statuses if st.reason != attachments.FOREIGN_PARENT]}  # foreign: theirs to report
+
+
+def with_unmirrored_rules(conditions: list[dict[str, str]], mirrored: Sequence[unhonoured.Unhonoured],
+                          ) -> list[dict[str, str]]:
+    """An accepting parent's [Accepted, ResolvedRefs] when rules serve without the RequestMirror filters HAProxy
+    cannot honour (validators.objectrules.unhonoured.mirrored_rules): PartiallyInvalid=True, UnsupportedValue,
+    with a message that starts "Fall Back" (not "Dropped Rule": no rule is dropped) naming each rule and filter
+    and saying it serves without the mirror. The Gateway API's "Fall Back" is to the route's last known good
+    state; here it is to the rule without its mirrors, of the current generation. Accepted is left as it is."""
+    if not mirrored:
+        return conditions
+    said = "; ".join(f"{format_path(m.path)}: {m.message}" for m in mirrored)
+    return [*conditions, _condition("PartiallyInvalid", True, "UnsupportedValue", f"Fall Back: {said}")]
 
 
 def statuses(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from kubernetes_asyncio import client
 
 from validators.objects import KINDS, KindInfo, Obj, Ref
 from webhook.cluster import clients, discovery, referencewatches, slimming
-from webhook.cluster.reflectors import DEFAULT_BACKOFF_CAP, Backoff, Collection, Reflector
+from webhook.cluster.reflectors import DEFAULT_BACKOFF_CAP, PERMANENT_STATUSES, Backoff, Collection, Reflector
 from webhook.cluster.stores import ClusterSnapshot, KindView, Store
 
 log = structlog.get_logger(__name__)
@@ -87,6 +87,7 @@ class ClusterState:
         self._first_synced = False  # latched: after the first sync, "still syncing" is never said again
         self.stale_after = stale_after
         self._discovery_error: str | None = None
+        self._lost: dict[str, str] = {}  # kinds served once and no longer: why (webhook.shrinkguard reads it)
 
     # ---- what readers use ------------------------------------------------------------------------
 
@@ -173,10 +174,56 @@ class ClusterState:
             views: dict[str, KindView] = {kind: store.view() for kind, store in self._stores.items()}
             previous = self._snapshot
             link = (previous, frozenset(changed)) if previous is not None and changed is not None else None
-            self._snapshot = ClusterSnapshot(views, self._version, prior=link)
+            self._snapshot = ClusterSnapshot(views, self._version, prior=link, provenance=self)
             if previous is not None:
                 previous.forget_prior()
         return self._snapshot
+
+    async def first_sync(self, timeout: float, *, poll: float = 0.05) -> str:
+        """Wait for the first complete sync of every watched kind (``run()`` must be running): "" once it is
+        done, else why not, as "<kind>: <cause>". A list refused for good (401, 403, 404) ends the wait at
+        once; anything else is retried until ``timeout`` seconds have passed."""
+        deadline = time.monotonic() + timeout
+        while not self._first_sync_done():
+            refused = [(k, r) for k in self._watched() if k not in REFERENCED_KINDS for r in self._reflectors_of(k)
+                       if not r.synced and r.last_status in PERMANENT_STATUSES]
+            if refused:
+                return "; ".join(f"{k}: {r.problem()}" for k, r in refused)
+            if time.monotonic() >= deadline:
+                if not self._planned:
+                    return f"API discovery: {self._discovery_error or f'not done within {timeout:g}s'}"
+                pending = [k for k in self._watched() if not self._synced(k)]
+                causes = []
+                for kind in pending:
+                    problem = next((r.problem() for r in self._reflectors_of(kind) if r.last_error), "")
+                    causes.append(f"{kind}: {problem or f'not listed within {timeout:g}s'}")
+                return "; ".join(causes) or f"not synced within {timeout:g}s"
+            await asyncio.sleep(poll)
+        return ""
+
+    # ---- what the shrink guard asks (webhook.shrinkguard.Provenance) ------------------------------
+
+    def deleted_by_watch(self, ref: Ref) -> bool:
+        """``ref`` left the state through a watch DELETED event, not a re-list or a lost kind."""
+        if ref.kind in self._lost:  # the API went away: its objects' DELETED events do not say anyone deleted them
+            return False
+        store = self._stores.get(ref.kind)
+        return store is not None and store.deleted_by_watch((ref.namespace, ref.name))
+
+    def source_problems(self) -> list[str]:
+        """Why the state may be missing objects now: kinds that cannot be listed or watched, or that were
+        served and no longer are (a CRD removed, or discovery not naming it any more)."""
+        problems = [f"{kind}: {why}" for kind, why in sorted(self._lost.items())]
+        for kind in self._watched():
+            if kind in REFERENCED_KINDS:
+                continue
+            for reflector in self._reflectors_of(kind):
+                if not reflector.synced:
+                    problems.append(f"{kind}: not listed yet" + (f": {reflector.problem()}" if reflector.last_error
+                                                                 else ""))
+                elif reflector.last_error:
+                    problems.append(f"{kind}: {reflector.problem()}")
+        return problems
 
     def crd_documents(self) -> list[Obj]:
         """The served CRDs of the watched groups (spec with schemas), sorted by name; [] without access."""
@@ -341,10 +388,14 @@ class ClusterState:
                 continue
             await self._stop(kind)
             self._reflectors.pop(kind, None)
+            was = self._chosen.get(kind)
             self._chosen[kind] = version
             if version is None:
+                if was is not None:
+                    self._lost[kind] = f"no longer served (its {was} API is gone: CRD removed?)"
                 self._stores[kind].clear()  # the CRD went away, and with it every object of the kind
                 continue
+            self._lost.pop(kind, None)
             log.info("watching kind", kind=kind, version=version)
             collection = Collection(kind, discovery.api_version(info, version), discovery.path(info, version))
             self._reflectors[kind] = self._reflector(collection, self._stores[kind])

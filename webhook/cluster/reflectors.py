@@ -245,7 +245,7 @@ class Reflector:
         elif type_ == "DELETED":
             key = key_of(raw)
             if self.collection.owns(key):
-                self.store.delete(key)
+                self.store.observed_delete(key)
         elif type_ != "BOOKMARK":
             raise ValueError(f"unknown watch event type {type_!r}")
         if version:

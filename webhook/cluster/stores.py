@@ -53,6 +53,9 @@ class Store:
         # Keys written since take_changes() last ran (None: unknown, after a whole-store replace), so a
         # new snapshot can tell validators.views.indexes what changed since the previous one.
         self._changed: set[Key] | None = set()
+        # Keys whose removal was seen as a watch DELETED event (and that have not come back since): the
+        # deletions webhook.shrinkguard trusts, unlike keys a re-list or a lost CRD made disappear
+        self._tombstones: set[Key] = set()
 
     def __len__(self) -> int:
         return len(self._items)
@@ -69,6 +72,7 @@ class Store:
         return self._items
 
     def put(self, key: Key, obj: Obj) -> bool:
+        self._tombstones.discard(key)
         if self._items.get(key) == obj:
             return False  # e.g. a status-only update: nothing rendering reads has changed
         self._writable()[key] = obj
@@ -84,12 +88,21 @@ class Store:
         self._on_change(self.kind)
         return True
 
+    def observed_delete(self, key: Key) -> bool:
+        """A deletion the watch reported: remembered as one the source vouches for."""
+        self._tombstones.add(key)
+        return self.delete(key)
+
+    def deleted_by_watch(self, key: Key) -> bool:
+        return key in self._tombstones
+
     def replace(self, items: Mapping[Key, Obj], scope: Callable[[Key], bool] | None = None) -> bool:
         """Make the store hold exactly ``items`` (within ``scope``, when only part of it is re-listed).
 
         Done in one step, so readers see either the old or the new list, never a mix or an empty
         store; unchanged content keeps the version (and cached baselines) as they are.
         """
+        self._tombstones.difference_update(items)
         if scope is None:
             if items == self._items:
                 return False
@@ -130,13 +143,15 @@ class ClusterSnapshot:
     Weakly referenceable: ``validators.views.indexes`` keeps a render's lookup indexes per State object, and
     a State it cannot reference gets its indexes rebuilt on every lookup (a quadratic render)."""
 
-    __slots__ = ("__weakref__", "_prior", "_version", "_views")
+    __slots__ = ("__weakref__", "_prior", "_version", "_views", "provenance")
 
     def __init__(self, views: Mapping[str, KindView], version: int,
-                 prior: tuple[ClusterSnapshot, frozenset[Ref]] | None = None) -> None:
+                 prior: tuple[ClusterSnapshot, frozenset[Ref]] | None = None, provenance: Any = None) -> None:
         self._views = views
         self._version = str(version)
         self._prior = prior
+        # what the source can say about how objects left it (webhook.shrinkguard.Provenance), or None
+        self.provenance = provenance
 
     def prior(self) -> tuple[ClusterSnapshot, frozenset[Ref]] | None:
         """The previous snapshot and the objects changed since it (``validators.views.indexes`` patches the

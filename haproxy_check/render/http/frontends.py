@@ -18,8 +18,10 @@ from haproxy_check.render.helpers import Recorder
 from haproxy_check.render.http import extauth
 from haproxy_check.render.http.httpmodels import MAX_CRTS, FrontendModel, HttpModel
 from haproxy_check.render.l4 import tlsroutes
+from validators import codes
 from validators.findings import Finding, PathPart, Severity
-from validators.objects import Ref
+from validators.objectrules import unhonoured
+from validators.objects import Ref, as_map, dig
 from validators.states import State
 from validators.views.attachments import Listener
 
@@ -85,6 +87,7 @@ def build(state: State, listeners: Sequence[Listener], *, recorder: Recorder, mo
                                mark(own[0].source, own[0].path))
             _listeners(state, fe, own, protocol, recorder, findings)
             if protocol == "HTTPS":
+                _tls_options(state, fe, own, findings)
                 if not pod and settings.share_https_with_passthrough and tlsroutes.passthrough_on(state, port):
                     fe.bind = tlsroutes.https_share_socket(port, settings.internal_socket_prefix) + " accept-proxy"
                 _client_trust(state, fe, gateway, port, recorder, findings, mark)
@@ -106,6 +109,28 @@ def _listeners(state: State, fe: FrontendModel, own: Sequence[Listener], protoco
             continue
         if protocol == "HTTPS":
             _certs(state, fe, lst, recorder, findings)
+
+
+def _tls_options(state: State, fe: FrontendModel, own: Sequence[Listener], findings: list[Finding]) -> None:
+    """``tls.options`` routegate knows (validators.objectrules.unhonoured.TLS_OPTIONS) become bind keywords,
+    when every terminating HTTPS listener of the frontend asks for the same ones: one bind serves them all."""
+    asked: dict[tuple[str, ...], list[Listener]] = {}
+    for lst in own:
+        if lst.protocol != "HTTPS" or lst.tls_mode == "Passthrough":
+            continue
+        source = state.get(lst.source.kind, lst.source.namespace, lst.source.name)
+        raw = dig(source, *lst.path) if source is not None else None
+        words = tuple(w for _, got in unhonoured.tls_options(as_map(raw)) if not isinstance(got, str) for w in got)
+        asked.setdefault(words, []).append(lst)
+    if len(asked) == 1:
+        fe.tls_options = list(next(iter(asked)))
+    elif len(asked) > 1:
+        for listeners in asked.values():
+            for lst in listeners:
+                findings.append(Finding(
+                    codes.TLS_OPTION, f"listener {lst.name!r} shares port {lst.port} with listeners asking for other "
+                    f"tls.options ({len(asked)} different sets); none is applied on this port",
+                    (*lst.path, "tls", "options"), Severity.WARN, subject=False, about=str(lst.source)))
 
 
 def _client_trust(state: State, fe: FrontendModel, gateway: Ref, port: int, recorder: Recorder,

@@ -1,7 +1,7 @@
 """HTTPRoute/GRPCRoute filters and rule policies -> map entries, static per-rule lines and profile lines.
 
 Map-driven (a changed value is a map update): request/response header modifiers (gw-reqhdr.map,
-gw-reshdr.map, values URL-encoded), mirrors (gw-mirror.map), timeouts (gw-timeouts.map), external auth
+gw-reshdr.map, values URL-encoded), timeouts (gw-timeouts.map), external auth
 targets (gw-extauth.map). Static per-rule lines (structural, as seed 004 lists them): redirects,
 rewrites (HAProxy 2.8 has no variable offset for ``bytes``), CORS. Retry and session persistence are in
 ``rulepolicies``.
@@ -19,6 +19,7 @@ from haproxy_check.render.http import redirects
 from haproxy_check.render.http.httpmodels import FAIL, Cors, HttpModel, RuleModel
 from validators.crossobject.backendrefs import INVALID_KIND, REF_NOT_PERMITTED, BackendRef
 from validators.findings import Finding, PathPart, Severity
+from validators.objectrules import unhonoured
 from validators.objects import Obj, Ref, as_list, dig, ref_of
 
 if TYPE_CHECKING:  # rendering imports this module: the settings type is for the checker only
@@ -107,22 +108,6 @@ def _cors(spec: Any, path: tuple[PathPart, ...], mark: str) -> Cors:
                 dig(spec, "allowCredentials") is True, max_age if isinstance(max_age, int) else None, mark)
 
 
-def _mirror(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path: tuple[PathPart, ...], k: int,
-            mark: str, backend_for: Callable[[Any, tuple[PathPart, ...]], str]) -> None:
-    percent = dig(spec, "percent")
-    num, den = dig(spec, "fraction", "numerator"), dig(spec, "fraction", "denominator", default=100)
-    if isinstance(percent, int):
-        permyriad = percent * 100
-    elif isinstance(num, int) and isinstance(den, int) and den > 0:
-        permyriad = round(num * 10000 / den)
-    else:
-        permyriad = 10000
-    be = backend_for(dig(spec, "backendRef"), (*path, "backendRef"))
-    model.add("gw-mirror.map", f"{rm.rid}|{k} {min(permyriad, 10000)}|{be}{mark}")
-    model.mirrors = max(model.mirrors, k + 1)
-    model.uses.add("mirror")
-
-
 def _external_auth(model: HttpModel, rm: RuleModel, route: Obj, spec: Any, path: tuple[PathPart, ...],
                    findings: list[Finding], mark: str, backend_ref: Callable[[Any, tuple[PathPart, ...]], BackendRef],
                    settings: RenderSettings | None) -> None:
@@ -192,12 +177,11 @@ def _map_filter(fn: Callable[..., None], model: HttpModel, key: str, f: Any, fie
 
 
 class Resolver:
-    """What filters need from the route compiler: backends for mirror/auth targets and state lookups."""
+    """What filters need from the route compiler: backends of auth targets and state lookups."""
 
-    def __init__(self, *, backend_for: Callable[[Any, tuple[PathPart, ...]], str],
-                 backend_ref: Callable[[Any, tuple[PathPart, ...]], BackendRef],
+    def __init__(self, *, backend_ref: Callable[[Any, tuple[PathPart, ...]], BackendRef],
                  settings: RenderSettings | None) -> None:
-        self.backend_for, self.backend_ref, self.settings = backend_for, backend_ref, settings
+        self.backend_ref, self.settings = backend_ref, settings
 
 
 def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int, plens: set[int],
@@ -205,10 +189,11 @@ def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int,
     """``ref``: the route's (``ref_of(route)``), when the caller has it already."""
     ref = ref if ref is not None else ref_of(route)
     base: tuple[PathPart, ...] = ("spec", "rules", i)
-    mirrors = 0
     for k, f in enumerate(as_list(dig(rule, "filters"))):
         path = (*base, "filters", k)
         ftype = dig(f, "type")
+        if ftype == "RequestMirror":
+            continue  # the rule serves as it would without it (validators.objectrules.unhonoured.mirrored_rules)
         m = mark(ref, path)
         rm.first_filter = rm.first_filter or str(ftype)
         if ftype == "RequestHeaderModifier":
@@ -221,9 +206,6 @@ def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int,
             _map_filter(redirects.redirect, model, rm.rid, f, "requestRedirect", path, plens, m)
         elif ftype == "URLRewrite" and ref.kind == "HTTPRoute":
             _map_filter(redirects.rewrite, model, rm.rid, f, "urlRewrite", path, plens, m)
-        elif ftype == "RequestMirror":
-            _mirror(model, rm, route, dig(f, "requestMirror"), (*path, "requestMirror"), mirrors, m, res.backend_for)
-            mirrors += 1
         elif ftype == "CORS" and ref.kind == "HTTPRoute":
             rm.cors = _cors(dig(f, "cors"), (*path, "cors"), m)
             model.uses.add("cors")
@@ -232,6 +214,8 @@ def rule_filters(model: HttpModel, rm: RuleModel, route: Obj, rule: Any, i: int,
                            res.backend_ref, res.settings)
         elif ftype == "ExtensionRef":
             kind = dig(f, "extensionRef", "kind")
+            if kind == unhonoured.ROUTE_POLICY:
+                continue  # the rule answers 500 (stage_route; validators.objectrules.unhonoured.route_policy_rules)
             _warn(findings, ref, EXTENSION_REF, f"ExtensionRef kind {kind!r} is not supported here; the filter "
                   "is ignored", (*path, "extensionRef"), local=True)
         else:

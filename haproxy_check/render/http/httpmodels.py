@@ -115,6 +115,7 @@ class FrontendModel:
     misdirected: bool = False  # several HTTPS listeners with distinct hostnames
     any_host: bool = False
     client_verify: list[str] = field(default_factory=list)  # mTLS bind keywords (clienttrust)
+    tls_options: list[str] = field(default_factory=list)  # listener tls.options bind keywords (unhonoured)
     reject_all: bool = False  # client validation without a usable CA: the frontend accepts no traffic
     trust_mark: str = ""  # source-map marker of the validation block, on the bind line
 
@@ -171,8 +172,7 @@ class HttpModel:
     ordered: set[str] = field(default_factory=set)
     headers: HeaderOps = field(default_factory=HeaderOps)
     auth_headers: set[str] = field(default_factory=set)
-    uses: set[str] = field(default_factory=set)  # feature flags: redirect, rewrite, mirror, auth, cors, ...
-    mirrors: int = 0  # most mirrors on one rule
+    uses: set[str] = field(default_factory=set)  # feature flags: redirect, rewrite, auth, cors, ...
     session_headers: set[str] = field(default_factory=set)  # type: Header sessionPersistence names
     redirect_plens: set[int] = field(default_factory=set)  # prefix lengths ReplacePrefixMatch redirects use
     rewrite_plens: set[int] = field(default_factory=set)

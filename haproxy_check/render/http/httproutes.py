@@ -16,7 +16,7 @@ from typing import Any
 from haproxy_check import escaping
 from haproxy_check.escaping import FieldError, guard
 from haproxy_check.render import servertls
-from haproxy_check.render.endpoints import ServersMemo, servers_for, servers_within
+from haproxy_check.render.endpoints import ServersMemo, servers_within
 from haproxy_check.render.http import frontends, httpfilters, precedence, rulepolicies
 from haproxy_check.render.http.httpmodels import (
     FAIL,
@@ -33,6 +33,7 @@ from haproxy_check.render.http.httpmodels import (
 from validators import codes
 from validators.crossobject import backendrefs
 from validators.findings import Finding, PathPart, Severity
+from validators.objectrules import unhonoured
 from validators.objects import Obj, Ref, as_list, created_at, dig, name_of, namespace_of, ref_of
 from validators.states import State
 from validators.views.attachments import Attachment
@@ -178,7 +179,6 @@ class StagedRoute:
     backends: tuple[tuple[str, BackendSpec], ...]
     uses: frozenset[str]
     auth_headers: frozenset[str]
-    mirrors: int
     session_headers: frozenset[str]
     redirect_plens: frozenset[int]
     rewrite_plens: frozenset[int]
@@ -218,7 +218,7 @@ def _staged(model: HttpModel, rules: list[RuleModel], targets: Mapping[str, tupl
         tuple([(name, tuple(entries)) for name, entries in model.maps.items()]),
         frozenset(model.ordered) if model.ordered else none, tuple(model.backends.items()),
         frozenset(model.uses) if model.uses else none,
-        frozenset(model.auth_headers) if model.auth_headers else none, model.mirrors,
+        frozenset(model.auth_headers) if model.auth_headers else none,
         frozenset(model.session_headers) if model.session_headers else none,
         frozenset(model.redirect_plens) if model.redirect_plens else none,
         frozenset(model.rewrite_plens) if model.rewrite_plens else none,
@@ -266,7 +266,6 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
     weighted: list[tuple[str, tuple[str, ...]]] = []
     created = created_at(route)
     res = httpfilters.Resolver(
-        backend_for=lambda raw, p: _side_backend(staged, taken, ctx, route, raw, p, grpc),
         backend_ref=lambda raw, p: backendrefs.filter_backend_ref(route, ctx.state, int(p[2]), raw, p),
         settings=ctx.settings)
     mark = ctx.mark
@@ -274,6 +273,9 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
     # ``backend_name``'s words of this route (its namespace and name are the guarded ones: the same text)
     be_prefix = f"{'gw_g' if grpc else 'gw_h'}_{ns}_{name}_"
     plain_profile: tuple[str, ...] = ("default-server proto h2",) if grpc else ()
+    # a custom filter is never skipped (Gateway API): a rule with a HAProxyRoutePolicy answers 500; a rule with
+    # a RequestMirror serves without it (httpfilters.rule_filters; validators.objectrules.unhonoured)
+    failing = {u.rule for u in unhonoured.route_policy_rules(route)}
     for i, rule in enumerate(as_list(dig(route, "spec", "rules"))):
         rid = f"{ns}_{name}_{i}"
         rm = RuleModel(rid, f"{ns}/{name}", ref.kind, i, mark(ref, ("spec", "rules", i)))
@@ -295,7 +297,7 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
                 staged.session_headers.add(header)
         weights: list[tuple[str, int]] = []
         chosen: list[tuple[int, str]] = []
-        for bref in backendrefs.rule_backend_refs(route, ctx.state, i):
+        for bref in () if i in failing else backendrefs.rule_backend_refs(route, ctx.state, i):
             servable = bref.resolved or (bref.reason == backendrefs.BACKEND_NOT_FOUND and bref.kind == "Service")
             if servable and bref.port is not None:
                 try:  # ``guard``, inline: the field path made only for an error
@@ -321,6 +323,8 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
                 # An unresolved backendRef is reported once, by validators.crossobject.crossobjects (RG0501-RG0503,
                 # which also says what the render does with it), not again here.
                 weights.append((FAIL, bref.weight))
+        if i in failing:
+            weights = [(FAIL, 1)]
         live = [(t, w) for t, w in weights if w > 0]
         if len({t for t, _ in live}) == 1:
             rm.target = live[0][0]
@@ -352,7 +356,6 @@ def commit_route(model: HttpModel, route: StagedRoute, fronts: Mapping[str, Fron
     model.backends.update(route.backends)
     model.uses |= route.uses
     model.auth_headers |= route.auth_headers
-    model.mirrors = max(model.mirrors, route.mirrors)
     model.session_headers |= route.session_headers
     model.redirect_plens |= route.redirect_plens
     model.rewrite_plens |= route.rewrite_plens
@@ -372,25 +375,6 @@ def commit_route(model: HttpModel, route: StagedRoute, fronts: Mapping[str, Fron
         fe = fronts[fe_name]
         fe.advanced.extend(pending.get(fe_name, ()))
         fe.rules.extend(route.rules)
-
-
-def _side_backend(staged: HttpModel, taken: Container[str], ctx: Context, route: Obj, raw: Any,
-                  path: tuple[PathPart, ...], grpc: bool) -> str:
-    """A backend for a filter's backendRef (mirror target); FAIL when it cannot be used."""
-    ref = ref_of(route)
-    guard((*path, "name"), escaping.ident, str(dig(raw, "name", default="")), what="Service name")
-    rule_index = int(path[2])  # path: spec.rules[i].filters[k].requestMirror.backendRef
-    bref = backendrefs.filter_backend_ref(route, ctx.state, rule_index, raw, path)
-    if bref.port is None or not (bref.resolved or bref.reason == backendrefs.BACKEND_NOT_FOUND):
-        return FAIL
-    be = backend_name(route, bref, grpc=grpc, rule_suffix="")
-    if be not in staged.backends and be not in taken:
-        servers = servers_for(ctx.state, bref.service, bref.port, limit=ctx.settings.limits.servers_per_backend) \
-            if bref.service else []
-        staged.backends[be] = BackendSpec(be, ctx.mark(ref, path), tuple(servers), grpc=grpc,
-                                          profile=("default-server proto h2",) if grpc else (),
-                                          comments=(f"{ref.kind} {ref.namespace}/{ref.name} mirror target",))
-    return be
 
 
 def _matches(staged: HttpModel, ctx: Context, route: Obj, rule: Any, i: int, rm: RuleModel,
