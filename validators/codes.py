@@ -56,6 +56,9 @@ TLS_MODE_CONFLICT = "RG0119"
 UNSAFE_VALUE = "RG0120"
 RULE_MATCH_HOSTNAMES = "RG0121"
 TIMEOUT_TOO_LONG = "RG0122"
+POD_PORT_RESERVED = "RG0123"
+ADDRESS_MOVED = "RG0124"
+PASSTHROUGH_OVER_HTTPS = "RG0125"
 
 RENDER_UNATTACHED = "RG0401"
 RENDER_BACKEND_UNSERVED = "RG0402"
@@ -119,6 +122,12 @@ INFOS: tuple[RuleInfo, ...] = (
              "A rule's matches x the route's hostnames exceed limits.matchesTimesHostnamesPerRule (512)."),
     RuleInfo(TIMEOUT_TOO_LONG, WARN,
              "timeouts.backendRequest above HAProxy's longest timeout (2147483647 ms); the longest is used."),
+    RuleInfo(POD_PORT_RESERVED, DENY,
+             "A listener port within the pod-port range of isolated Gateways (isolation_pod_port_base/_span)."),
+    RuleInfo(ADDRESS_MOVED, DENY,
+             "A Gateway/ListenerSet change moves another Gateway's listener address (its port or pod port)."),
+    RuleInfo(PASSTHROUGH_OVER_HTTPS, DENY,
+             "A passthrough route names a host a more specific HTTPS listener on the same port owns."),
     RuleInfo(RENDER_UNATTACHED, WARN,
              "Render: the route attaches to no listener (checked behind a synthetic listener)."),
     RuleInfo(RENDER_BACKEND_UNSERVED, WARN,
