@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 
 from validators import tlsmodes
-from validators.crossobject import backendpolicies, backendrefs, claims, statuses
+from validators.crossobject import addressmoves, backendpolicies, backendrefs, claims, passthroughs, statuses
 from validators.findings import Finding, Severity
 from validators.objects import Obj, Ref, as_list, dig, kind_of, namespace_of, ref_of
 from validators.states import State
-from validators.views import attachments, indexes
+from validators.views import attachments, indexes, podports
 
 CODES: Mapping[str, str] = {
     "RG0501": "BackendNotFound: a backendRef names a Service that does not exist",
@@ -197,11 +197,15 @@ def impact_findings(subject: Ref, state: State, *,
 
 
 def findings(obj: Obj, state: State, *,
-             http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> Iterator[Finding]:
-    """Warn findings about ``obj`` (the object under review) in ``state`` (the proposed state).
+             http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
+             pod_ports: podports.PodRange = podports.PodRange()) -> Iterator[Finding]:  # noqa: B008 - frozen
+    """Warn findings about ``obj`` (the object under review) in ``state`` (the proposed state), and the
+    ownership denials: RG0124 (a listener change moving another Gateway's address) and RG0125 (a
+    passthrough route naming a host a more specific HTTPS listener keeps).
 
     On DELETE pass the old object: only the impact on routes naming it is reported.
     """
+    yield from addressmoves.findings(obj, state, http_ports=http_ports, pods=pod_ports)
     kind = kind_of(obj)
     me = ref_of(obj)
     deleted = state.get(me.kind, me.namespace, me.name) is None
@@ -209,6 +213,7 @@ def findings(obj: Obj, state: State, *,
         if kind in backendrefs.BACKEND_ROUTE_KINDS:
             yield from route_findings(obj, state, http_ports=http_ports)
             yield from _claim_findings(obj, state, http_ports)
+            yield from passthroughs.findings(obj, state, http_ports=http_ports)
         elif kind in ("Gateway", "ListenerSet"):
             yield from _listener_owner_findings(obj, state, http_ports)
         elif kind == "BackendTLSPolicy":

@@ -1,0 +1,88 @@
+"""RG0124: a Gateway/ListenerSet change may not move another Gateway's listener address.
+
+An isolated Gateway's traffic arrives on the address its own Service targets: its listener port when it
+is the port's oldest pair, else its pod port (``validators.views.podports``). The assignment lets no
+*newer* object take an address; what remains is an update to an older object (a Gateway, or a
+ListenerSet of an older Gateway, that adds a port whose pod port or primary place an existing pair
+holds). Such a change would hand the other Gateway's public traffic to a frontend its owner does not
+own, so it is denied, naming the moved listeners and their owner. A Gateway's owner may move its own
+Gateway's pairs, a ListenerSet's owner the pairs only its listeners make. A deletion cannot be refused
+for what it frees: it is a warning (the Services of the Gateways it names must follow).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from validators import codes
+from validators.findings import Finding, Severity
+from validators.objects import Obj, Ref, as_list, dig, ref_of
+from validators.states import Overlay, State
+from validators.views import attachments, indexes, podports
+
+Pair = podports.Pair
+
+
+def _listeners(state: State, http_ports: tuple[int, ...], pods: podports.PodRange) -> list[attachments.Listener]:
+    return [x for x in attachments.listeners(state, http_ports=http_ports)
+            if x.protocol in ("HTTP", "HTTPS") and x.port not in pods]
+
+
+def _addresses(state: State, http_ports: tuple[int, ...], pods: podports.PodRange
+               ) -> tuple[dict[Pair, int], dict[Pair, frozenset[Ref]]]:
+    """Pair -> address, and pair -> the objects declaring it; once per state version."""
+    def build(s: State) -> tuple[dict[Pair, int], dict[Pair, frozenset[Ref]]]:
+        lsts = _listeners(s, http_ports, pods)
+        sources: dict[Pair, set[Ref]] = {}
+        for x in lsts:
+            sources.setdefault((x.gateway, x.port), set()).add(x.source)
+        return (podports.addresses(s, lsts, base=pods.base, span=pods.span),
+                {p: frozenset(v) for p, v in sources.items()})
+    return indexes.index_reading(state, f"pod-addresses{http_ports}{pods}", attachments.LISTENER_KINDS, build)
+
+
+def _owns(me: Ref, pair: Pair, sources: frozenset[Ref]) -> bool:
+    if me.kind == "Gateway":
+        return pair[0] == me
+    return sources <= {me}
+
+
+def findings(obj: Obj, proposed: State, *, http_ports: Sequence[int], pods: podports.PodRange) -> Iterator[Finding]:
+    me = ref_of(obj)
+    if me.kind not in ("Gateway", "ListenerSet") or not isinstance(proposed, Overlay):
+        return
+    ports = tuple(http_ports)
+    before, before_sources = _addresses(proposed.base, ports, pods)
+    after, after_sources = _addresses(proposed, ports, pods)
+    deleted = proposed.get(me.kind, me.namespace, me.name) is None
+    holder = {address: pair for pair, address in after.items()}
+    for pair, was in sorted(before.items(), key=lambda kv: (kv[0][0].namespace, kv[0][0].name, kv[0][1])):
+        now = after.get(pair)
+        if now is None or now == was or _owns(me, pair, before_sources[pair] | after_sources.get(pair, frozenset())):
+            continue
+        gateway, port = pair
+        taker = holder.get(was)
+        took = (f"; {was} would be bound by the listeners of {taker[0]} on port {taker[1]}, so that traffic would "
+                f"reach a frontend namespace {taker[0].namespace!r} owns") if taker is not None else ""
+        where = "port" if was == port else "pod port"
+        message = (f"this change moves the address of {gateway}'s HTTP/HTTPS listeners on port {port} (owner: "
+                   f"namespace {gateway.namespace!r}) from {where} {was} to {now}: its Service targets {was}{took}")
+        path = _responsible(obj, taker, me)
+        if deleted:
+            yield Finding(codes.ADDRESS_MOVED, f"{message}; update that Gateway's Service to {now}", path,
+                          Severity.WARN, subject=False, about=str(gateway))
+        else:
+            yield Finding(codes.ADDRESS_MOVED, f"{message}. A change may move only its own Gateway's "
+                          "addresses; use another port, or ask the owner of " f"{gateway} to move first",
+                          path, Severity.DENY)
+
+
+def _responsible(obj: Obj, taker: Pair | None, me: Ref) -> tuple[str | int, ...]:
+    """The changed object's listener on the port whose pair takes the address, else its listeners."""
+    if taker is not None:
+        gateway = me if me.kind == "Gateway" else attachments.listener_set_parent(obj)
+        if taker[0] == gateway:
+            for i, raw in enumerate(as_list(dig(obj, "spec", "listeners"))):
+                if dig(raw, "port") == taker[1]:
+                    return ("spec", "listeners", i, "port")
+    return ("spec", "listeners")
