@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from validators import budgets, codes, rules
 from validators.changes import Change, Operation
 from validators.contexts import Context
-from validators.crossobject import crossobjects
+from validators.crossobject import addressmoves, crossobjects
 from validators.enforcement import Enforcement
 from validators.findings import Finding, Severity, ordered
 from validators.objects import Obj, group_of, kind_of, namespace_of
@@ -133,7 +133,8 @@ class Checks:
             proposed: State = Overlay(state, change)
         else:
             proposed = Overlay(state, Change(change.operation, subject, change.old, change.dry_run))
-        yield from crossobjects.findings(subject, proposed, http_ports=self.http_ports, pod_ports=self.pod_ports)
+        yield from crossobjects.findings(subject, proposed, http_ports=self.http_ports)
+        yield from addressmoves.findings(subject, state, proposed, http_ports=self.http_ports, pods=self.pod_ports)
 
 
 def _internal(stage: str, error: Exception) -> Finding:

@@ -163,7 +163,13 @@ def test_admission_denies_a_pod_port_listener_and_an_update_that_moves_another_g
     assert [(str(f.severity), f.field) for f in moved] == [("deny", "spec.listeners[1].port")], found
     assert "Gateway team-v/victim" in moved[0].message and "'team-v'" in moved[0].message
     assert f"from pod port {victim_pod}" in moved[0].message
-    # the victim's own owner may move its own Gateway (no finding), and a change elsewhere is quiet
+    # the reverse update frees the address: the victim moves back down into it, a warning naming it (one's
+    # own listeners can always be removed; the victim's Service must follow)
+    pushed = [x if x is not older else new for x in state]
+    freed = Checks(schemas=None, pod_ports=pods).check(Change(Operation.UPDATE, older, new), MemoryState(pushed))
+    assert [(str(f.severity), f.about) for f in freed if f.code == codes.ADDRESS_MOVED] == [
+        ("warn", "Gateway team-v/victim")], freed
+    # a change elsewhere is quiet
     assert review(state, Change(Operation.UPDATE, gateway("older", "evil", "2023-01-01T00:00:00Z", 81, 82), older),
                   pods) == []
 

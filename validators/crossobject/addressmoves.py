@@ -7,7 +7,8 @@ ListenerSet of an older Gateway, that adds a port whose pod port or primary plac
 holds). Such a change would hand the other Gateway's public traffic to a frontend its owner does not
 own, so it is denied, naming the moved listeners and their owner. A Gateway's owner may move its own
 Gateway's pairs, a ListenerSet's owner the pairs only its listeners make. A deletion cannot be refused
-for what it frees: it is a warning (the Services of the Gateways it names must follow).
+for what it frees, nor the removal of one's own listeners: a pair that moves *down* into a freed address
+is a warning (the Services of the Gateways it names must follow).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from validators import codes
 from validators.findings import Finding, Severity
 from validators.objects import Obj, Ref, as_list, dig, ref_of
-from validators.states import Overlay, State
+from validators.states import State
 from validators.views import attachments, indexes, podports
 
 Pair = podports.Pair
@@ -47,12 +48,14 @@ def _owns(me: Ref, pair: Pair, sources: frozenset[Ref]) -> bool:
     return sources <= {me}
 
 
-def findings(obj: Obj, proposed: State, *, http_ports: Sequence[int], pods: podports.PodRange) -> Iterator[Finding]:
+def findings(obj: Obj, base: State, proposed: State, *, http_ports: Sequence[int],
+             pods: podports.PodRange) -> Iterator[Finding]:
+    """RG0124 for the change of ``obj`` from ``base`` (the state before) to ``proposed``."""
     me = ref_of(obj)
-    if me.kind not in ("Gateway", "ListenerSet") or not isinstance(proposed, Overlay):
+    if me.kind not in ("Gateway", "ListenerSet"):
         return
     ports = tuple(http_ports)
-    before, before_sources = _addresses(proposed.base, ports, pods)
+    before, before_sources = _addresses(base, ports, pods)
     after, after_sources = _addresses(proposed, ports, pods)
     deleted = proposed.get(me.kind, me.namespace, me.name) is None
     holder = {address: pair for pair, address in after.items()}
@@ -68,13 +71,24 @@ def findings(obj: Obj, proposed: State, *, http_ports: Sequence[int], pods: podp
         message = (f"this change moves the address of {gateway}'s HTTP/HTTPS listeners on port {port} (owner: "
                    f"namespace {gateway.namespace!r}) from {where} {was} to {now}: its Service targets {was}{took}")
         path = _responsible(obj, taker, me)
-        if deleted:
-            yield Finding(codes.ADDRESS_MOVED, f"{message}; update that Gateway's Service to {now}", path,
-                          Severity.WARN, subject=False, about=str(gateway))
+        if deleted or not _pushed(pair, was, now, pods):
+            yield Finding(codes.ADDRESS_MOVED, f"{message}; the change frees that address, so the Gateway moves "
+                          f"to {now}: its Service must follow", path, Severity.WARN, subject=False,
+                          about=str(gateway))
         else:
             yield Finding(codes.ADDRESS_MOVED, f"{message}. A change may move only its own Gateway's "
                           "addresses; use another port, or ask the owner of " f"{gateway} to move first",
                           path, Severity.DENY)
+
+
+def _pushed(pair: Pair, was: int, now: int, pods: podports.PodRange) -> bool:
+    """Whether the pair was pushed off its address (lost its port, or moved further along its probe
+    sequence) rather than moved down into an address the change freed (a removed listener or object)."""
+    gateway, port = pair
+    if was == port or now == port:
+        return was == port
+    first = podports.slot(gateway, port, pods.span)
+    return (now - pods.base - first) % pods.span > (was - pods.base - first) % pods.span
 
 
 def _responsible(obj: Obj, taker: Pair | None, me: Ref) -> tuple[str | int, ...]:

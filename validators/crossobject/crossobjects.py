@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 
 from validators import tlsmodes
-from validators.crossobject import addressmoves, backendpolicies, backendrefs, claims, passthroughs, statuses
+from validators.crossobject import backendpolicies, backendrefs, claims, passthroughs, statuses
 from validators.findings import Finding, Severity
 from validators.objects import Obj, Ref, as_list, dig, kind_of, namespace_of, ref_of
 from validators.states import State
-from validators.views import attachments, indexes, podports
+from validators.views import attachments, indexes
 
 CODES: Mapping[str, str] = {
     "RG0501": "BackendNotFound: a backendRef names a Service that does not exist",
@@ -197,15 +197,13 @@ def impact_findings(subject: Ref, state: State, *,
 
 
 def findings(obj: Obj, state: State, *,
-             http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
-             pod_ports: podports.PodRange = podports.PodRange()) -> Iterator[Finding]:  # noqa: B008 - frozen
+             http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> Iterator[Finding]:
     """Warn findings about ``obj`` (the object under review) in ``state`` (the proposed state), and the
-    ownership denials: RG0124 (a listener change moving another Gateway's address) and RG0125 (a
-    passthrough route naming a host a more specific HTTPS listener keeps).
+    ownership denial RG0125 (a passthrough route naming a host a more specific HTTPS listener keeps).
+    RG0124 compares two states: ``validators.checks`` asks ``addressmoves`` with the state before.
 
     On DELETE pass the old object: only the impact on routes naming it is reported.
     """
-    yield from addressmoves.findings(obj, state, http_ports=http_ports, pods=pod_ports)
     kind = kind_of(obj)
     me = ref_of(obj)
     deleted = state.get(me.kind, me.namespace, me.name) is None
