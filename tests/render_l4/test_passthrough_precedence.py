@@ -117,3 +117,22 @@ def test_passthrough_precedence_live(haproxy_paths: list[str], tmp_path: Path) -
                     assert tls_get(port, "tenant.example.com") == ("tenant.example.com", "tenant-backend"), binary
     finally:
         web.shutdown()
+
+
+def test_an_ssl_passthrough_http_route_is_judged_the_same() -> None:
+    """An HTTPRoute passing its names through (SSLPassthrough) on the wildcard HTTPS listener may not take the
+    more specific HTTPS listener's name either."""
+    objs = state(443, ["tenant.example.com"])[:-1]
+    objs[0]["spec"]["listeners"][1] = {"name": "wild", "protocol": "HTTPS", "port": 443, "hostname": "*.example.com",
+                                       "tls": {"certificateRefs": [{"name": "secure"}]},
+                                       "allowedRoutes": {"namespaces": {"from": "All"}}}
+    route = {"apiVersion": GW, "kind": "HTTPRoute", "metadata": {"name": "pass", "namespace": "tenant"},
+             "spec": {"parentRefs": [{"name": "edge", "namespace": "infra", "sectionName": "wild"}],
+                      "hostnames": ["secure.example.com", "tenant.example.com"],
+                      "rules": [{"filters": [{"type": "ExtensionRef", "extensionRef": {
+                          "group": "haproxy-haptic.org", "kind": "SSLPassthrough", "name": "on"}}],
+                                 "backendRefs": [{"name": "tenant", "port": 9002}]}]}}
+    assert review(objs, route) == [(codes.PASSTHROUGH_OVER_HTTPS, "deny", "spec.hostnames[0]")]
+    result = render([*objs, route])
+    assert sorted(map_lines(result, "tls-sni-443.map")) == ["secure.example.com routegate_https_443",
+                                                            "tenant.example.com gtw_tls_tenant_pass_0"]

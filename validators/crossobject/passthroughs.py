@@ -14,13 +14,26 @@ from collections.abc import Iterator, Sequence
 
 from validators import codes
 from validators.findings import Finding, Severity
-from validators.objects import Obj, kind_of
+from validators.objects import Obj, as_list, dig, kind_of
 from validators.states import State
 from validators.views import attachments, sniprecedence
 
 
+def _passes_through(route: Obj) -> bool:
+    """An HTTPRoute rule with the SSLPassthrough ExtensionRef (as the render finds them)."""
+    return any(dig(f, "type") == "ExtensionRef" and dig(f, "extensionRef", "kind") == "SSLPassthrough"
+               for rule in as_list(dig(route, "spec", "rules")) for f in as_list(dig(rule, "filters")))
+
+
 def findings(route: Obj, state: State, *, http_ports: Sequence[int]) -> Iterator[Finding]:
-    if kind_of(route) != "TLSRoute":
+    """RG0125 for a TLSRoute on passthrough listeners, or an HTTPRoute passing its names through (SSLPassthrough)
+    on an HTTPS listener less specific than another HTTPS listener of the port."""
+    kind = kind_of(route)
+    if kind == "TLSRoute":
+        passing = ("TLS", "Passthrough")
+    elif kind == "HTTPRoute" and _passes_through(route):
+        passing = ("HTTPS", "Terminate")
+    else:
         return
     attached, _ = attachments.attach(route, state, http_ports=http_ports)
     hostnames = [h.lower() for h in attachments.route_hostnames(route)]
@@ -28,7 +41,7 @@ def findings(route: Obj, state: State, *, http_ports: Sequence[int]) -> Iterator
     seen: set[tuple[int, str]] = set()
     for a in attached:
         through = a.listener
-        if through.protocol != "TLS" or through.tls_mode != "Passthrough":
+        if (through.protocol, through.tls_mode) != passing:
             continue
         if lsts is None:
             lsts = attachments.listeners(state, http_ports=http_ports)
@@ -42,7 +55,7 @@ def findings(route: Obj, state: State, *, http_ports: Sequence[int]) -> Iterator
                 index = next((i for i, h in enumerate(hostnames) if attachments.intersect_hostname(h, host)), 0)
                 heard = (f"HTTPS listener {owner.name!r} of {owner.source} (hostname {owner.hostname}, owner: "
                          f"namespace {owner.source.namespace!r}) on port {through.port} is more specific than "
-                         f"this route's passthrough listener {through.name!r} of {through.source} (hostname "
+                         f"the listener this route passes through, {through.name!r} of {through.source} (hostname "
                          f"{through.hostname or 'unset: every name'})")
                 if claim.whole:
                     yield Finding(codes.PASSTHROUGH_OVER_HTTPS, f"TLS connections for {claim.host} would be "
