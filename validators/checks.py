@@ -19,10 +19,10 @@ from validators.crossobject import addressmoves, crossobjects
 from validators.enforcement import Enforcement
 from validators.findings import Finding, Severity, ordered
 from validators.objects import Obj, group_of, kind_of, namespace_of
+from validators.podranges import PodRange
 from validators.schema import schemas
 from validators.schema.crds import SchemaSet
 from validators.states import Overlay, State
-from validators.views.podports import PodRange
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 from validators.limits import Limits
 from validators.objects import Obj
+from validators.podranges import PodRange
 from validators.states import MemoryState, State
-from validators.views.podports import PodRange
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,9 +21,9 @@ from validators import dataplanes
 from validators.checks import Checks
 from validators.enforcement import Enforcement
 from validators.objects import KINDS, Obj
+from validators.podranges import PodRange
 from validators.schema.crds import SchemaSet, pattern_problems
 from validators.states import MemoryState
-from validators.views.podports import PodRange
 from validators.views.scopes import Scope
 from webhook import inputs, settingsfiles
 from webhook.gates import Gate

@@ -26,27 +26,16 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from validators.objects import Ref
+from validators.podranges import PodRange
 from validators.states import State
 from validators.views.attachments import Listener, age_key
 
 Pair = tuple[Ref, int]  # (Gateway, listener port)
 Age = tuple[str, str, str]
 
-
-@dataclass(frozen=True, slots=True)
-class PodRange:
-    """The pod ports ``[base, base + span)`` (``RenderSettings.isolation_pod_port_base/_span``)."""
-    base: int = 20000
-    span: int = 10000
-
-    def __contains__(self, port: object) -> bool:
-        return isinstance(port, int) and self.base <= port < self.base + self.span
-
-    def __str__(self) -> str:
-        return f"{self.base}-{self.base + self.span - 1}"
+__all__ = ["PodRange", "addresses", "assign", "check_range", "pair_ages", "pod_port", "slot"]
 
 
 def check_range(base: int, span: int) -> None:
