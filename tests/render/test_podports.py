@@ -227,3 +227,37 @@ def test_pod_ports_live(haproxy_paths: list[str], tmp_path: Path) -> None:
     finally:
         for server, _ in servers.values():
             server.shutdown()
+
+
+def test_the_reviews_shortcut_equals_the_whole_assignment() -> None:
+    """RG0124 redoes only the changed object's pairs (``addressmoves._proposed_sources``); on random states
+    and changes its addresses equal those of the whole proposed state."""
+    from validators.crossobject import addressmoves
+    from validators.states import Overlay
+
+    pods = PodRange(20000, 32)  # small: many collisions
+    ports = (80, 443)
+    rng = random.Random(29)
+    for case in range(150):
+        objs: list[Obj] = []
+        for i in range(rng.randint(2, 7)):
+            objs.append(gateway(f"g{i}", "n", f"2024-01-{rng.randint(1, 9):02d}T00:00:00Z",
+                                *rng.sample([80, 81, 82, 83], rng.randint(1, 2))))
+        for j in range(rng.randint(0, 3)):
+            objs.append(listener_set(f"s{j}", "t", f"2024-01-{rng.randint(1, 9):02d}T00:00:00Z",
+                                     Ref("Gateway", "n", f"g{rng.randrange(len(objs))}"), rng.choice([80, 81, 84])))
+        state = MemoryState(objs, version=f"c{case}")
+        old = rng.choice(objs)
+        new = json.loads(json.dumps(old))
+        if rng.random() < 0.5:
+            new["spec"]["listeners"].append({"name": "x", "protocol": "HTTP", "port": rng.choice([80, 81, 85])})
+        elif new["spec"]["listeners"]:
+            new["spec"]["listeners"].pop(0)
+        change = (Change(Operation.DELETE, None, old) if rng.random() < 0.2 and old["kind"] == "ListenerSet"
+                  else Change(Operation.UPDATE, new, old))
+        proposed = Overlay(state, change)
+        ref = Ref(old["kind"], old["metadata"]["namespace"], old["metadata"]["name"])
+        before = addressmoves._sources(state, ports, pods)
+        short = addressmoves._proposed_sources(before, ref, change.obj, proposed, ports, pods)
+        whole = addressmoves._sources(proposed, ports, pods)
+        assert addressmoves._addresses(short, pods) == addressmoves._addresses(whole, pods), (case, change)

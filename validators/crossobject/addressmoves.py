@@ -29,20 +29,55 @@ def _listeners(state: State, http_ports: tuple[int, ...], pods: podports.PodRang
             if x.protocol in ("HTTP", "HTTPS") and x.port not in pods]
 
 
-def _addresses(state: State, http_ports: tuple[int, ...], pods: podports.PodRange
-               ) -> tuple[dict[Pair, int], dict[Pair, frozenset[Ref]]]:
-    """Pair -> address, and pair -> the objects declaring it; once per state version."""
-    def build(s: State) -> tuple[dict[Pair, int], dict[Pair, frozenset[Ref]]]:
-        lsts = _listeners(s, http_ports, pods)
-        sources: dict[Pair, set[Ref]] = {}
-        for x in lsts:
-            sources.setdefault((x.gateway, x.port), set()).add(x.source)
-        return (podports.addresses(s, lsts, base=pods.base, span=pods.span),
-                {p: frozenset(v) for p, v in sources.items()})
-    return indexes.index_reading(state, f"pod-addresses{http_ports}{pods}", attachments.LISTENER_KINDS, build)
+Sources = dict[Pair, dict[Ref, podports.Age]]
 
 
-def _owns(me: Ref, pair: Pair, sources: frozenset[Ref]) -> bool:
+def _sources(state: State, http_ports: tuple[int, ...], pods: podports.PodRange) -> Sources:
+    """Pair -> its declaring objects and their ages; once per state version."""
+    return indexes.index_reading(state, f"pod-pair-sources{http_ports}{pods}", attachments.LISTENER_KINDS,
+                                 lambda s: podports.source_ages(s, _listeners(s, http_ports, pods)))
+
+
+def _proposed_sources(before: Sources, me: Ref, obj: Obj | None, proposed: State, http_ports: tuple[int, ...],
+                      pods: podports.PodRange) -> Sources:
+    """``_sources(proposed)`` from the stored state's, with only the changed object's listeners redone (its
+    ListenerSets' admission is unchanged: ``_placing`` sends a change to ``allowedListeners`` the whole way)."""
+    out = {pair: by for pair, by in before.items() if me not in by}
+    for pair, by in before.items():
+        if me in by and len(by) > 1:
+            out[pair] = {ref: age for ref, age in by.items() if ref != me}
+    if obj is None:
+        return out
+    gateway = me if me.kind == "Gateway" else attachments.listener_set_parent(obj)
+    if me.kind == "ListenerSet" and not attachments.listener_set_status(obj, proposed).accepted:
+        return out
+    if gateway is None:
+        return out
+    age = attachments.age_key(obj)
+    for raw in as_list(dig(obj, "spec", "listeners")):
+        port = dig(raw, "port")
+        if dig(raw, "protocol") in ("HTTP", "HTTPS") and isinstance(port, int) and port not in pods:
+            pair = (gateway, port)
+            out[pair] = {**out.get(pair, {}), me: age}
+    return out
+
+
+def _addresses(sources: Sources, pods: podports.PodRange) -> dict[Pair, int]:
+    ages = {pair: min(by.values()) for pair, by in sources.items()}
+    pod = podports.assign_ages(ages, base=pods.base, span=pods.span)
+    return {pair: pod.get(pair, pair[1]) for pair in ages}
+
+
+def _placing(obj: Obj) -> tuple[object, ...]:
+    """What of a Gateway/ListenerSet the assignment reads: its HTTP/HTTPS ports, its age, its parent, and
+    which ListenerSets a Gateway admits."""
+    ports = sorted({p for x in as_list(dig(obj, "spec", "listeners")) if dig(x, "protocol") in ("HTTP", "HTTPS")
+                    and isinstance(p := dig(x, "port"), int)})
+    return (ports, dig(obj, "metadata", "creationTimestamp"), repr(dig(obj, "spec", "parentRef")),
+            repr(dig(obj, "spec", "allowedListeners")))
+
+
+def _owns(me: Ref, pair: Pair, sources: set[Ref]) -> bool:
     if me.kind == "Gateway":
         return pair[0] == me
     return sources <= {me}
@@ -54,14 +89,27 @@ def findings(obj: Obj, base: State, proposed: State, *, http_ports: Sequence[int
     me = ref_of(obj)
     if me.kind not in ("Gateway", "ListenerSet"):
         return
+    stored = base.get(me.kind, me.namespace, me.name)
+    now_obj = proposed.get(me.kind, me.namespace, me.name)
+    if stored is None or (now_obj is not None and _placing(stored) == _placing(now_obj)):
+        # A new object's pairs are the youngest (no address moves by design: podports), and an update that
+        # keeps what places pairs (most: hostnames, certificates, routes' rules) moves none: no O(listeners) pass.
+        return
     ports = tuple(http_ports)
-    before, before_sources = _addresses(base, ports, pods)
-    after, after_sources = _addresses(proposed, ports, pods)
+    before_sources = _sources(base, ports, pods)
+    if me.kind == "Gateway" and (now_obj is None or repr(dig(stored, "spec", "allowedListeners")) != repr(
+            dig(now_obj, "spec", "allowedListeners"))):
+        after_sources = _sources(proposed, ports, pods)  # which ListenerSets count may change: all of them
+    else:
+        after_sources = _proposed_sources(before_sources, me, now_obj, proposed, ports, pods)
+    before = indexes.index_reading(base, f"pod-addresses{ports}{pods}", attachments.LISTENER_KINDS,
+                                   lambda _: _addresses(before_sources, pods))
+    after = _addresses(after_sources, pods)
     deleted = proposed.get(me.kind, me.namespace, me.name) is None
     holder = {address: pair for pair, address in after.items()}
     for pair, was in sorted(before.items(), key=lambda kv: (kv[0][0].namespace, kv[0][0].name, kv[0][1])):
         now = after.get(pair)
-        if now is None or now == was or _owns(me, pair, before_sources[pair] | after_sources.get(pair, frozenset())):
+        if now is None or now == was or _owns(me, pair, {*before_sources[pair], *after_sources.get(pair, {})}):
             continue
         gateway, port = pair
         taker = holder.get(was)

@@ -35,7 +35,8 @@ from validators.views.attachments import Listener, age_key
 Pair = tuple[Ref, int]  # (Gateway, listener port)
 Age = tuple[str, str, str]
 
-__all__ = ["PodRange", "addresses", "assign", "check_range", "pair_ages", "pod_port", "slot"]
+__all__ = ["PodRange", "addresses", "assign", "assign_ages", "check_range", "pair_ages", "pod_port", "slot",
+           "source_ages"]
 
 
 def check_range(base: int, span: int) -> None:
@@ -60,10 +61,11 @@ def pod_port(gateway: Ref, port: int, *, base: int, span: int, taken: set[int]) 
     raise ValueError(f"no free pod port in {base}..{base + span - 1} for {gateway} port {port}")
 
 
-def pair_ages(state: State, listeners: Sequence[Listener]) -> dict[Pair, Age]:
-    """Each HTTP/HTTPS pair's age: its oldest declaring object's (a missing object counts as oldest, by name)."""
+def source_ages(state: State, listeners: Sequence[Listener]) -> dict[Pair, dict[Ref, Age]]:
+    """Each HTTP/HTTPS pair -> the objects declaring it, with their ages (a missing object counts as
+    oldest, by name)."""
     ages: dict[Ref, Age] = {}
-    out: dict[Pair, Age] = {}
+    out: dict[Pair, dict[Ref, Age]] = {}
     for lst in listeners:
         if lst.protocol not in ("HTTP", "HTTPS"):
             continue
@@ -72,10 +74,13 @@ def pair_ages(state: State, listeners: Sequence[Listener]) -> dict[Pair, Age]:
             obj = state.get(lst.source.kind, lst.source.namespace, lst.source.name)
             age = ages[lst.source] = age_key(obj) if obj is not None else ("", lst.source.namespace,
                                                                           lst.source.name)
-        key = (lst.gateway, lst.port)
-        if key not in out or age < out[key]:
-            out[key] = age
+        out.setdefault((lst.gateway, lst.port), {})[lst.source] = age
     return out
+
+
+def pair_ages(state: State, listeners: Sequence[Listener]) -> dict[Pair, Age]:
+    """Each HTTP/HTTPS pair's age: its oldest declaring object's."""
+    return {pair: min(by.values()) for pair, by in source_ages(state, listeners).items()}
 
 
 def _order(ages: Mapping[Pair, Age]) -> list[Pair]:
@@ -87,7 +92,11 @@ def assign(state: State, listeners: Sequence[Listener], *, base: int, span: int)
 
     ``listeners`` must be every listener of the state (a partial view adds what it leaves out:
     ``haproxy_check.render.isolation.outside_listeners``)."""
-    ages = pair_ages(state, listeners)
+    return assign_ages(pair_ages(state, listeners), base=base, span=span)
+
+
+def assign_ages(ages: Mapping[Pair, Age], *, base: int, span: int) -> dict[Pair, int]:
+    """``assign`` from the pairs' ages (what a review recomputes for the few pairs a change touches)."""
     order = _order(ages)
     primary: dict[int, Pair] = {}
     for pair in order:
