@@ -53,7 +53,7 @@ def pod_range(settings: object) -> podports.PodRange | None:
 
 def unbound(lst: Listener, settings: object) -> Finding | None:
     """A listener declaring a pod port is not bound (it would share a pod port with an isolated Gateway's
-    frontend: the kernel would split that port's connections between them). Admission denies it (RG0123)."""
+    frontend: the kernel would split that port's connections between them). Admission denies it (RG0126)."""
     reserved = pod_range(settings)
     if reserved is None or lst.port not in reserved:
         return None

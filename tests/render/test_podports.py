@@ -1,6 +1,6 @@
 """Pod ports are stable: no newer object (a listener declaring a pod port, a Gateway whose name hashes to an
 older Gateway's slot, a ListenerSet on an older Gateway) moves an existing Gateway's address; an update
-that would is denied (RG0124). Proven in the render, at admission, and with traffic through a real HAProxy."""
+that would is denied (RG0127). Proven in the render, at admission, and with traffic through a real HAProxy."""
 
 from __future__ import annotations
 
@@ -230,7 +230,7 @@ def test_pod_ports_live(haproxy_paths: list[str], tmp_path: Path) -> None:
 
 
 def test_the_reviews_shortcut_equals_the_whole_assignment() -> None:
-    """RG0124 redoes only the changed object's pairs (``addressmoves._proposed_sources``); on random states
+    """RG0127 redoes only the changed object's pairs (``addressmoves._proposed_sources``); on random states
     and changes its addresses equal those of the whole proposed state."""
     from validators.crossobject import addressmoves
     from validators.states import Overlay

@@ -1,6 +1,6 @@
 """A passthrough route never takes a name a more specific HTTPS listener on the same port terminates (Gateway
 API: the most specific listener hostname wins). The render keeps the name with the HTTPS listener, admission
-denies the route naming it (RG0125), and a real HAProxy terminates that name while passing the rest through."""
+denies the route naming it (RG0128), and a real HAProxy terminates that name while passing the rest through."""
 
 from __future__ import annotations
 

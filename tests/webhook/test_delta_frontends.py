@@ -303,7 +303,7 @@ def test_pod_ports_taken_on_a_lower_port_by_gateways_outside_the_closure(rendere
 
 
 def test_a_pod_port_ignores_a_port_a_gateway_outside_the_closure_declares(renderer: Renderer) -> None:
-    """A listener may not declare a pod port (RG0123): the Gateway keeps its slot in the closure as in the
+    """A listener may not declare a pod port (RG0126): the Gateway keeps its slot in the closure as in the
     full render, and the declaring listener is bound in neither."""
     slot = BASE + _slot("a", "g1", 80)
     objects = _base(_gateway("g0", TIMES[0], [_http("http", 80, "HTTP")]),

@@ -1,4 +1,4 @@
-"""RG0124: a Gateway/ListenerSet change may not move another Gateway's listener address.
+"""RG0127: a Gateway/ListenerSet change may not move another Gateway's listener address.
 
 An isolated Gateway's traffic arrives on the address its own Service targets: its listener port when it
 is the port's oldest pair, else its pod port (``validators.views.podports``). The assignment lets no
@@ -85,7 +85,7 @@ def _owns(me: Ref, pair: Pair, sources: set[Ref]) -> bool:
 
 def findings(obj: Obj, base: State, proposed: State, *, http_ports: Sequence[int],
              pods: podports.PodRange) -> Iterator[Finding]:
-    """RG0124 for the change of ``obj`` from ``base`` (the state before) to ``proposed``."""
+    """RG0127 for the change of ``obj`` from ``base`` (the state before) to ``proposed``."""
     me = ref_of(obj)
     if me.kind not in ("Gateway", "ListenerSet"):
         return

@@ -199,8 +199,8 @@ def impact_findings(subject: Ref, state: State, *,
 def findings(obj: Obj, state: State, *,
              http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> Iterator[Finding]:
     """Warn findings about ``obj`` (the object under review) in ``state`` (the proposed state), and the
-    ownership denial RG0125 (a passthrough route naming a host a more specific HTTPS listener keeps).
-    RG0124 compares two states: ``validators.checks`` asks ``addressmoves`` with the state before.
+    ownership denial RG0128 (a passthrough route naming a host a more specific HTTPS listener keeps).
+    RG0127 compares two states: ``validators.checks`` asks ``addressmoves`` with the state before.
 
     On DELETE pass the old object: only the impact on routes naming it is reported.
     """

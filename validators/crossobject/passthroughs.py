@@ -1,4 +1,4 @@
-"""RG0125: a passthrough route may not name a host a more specific HTTPS listener on its port serves.
+"""RG0128: a passthrough route may not name a host a more specific HTTPS listener on its port serves.
 
 Gateway API: the most specific listener hostname wins (``validators.views.sniprecedence``). A TLSRoute
 on a wildcard (or hostname-less) passthrough listener that names such a host would, if rendered, take
@@ -26,7 +26,7 @@ def _passes_through(route: Obj) -> bool:
 
 
 def findings(route: Obj, state: State, *, http_ports: Sequence[int]) -> Iterator[Finding]:
-    """RG0125 for a TLSRoute on passthrough listeners, or an HTTPRoute passing its names through (SSLPassthrough)
+    """RG0128 for a TLSRoute on passthrough listeners, or an HTTPRoute passing its names through (SSLPassthrough)
     on an HTTPS listener less specific than another HTTPS listener of the port."""
     kind = kind_of(route)
     if kind == "TLSRoute":

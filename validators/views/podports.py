@@ -14,11 +14,11 @@ ports that isolate its routes. The assignment is a function of the stored object
   ``[base, base + span)``: its hash slot ``crc32("<namespace>/<name>:<port>") % span``, or the next free
   one upwards (wrapping), taking pairs in age order across *all* ports. A pair therefore only ever
   yields to older pairs; what a newer object declares (its name, its ports) cannot take a slot first.
-- Listeners may not declare a port in the pod-port range (rule RG0123; the render does not bind such a
+- Listeners may not declare a port in the pod-port range (rule RG0126; the render does not bind such a
   listener), so no declared port is an input of the assignment either.
 
 What an update to an *older* object can still do (add a port whose slot an existing younger pair holds)
-is denied at admission (RG0124, ``validators.crossobject.addressmoves``), comparing ``addresses`` before
+is denied at admission (RG0127, ``validators.crossobject.addressmoves``), comparing ``addresses`` before
 and after the change.
 """
 

@@ -9,7 +9,7 @@ on the same port serves: those connections are the HTTPS listener's to decrypt, 
 
 Used twice, to agree: the render (``haproxy_check.render.l4.tlsroutes``: the HTTPS listener's names
 are sent to the HTTP engine before the route's entries are looked at) and admission
-(``validators.crossobject.passthroughs``: RG0125 names the host, the listener and its owner).
+(``validators.crossobject.passthroughs``: RG0128 names the host, the listener and its owner).
 """
 
 from __future__ import annotations
