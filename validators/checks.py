@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from validators import budgets, codes, rules
 from validators.changes import Change, Operation
 from validators.contexts import Context
-from validators.crossobject import crossobjects
+from validators.crossobject import addressmoves, crossobjects
 from validators.enforcement import Enforcement
 from validators.findings import Finding, Severity, ordered
 from validators.objects import Obj, group_of, kind_of, namespace_of
+from validators.podranges import PodRange
 from validators.schema import schemas
 from validators.schema.crds import SchemaSet
 from validators.states import Overlay, State
@@ -49,6 +50,7 @@ class Checks:
         http_ports: tuple[int, ...] = (80, 443),
         rule_set: Mapping[str, Sequence[rules.Rule]] = rules.RULES,
         cpu_budget_seconds: float = budgets.DEFAULT_SECONDS,
+        pod_ports: PodRange = PodRange(),  # noqa: B008 - frozen value, shared safely
     ) -> None:
         self.schemas = schemas
         self.enforcement = enforcement
@@ -58,6 +60,7 @@ class Checks:
         self.http_ports = tuple(http_ports)
         self.rule_set = rule_set
         self.cpu_budget_seconds = cpu_budget_seconds  # CPU seconds for all validators of one object
+        self.pod_ports = pod_ports  # the render's isolation pod-port range (RenderSettings)
 
     def check(self, change: Change, state: State) -> list[Finding]:
         return self.run(change, state).findings
@@ -95,7 +98,7 @@ class Checks:
             found += schema_findings
             ctx = Context(state=state, haproxy_version=self.haproxy_version, http_ports=self.http_ports,
                           dataplane_version=self.dataplane_version,
-                          old=change.old, limits=self.enforcement.limits)
+                          old=change.old, limits=self.enforcement.limits, pod_ports=self.pod_ports)
             found += _guarded("HAProxy rules", lambda: rules.run(defaulted or obj, ctx, self.rule_set))
         if self.cross_object:
             budgets.spend("cross-object checks")
@@ -131,6 +134,7 @@ class Checks:
         else:
             proposed = Overlay(state, Change(change.operation, subject, change.old, change.dry_run))
         yield from crossobjects.findings(subject, proposed, http_ports=self.http_ports)
+        yield from addressmoves.findings(subject, state, proposed, http_ports=self.http_ports, pods=self.pod_ports)
 
 
 def _internal(stage: str, error: Exception) -> Finding:

@@ -59,6 +59,9 @@ TIMEOUT_TOO_LONG = "RG0122"
 REQUEST_MIRROR = "RG0123"
 ROUTE_POLICY = "RG0124"
 TLS_OPTION = "RG0125"
+POD_PORT_RESERVED = "RG0126"
+ADDRESS_MOVED = "RG0127"
+PASSTHROUGH_OVER_HTTPS = "RG0128"
 
 RENDER_UNATTACHED = "RG0401"
 RENDER_BACKEND_UNSERVED = "RG0402"
@@ -129,6 +132,12 @@ INFOS: tuple[RuleInfo, ...] = (
              "RoutePolicyUnsupported"),
     RuleInfo(TLS_OPTION, WARN, "A listener tls.options entry routegate cannot apply; it is not applied.",
              "TLSOptionUnsupported"),
+    RuleInfo(POD_PORT_RESERVED, DENY,
+             "A listener port within the pod-port range of isolated Gateways (isolation_pod_port_base/_span)."),
+    RuleInfo(ADDRESS_MOVED, DENY,
+             "A Gateway/ListenerSet change moves another Gateway's listener address (its port or pod port)."),
+    RuleInfo(PASSTHROUGH_OVER_HTTPS, DENY,
+             "A passthrough route names a host a more specific HTTPS listener on the same port owns."),
     RuleInfo(RENDER_UNATTACHED, WARN,
              "Render: the route attaches to no listener (checked behind a synthetic listener)."),
     RuleInfo(RENDER_BACKEND_UNSERVED, WARN,

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from validators.limits import Limits
 from validators.objects import Obj
+from validators.podranges import PodRange
 from validators.states import MemoryState, State
 
 
@@ -16,7 +17,8 @@ class Context:
     ``haproxy_version`` is the version the render writes for: the older of the checker's and the data
     plane's (``validators.dataplanes``; 421 and 429 became retryable in 3.1); ``dataplane_version`` is the
     data plane's as configured (None: the checker's is assumed);
-    ``http_ports`` are the chart-static HTTP and HTTPS ports TCP listeners may not reuse.
+    ``http_ports`` are the chart-static HTTP and HTTPS ports TCP listeners may not reuse; ``pod_ports``
+    the range of isolated Gateways' pod ports no listener may declare (``validators.views.podports``).
     """
 
     state: State = field(default_factory=MemoryState)
@@ -25,3 +27,4 @@ class Context:
     old: Obj | None = None
     limits: Limits = field(default_factory=Limits)
     dataplane_version: tuple[int, ...] | None = None
+    pod_ports: PodRange = field(default_factory=PodRange)

@@ -21,6 +21,7 @@ from validators import dataplanes
 from validators.checks import Checks
 from validators.enforcement import Enforcement
 from validators.objects import KINDS, Obj
+from validators.podranges import PodRange
 from validators.schema.crds import SchemaSet, pattern_problems
 from validators.states import MemoryState
 from validators.views.scopes import Scope
@@ -129,6 +130,7 @@ def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: Schema
         enforcement=load_config(settings.config, strict=settings.strict),
         haproxy_version=version, dataplane_version=settings.dataplane_version,
         http_ports=(render.http_port, render.https_port),
+        pod_ports=PodRange(render.isolation_pod_port_base, render.isolation_pod_port_span),
     )
     try:
         limits = settings.render.get("limits", rules.enforcement.limits)

@@ -150,6 +150,27 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "HAProxy's longest timeout, as 0 is.",
                 "timeouts:\n  backendRequest: 1000h",
                 "Use at most 596h (24.8 days), or 0 for the longest."),
+    "RG0126": E("A Gateway that shares an HTTP/HTTPS port with an older one is reached on a dedicated pod "
+                "port, which its own Service targets (docs/ISOLATION.md). Pod ports come from a range no "
+                "listener may declare, so that no new listener can bind the port another Gateway's traffic "
+                "arrives on.",
+                "listeners:\n- {name: web, port: 20411, protocol: HTTP}   # within 20000-29999",
+                "Choose a port outside the pod-port range (render settings isolation_pod_port_base/_span)."),
+    "RG0127": E("Each Gateway keeps the address its Service targets: its port, or its pod port. Pairs "
+                "(a Gateway's listeners on one port) are placed oldest first, so a newer object cannot take "
+                "an address; a change to an older Gateway or ListenerSet that adds a port can, and would send "
+                "another owner's traffic to its own frontend.",
+                "# Gateway team-a/old (2024) adds a listener on port 8443 whose pod port\n"
+                "# is the one Gateway team-b/new (2025) is reached on",
+                "Use another port (or another Gateway), or have the other Gateway's owner move first."),
+    "RG0128": E("Gateway API gives a request to the most specific listener hostname: an exact name before "
+                "a wildcard, a longer wildcard before a shorter. A passthrough TLSRoute on a wildcard "
+                "listener must not take a name a more specific HTTPS listener on the same port terminates; "
+                "the render keeps that name with the HTTPS listener.",
+                "# Gateway edge, port 443: HTTPS secure.example.com; TLS Passthrough (no hostname)\n"
+                "kind: TLSRoute\nspec: {parentRefs: [{name: edge, sectionName: pt}], "
+                "hostnames: [secure.example.com]}",
+                "Remove the hostname from the route, or ask the HTTPS listener's owner to remove theirs."),
     "RG0300": E("The CRD's x-kubernetes-validations (CEL) rules run in the API server; a false rule rejects "
                 "the object at apply time.",
                 "(a Gateway listener with protocol HTTPS and no tls section)",

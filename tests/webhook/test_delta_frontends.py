@@ -302,13 +302,17 @@ def test_pod_ports_taken_on_a_lower_port_by_gateways_outside_the_closure(rendere
     assert _frontend_names(delta) == [moved] and moved in _frontend_names(full)
 
 
-def test_a_pod_port_skips_a_port_a_gateway_outside_the_closure_declares(renderer: Renderer) -> None:
+def test_a_pod_port_ignores_a_port_a_gateway_outside_the_closure_declares(renderer: Renderer) -> None:
+    """A listener may not declare a pod port (RG0126): the Gateway keeps its slot in the closure as in the
+    full render, and the declaring listener is bound in neither."""
     slot = BASE + _slot("a", "g1", 80)
     objects = _base(_gateway("g0", TIMES[0], [_http("http", 80, "HTTP")]),
                     _gateway("g1", TIMES[1], [_http("http", 80, "HTTP")]),
                     _gateway("tcp", TIMES[0], [{"name": "t", "port": slot, "protocol": "TCP"}]))
-    delta, _full = _review(objects, Change(Operation.CREATE, _route_on("g1")), renderer)
-    assert _frontend_names(delta) == [f"frontend gw-http-{slot + 1}"]
+    delta, full = _review(objects, Change(Operation.CREATE, _route_on("g1")), renderer)
+    assert _frontend_names(delta) == [f"frontend gw-http-{slot}"]
+    assert f"frontend gw-http-{slot}" in _frontend_names(full) and f"bind :{slot}" in full.config
+    assert full.config.count(f"bind :{slot}") == 1
 
 
 def test_a_port_shared_with_tls_passthrough_keeps_every_gateway_there(renderer: Renderer) -> None:

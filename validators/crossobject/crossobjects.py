@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 
 from validators import tlsmodes
-from validators.crossobject import backendpolicies, backendrefs, claims, statuses
+from validators.crossobject import backendpolicies, backendrefs, claims, passthroughs, statuses
 from validators.findings import Finding, Severity
 from validators.objects import Obj, Ref, as_list, dig, kind_of, namespace_of, ref_of
 from validators.states import State
@@ -198,7 +198,9 @@ def impact_findings(subject: Ref, state: State, *,
 
 def findings(obj: Obj, state: State, *,
              http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> Iterator[Finding]:
-    """Warn findings about ``obj`` (the object under review) in ``state`` (the proposed state).
+    """Warn findings about ``obj`` (the object under review) in ``state`` (the proposed state), and the
+    ownership denial RG0128 (a passthrough route naming a host a more specific HTTPS listener keeps).
+    RG0127 compares two states: ``validators.checks`` asks ``addressmoves`` with the state before.
 
     On DELETE pass the old object: only the impact on routes naming it is reported.
     """
@@ -209,6 +211,7 @@ def findings(obj: Obj, state: State, *,
         if kind in backendrefs.BACKEND_ROUTE_KINDS:
             yield from route_findings(obj, state, http_ports=http_ports)
             yield from _claim_findings(obj, state, http_ports)
+            yield from passthroughs.findings(obj, state, http_ports=http_ports)
         elif kind in ("Gateway", "ListenerSet"):
             yield from _listener_owner_findings(obj, state, http_ports)
         elif kind == "BackendTLSPolicy":

@@ -70,3 +70,20 @@ def tls_modes(obj: Obj, ctx: Context) -> Iterator[Finding]:
                 ("spec", "listeners", i, "tls", "mode"),
                 Severity.WARN,
             )
+
+
+def pod_ports(obj: Obj, ctx: Context) -> Iterator[Finding]:
+    """A listener may not declare a port of the isolated Gateways' pod-port range: the assignment
+    (``validators.views.podports``) relies on no listener taking one, so that a new listener cannot bind
+    the pod port an existing Gateway's Service targets."""
+    for i, listener in _listeners(obj):
+        port = listener.get("port")
+        if port in ctx.pod_ports:
+            yield Finding(
+                codes.POD_PORT_RESERVED,
+                f"port {port} is within {ctx.pod_ports}, the pod ports of isolated Gateways (each Gateway "
+                "sharing an HTTP/HTTPS port with an older one is reached on one of them); choose a port outside "
+                "that range",
+                ("spec", "listeners", i, "port"),
+                Severity.DENY,
+            )

@@ -69,9 +69,15 @@ def build(state: State, listeners: Sequence[Listener], *, recorder: Recorder, mo
     by_port: dict[int, list[Listener]] = {}
     for lst in listeners:
         if lst.protocol in ("HTTP", "HTTPS"):
+            refused = isolation.unbound(lst, settings)
+            if refused is not None:
+                findings.append(refused)
+                continue
             by_port.setdefault(lst.port, []).append(lst)
     # The addresses come from every Gateway of the state, also those a review's closure does not list.
-    whole = [*listeners, *isolation.outside_listeners(state, (settings.http_port, settings.https_port))]
+    reserved = isolation.pod_range(settings) or ()
+    whole = [x for x in (*listeners, *isolation.outside_listeners(state, (settings.http_port, settings.https_port)))
+             if x.port not in reserved]
     pods = isolation.assign(state, whole, base=settings.isolation_pod_port_base,
                             span=settings.isolation_pod_port_span)
     out: dict[tuple[str, str], FrontendModel] = {}

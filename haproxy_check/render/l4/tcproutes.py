@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from haproxy_check import escaping
+from haproxy_check.render import isolation
 from haproxy_check.render.l4 import rulebackends
 from haproxy_check.render.l4.rulebackends import RuleBackend
 from haproxy_check.render.servertls import FileSink
@@ -51,6 +52,10 @@ def build(state: State, files: FileSink, *, http_ports: Sequence[int] = attachme
     taken = {x.port: x for x in lsts if x.protocol in ("HTTP", "HTTPS", "TLS") and not x.conflicted}
     backends: dict[str, RuleBackend] = {}
     for port, claim in sorted(won.items()):
+        refused = [f for lst in claim.listeners if (f := isolation.unbound(lst, settings)) is not None]
+        if refused:  # a pod port of isolated Gateways: never bound by a TCP listener
+            model.findings.extend(refused)
+            continue
         other = taken.get(port)
         if other is not None:  # one bind per port: the HTTP engine / TLS frontend keeps it
             for lst in claim.listeners:

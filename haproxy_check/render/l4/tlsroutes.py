@@ -16,15 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from haproxy_check import escaping
-from haproxy_check.render import clienttrust, listenercerts, tlscerts
+from haproxy_check.render import clienttrust, isolation, listenercerts, tlscerts
 from haproxy_check.render.http.httpmodels import MAX_CRTS
 from haproxy_check.render.l4 import rulebackends
 from haproxy_check.render.l4.rulebackends import RuleBackend
 from haproxy_check.render.servertls import FileSink
+from validators import codes
 from validators.findings import Finding, Severity
 from validators.objects import Obj, Ref, as_list, dig, ref_of
 from validators.states import State
-from validators.views import attachments, indexes
+from validators.views import attachments, indexes, sniprecedence
 
 PASSTHROUGH, TERMINATE = "Passthrough", "Terminate"
 
@@ -147,6 +148,58 @@ def _ssl_passthrough_routes(state: State) -> tuple[tuple[Obj, list[int]], ...]:
     return tuple(sorted(found, key=lambda pair: attachments.age_key(pair[0])))
 
 
+def _unbound(lst: attachments.Listener, settings: Any, model: TLSModel) -> bool:
+    """A TLS listener on a pod port is not bound (``isolation.unbound``)."""
+    refused = isolation.unbound(lst, settings) if lst.protocol == "TLS" else None
+    if refused is not None:
+        model.findings.append(refused)
+    return refused is not None
+
+
+class Precedence:
+    """On a passthrough port shared with the HTTP engine: the names the port's more specific HTTPS
+    listeners keep (``validators.views.sniprecedence``). A route's name such a listener wholly owns gets
+    no entry; every kept name gets an entry sending it to the HTTP engine, so no passthrough entry (a
+    wildcard suffix) takes it. Only written where a route would have taken one: other ports render as
+    before."""
+
+    def __init__(self, state: State, listeners: Sequence[attachments.Listener]) -> None:
+        self.state, self.listeners = state, listeners
+        self.https: dict[int, list[attachments.Listener]] = {}
+        self.pending: dict[tuple[int, str], Ref] = {}
+
+    def _https(self, port: int) -> list[attachments.Listener]:
+        got = self.https.get(port)
+        if got is None:
+            got = self.https[port] = sniprecedence.shared_https(self.state, self.listeners, port)
+        return got
+
+    def loses(self, port: int, host: str, through: attachments.Listener, route: Ref, model: TLSModel) -> bool:
+        """Whether ``route``'s entry for ``host`` on ``port`` yields wholly to an HTTPS listener."""
+        found = sniprecedence.https_claims(host, through, self._https(port))
+        for c in found:
+            self.pending.setdefault((port, c.host), c.listener.source)
+        if not found or not found[0].whole:
+            return False
+        owner = found[0].listener
+        model.findings.append(_finding(
+            codes.PASSTHROUGH_OVER_HTTPS, f"server name {host} on port {port} is not passed through: the more "
+            f"specific HTTPS listener {owner.name!r} of {owner.source} (hostname {owner.hostname}) terminates it",
+            route, ("spec", "hostnames")))
+        return True
+
+    def write(self, fronts: dict[tuple[int, str], TLSFrontend], claimed: set[tuple[int, str]]) -> None:
+        for (port, host), source in sorted(self.pending.items()):
+            front = fronts.get((port, PASSTHROUGH))
+            if front is None or (port, host) in claimed:
+                continue
+            claimed.add((port, host))
+            if host.startswith("*."):
+                front.wild.append((host[1:], front.share_backend, source))
+            else:
+                front.exact.append((host, front.share_backend, source))
+
+
 def http_engine_ports(lsts: Sequence[attachments.Listener]) -> dict[int, str]:
     """Ports the HTTP engine binds (HTTP/HTTPS listeners) -> "HTTPS" when any listener there is HTTPS."""
     out: dict[int, str] = {}
@@ -190,7 +243,7 @@ def build(state: State, files: FileSink, *, https_shared: bool = True,
     model = TLSModel()
     lsts = attachments.listeners(state, http_ports=http_ports)
     engine = http_engine_ports(lsts)
-    usable = _usable(lsts, engine, https_shared, model)
+    usable = _usable([x for x in lsts if not _unbound(x, settings, model)], engine, https_shared, model)
     split = {x.port for x in usable if x.tls_mode == PASSTHROUGH}
     fronts: dict[tuple[int, str], TLSFrontend] = {}
     for lst in usable:
@@ -224,8 +277,10 @@ def build(state: State, files: FileSink, *, https_shared: bool = True,
                                                    (*lst.path, "tls", "certificateRefs", k)))
     claimed: set[tuple[int, str]] = set()
     built: set[str] = set()
+    # Names a more specific HTTPS listener keeps on a port shared with passthrough (sniprecedence).
+    keep = Precedence(state, lsts)
     if https_shared:
-        _ssl_passthrough(state, fronts, engine, claimed, built, model, files, settings, sockets)
+        _ssl_passthrough(state, fronts, engine, claimed, built, model, files, settings, sockets, keep)
     else:
         for route, rules in ssl_passthrough_routes(state):
             if any(a.listener.protocol == "HTTPS" for a in attachments.attach(route, state)[0]):
@@ -235,10 +290,11 @@ def build(state: State, files: FileSink, *, https_shared: bool = True,
                     ref_of(route), ("spec", "rules", rules[0], "filters")))
     for route in sorted(state.list("TLSRoute"), key=attachments.age_key):
         try:
-            _route(state, route, fronts, claimed, built, model, files, http_ports, settings)
+            _route(state, route, fronts, claimed, built, model, files, http_ports, settings, keep)
         except escaping.Unsafe as exc:  # names/hostnames the schema check denies; never a render crash
             model.findings.append(_finding("RG0519", f"TLSRoute is not rendered: {exc}", ref_of(route),
                                            ("spec",)))
+    keep.write(fronts, claimed)
     for front in fronts.values():
         front.wild.sort(key=lambda e: (-len(e[0]), e[0]))
         front.exact.sort()
@@ -266,7 +322,7 @@ def build(state: State, files: FileSink, *, https_shared: bool = True,
 
 def _ssl_passthrough(state: State, fronts: dict[tuple[int, str], TLSFrontend], engine: dict[int, str],
                      claimed: set[tuple[int, str]], built: set[str], model: TLSModel, files: FileSink,
-                     settings: Any, sockets: str) -> None:
+                     settings: Any, sockets: str, keep: Precedence) -> None:
     """HTTPRoute rules with the SSLPassthrough ExtensionRef: on the HTTPS ports the route attaches to,
     its hostnames are passed through by SNI to the rule's backends (TLS stays end to end); the rest of
     the port stays with the HTTP engine. They claim names before TLSRoutes (the HTTPS port is theirs)."""
@@ -304,6 +360,8 @@ def _ssl_passthrough(state: State, fronts: dict[tuple[int, str], TLSFrontend], e
                 model.findings.append(_finding("RG0519", "an SSLPassthrough rule needs spec.hostnames (routing is "
                                                "by SNI); it is not passed through", ref, ("spec", "hostnames")))
             for host in a.hostnames:
+                if keep.loses(port, host, a.listener, ref, model):
+                    continue
                 if (port, host) in claimed:
                     model.findings.append(_finding("RG0518", f"server name {host} on port {port} is already "
                                                    "claimed by an older route", ref, ("spec", "hostnames")))
@@ -315,7 +373,7 @@ def _ssl_passthrough(state: State, fronts: dict[tuple[int, str], TLSFrontend], e
 
 def _route(state: State, route: Any, fronts: dict[tuple[int, str], TLSFrontend],
            claimed: set[tuple[int, str]], built: set[str], model: TLSModel, files: FileSink,
-           http_ports: Sequence[int], settings: Any) -> None:
+           http_ports: Sequence[int], settings: Any, keep: Precedence) -> None:
     """One TLSRoute: its rule backend per mode and its server names on every attached port."""
     attached, _ = attachments.attach(route, state, http_ports=http_ports)
     ref = ref_of(route)
@@ -337,6 +395,8 @@ def _route(state: State, route: Any, fronts: dict[tuple[int, str], TLSFrontend],
         # behind an SNI split, the outer frontend sends the name on to this frontend's hop
         outer = fronts.get((front.port, PASSTHROUGH)) if front.inner else None
         for host in a.hostnames:
+            if front.shared_https and keep.loses(front.port, host, a.listener, ref, model):
+                continue
             if (front.port, host) in claimed:
                 model.findings.append(_finding(
                     "RG0518", f"server name {host} on port {front.port} is already claimed by an older "
