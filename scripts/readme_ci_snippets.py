@@ -22,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+BASH = shutil.which("bash") or "/bin/bash"  # what a CI runner's `run:` and `script:` lines execute in
 SNIPPETS = {"GitHub Actions": "### In GitHub Actions", "GitLab CI": "### In GitLab CI"}
 _NOT_COPIED = shutil.ignore_patterns(".git", ".venv*", ".haproxy3*", ".haproxy34", "dist", "build", "*.egg-info",
                                      "__pycache__", ".mypy_cache", ".ruff_cache", ".hypothesis", ".pytest_cache")
@@ -63,7 +64,7 @@ def run(repo: Path, work: Path) -> None:
                "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
         for line in shell_lines(name, snippet(readme, heading)):
             print(f"readme_ci_snippets: {name}: $ {line}", flush=True)
-            done = subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=root, env=env, check=False,
+            done = subprocess.run([BASH, "-euo", "pipefail", "-c", line], cwd=root, env=env, check=False,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             if done.returncode != 0:
                 sys.stdout.write(done.stdout[-4000:])
