@@ -26,9 +26,10 @@ from webhook.assembly import GateSettings, SetupError, build_gate
 from webhook.checking import settings_from
 from webhook.filesources import FileSource
 from webhook.gates import Gate
-from webhook.reconcile import OnPromoted, Reconciler, Result
+from webhook.reconcile import OnOutcome, OnPromoted, Reconciler, Result
 from webhook.reconcileruntime import TRIGGER_DIR, CommandReload, PidfileReload, Reload, RuntimeApplier, TriggerReload
 from webhook.sources import StateSource
+from webhook.statuswriter import OutcomeStatuses, StatusWriter
 
 log = structlog.get_logger("routegate.reconcile")
 
@@ -50,8 +51,29 @@ def reconciler_for(gate: Gate, args: argparse.Namespace, api: Any) -> Reconciler
 
         recorder = EventRecorder(api, host=socket.gethostname())
     promoter = Promoter(Path(args.output_dir), keep=max(args.keep, 2))  # the previous version stays to plan from
-    hooks: list[OnPromoted] = [runtime_applier(gate, promoter, args)] if getattr(args, "runtime_socket", "") else []
-    return Reconciler(gate, promoter, recorder=recorder, on_promoted=hooks)
+    applier = runtime_applier(gate, promoter, args) if getattr(args, "runtime_socket", "") else None
+    hooks: list[OnPromoted] = [applier] if applier is not None else []
+    outcome_hooks: list[OnOutcome] = [status_hook(gate, promoter, args, api, applier)] if api is not None else []
+    return Reconciler(gate, promoter, recorder=recorder, on_promoted=hooks, on_outcome=outcome_hooks)
+
+
+def status_hook(gate: Gate, promoter: Promoter, args: argparse.Namespace, api: Any,
+                applier: RuntimeApplier | None) -> OutcomeStatuses:
+    """The Gateway API statuses of what is promoted, written by this process (the one that promotes)."""
+    writer = StatusWriter(api, rate=getattr(args, "status_rate", 20.0))
+
+    def dataplane(version: str) -> bool:
+        if applier is None:
+            return True  # promotion is the load: the reload wrapper follows the ..data link
+        last = applier.last  # Programmed only once the running HAProxy has it (runtime or reloaded)
+        return last is not None and last.version == version and not last.error
+
+    return OutcomeStatuses(writer, gate.scope, promoter.output, dataplane=dataplane,
+                           addresses=getattr(args, "gateway_addresses", ()))
+
+
+def status_writers(reconciler: Reconciler) -> list[StatusWriter]:
+    return [hook.writer for hook in reconciler.on_outcome if isinstance(hook, OutcomeStatuses)]
 
 
 def runtime_applier(gate: Gate, promoter: Promoter, args: argparse.Namespace) -> RuntimeApplier:
@@ -79,7 +101,14 @@ def runtime_applier(gate: Gate, promoter: Promoter, args: argparse.Namespace) ->
 
 def alongside(gate: Gate, source: StateSource, api: Any, args: argparse.Namespace) -> Awaitable[None]:
     """The loop ``serve --reconcile`` runs next to the webhook, on the webhook's own state and Gate."""
-    return following.follow(source, reconciler_for(gate, args, api), debounce=args.debounce, max_wait=args.max_wait)
+    reconciler = reconciler_for(gate, args, api)
+    return _with_writers(reconciler, following.follow(source, reconciler, debounce=args.debounce,
+                                                      max_wait=args.max_wait))
+
+
+async def _with_writers(reconciler: Reconciler, loop: Awaitable[None]) -> None:
+    """The reconcile loop and its status writers, ended together."""
+    await asyncio.gather(loop, *(writer.run() for writer in status_writers(reconciler)))
 
 
 async def _source(args: argparse.Namespace, tasks: list[Awaitable[Any]]) -> tuple[StateSource, Any]:
@@ -130,6 +159,10 @@ async def reconcile(args: argparse.Namespace) -> int:
     if args.once:
         try:
             outcome = await reconciler.reconcile(source.snapshot())
+            for writer in status_writers(reconciler):
+                left = await writer.flush()
+                if left:
+                    print(f"routegate: {left} statuses could not be written", file=sys.stderr)
         finally:
             for task in tasks:
                 if asyncio.iscoroutine(task):
@@ -142,6 +175,7 @@ async def reconcile(args: argparse.Namespace) -> int:
             print(f"    {line}", file=sys.stderr)
         return 0 if outcome.result in (Result.PROMOTED, Result.UNCHANGED) else 1
     tasks.append(following.follow(source, reconciler, debounce=args.debounce, max_wait=args.max_wait))
+    tasks.extend(writer.run() for writer in status_writers(reconciler))
     runner = web.AppRunner(_health_app(reconciler, source), access_log=None)
     await runner.setup()
     background = [asyncio.ensure_future(t) for t in tasks]

@@ -15,7 +15,9 @@ from typing import Any
 
 from validators.objects import Obj
 
-KEPT_METADATA = ("name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp")
+# generation: the status written back names the generation it judged (observedGeneration); it moves
+# only when the spec does, so keeping it changes no state version a status write would not.
+KEPT_METADATA = ("name", "namespace", "uid", "generation", "labels", "creationTimestamp", "deletionTimestamp")
 # Annotations the renderer may read; everything else (last-applied, tool bookkeeping) is dropped.
 KEPT_ANNOTATION_PREFIXES = ("routegate.io/", "haproxy.org/", "haproxy-haptic.org/")
 # Top-level fields dropped per kind (beyond metadata trimming); "status" is output, never input.
