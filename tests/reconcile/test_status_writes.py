@@ -343,3 +343,63 @@ async def test_a_route_served_without_its_session_persistence_is_partially_inval
     found = _conditions(ours["conditions"])
     assert found["Accepted"] == ("True", "Accepted")
     assert found["PartiallyInvalid"] == ("True", "UnsupportedValue")
+
+
+async def test_the_reconcile_process_writes_statuses_from_the_cluster_watch(kube: FakeKube, tmp_path: Path) -> None:
+    """``routegate reconcile --kubeconfig`` end to end: the slimmed watch state keeps metadata.generation,
+    the statuses appear, and an unrelated change (a new reconcile) writes none again."""
+    import asyncio
+    import os
+    import signal
+    import sys
+
+    from tests.conftest import free_port
+
+    _populate(kube)
+    out = tmp_path / "out"
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "webhook", "reconcile", "--kubeconfig", kube.write_kubeconfig(tmp_path / "kc"),
+        "--output-dir", str(out), "--stats-socket", "", "--debounce", "0.2", "--gateway-class", "haproxy",
+        "--metrics-listen", f"127.0.0.1:{port}",
+        stdout=asyncio.subprocess.DEVNULL, stderr=(tmp_path / "stderr").open("wb"),
+        env={**os.environ, "HOME": str(tmp_path)})
+
+    async def until(check: Any) -> None:
+        try:
+            async with asyncio.timeout(60):
+                while not check():
+                    assert proc.returncode is None, "routegate reconcile exited"
+                    await asyncio.sleep(0.1)
+        except (TimeoutError, AssertionError):
+            print((tmp_path / "stderr").read_text()[-5000:])
+            raise
+
+    def route_parents() -> list[Any]:
+        return list((_status(kube, "httproutes", "web") or {}).get("parents") or [])
+
+    try:
+        await until(lambda: len(route_parents()) == 2 and _status(kube, "backendtlspolicies", "cm") is not None)
+        assert route_parents()[0] == FOREIGN_ENTRY and route_parents()[1]["controllerName"] == OURS
+        edge = _status(kube, "gateways", "edge")
+        assert _conditions(edge["conditions"])["Programmed"] == ("True", "Programmed")
+        writes = len(_writes(kube))
+        runs = await _last_run(port)
+        kube.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "unrelated", "namespace": "default"},
+                     "spec": {"ports": [{"port": 1}]}})
+        async with asyncio.timeout(60):
+            while await _last_run(port) == runs:  # until a run over the new state ended
+                await asyncio.sleep(0.1)
+        await asyncio.sleep(1)
+        assert len(_writes(kube)) == writes, _writes(kube)[writes:]
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 15) == 0
+
+
+async def _last_run(port: int) -> Any:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/readyz") as resp:
+        return (await resp.json())["last"]
