@@ -63,8 +63,10 @@ BUILTINS = (
     Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True),
     Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False),
     Resource("", "v1", "events", "Event", True),
+    Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
 )
-WRITABLE = frozenset({("", "events")})  # POST (create) and merge PATCH served for these only
+# POST (create), merge PATCH and PUT (replace, resourceVersion-checked) served for these only
+WRITABLE = frozenset({("", "events"), ("coordination.k8s.io", "leases")})
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
@@ -397,7 +399,8 @@ class FakeKube:
         return self._list(request, res, namespace)
 
     async def _write(self, request: web.Request) -> web.Response:
-        """Create (POST on a collection) or merge-patch (PATCH on an object) a writable kind (Events)."""
+        """Create (POST on a collection), merge-patch (PATCH) or replace (PUT) an object of a writable kind
+        (Events, Leases), or write a status subresource."""
         self.requests.append(f"{request.method} {request.path_qs}")
         if request.headers.get("Authorization") != f"Bearer {self.token}":
             return _status(401, "Unauthorized", "missing or wrong bearer token")
@@ -417,6 +420,8 @@ class FakeKube:
             return _status(status, "Failure", "injected failure")
         if request.method == "POST" and len(rest) == 1:
             body.setdefault("metadata", {})["namespace"] = namespace
+            body.setdefault("apiVersion", res.api_version)  # the client may send a bare dict
+            body.setdefault("kind", res.kind)
             try:
                 return web.json_response(self.create(body), status=201)
             except KeyError:
@@ -426,6 +431,16 @@ class FakeKube:
             if stored is None:
                 return _status(404, "NotFound", f"{res.plural} {rest[1]} not found")
             return web.json_response(self.update(_merge(stored, body)))
+        if request.method == "PUT" and len(rest) == 2:
+            stored = self.get(group, res.plural, namespace, rest[1])
+            if stored is None:
+                return _status(404, "NotFound", f"{res.plural} {rest[1]} not found")
+            wanted = str((body.get("metadata") or {}).get("resourceVersion") or "")
+            if wanted and wanted != stored["metadata"]["resourceVersion"]:
+                return _conflict(f"{res.plural} {rest[1]!r}")
+            body["metadata"] = {**body.get("metadata", {}), "name": rest[1], "namespace": namespace}
+            body["apiVersion"], body["kind"] = res.api_version, res.kind
+            return web.json_response(self.update(body))
         return _status(405, "MethodNotAllowed", f"{request.method} is not served for {request.path}")
 
     def _get_one(self, res: Resource, namespace: str, rest: list[str]) -> web.Response:
@@ -469,8 +484,7 @@ class FakeKube:
             return _status(404, "NotFound", f'{res.plural}.{res.group} "{name}" not found')
         wanted = str((body.get("metadata") or {}).get("resourceVersion") or "")
         if wanted and wanted != stored["metadata"]["resourceVersion"]:
-            return _status(409, "Conflict", f'Operation cannot be fulfilled on {res.plural}.{res.group} "{name}": the '
-                           "object has been modified; please apply your changes to the latest version and try again")
+            return _conflict(f"{res.plural}.{res.group} {name!r}")
         if request.method == "PUT":
             status = body.get("status")
         else:
@@ -680,6 +694,11 @@ def _server_tls() -> tuple[ssl.SSLContext, bytes]:
         Path(tmp, "tls.key").write_bytes(key_pem)
         context.load_cert_chain(Path(tmp, "tls.crt"), Path(tmp, "tls.key"))
     return context, cert_pem
+
+
+def _conflict(what: str) -> web.Response:
+    return _status(409, "Conflict", f"Operation cannot be fulfilled on {what}: the object has been modified; "
+                   "please apply your changes to the latest version and try again")
 
 
 def _spec_of(obj: Obj) -> Obj:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,10 @@ from webhook.gates import Gate
 from webhook.reconcile import OnOutcome, OnPromoted, Reconciler, Result
 from webhook.reconcileruntime import TRIGGER_DIR, CommandReload, PidfileReload, Reload, RuntimeApplier, TriggerReload
 from webhook.sources import StateSource
-from webhook.statuswriter import OutcomeStatuses, StatusWriter
+from webhook.statuswriter import OutcomeStatuses, StatusWriter, together
 
 log = structlog.get_logger("routegate.reconcile")
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 def gate_settings(args: argparse.Namespace) -> GateSettings:
     """The Gate's settings, rendering the global section a running data plane needs."""
@@ -60,7 +62,16 @@ def reconciler_for(gate: Gate, args: argparse.Namespace, api: Any) -> Reconciler
 def status_hook(gate: Gate, promoter: Promoter, args: argparse.Namespace, api: Any,
                 applier: RuntimeApplier | None) -> OutcomeStatuses:
     """The Gateway API statuses of what is promoted, written by this process (the one that promotes)."""
-    writer = StatusWriter(api, rate=getattr(args, "status_rate", 20.0))
+    writer = StatusWriter(api, rate=getattr(args, "status_rate", 20))
+    elector = None
+    lease = getattr(args, "status_lease", "routegate-statuses")
+    if lease:
+        from certs.leaderelection import Elector
+
+        namespace = getattr(args, "lease_namespace", "") or own_namespace()
+        elector = Elector(api, namespace, lease, socket.gethostname())
+        log.info("statuses written by the holder of a Lease", lease=f"{namespace}/{lease}",
+                 identity=elector.identity)
 
     def dataplane(version: str) -> bool:
         if applier is None:
@@ -69,11 +80,22 @@ def status_hook(gate: Gate, promoter: Promoter, args: argparse.Namespace, api: A
         return last is not None and last.version == version and not last.error
 
     return OutcomeStatuses(writer, gate.scope, promoter.output, dataplane=dataplane,
-                           addresses=getattr(args, "gateway_addresses", ()))
+                           addresses=getattr(args, "gateway_addresses", ()), elector=elector)
 
 
-def status_writers(reconciler: Reconciler) -> list[StatusWriter]:
-    return [hook.writer for hook in reconciler.on_outcome if isinstance(hook, OutcomeStatuses)]
+def own_namespace() -> str:
+    """The pod's namespace (POD_NAMESPACE, else the service account's), else routegate-system."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text(encoding="utf-8").strip() or "routegate-system"
+    except OSError:
+        return "routegate-system"
+
+
+def status_writers(reconciler: Reconciler) -> list[OutcomeStatuses]:
+    """The status hooks of a reconciler (their tasks run beside its loop)."""
+    return [hook for hook in reconciler.on_outcome if isinstance(hook, OutcomeStatuses)]
 
 
 def runtime_applier(gate: Gate, promoter: Promoter, args: argparse.Namespace) -> RuntimeApplier:
@@ -106,9 +128,9 @@ def alongside(gate: Gate, source: StateSource, api: Any, args: argparse.Namespac
                                                       max_wait=args.max_wait))
 
 
-async def _with_writers(reconciler: Reconciler, loop: Awaitable[None]) -> None:
+async def _with_writers(reconciler: Reconciler, loop: Coroutine[Any, Any, None]) -> None:
     """The reconcile loop and its status writers, ended together."""
-    await asyncio.gather(loop, *(writer.run() for writer in status_writers(reconciler)))
+    await together(loop, *(statuses.run() for statuses in status_writers(reconciler)))
 
 
 async def _source(args: argparse.Namespace, tasks: list[Awaitable[Any]]) -> tuple[StateSource, Any]:
@@ -159,10 +181,10 @@ async def reconcile(args: argparse.Namespace) -> int:
     if args.once:
         try:
             outcome = await reconciler.reconcile(source.snapshot())
-            for writer in status_writers(reconciler):
-                left = await writer.flush()
-                if left:
-                    print(f"routegate: {left} statuses could not be written", file=sys.stderr)
+            for statuses in status_writers(reconciler):
+                said = await statuses.flush_once()
+                if said:
+                    print(f"routegate: {said}", file=sys.stderr)
         finally:
             for task in tasks:
                 if asyncio.iscoroutine(task):
@@ -175,7 +197,7 @@ async def reconcile(args: argparse.Namespace) -> int:
             print(f"    {line}", file=sys.stderr)
         return 0 if outcome.result in (Result.PROMOTED, Result.UNCHANGED) else 1
     tasks.append(following.follow(source, reconciler, debounce=args.debounce, max_wait=args.max_wait))
-    tasks.extend(writer.run() for writer in status_writers(reconciler))
+    tasks.extend(statuses.run() for statuses in status_writers(reconciler))
     runner = web.AppRunner(_health_app(reconciler, source), access_log=None)
     await runner.setup()
     background = [asyncio.ensure_future(t) for t in tasks]

@@ -13,18 +13,20 @@ a concurrent writer makes it 409, and the writer reads again and retries). What 
 remembered by content, so an unchanged reconcile costs no request at all (and a re-read every
 ``resync`` seconds catches a status someone else changed). Requests are rate-limited (token bucket);
 a failed write (403, 5xx, apiserver down) is counted and retried with a growing delay, while newer
-statuses supersede it. Only while ``leader()`` says so does anything get written.
+statuses supersede it. Only while ``leader()`` says so does anything get written: with a cluster, the
+process holds a Lease (``certs.leaderelection``), so of several promoting replicas one writes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -33,6 +35,9 @@ from validators.states import State
 from validators.views.scopes import Scope
 from webhook import metrics, statusshapes
 from webhook.reconcile import Outcome, Result
+
+if TYPE_CHECKING:
+    from certs.leaderelection import Elector
 
 log = structlog.get_logger("routegate.statuses")
 
@@ -224,12 +229,37 @@ class OutcomeStatuses:
     plane's load, as the reload wrapper picks it up)."""
 
     def __init__(self, writer: StatusWriter, scope: Scope, output: Path, *,
-                 dataplane: Callable[[str], bool] = lambda version: True, addresses: Sequence[str] = ()) -> None:
+                 dataplane: Callable[[str], bool] = lambda version: True, addresses: Sequence[str] = (),
+                 elector: Elector | None = None) -> None:
         self.writer = writer
         self.scope = scope
         self.output = output
         self.dataplane = dataplane
         self.addresses = tuple(addresses)
+        self.elector = elector  # when given, the writer writes only while it leads
+        if elector is not None:
+            writer.leader = lambda: elector.leading
+
+    async def run(self) -> None:
+        """The writer's task, and the election it writes under (given up when cancelled)."""
+        await together(self.writer.run(), *([self.elector.run()] if self.elector is not None else []))
+
+    async def flush_once(self) -> str:
+        """``--once``: take the lead if free, write what is pending, give the lead back; what happened."""
+        if self.elector is not None:
+            try:
+                await self.elector.try_acquire()
+            except Exception as exc:
+                return f"statuses not written: leader election failed ({type(exc).__name__}: {exc})"
+            if not self.elector.leading:
+                return "statuses not written: another process leads (it writes them)"
+        try:
+            left = await self.writer.flush()
+        finally:
+            if self.elector is not None:
+                with contextlib.suppress(Exception):
+                    await self.elector.release()
+        return f"{left} statuses could not be written" if left else ""
 
     async def __call__(self, outcome: Outcome, state: State) -> None:
         found = await asyncio.to_thread(self.targets, outcome, state)
@@ -263,3 +293,18 @@ class OutcomeStatuses:
             log.warning("cannot read the promoted statuses", version=version, error=str(exc))
             return None
         return data if isinstance(data, dict) else None
+
+
+async def together(*work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` concurrently; cancelled, wait until each has finished its own clean-up (a leader
+    gives its Lease back), which a cancelled ``asyncio.gather`` does not wait for."""
+    tasks = [asyncio.ensure_future(w) for w in work]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            if not task.done() and not task.cancelling():  # once: a second cancel would cut its clean-up
+                task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

@@ -351,6 +351,7 @@ async def test_the_reconcile_process_writes_statuses_from_the_cluster_watch(kube
     import asyncio
     import os
     import signal
+    import socket
     import sys
 
     from tests.conftest import free_port
@@ -383,19 +384,26 @@ async def test_the_reconcile_process_writes_statuses_from_the_cluster_watch(kube
         assert route_parents()[0] == FOREIGN_ENTRY and route_parents()[1]["controllerName"] == OURS
         edge = _status(kube, "gateways", "edge")
         assert _conditions(edge["conditions"])["Programmed"] == ("True", "Programmed")
+        lease = kube.get("coordination.k8s.io", "leases", "routegate-system", "routegate-statuses")
+        assert lease is not None and lease["spec"]["holderIdentity"] == socket.gethostname()  # written as leader
         writes = len(_writes(kube))
         runs = await _last_run(port)
         kube.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "unrelated", "namespace": "default"},
                      "spec": {"ports": [{"port": 1}]}})
-        async with asyncio.timeout(60):
-            while await _last_run(port) == runs:  # until a run over the new state ended
-                await asyncio.sleep(0.1)
+        for _ in range(600):  # until a run over the new state ended (polled over HTTP: /readyz)
+            if await _last_run(port) != runs:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("no reconcile run after the state changed")
         await asyncio.sleep(1)
         assert len(_writes(kube)) == writes, _writes(kube)[writes:]
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 15) == 0
+    lease = kube.get("coordination.k8s.io", "leases", "routegate-system", "routegate-statuses")
+    assert lease is not None and lease["spec"]["holderIdentity"] == ""  # given back on SIGTERM
 
 
 async def _last_run(port: int) -> Any:
