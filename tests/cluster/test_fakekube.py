@@ -175,6 +175,9 @@ async def test_apply_creates_then_updates(kube: FakeKube) -> None:
     assert (kube.get("", "namespaces", "", "a") or {})["metadata"]["labels"] == {"x": "y"}
 
 
+MERGE: dict[str, Any] = {"_content_type": "application/merge-patch+json"}  # the client's default is JSON patch
+
+
 async def test_the_status_subresource_behaves_as_the_apiservers(kube: FakeKube, api: Any) -> None:
     """GET/PUT/merge-PATCH on .../status through the client's own calls: a status write changes only the
     status and never the generation; a stale resourceVersion is a 409; a spec write keeps the status and
@@ -195,13 +198,12 @@ async def test_the_status_subresource_behaves_as_the_apiservers(kube: FakeKube, 
                                                              {**read, "status": {"parents": []}})
     assert stale.value.status == 409
     patched = await custom.patch_namespaced_custom_object_status(
-        GW, "v1", "default", "httproutes", "r", {"status": {"extra": 1}}, _content_type="application/merge-patch+json")
+        GW, "v1", "default", "httproutes", "r", {"status": {"extra": 1}}, **MERGE)
     assert patched["status"] == {**one, "extra": 1} and patched["metadata"]["generation"] == 1
     with pytest.raises(client.ApiException) as stale_patch:
         await custom.patch_namespaced_custom_object_status(
             GW, "v1", "default", "httproutes", "r",
-            {"metadata": {"resourceVersion": read["metadata"]["resourceVersion"]}, "status": {}},
-            _content_type="application/merge-patch+json")
+            {"metadata": {"resourceVersion": read["metadata"]["resourceVersion"]}, "status": {}}, **MERGE)
     assert stale_patch.value.status == 409
     labelled = kube.get(GW, "httproutes", "default", "r")
     assert labelled is not None
