@@ -22,6 +22,7 @@ from aiohttp import web
 
 from haproxy_check.check import binaries
 from haproxy_check.runtime.promotion import Promoter
+from validators.objects import dig
 from webhook import following, logs, metrics, servers
 from webhook.assembly import GateSettings, SetupError, build_gate
 from webhook.checking import settings_from
@@ -30,6 +31,7 @@ from webhook.gates import Gate
 from webhook.reconcile import OnOutcome, OnPromoted, Reconciler, Result
 from webhook.reconcileruntime import TRIGGER_DIR, CommandReload, PidfileReload, Reload, RuntimeApplier, TriggerReload
 from webhook.sources import StateSource
+from webhook.statusshapes import BUNDLE_VERSION
 from webhook.statuswriter import OutcomeStatuses, StatusWriter, together
 
 log = structlog.get_logger("routegate.reconcile")
@@ -44,7 +46,7 @@ def gate_settings(args: argparse.Namespace) -> GateSettings:
     return settings
 
 
-def reconciler_for(gate: Gate, args: argparse.Namespace, api: Any) -> Reconciler:
+def reconciler_for(gate: Gate, args: argparse.Namespace, api: Any, source: StateSource | None = None) -> Reconciler:
     if not args.output_dir:
         raise SetupError("--reconcile needs --output-dir")
     recorder = None
@@ -55,12 +57,13 @@ def reconciler_for(gate: Gate, args: argparse.Namespace, api: Any) -> Reconciler
     promoter = Promoter(Path(args.output_dir), keep=max(args.keep, 2))  # the previous version stays to plan from
     applier = runtime_applier(gate, promoter, args) if getattr(args, "runtime_socket", "") else None
     hooks: list[OnPromoted] = [applier] if applier is not None else []
-    outcome_hooks: list[OnOutcome] = [status_hook(gate, promoter, args, api, applier)] if api is not None else []
+    outcome_hooks: list[OnOutcome] = ([status_hook(gate, promoter, args, api, applier, source)]
+                                      if api is not None else [])
     return Reconciler(gate, promoter, recorder=recorder, on_promoted=hooks, on_outcome=outcome_hooks)
 
 
 def status_hook(gate: Gate, promoter: Promoter, args: argparse.Namespace, api: Any,
-                applier: RuntimeApplier | None) -> OutcomeStatuses:
+                applier: RuntimeApplier | None, source: StateSource | None = None) -> OutcomeStatuses:
     """The Gateway API statuses of what is promoted, written by this process (the one that promotes)."""
     writer = StatusWriter(api, rate=getattr(args, "status_rate", 20))
     elector = None
@@ -80,7 +83,21 @@ def status_hook(gate: Gate, promoter: Promoter, args: argparse.Namespace, api: A
         return last is not None and last.version == version and not last.error
 
     return OutcomeStatuses(writer, gate.scope, promoter.output, dataplane=dataplane,
-                           addresses=getattr(args, "gateway_addresses", ()), elector=elector)
+                           addresses=getattr(args, "gateway_addresses", ()), elector=elector,
+                           bundle_version=lambda: bundle_version(source))
+
+
+def bundle_version(source: StateSource | None) -> str | None:
+    """The bundle-version annotation of the cluster's gatewayclasses CRD (None: no cluster, no CRD access,
+    or no annotation)."""
+    documents = getattr(source, "crd_documents", None)
+    if documents is None:
+        return None
+    for crd in documents():
+        if dig(crd, "metadata", "name") == "gatewayclasses.gateway.networking.k8s.io":
+            value = dig(crd, "metadata", "annotations", BUNDLE_VERSION)
+            return value if isinstance(value, str) else None
+    return None
 
 
 def own_namespace() -> str:
@@ -123,7 +140,7 @@ def runtime_applier(gate: Gate, promoter: Promoter, args: argparse.Namespace) ->
 
 def alongside(gate: Gate, source: StateSource, api: Any, args: argparse.Namespace) -> Awaitable[None]:
     """The loop ``serve --reconcile`` runs next to the webhook, on the webhook's own state and Gate."""
-    reconciler = reconciler_for(gate, args, api)
+    reconciler = reconciler_for(gate, args, api, source)
     return _with_writers(reconciler, following.follow(source, reconciler, debounce=args.debounce,
                                                       max_wait=args.max_wait))
 
@@ -177,7 +194,7 @@ async def reconcile(args: argparse.Namespace) -> int:
     source, api = await _source(args, tasks)
     gate = build_gate(binary, gate_settings(args))
     log.info("gateway scope", judging=gate.scope.describe())
-    reconciler = reconciler_for(gate, args, api)
+    reconciler = reconciler_for(gate, args, api, source)
     if args.once:
         try:
             outcome = await reconciler.reconcile(source.snapshot())

@@ -7,7 +7,8 @@ of a stored status is ours to replace:
 - every condition carries ``observedGeneration`` (the ``metadata.generation`` that was judged) and a
   ``lastTransitionTime`` that moves only when the condition's status changes (as apimachinery's
   ``meta.SetStatusCondition`` keeps it);
-- GatewayClass (``Accepted``, ``SupportedVersion``), Gateway and ListenerSet statuses are wholly ours;
+- GatewayClass (``Accepted``, ``SupportedVersion`` from the CRDs' bundle-version annotation), Gateway and
+  ListenerSet statuses are wholly ours;
 - a route's ``status.parents[]`` holds one entry per controller: ours carry the ``controllerName`` of the
   parent's GatewayClass and a ``parentRef`` with group, kind and namespace defaulted; entries of other
   controllers are kept as they are, in their order;
@@ -45,6 +46,8 @@ WRITTEN_KINDS = ("GatewayClass", "Gateway", "ListenerSet", *attachments.ROUTE_KI
 MAX_PARENTS = 32  # status.parents maxItems
 MAX_ANCESTORS = 16  # status.ancestors maxItems
 MAX_MESSAGE = 32768  # condition message maxLength
+BUNDLE_VERSION = "gateway.networking.k8s.io/bundle-version"  # the annotation on every Gateway API CRD
+OLDEST_BUNDLE = (1, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,7 @@ class Facts:
     dataplane: bool = True  # the data plane has loaded the live version
     version: str = ""  # the live version (for messages)
     addresses: tuple[str, ...] = ()  # the data plane's addresses, reported on every Gateway
+    bundle_version: str | None = None  # the installed Gateway API CRDs' bundle version (None: unknown)
 
 
 def held_message(findings: Iterable[Finding]) -> str:
@@ -165,7 +169,8 @@ def _target(obj: Obj, ref: Ref, plural: str, scoped: State, computed: Mapping[st
     if ref.kind == "GatewayClass":
         if not scope.owns_class(ref.name, scoped):
             return None
-        return Target(ref, api_version, plural, generation, {"conditions": _stamp(_class_conditions(obj), generation)},
+        conditions = _class_conditions(obj, facts.bundle_version)
+        return Target(ref, api_version, plural, generation, {"conditions": _stamp(conditions, generation)},
                       keep=("supportedFeatures",))
     found = computed.get(str(ref))
     if found is None:
@@ -183,19 +188,37 @@ def _target(obj: Obj, ref: Ref, plural: str, scoped: State, computed: Mapping[st
     return None
 
 
-def _class_conditions(gateway_class: Obj) -> list[dict[str, Any]]:
-    accepted = _condition("Accepted", True, "Accepted", "Accepted")
-    if dig(gateway_class, "spec", "parametersRef") is not None:
-        accepted = _condition("Accepted", False, "InvalidParameters",
-                              "spec.parametersRef: routegate takes no parameters; remove the reference")
-    version = str(gateway_class.get("apiVersion") or "").rpartition("/")[2]
-    readable = KINDS["GatewayClass"].versions
-    supported = (_condition("SupportedVersion", True, "SupportedVersion",
-                            f"the cluster serves GatewayClass {version}, which routegate reads")
-                 if version in readable else
-                 _condition("SupportedVersion", False, "UnsupportedVersion",
-                            f"GatewayClass {version} is not one routegate reads ({', '.join(readable)})"))
-    return [accepted, supported]
+def _class_conditions(gateway_class: Obj, bundle_version: str | None) -> list[dict[str, Any]]:
+    # A parametersRef is not a reason to reject the class: its Gateways are served all the same (routegate
+    # takes no parameters), and a status must say what runs.
+    accepted = (_condition("Accepted", True, "Accepted", "spec.parametersRef is ignored: routegate takes no "
+                           "parameters") if dig(gateway_class, "spec", "parametersRef") is not None else
+                _condition("Accepted", True, "Accepted", "Accepted"))
+    return [accepted, supported_version(bundle_version)]
+
+
+def supported_version(bundle_version: str | None) -> dict[str, Any]:
+    """SupportedVersion from the gatewayclasses CRD's ``gateway.networking.k8s.io/bundle-version``
+    annotation (None: the CRD or the annotation is missing): True for a v1 bundle at least
+    :data:`OLDEST_BUNDLE` (the rules are written against v1.6)."""
+    if not bundle_version:
+        return _condition("SupportedVersion", False, "UnsupportedVersion",
+                          f"the gatewayclasses CRD has no {BUNDLE_VERSION} annotation: the installed Gateway API "
+                          "version is unknown")
+    parsed = _version_tuple(bundle_version)
+    if parsed is None or not OLDEST_BUNDLE <= parsed < (2,):
+        return _condition("SupportedVersion", False, "UnsupportedVersion",
+                          f"Gateway API {bundle_version} is not supported (v{'.'.join(map(str, OLDEST_BUNDLE))} "
+                          "or a later v1 is)")
+    return _condition("SupportedVersion", True, "SupportedVersion", f"Gateway API {bundle_version} is supported")
+
+
+def _version_tuple(text: str) -> tuple[int, ...] | None:
+    core = text.strip().lstrip("v").split("-")[0].split("+")[0]
+    try:
+        return tuple(int(x) for x in core.split("."))
+    except ValueError:
+        return None
 
 
 def _programmed(conditions: list[dict[str, Any]], facts: Facts, what: str) -> None:
@@ -405,7 +428,8 @@ def _merge_entries(before: list[Any], ours: list[dict[str, Any]], target: Target
 
 
 def facts_from(faults: Iterable[tuple[Ref, Sequence[Finding]]], left_out: Iterable[tuple[Ref, str, Sequence[Finding]]],
-               *, dataplane: bool, version: str, addresses: Sequence[str] = ()) -> Facts:
+               *, dataplane: bool, version: str, addresses: Sequence[str] = (),
+               bundle_version: str | None = None) -> Facts:
     """Facts from a reconcile outcome's faults and left-out parts."""
     held: dict[Ref, str] = {}
     partial: dict[Ref, str] = {}
@@ -419,4 +443,4 @@ def facts_from(faults: Iterable[tuple[Ref, Sequence[Finding]]], left_out: Iterab
             held[ref] = held.get(ref) or message
         elif ref not in held:
             partial[ref] = what
-    return Facts(held, partial, dataplane, version, tuple(addresses))
+    return Facts(held, partial, dataplane, version, tuple(addresses), bundle_version)

@@ -230,13 +230,14 @@ class OutcomeStatuses:
 
     def __init__(self, writer: StatusWriter, scope: Scope, output: Path, *,
                  dataplane: Callable[[str], bool] = lambda version: True, addresses: Sequence[str] = (),
-                 elector: Elector | None = None) -> None:
+                 elector: Elector | None = None, bundle_version: Callable[[], str | None] = lambda: None) -> None:
         self.writer = writer
         self.scope = scope
         self.output = output
         self.dataplane = dataplane
         self.addresses = tuple(addresses)
         self.elector = elector  # when given, the writer writes only while it leads
+        self.bundle_version = bundle_version  # the installed Gateway API version (the CRDs' annotation)
         if elector is not None:
             writer.leader = lambda: elector.leading
 
@@ -276,7 +277,7 @@ class OutcomeStatuses:
         facts = statusshapes.facts_from(((f.ref, f.findings) for f in outcome.faults),
                                         ((x.ref, x.what, x.findings) for x in outcome.left_out),
                                         dataplane=bool(live) and self.dataplane(live), version=live,
-                                        addresses=self.addresses)
+                                        addresses=self.addresses, bundle_version=self.bundle_version())
         scoped = self.scope.view(state)
         if outcome.result is Result.REJECTED:
             # nothing new reached the data plane: only the objects at fault have something new to say

@@ -24,11 +24,13 @@ from validators.states import MemoryState
 from webhook import assembly
 from webhook.gates import Gate
 from webhook.reconcile import Reconciler, Result
+from webhook.statusshapes import BUNDLE_VERSION
 from webhook.statuswriter import OutcomeStatuses, StatusWriter
 
 pytestmark = pytest.mark.haproxy
 
 OURS = "example.net/routegate"
+BUNDLE = "v1.6.1"
 THEIRS = "example.com/other"
 
 OBJECTS = f"""
@@ -119,6 +121,11 @@ def scoped_gate(binary: HAProxyBinary) -> Gate:
 
 def _populate(kube: FakeKube) -> None:
     install_gateway_api(kube)
+    classes = copy.deepcopy(kube.get("apiextensions.k8s.io", "customresourcedefinitions", "",
+                                     f"gatewayclasses.{GW}"))
+    assert classes is not None
+    classes["metadata"]["annotations"] = {BUNDLE_VERSION: BUNDLE}  # as the release's install.yaml sets it
+    kube.update(classes)
     kube.create(crd(GW, "ListenerSet", "listenersets", ("v1",)))
     kube.create(crd(GW, "TCPRoute", "tcproutes", ("v1",)))
     for obj in [*yaml.safe_load_all(OBJECTS), ca_config_map("backend-ca")]:
@@ -164,6 +171,7 @@ def _count(outcome: str) -> float:
 def _reconciler(gate: Gate, tmp_path: Path, api: Any, **hook: Any) -> tuple[Reconciler, StatusWriter]:
     writer = StatusWriter(api, now=_times(), backoff=0.01)
     output = tmp_path / "out"
+    hook.setdefault("bundle_version", lambda: BUNDLE)
     statuses = OutcomeStatuses(writer, gate.scope, output, **hook)
     return Reconciler(gate, Promoter(output), on_outcome=[statuses]), writer
 
@@ -255,6 +263,41 @@ async def test_a_spec_change_moves_observed_generation_but_not_unchanged_transit
     # the status writes never bumped the route's generation
     after = kube.get(GW, "httproutes", "default", "web")
     assert after is not None and after["metadata"]["generation"] == 2
+
+
+async def test_gateway_class_status_as_the_conformance_suite_asserts(scoped_gate: Gate, kube: FakeKube, api: Any,
+                                                                     tmp_path: Path) -> None:
+    """GatewayClassSupportedVersionCondition: SupportedVersion False without the CRD's bundle-version
+    annotation or with an unsupported one ("v0.0.0"), True with the release's; Accepted True throughout.
+    GatewayClassObservedGenerationBump: a spec change moves every condition's observedGeneration."""
+    _populate(kube)
+    bundle: list[str | None] = [None]
+    reconciler, writer = _reconciler(scoped_gate, tmp_path, api, bundle_version=lambda: bundle[0])
+
+    async def conditions(version: str) -> dict[str, tuple[str, str]]:
+        await reconciler.reconcile(_state(kube, version))
+        assert await writer.flush() == 0
+        return _conditions(_status(kube, "gatewayclasses", "haproxy", "")["conditions"])
+
+    assert await conditions("1") == {"Accepted": ("True", "Accepted"),
+                                     "SupportedVersion": ("False", "UnsupportedVersion")}
+    bundle[0] = BUNDLE
+    assert (await conditions("2"))["SupportedVersion"] == ("True", "SupportedVersion")
+    bundle[0] = "v0.0.0"
+    assert await conditions("3") == {"Accepted": ("True", "Accepted"),
+                                     "SupportedVersion": ("False", "UnsupportedVersion")}
+    bundle[0] = BUNDLE
+    assert (await conditions("4"))["SupportedVersion"] == ("True", "SupportedVersion")
+    before = _status(kube, "gatewayclasses", "haproxy", "")["conditions"]
+    assert {c["observedGeneration"] for c in before} == {1}
+    gateway_class = copy.deepcopy(kube.get(GW, "gatewayclasses", "", "haproxy"))
+    assert gateway_class is not None
+    gateway_class["spec"]["description"] = "new"
+    assert kube.update(gateway_class)["metadata"]["generation"] == 2
+    await conditions("5")
+    after = _status(kube, "gatewayclasses", "haproxy", "")["conditions"]
+    assert {c["observedGeneration"] for c in after} == {2}
+    assert [c["lastTransitionTime"] for c in after] == [c["lastTransitionTime"] for c in before]
 
 
 async def test_a_conflict_is_read_again_and_retried(scoped_gate: Gate, kube: FakeKube, api: Any,
@@ -386,6 +429,9 @@ async def test_the_reconcile_process_writes_statuses_from_the_cluster_watch(kube
         assert _conditions(edge["conditions"])["Programmed"] == ("True", "Programmed")
         lease = kube.get("coordination.k8s.io", "leases", "routegate-system", "routegate-statuses")
         assert lease is not None and lease["spec"]["holderIdentity"] == socket.gethostname()  # written as leader
+        await until(lambda: _status(kube, "gatewayclasses", "haproxy", "") is not None)
+        classes = _conditions(_status(kube, "gatewayclasses", "haproxy", "")["conditions"])
+        assert classes["SupportedVersion"] == ("True", "SupportedVersion")  # the watched CRD's annotation
         writes = len(_writes(kube))
         runs = await _last_run(port)
         kube.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "unrelated", "namespace": "default"},
