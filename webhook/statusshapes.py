@@ -252,7 +252,11 @@ def _listener_owner(obj: Obj, ref: Ref, api_version: str, plural: str, generatio
                                             for x in listeners]}
     keep: tuple[str, ...] = ()
     if ref.kind == "Gateway":
-        status["attachedListenerSets"] = _attached_listener_sets(ref, scoped, computed)
+        attached, named = _attached_listener_sets(ref, scoped, computed)
+        status["attachedListenerSets"] = attached
+        listener_sets = _listener_sets_condition(obj, attached, named)
+        if listener_sets is not None:
+            status["conditions"].extend(_stamp([listener_sets], generation))
         if facts.addresses:
             status["addresses"] = [{"type": _address_type(a), "value": a} for a in facts.addresses]
         else:
@@ -270,15 +274,31 @@ def _address_type(address: str) -> str:
     return "IPAddress"
 
 
-def _attached_listener_sets(gateway: Ref, scoped: State, computed: Mapping[str, Any]) -> int:
-    count = 0
+def _attached_listener_sets(gateway: Ref, scoped: State, computed: Mapping[str, Any]) -> tuple[int, int]:
+    """(ListenerSets of ``gateway`` that are Accepted, ListenerSets that name it as their parent)."""
+    count = named = 0
     for listener_set in scoped.list("ListenerSet"):
         if kind_of(listener_set) != "ListenerSet" or attachments.listener_set_parent(listener_set) != gateway:
             continue
+        named += 1
         found = computed.get(str(ref_of(listener_set))) or statuses.status_of(listener_set, scoped) or {}
         if any(c.get("type") == "Accepted" and c.get("status") == "True" for c in found.get("conditions") or []):
             count += 1
-    return count
+    return count, named
+
+
+def _listener_sets_condition(gateway: Obj, attached: int, named: int) -> dict[str, Any] | None:
+    """The Gateway's AttachedListenerSets condition (GEP-1713); None for a Gateway no ListenerSet concerns."""
+    if attached:
+        return _condition("AttachedListenerSets", True, "ListenerSetsAttached",
+                          f"{attached} ListenerSet{'s' if attached != 1 else ''} attached")
+    if named:
+        return _condition("AttachedListenerSets", False, "ListenerSetsNotAllowed",
+                          f"{named} ListenerSet{'s' if named != 1 else ''} name this Gateway; none is accepted "
+                          "(spec.allowedListeners, or no valid listener)")
+    if dig(gateway, "spec", "allowedListeners") is not None:
+        return _condition("AttachedListenerSets", False, "NoListenerSetsAttached", "no ListenerSet is attached")
+    return None
 
 
 def _route(obj: Obj, ref: Ref, api_version: str, plural: str, generation: int, found: dict[str, Any], held: str,

@@ -190,7 +190,8 @@ async def test_every_kind_gets_our_status_once(scoped_gate: Gate, kube: FakeKube
     assert _status(kube, "gatewayclasses", "other", "") is None  # another controller's class
 
     edge = _status(kube, "gateways", "edge")
-    assert _conditions(edge["conditions"]) == {"Accepted": ("True", "Accepted"), "Programmed": ("True", "Programmed")}
+    assert _conditions(edge["conditions"]) == {"Accepted": ("True", "Accepted"), "Programmed": ("True", "Programmed"),
+                                               "AttachedListenerSets": ("True", "ListenerSetsAttached")}
     assert edge["addresses"] == [{"type": "IPAddress", "value": "192.0.2.10"}]
     assert edge["attachedListenerSets"] == 1
     [http] = edge["listeners"]

@@ -147,8 +147,9 @@ def _owner_conditions(listeners: list[dict[str, Any]], kind: str) -> list[dict[s
         accepted = _condition("Accepted", True, "Accepted", "Accepted")
     if programmed:
         done = _condition("Programmed", True, "Programmed", f"{len(programmed)} of {len(listeners)} listeners")
-    else:
-        done = _condition("Programmed", False, "Invalid", f"no listener of the {kind} can be programmed")
+    else:  # a ListenerSet's reason is ListenersNotValid (ListenerSetProtocolConflict); a Gateway's, Invalid
+        done = _condition("Programmed", False, "ListenersNotValid" if kind == "ListenerSet" and listeners else
+                          "Invalid", f"no listener of the {kind} can be programmed")
     return [accepted, done]
 
 
@@ -243,10 +244,13 @@ def _listener_statuses(owner: Obj, state: State, http_ports: Sequence[int],
             conflicted = _condition("Conflicted", True, conflict,
                                     f"port {lst.port} mixes Passthrough and Terminate TLS listeners")
         resolved = _listener_refs(owner, raw, lst, state)
+        if conflict and accepted["status"] == "True":
+            # a listener that loses its port is not accepted, for the reason it lost (the conformance
+            # suite's ListenerSet*Conflict tests: Accepted and Programmed False with the conflict reason)
+            accepted = _condition("Accepted", False, conflict, conflicted["message"])
         ok = accepted["status"] == "True" and conflicted["status"] == "False"
         programmed = (_condition("Programmed", True, "Programmed", "Programmed") if ok else
-                      _condition("Programmed", False, "Invalid",
-                                 accepted["message"] if accepted["status"] == "False" else conflicted["message"]))
+                      _condition("Programmed", False, conflict or "Invalid", accepted["message"]))
         kinds = [k for k in lst.allowed_kinds if k in ROUTABLE_KINDS.get(lst.protocol, set())]
         out.append({"name": lst.name,
                     "supportedKinds": [{"group": GATEWAY_GROUP, "kind": k} for k in kinds],
