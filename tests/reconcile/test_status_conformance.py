@@ -134,3 +134,43 @@ def test_supported_version_reasons() -> None:
     for bad in (None, "", "v0.0.0", "v2.0.0", "nonsense"):
         condition = statusshapes.supported_version(bad)
         assert (condition["status"], condition["reason"]) == ("False", "UnsupportedVersion"), bad
+
+
+def test_invalid_frontend_client_certificate_validation_affects_only_its_listener() -> None:
+    """GatewayInvalidFrontendClientCertificateValidation: per listener, ResolvedRefs False with
+    InvalidCACertificateRef / InvalidCACertificateKind / RefNotPermitted, Accepted False
+    NoValidCACertificate, Programmed False; the listener with a valid CA stays Accepted and Programmed."""
+    from tests.render_l4.conftest import ca_config_map
+
+    def https(name: str, port: int) -> dict[str, Any]:
+        return {"name": name, "protocol": "HTTPS", "port": port, "hostname": f"{name}.example.com",
+                "tls": {"mode": "Terminate", "certificateRefs": [{"name": "cert"}]}}
+
+    def per_port(port: int, ref: dict[str, Any]) -> dict[str, Any]:
+        return {"port": port, "tls": {"validation": {"caCertificateRefs": [ref]}}}
+
+    gateway = {
+        "apiVersion": f"{GW}/v1", "kind": "Gateway",
+        "metadata": {"name": "mtls", "namespace": "infra", "generation": 1},
+        "spec": {"gatewayClassName": "haproxy",
+                 "listeners": [https("https", 443), https("https-unresolved", 8443),
+                               https("https-invalid-kind", 8444), https("https-grant-missing", 8445)],
+                 "tls": {"frontend": {
+                     "default": {"validation": {"caCertificateRefs": [{"kind": "ConfigMap", "name": "client-ca"}]}},
+                     "perPort": [per_port(8443, {"kind": "ConfigMap", "name": "does-not-exist"}),
+                                 per_port(8444, {"group": "example.com", "kind": "Unknown", "name": "x"}),
+                                 per_port(8445, {"kind": "ConfigMap", "name": "client-ca", "namespace": "other"})]}}}}
+    objects = [o for o in yaml.safe_load_all(STATE) if o["kind"] in ("GatewayClass", "Secret")]
+    state = MemoryState([*objects, gateway, ca_config_map("client-ca", "infra"), ca_config_map("client-ca", "other")])
+    [target] = [t for t in statusshapes.targets(state, statuses.all_statuses(state), statusshapes.Facts(),
+                                                Scope.of(["haproxy"])) if t.ref.kind == "Gateway"]
+    listeners = _listeners(target.status)
+    valid = listeners["https"]
+    assert (valid["ResolvedRefs"][0], valid["Accepted"][0], valid["Programmed"][0]) == ("True", "True", "True")
+    for name, reason in (("https-unresolved", "InvalidCACertificateRef"),
+                         ("https-invalid-kind", "InvalidCACertificateKind"),
+                         ("https-grant-missing", "RefNotPermitted")):
+        got = listeners[name]
+        assert got["ResolvedRefs"] == ("False", reason), (name, got)
+        assert got["Accepted"] == ("False", "NoValidCACertificate"), (name, got)
+        assert got["Programmed"][0] == "False", (name, got)

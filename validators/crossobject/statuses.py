@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from validators.contexts import Context
-from validators.crossobject import backendpolicies, backendrefs
+from validators.crossobject import backendpolicies, backendrefs, frontendtrust
 from validators.findings import format_path
 from validators.objectrules import backendtlsrules
 from validators.objects import GATEWAY_GROUP, Obj, Ref, as_list, as_map, created_at, dig, kind_of, ref_of
@@ -244,6 +244,7 @@ def _listener_statuses(owner: Obj, state: State, http_ports: Sequence[int],
             conflicted = _condition("Conflicted", True, conflict,
                                     f"port {lst.port} mixes Passthrough and Terminate TLS listeners")
         resolved = _listener_refs(owner, raw, lst, state)
+        resolved, accepted = _client_trust(owner, lst, state, resolved, accepted)
         if conflict and accepted["status"] == "True":
             # a listener that loses its port is not accepted, for the reason it lost (the conformance
             # suite's ListenerSet*Conflict tests: Accepted and Programmed False with the conflict reason)
@@ -257,6 +258,32 @@ def _listener_statuses(owner: Obj, state: State, http_ports: Sequence[int],
                     "attachedRoutes": counts.get((source, lst.name), 0) if ok else 0,
                     "conditions": [accepted, programmed, resolved, conflicted]})
     return out
+
+
+def _client_trust(owner: Obj, lst: attachments.Listener, state: State, resolved: dict[str, str],
+                  accepted: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(ResolvedRefs, Accepted) of a terminating listener of a Gateway once its port's frontend
+    client-certificate validation is read: an unusable caCertificateRefs entry makes ResolvedRefs False
+    with the Gateway API reason; no usable CA at all makes the listener Accepted=False
+    NoValidCACertificate (the port accepts no traffic: GatewayInvalidFrontendClientCertificateValidation)."""
+    if kind_of(owner) != "Gateway" or not (lst.protocol == "HTTPS" or (lst.protocol == "TLS"
+                                                                        and lst.tls_mode == "Terminate")):
+        return resolved, accepted
+    validation, path = frontendtrust.validation_of(owner, lst.port)
+    if validation is None:
+        return resolved, accepted
+    pems, problems = frontendtrust.check_refs(state, owner, validation, path)
+    if problems and resolved["status"] == "True":
+        first = problems[0]
+        resolved = _condition("ResolvedRefs", False, first.reason, f"{format_path(first.path)}: {first.message}")
+    if not pems and accepted["status"] == "True":
+        why = (f"{format_path(problems[0].path)}: {problems[0].message}" if problems else
+               f"{format_path(path)}: names no CA certificate")
+        accepted = _condition("Accepted", False, "NoValidCACertificate",
+                              f"no usable client CA certificate, port {lst.port} accepts no traffic: {why}")
+        if resolved["status"] == "True":
+            resolved = _condition("ResolvedRefs", False, frontendtrust.INVALID_REF, why)
+    return resolved, accepted
 
 
 def _listener_refs(owner: Obj, raw: Any, lst: attachments.Listener, state: State) -> dict[str, str]:
