@@ -174,3 +174,36 @@ def test_invalid_frontend_client_certificate_validation_affects_only_its_listene
         assert got["ResolvedRefs"] == ("False", reason), (name, got)
         assert got["Accepted"] == ("False", "NoValidCACertificate"), (name, got)
         assert got["Programmed"][0] == "False", (name, got)
+
+
+def test_conflicting_backend_tls_policies_the_older_wins() -> None:
+    """BackendTLSPolicyConflictResolution: of two policies on the same Service (and the same sectionName,
+    or none), the older is Accepted and the other Accepted=False Conflicted; a sectionName policy and a
+    whole-Service one on the same Service do not conflict."""
+    from tests.render_l4.conftest import ca_config_map
+
+    def policy(name: str, created: str, service: str, section: str = "") -> dict[str, Any]:
+        target = {"group": "", "kind": "Service", "name": service, **({"sectionName": section} if section else {})}
+        return {"apiVersion": f"{GW}/v1", "kind": "BackendTLSPolicy",
+                "metadata": {"name": name, "namespace": "infra", "creationTimestamp": created},
+                "spec": {"targetRefs": [target],
+                         "validation": {"hostname": "abc.example.com",
+                                        "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "ca"}]}}}
+
+    def service(name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "infra"},
+                "spec": {"ports": [{"name": "https", "port": 443}]}}
+
+    policies = [policy("without-section-1", "2026-01-01T00:00:00Z", "a"),
+                policy("without-section-2", "2026-01-02T00:00:00Z", "a"),
+                policy("with-section-1", "2026-01-01T00:00:00Z", "b", "https"),
+                policy("with-section-2", "2026-01-02T00:00:00Z", "b", "https"),
+                policy("not-conflicted-with-section", "2026-01-02T00:00:00Z", "c", "https"),
+                policy("not-conflicted-without-section", "2026-01-01T00:00:00Z", "c")]
+    state = MemoryState([*policies, service("a"), service("b"), service("c"), ca_config_map("ca", "infra")])
+    accepted = {p["metadata"]["name"]: _conditions(statuses.backend_tls_policy_status(p, state)["conditions"])
+                ["Accepted"] for p in policies}
+    assert accepted == {"without-section-1": ("True", "Accepted"), "without-section-2": ("False", "Conflicted"),
+                        "with-section-1": ("True", "Accepted"), "with-section-2": ("False", "Conflicted"),
+                        "not-conflicted-with-section": ("True", "Accepted"),
+                        "not-conflicted-without-section": ("True", "Accepted")}

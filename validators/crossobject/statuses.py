@@ -393,6 +393,10 @@ def backend_tls_policy_status(policy: Obj, state: State) -> dict[str, Any]:
     elif not targets or all(state.get("Service", ns, str(dig(t, "name", default=""))) is None for t in targets):
         accepted = _condition("Accepted", False, "TargetNotFound",
                               "no Service of spec.targetRefs exists in namespace " + ns)
+    elif (winner := backendpolicies.conflict_winner(state, policy)) is not None:
+        accepted = _condition("Accepted", False, "Conflicted",
+                              f"{ref_of(winner)} targets the same Service (and sectionName) and is older: it "
+                              "governs them (Gateway API conflict resolution, GEP-713)")
     elif not resolved.usable:
         accepted = _condition("Accepted", False, "NoValidCACertificate", resolved.blocked_reason)
     else:
