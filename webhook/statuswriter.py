@@ -67,6 +67,8 @@ class StatusWriter:
         self._pending: dict[Ref, statusshapes.Target] = {}
         self._retry: dict[Ref, tuple[float, int]] = {}  # not before, failed attempts
         self._done: dict[Ref, tuple[str, float]] = {}  # fingerprint written or found stored, and when
+        self._wanted: dict[Ref, statusshapes.Target] = {}  # the last complete set submitted
+        self._led = False  # whether the last look found this process leading
         self._tokens = float(burst)
         self._filled = clock()
         self._wake = asyncio.Event()
@@ -79,10 +81,10 @@ class StatusWriter:
         """Want these statuses (newer ones supersede what is pending); ``complete`` says ``targets`` is
         every object we report on (the rest is forgotten). Returns how many need a request."""
         now = self._clock()
-        seen: set[Ref] = set()
+        given: dict[Ref, statusshapes.Target] = {}
         queued = 0
         for target in targets:
-            seen.add(target.ref)
+            given[target.ref] = target
             done = self._done.get(target.ref)
             if done is not None and done[0] == target.fingerprint() and now - done[1] < self.resync:
                 self._pending.pop(target.ref, None)
@@ -90,8 +92,9 @@ class StatusWriter:
             self._pending[target.ref] = target
             queued += 1
         if complete:
-            self._done = {ref: v for ref, v in self._done.items() if ref in seen}
-            for ref in [r for r in self._pending if r not in seen]:  # deleted or no longer ours
+            self._wanted = given
+            self._done = {ref: v for ref, v in self._done.items() if ref in given}
+            for ref in [r for r in self._pending if r not in given]:  # deleted or no longer ours
                 del self._pending[ref]
                 self._retry.pop(ref, None)
         metrics.STATUS_PENDING.set(len(self._pending))
@@ -115,13 +118,24 @@ class StatusWriter:
 
     async def flush(self) -> int:
         """Try every pending status once (due or not); how many are still pending (``--once``, tests)."""
-        if self.leader():
+        if self._leading():
             for ref in list(self._pending):
                 await self._attempt(ref)
         return len(self._pending)
 
+    def _leading(self) -> bool:
+        """Whether to write now. On taking the lead, what was remembered as written is forgotten and every
+        wanted status is checked again: another leader may have written since."""
+        leading = self.leader()
+        if leading and not self._led:
+            self._done.clear()
+            self._pending = {**self._wanted, **self._pending}
+            metrics.STATUS_PENDING.set(len(self._pending))
+        self._led = leading
+        return leading
+
     def _ready(self) -> Ref | None:
-        if not self.leader():
+        if not self._leading():
             return None
         now = self._clock()
         for ref in self._pending:

@@ -123,3 +123,29 @@ async def test_a_stopped_writer_gives_its_lease_back(kube: FakeKube, api: Any, t
     with pytest.raises(asyncio.CancelledError):
         await task
     assert _lease(kube)["spec"]["holderIdentity"] == ""
+
+
+async def test_a_process_that_takes_the_lead_checks_every_status_again(kube: FakeKube, api: Any) -> None:
+    """What this process wrote as leader may have been overwritten under another leader: on taking the
+    lead again, every wanted status is read again and written where it differs (no new reconcile needed)."""
+    from tests.cluster.clusterkit import GW, install_gateway_api
+
+    install_gateway_api(kube)
+    kube.create({"apiVersion": f"{GW}/v1", "kind": "GatewayClass", "metadata": {"name": "haproxy"},
+                 "spec": {"controllerName": "example.net/routegate"}})
+    leading = [True]
+    writer = StatusWriter(api, leader=lambda: leading[0])
+    target = statusshapes.Target(Ref("GatewayClass", "", "haproxy"), f"{GW}/v1", "gatewayclasses", 1,
+                                 {"conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                                                  "message": "Accepted", "observedGeneration": 1}]})
+    writer.submit([target], complete=True)
+    assert await writer.flush() == 0
+    leading[0] = False
+    assert await writer.flush() == 0  # a follower: nothing to do
+    kube.write_status(GW, "gatewayclasses", "", "haproxy", {"conditions": []})  # the other leader's view
+    writer.submit([target], complete=True)  # unchanged: remembered as written, no request
+    assert writer.pending == 0
+    leading[0] = True
+    assert await writer.flush() == 0
+    stored = kube.get(GW, "gatewayclasses", "", "haproxy")
+    assert stored is not None and stored["status"]["conditions"][0]["reason"] == "Accepted"
