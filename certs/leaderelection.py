@@ -19,7 +19,6 @@ camelCase as the apiserver speaks them (``certs.leases.micro_time``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -151,5 +150,8 @@ class Elector:
                 await asyncio.sleep(self.retry)
         finally:
             if self.is_leader:
-                with contextlib.suppress(Exception):
+                try:
                     await self.release()
+                except Exception as e:  # it expires on its own: the next leader waits leaseDurationSeconds
+                    log.warning("leader_release_failed", lease=self.name, error=type(e).__name__,
+                                reason=str(getattr(e, "reason", e))[:200])

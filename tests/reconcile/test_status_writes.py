@@ -458,3 +458,73 @@ async def _last_run(port: int) -> Any:
 
     async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/readyz") as resp:
         return (await resp.json())["last"]
+
+
+async def test_serve_reconcile_writes_statuses_too_and_serve_alone_writes_none(kube: FakeKube, tmp_path: Path) -> None:
+    """``serve --reconcile --kubeconfig`` writes the statuses (the process that promotes); a webhook-only
+    ``serve`` against the same cluster writes none."""
+    import asyncio
+    import os
+    import signal
+    import sys
+
+    from tests.conftest import free_port
+
+    _populate(kube)
+    kubeconfig = kube.write_kubeconfig(tmp_path / "kc")
+
+    async def serve(*extra: str, name: str) -> asyncio.subprocess.Process:
+        metrics = free_port()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "webhook", "serve", "--listen", f"127.0.0.1:{free_port()}",
+            "--metrics-listen", f"127.0.0.1:{metrics}", "--cert-dir", str(tmp_path / f"certs-{name}"),
+            "--kubeconfig", kubeconfig, "--gateway-class", "haproxy", *extra,
+            stdout=asyncio.subprocess.DEVNULL, stderr=(tmp_path / f"{name}.log").open("wb"),
+            env={**os.environ, "HOME": str(tmp_path)})
+        for _ in range(1200):  # listening (and so stoppable by SIGTERM) and synced
+            assert proc.returncode is None, (tmp_path / f"{name}.log").read_text()[-3000:]
+            if await _ready(metrics):
+                return proc
+            await asyncio.sleep(0.1)
+        pytest.fail(f"serve never became ready: {(tmp_path / f'{name}.log').read_text()[-3000:]}")
+
+    async def stop(proc: asyncio.subprocess.Process) -> None:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 20) == 0
+
+    def ours() -> bool:
+        parents = (_status(kube, "httproutes", "web") or {}).get("parents") or []
+        return any(p.get("controllerName") == OURS for p in parents)
+
+    alone = await serve(name="alone")
+    try:
+        await asyncio.sleep(3)  # ready (synced) and more: a webhook-only serve has had its chance
+        assert not _writes(kube) and not ours()
+    finally:
+        await stop(alone)
+    promoting = await serve("--reconcile", "--output-dir", str(tmp_path / "out"), "--stats-socket", "",
+                            "--debounce", "0.2", name="promoting")
+    try:
+        for _ in range(600):
+            if ours() and _status(kube, "gateways", "edge") is not None:
+                break
+            assert promoting.returncode is None, (tmp_path / "promoting.log").read_text()[-3000:]
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("no status written: " + (tmp_path / "promoting.log").read_text()[-3000:])
+        assert _status(kube, "httproutes", "web")["parents"][0] == FOREIGN_ENTRY
+    finally:
+        await stop(promoting)
+    lease = kube.get("coordination.k8s.io", "leases", "routegate-system", "routegate-statuses")
+    assert lease is not None and lease["spec"]["holderIdentity"] == ""
+
+
+async def _ready(port: int) -> bool:
+    import aiohttp
+
+    try:
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/readyz") as resp:
+            return resp.status == 200
+    except aiohttp.ClientError:
+        return False
