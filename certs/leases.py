@@ -1,10 +1,7 @@
-"""coordination.k8s.io/v1 Leases: one leader for certificate rotation, and per-replica serving reports.
+"""coordination.k8s.io/v1 Leases as dicts: the time format and expiry leader election uses
+(``certs.leaderelection``), and per-replica serving reports.
 
-Leader election follows client-go's rules in miniature: a Lease with holderIdentity, renewTime and
-leaseDurationSeconds; anyone may take it over once renewTime + duration has passed; every write carries
-the resourceVersion it read, so two candidates cannot both win (the loser gets 409).
-
-Each replica also keeps its own small Lease (the same mechanism nodes use for heartbeats) that reports
+Each replica keeps its own small Lease (the same mechanism nodes use for heartbeats) that reports
 which leaf it is serving: annotation `routegate.io/serving-fingerprint` = sha256 of the leaf's DER. The
 leader ends a CA rollover only when every report that is still fresh names the current leaf.
 """
@@ -80,58 +77,6 @@ class Leases:
             if e.status == 404:
                 return None
             raise
-
-    async def acquire(self, name: str, identity: str, *, duration: int) -> bool:
-        """Take or renew the leader Lease; False when someone else holds it (or won a race)."""
-        now = self.now()
-        lease = await self.read(name)
-        spec = {"holderIdentity": identity, "leaseDurationSeconds": duration,
-                "acquireTime": micro_time(now), "renewTime": micro_time(now), "leaseTransitions": 0}
-        try:
-            if lease is None:
-                new = {"metadata": {"name": name, "namespace": self.namespace}, "spec": spec}
-                await self.coord.create_namespaced_lease(self.namespace, body(new))
-                log.info("leader_acquired", lease=name, identity=identity)
-                return True
-            old = lease.get("spec") or {}
-            mine = old.get("holderIdentity") == identity
-            if not mine and old.get("holderIdentity") and not expired(old, now):
-                return False
-            if mine:  # re-format: the client's isoformat() drops ".000000", which MicroTime rejects
-                spec["acquireTime"] = micro_time(parse_time(old.get("acquireTime")) or now)
-                spec["leaseTransitions"] = old.get("leaseTransitions") or 0
-            else:
-                spec["leaseTransitions"] = (old.get("leaseTransitions") or 0) + 1
-            meta = lease.get("metadata") or {}
-            new = {"metadata": {"name": name, "namespace": self.namespace,
-                                "resourceVersion": meta.get("resourceVersion")}, "spec": spec}
-            await self.coord.replace_namespaced_lease(name, self.namespace, body(new))
-        except ApiException as e:
-            if e.status == 409:
-                return False
-            raise
-        if not mine:
-            log.info("leader_acquired", lease=name, identity=identity, previous=old.get("holderIdentity"))
-        return True
-
-    async def release(self, name: str, identity: str) -> None:
-        """Give the leader Lease up on shutdown so the next leader need not wait for it to expire."""
-        lease = await self.read(name)
-        if lease is None or (lease.get("spec") or {}).get("holderIdentity") != identity:
-            return
-        spec = lease["spec"]
-        released = {
-            "metadata": {"name": name, "namespace": self.namespace,
-                         "resourceVersion": (lease.get("metadata") or {}).get("resourceVersion")},
-            "spec": {"holderIdentity": "", "leaseDurationSeconds": spec.get("leaseDurationSeconds") or 1,
-                     "renewTime": micro_time(datetime.fromtimestamp(0, UTC)),
-                     "leaseTransitions": spec.get("leaseTransitions") or 0},
-        }
-        try:
-            await self.coord.replace_namespaced_lease(name, self.namespace, body(released))
-        except ApiException as e:
-            if e.status != 409:
-                raise
 
     async def report(self, prefix: str, identity: str, fingerprint: str, *, duration: int) -> None:
         """Create or refresh this replica's serving report."""

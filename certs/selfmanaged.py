@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import serialization
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from certs import bootstrap, files, generation, leases, rotations
+from certs import bootstrap, files, generation, leaderelection, leases, rotations
 
 log = structlog.get_logger()
 
@@ -103,6 +103,8 @@ class SelfManaged:
         self.out_dir, self.identity, self.now = Path(out_dir), identity, now
         self.interval, self.lease_duration = interval, lease_duration
         self.lease_name = f"{secret_name}-leader"
+        self.elector = leaderelection.Elector(api, namespace, self.lease_name, identity, duration=lease_duration,
+                                              retry=interval, now=now)
         self.serving = serving  # set to `lambda: reloader.fingerprint` once the reloader runs
         self.paths = bootstrap.paths_in(self.out_dir)
         self.ready = asyncio.Event()
@@ -124,7 +126,7 @@ class SelfManaged:
         finally:
             if self.is_leader:
                 with contextlib.suppress(Exception):
-                    await self.leases.release(self.lease_name, self.identity)
+                    await self.elector.release()
 
     async def wait_ready(self) -> None:
         """Wait until the first pair has been written to `out_dir` (wrap in asyncio.timeout)."""
@@ -134,8 +136,11 @@ class SelfManaged:
         if self._written:
             await self.leases.report(self.secret_name, self.identity, self._serving(),
                                      duration=max(int(self.interval * 4), self.lease_duration))
-        self.is_leader = await self.leases.acquire(self.lease_name, self.identity,
-                                                   duration=self.lease_duration)
+        try:
+            self.is_leader = await self.elector.try_acquire()
+        except Exception:
+            self.is_leader = False
+            raise
         if self.is_leader:
             await self._reconcile()
         await self._sync_files()

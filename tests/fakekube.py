@@ -6,6 +6,14 @@ discovery, paged lists with a monotonic ``resourceVersion``, watches as chunked 
 installed. Tests change objects with ``create``/``update``/``delete`` and inject failures with
 ``compact``, ``drop_watches``, ``fail_next``, ``forbid`` (RBAC's 403) and ``bookmark``.
 
+Objects are read one by one (GET .../NAME), and kinds whose CRD declares ``subresources.status`` serve
+the status subresource as a real apiserver does: GET, PUT and merge-PATCH on .../NAME/status change
+only ``status`` (and bump ``resourceVersion``, never ``generation``); a body carrying a
+``metadata.resourceVersion`` that is no longer current is refused with 409 Conflict; a write of the
+object itself keeps the stored status and bumps ``generation`` only when something other than
+metadata and status changed. ``forbid("httproutes/status")`` refuses status writes, as RBAC does
+without the subresource's verbs.
+
 Usage::
 
     async with FakeKube() as kube:
@@ -40,6 +48,7 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool
+    status: bool = False  # serves the status subresource
 
     @property
     def api_version(self) -> str:
@@ -54,8 +63,10 @@ BUILTINS = (
     Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True),
     Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False),
     Resource("", "v1", "events", "Event", True),
+    Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
 )
-WRITABLE = frozenset({("", "events")})  # POST (create) and merge PATCH served for these only
+# POST (create), merge PATCH and PUT (replace, resourceVersion-checked) served for these only
+WRITABLE = frozenset({("", "events"), ("coordination.k8s.io", "leases")})
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 
 
@@ -75,10 +86,6 @@ class _Watcher:
     namespace: str | None
     name: str | None
     queue: asyncio.Queue[_Event | str] = field(default_factory=asyncio.Queue)
-
-
-def _content(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
 class FakeKube:
@@ -113,6 +120,7 @@ class FakeKube:
         app.router.add_get("/{tail:.*}", self._handle)
         app.router.add_post("/{tail:.*}", self._write)
         app.router.add_patch("/{tail:.*}", self._write)
+        app.router.add_put("/{tail:.*}", self._write)
         self._runner = web.AppRunner(app, shutdown_timeout=0.1, handler_cancellation=True)
         await self._runner.setup()
         context = None
@@ -206,9 +214,12 @@ class FakeKube:
         meta["uid"] = old["metadata"]["uid"]
         meta["creationTimestamp"] = old["metadata"]["creationTimestamp"]
         meta["resourceVersion"] = str(self.rv)
-        # as the API server: the generation counts changes of the content, not of metadata or status
-        changed = _content(stored) != _content(old)
-        meta["generation"] = old["metadata"].get("generation", 1) + (1 if changed else 0)
+        if res.status:  # the status subresource owns status: a write of the object keeps the stored one
+            stored.pop("status", None)
+            if "status" in old:
+                stored["status"] = copy.deepcopy(old["status"])
+        generation = old["metadata"].get("generation", 1)
+        meta["generation"] = generation + 1 if _spec_of(stored) != _spec_of(old) else generation
         if (res.group, res.plural) == CRD_KEY:
             self._uninstall_crd(old, keep_objects=True)
             self._install_crd(stored)
@@ -238,6 +249,28 @@ class FakeKube:
     def get(self, group: str, plural: str, namespace: str, name: str) -> Obj | None:
         return self.objects.get((group, plural), {}).get((namespace, name))
 
+    def write_status(self, group: str, plural: str, namespace: str, name: str, status: Obj | None, *,
+                     resource_version: str = "") -> Obj:
+        """Replace an object's status as PUT .../status does (a test standing for another controller).
+
+        Raises KeyError for an unknown object, ValueError for a stale ``resource_version``."""
+        res = next(r for r in self.resources.values() if (r.group, r.plural) == (group, plural))
+        bucket = self.objects[(group, plural)]
+        old = bucket[(namespace if res.namespaced else "", name)]
+        if resource_version and resource_version != old["metadata"]["resourceVersion"]:
+            raise ValueError(f"the object has been modified; resourceVersion {resource_version} is not "
+                             f"{old['metadata']['resourceVersion']}")
+        stored = copy.deepcopy(old)
+        if status is None:
+            stored.pop("status", None)
+        else:
+            stored["status"] = copy.deepcopy(status)
+        self.rv += 1
+        stored["metadata"]["resourceVersion"] = str(self.rv)
+        bucket[(namespace if res.namespaced else "", name)] = stored
+        self._emit("MODIFIED", res, stored)
+        return copy.deepcopy(stored)
+
     # ---- CRDs ----------------------------------------------------------------------------------
 
     def _install_crd(self, crd: Obj) -> None:
@@ -252,6 +285,7 @@ class FakeKube:
                         names["plural"],
                         names["kind"],
                         spec.get("scope", "Namespaced") == "Namespaced",
+                        "status" in (version.get("subresources") or {}),
                     )
                 )
         crd["status"] = {
@@ -319,12 +353,14 @@ class FakeKube:
     def allow(self, plural: str, namespace: str | None = None, name: str | None = None) -> None:
         self.forbidden.discard((plural, namespace, name))
 
-    def _refused(self, verb: str, res: Resource, namespace: str | None, name: str | None) -> web.Response | None:
+    def _refused(self, verb: str, res: Resource, namespace: str | None, name: str | None, *,
+                 subresource: str = "") -> web.Response | None:
+        resource = f"{res.plural}/{subresource}" if subresource else res.plural
         for plural, ns, nm in self.forbidden:
-            if plural == res.plural and ns in (None, namespace) and nm in (None, name):
+            if plural == resource and ns in (None, namespace) and nm in (None, name):
                 where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
-                return _status(403, "Forbidden", f'{res.plural} is forbidden: User "{self.user}" cannot {verb} '
-                               f'resource "{res.plural}" in API group "{res.group}"{where}')
+                return _status(403, "Forbidden", f'{resource} is forbidden: User "{self.user}" cannot {verb} '
+                               f'resource "{resource}" in API group "{res.group}"{where}')
         return None
 
     def watch_count(self, plural: str | None = None) -> int:
@@ -349,9 +385,11 @@ class FakeKube:
         namespace = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             namespace, rest = rest[1], rest[2:]
-        if len(rest) != 1 or (group, version, rest[0]) not in self.resources:
+        if not rest or (group, version, rest[0]) not in self.resources:
             return _status(404, "NotFound", f"the server could not find the requested resource {request.path}")
         res = self.resources[(group, version, rest[0])]
+        if len(rest) > 1:
+            return self._get_one(res, namespace or "", rest[1:])
         refused = self._refused("watch" if _truthy(request.query.get("watch")) else "list", res, namespace,
                                 _name_selector(request.query.get("fieldSelector", "")))
         if refused is not None:
@@ -361,7 +399,8 @@ class FakeKube:
         return self._list(request, res, namespace)
 
     async def _write(self, request: web.Request) -> web.Response:
-        """Create (POST on a collection) or merge-patch (PATCH on an object) a writable kind (Events)."""
+        """Create (POST on a collection), merge-patch (PATCH) or replace (PUT) an object of a writable kind
+        (Events, Leases), or write a status subresource."""
         self.requests.append(f"{request.method} {request.path_qs}")
         if request.headers.get("Authorization") != f"Bearer {self.token}":
             return _status(401, "Unauthorized", "missing or wrong bearer token")
@@ -371,6 +410,8 @@ class FakeKube:
         if len(rest) >= 3 and rest[0] == "namespaces":
             namespace, rest = rest[1], rest[2:]
         res = self.resources.get((group, version, rest[0])) if rest else None
+        if res is not None and len(rest) == 3 and rest[2] == "status" and request.method in ("PUT", "PATCH"):
+            return await self._write_status(request, res, namespace, rest[1])
         if res is None or (group, res.plural) not in WRITABLE:
             return _status(405, "MethodNotAllowed", f"{request.method} is not served for {request.path}")
         body = await request.json()
@@ -379,6 +420,8 @@ class FakeKube:
             return _status(status, "Failure", "injected failure")
         if request.method == "POST" and len(rest) == 1:
             body.setdefault("metadata", {})["namespace"] = namespace
+            body.setdefault("apiVersion", res.api_version)  # the client may send a bare dict
+            body.setdefault("kind", res.kind)
             try:
                 return web.json_response(self.create(body), status=201)
             except KeyError:
@@ -388,7 +431,67 @@ class FakeKube:
             if stored is None:
                 return _status(404, "NotFound", f"{res.plural} {rest[1]} not found")
             return web.json_response(self.update(_merge(stored, body)))
+        if request.method == "PUT" and len(rest) == 2:
+            stored = self.get(group, res.plural, namespace, rest[1])
+            if stored is None:
+                return _status(404, "NotFound", f"{res.plural} {rest[1]} not found")
+            wanted = str((body.get("metadata") or {}).get("resourceVersion") or "")
+            if wanted and wanted != stored["metadata"]["resourceVersion"]:
+                return _conflict(f"{res.plural} {rest[1]!r}")
+            body["metadata"] = {**body.get("metadata", {}), "name": rest[1], "namespace": namespace}
+            body["apiVersion"], body["kind"] = res.api_version, res.kind
+            return web.json_response(self.update(body))
         return _status(405, "MethodNotAllowed", f"{request.method} is not served for {request.path}")
+
+    def _get_one(self, res: Resource, namespace: str, rest: list[str]) -> web.Response:
+        """GET .../NAME and GET .../NAME/status (the whole object either way, as the apiserver answers)."""
+        if len(rest) > 2 or (len(rest) == 2 and (rest[1] != "status" or not res.status)):
+            return _status(404, "NotFound", f"the server could not find the requested resource {'/'.join(rest)}")
+        refused = self._refused("get", res, namespace or None, rest[0], subresource=rest[1] if len(rest) == 2 else "")
+        if refused is not None:
+            return refused
+        failure = self._take_failure("get", res.plural)
+        if failure is not None:
+            return _status(failure, "InternalError", "injected failure")
+        stored = self.get(res.group, res.plural, namespace if res.namespaced else "", rest[0])
+        if stored is None:
+            return _status(404, "NotFound", f'{res.plural}.{res.group} "{rest[0]}" not found')
+        return web.json_response(self._served(res, stored, in_list=False))
+
+    async def _write_status(self, request: web.Request, res: Resource, namespace: str, name: str) -> web.Response:
+        """PUT (replace) or merge-PATCH of .../NAME/status: only ``status`` changes, ``generation`` stays."""
+        if not res.status:
+            return _status(404, "NotFound", f"{res.plural} has no status subresource")
+        refused = self._refused("update" if request.method == "PUT" else "patch", res, namespace or None, name,
+                                subresource="status")
+        if refused is not None:
+            return refused
+        if request.method == "PATCH" and request.content_type != "application/merge-patch+json":
+            return _status(415, "UnsupportedMediaType",
+                           f"the fake serves merge patches only, not {request.content_type}")
+        try:
+            body = await request.json()
+        except ValueError:
+            return _status(400, "BadRequest", "the body is not JSON")
+        if not isinstance(body, dict):
+            return _status(400, "BadRequest", "the body is not an object")
+        failure = self._take_failure("update" if request.method == "PUT" else "patch", f"{res.plural}/status")
+        if failure is not None:
+            return _status(failure, "Conflict" if failure == 409 else "InternalError", "injected failure")
+        key = namespace if res.namespaced else ""
+        stored = self.get(res.group, res.plural, key, name)
+        if stored is None:
+            return _status(404, "NotFound", f'{res.plural}.{res.group} "{name}" not found')
+        wanted = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        if wanted and wanted != stored["metadata"]["resourceVersion"]:
+            return _conflict(f"{res.plural}.{res.group} {name!r}")
+        if request.method == "PUT":
+            status = body.get("status")
+        else:
+            patched = _merge(stored, {"status": body["status"]} if "status" in body else {})
+            status = patched.get("status")
+        written = self.write_status(res.group, res.plural, key, name, status)
+        return web.json_response(self._served(res, written, in_list=False))
 
     def _groups(self) -> Obj:
         versions: dict[str, list[str]] = {}
@@ -593,6 +696,16 @@ def _server_tls() -> tuple[ssl.SSLContext, bytes]:
     return context, cert_pem
 
 
+def _conflict(what: str) -> web.Response:
+    return _status(409, "Conflict", f"Operation cannot be fulfilled on {what}: the object has been modified; "
+                   "please apply your changes to the latest version and try again")
+
+
+def _spec_of(obj: Obj) -> Obj:
+    """What a change of bumps ``generation``: everything but metadata and status."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
+
+
 def _merge(target: Obj, patch: Obj) -> Obj:
     """RFC 7386 JSON merge patch."""
     out = copy.deepcopy(target)
@@ -668,6 +781,7 @@ def crd(group: str, kind: str, plural: str, versions: tuple[str, ...], *, scope:
                     "name": v,
                     "served": True,
                     "storage": i == 0,
+                    "subresources": {"status": {}},
                     "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
                 }
                 for i, v in enumerate(versions)

@@ -163,3 +163,11 @@ EVENTS = Counter(
     "routegate_events_total", "Kubernetes Warning Events by outcome (written, deduplicated, rate_limited, failed).",
     ("outcome",), registry=REGISTRY,
 )
+STATUS_WRITES = Counter(
+    "routegate_status_writes_total", "Gateway API status writes by outcome (written; unchanged: what is stored is "
+    "already right; conflict: 409, read again and retried; failed: 403, 5xx or unreachable, retried later; stale: "
+    "the object changed since it was judged; gone: deleted).", ("outcome",), registry=REGISTRY,
+)
+STATUS_PENDING = Gauge(
+    "routegate_status_pending", "Objects whose status is waiting to be written (or retried).", registry=REGISTRY,
+)

@@ -52,6 +52,9 @@ log = structlog.get_logger("routegate.reconcile")
 # Called after a promotion with the previous live version (None on the first) and the new one; each
 # version directory holds description.json, the Backend()/RegisterMap() records a runtime planner diffs.
 OnPromoted = Callable[[Promoted | None, Promoted], Awaitable[None]]
+# Called after every run, once its findings are reported, with the outcome and the state it judged
+# (the Gateway API statuses are written from here: webhook.statuswriter).
+OnOutcome = Callable[["Outcome", State], Awaitable[None]]
 
 
 class Result(StrEnum):
@@ -100,11 +103,12 @@ class Outcome:
 class Reconciler:
     def __init__(self, gate: Gate, promoter: Promoter | None, *, recorder: events.EventRecorder | None = None,
                  on_promoted: list[OnPromoted] | None = None, clock: Callable[[], float] = time.perf_counter,
-                 shrink: shrinkguard.Limits | None = None) -> None:
+                 shrink: shrinkguard.Limits | None = None, on_outcome: list[OnOutcome] | None = None) -> None:
         self.gate = gate
         self.promoter = promoter
         self.recorder = recorder
         self.on_promoted = list(on_promoted or [])
+        self.on_outcome = list(on_outcome or [])
         self._clock = clock
         self._lock = asyncio.Lock()
         self.last: Outcome | None = None
@@ -127,6 +131,11 @@ class Reconciler:
                 metrics.SHRINK_HELD.set(outcome.result is Result.HELD)
             await self._report(outcome, state)
             self.last = outcome  # once its findings are logged, counted and written as Events
+            for hook in self.on_outcome:
+                try:
+                    await hook(outcome, state)
+                except Exception as exc:  # a hook (status writing) failing never undoes the run
+                    log.error("after-reconcile hook failed", hook=type(hook).__name__, error=repr(exc))
         return outcome
 
     async def judge(self, state: State) -> Outcome:

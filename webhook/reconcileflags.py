@@ -42,6 +42,17 @@ def add_reconcile_options(parser: argparse.ArgumentParser, *, required: bool) ->
                         help="reconcile once the state stayed unchanged this long (default 1)")
     parser.add_argument("--max-wait", type=flags.positive_seconds, default=30.0, metavar="SECONDS",
                         help="reconcile at the latest this long after the first pending change (default 30)")
+    parser.add_argument("--gateway-address", dest="gateway_addresses", action="append", default=[], metavar="ADDR",
+                        help="with a cluster: the data plane's address (IP or hostname, e.g. its Service's load "
+                             "balancer), reported in every Gateway's status.addresses (repeatable)")
+    parser.add_argument("--status-lease", default="routegate-statuses", metavar="NAME",
+                        help="with a cluster: statuses are written only by the holder of this Lease, so of several "
+                             "promoting replicas one writes (default routegate-statuses; '' writes without election)")
+    parser.add_argument("--lease-namespace", default="", metavar="NS",
+                        help="the Lease's namespace (default: POD_NAMESPACE, else the service account's, else "
+                             "routegate-system)")
+    parser.add_argument("--status-rate", type=flags.positive_int, default=20, metavar="PER_SECOND",
+                        help="with a cluster: status requests per second at most (default 20; bursts of 50)")
 
 
 def _share(text: str) -> float:

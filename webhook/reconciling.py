@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import sys
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,17 +22,21 @@ from aiohttp import web
 
 from haproxy_check.check import binaries
 from haproxy_check.runtime.promotion import Promoter
+from validators.objects import dig
 from webhook import following, logs, metrics, servers, shrinkguard
 from webhook.assembly import GateSettings, SetupError, build_gate
 from webhook.checking import settings_from
 from webhook.filesources import FileSource
 from webhook.gates import Gate
 from webhook.leaveouts import Treatment
-from webhook.reconcile import OnPromoted, Reconciler, Result
+from webhook.reconcile import OnOutcome, OnPromoted, Reconciler, Result
 from webhook.reconcileruntime import TRIGGER_DIR, CommandReload, PidfileReload, Reload, RuntimeApplier, TriggerReload
 from webhook.sources import StateSource
+from webhook.statusshapes import BUNDLE_VERSION
+from webhook.statuswriter import OutcomeStatuses, StatusWriter, together
 
 log = structlog.get_logger("routegate.reconcile")
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 def gate_settings(args: argparse.Namespace) -> GateSettings:
     """The Gate's settings, rendering the global section a running data plane needs."""
@@ -42,7 +47,7 @@ def gate_settings(args: argparse.Namespace) -> GateSettings:
     return settings
 
 
-def reconciler_for(gate: Gate, args: argparse.Namespace, api: Any) -> Reconciler:
+def reconciler_for(gate: Gate, args: argparse.Namespace, api: Any, source: StateSource | None = None) -> Reconciler:
     if not args.output_dir:
         raise SetupError("--reconcile needs --output-dir")
     recorder = None
@@ -51,11 +56,68 @@ def reconciler_for(gate: Gate, args: argparse.Namespace, api: Any) -> Reconciler
 
         recorder = EventRecorder(api, host=socket.gethostname())
     promoter = Promoter(Path(args.output_dir), keep=max(args.keep, 2))  # the previous version stays to plan from
-    hooks: list[OnPromoted] = [runtime_applier(gate, promoter, args)] if getattr(args, "runtime_socket", "") else []
+    applier = runtime_applier(gate, promoter, args) if getattr(args, "runtime_socket", "") else None
+    hooks: list[OnPromoted] = [applier] if applier is not None else []
+    outcome_hooks: list[OnOutcome] = ([status_hook(gate, promoter, args, api, applier, source)]
+                                      if api is not None else [])
     limits = shrinkguard.Limits(share=getattr(args, "shrink_limit", 50.0) / 100,
                                 minimum=getattr(args, "shrink_minimum", shrinkguard.DEFAULT_MINIMUM),
                                 allow=getattr(args, "allow_mass_delete", False))
-    return Reconciler(gate, promoter, recorder=recorder, on_promoted=hooks, shrink=limits)
+    return Reconciler(gate, promoter, recorder=recorder, on_promoted=hooks, shrink=limits,
+                      on_outcome=outcome_hooks)
+
+
+def status_hook(gate: Gate, promoter: Promoter, args: argparse.Namespace, api: Any,
+                applier: RuntimeApplier | None, source: StateSource | None = None) -> OutcomeStatuses:
+    """The Gateway API statuses of what is promoted, written by this process (the one that promotes)."""
+    writer = StatusWriter(api, rate=getattr(args, "status_rate", 20))
+    elector = None
+    lease = getattr(args, "status_lease", "routegate-statuses")
+    if lease:
+        from certs.leaderelection import Elector
+
+        namespace = getattr(args, "lease_namespace", "") or own_namespace()
+        elector = Elector(api, namespace, lease, socket.gethostname())
+        log.info("statuses written by the holder of a Lease", lease=f"{namespace}/{lease}",
+                 identity=elector.identity)
+
+    def dataplane(version: str) -> bool:
+        if applier is None:
+            return True  # promotion is the load: the reload wrapper follows the ..data link
+        last = applier.last  # Programmed only once the running HAProxy has it (runtime or reloaded)
+        return last is not None and last.version == version and not last.error
+
+    return OutcomeStatuses(writer, gate.scope, promoter.output, dataplane=dataplane,
+                           addresses=getattr(args, "gateway_addresses", ()), elector=elector,
+                           bundle_version=lambda: bundle_version(source))
+
+
+def bundle_version(source: StateSource | None) -> str | None:
+    """The bundle-version annotation of the cluster's gatewayclasses CRD (None: no cluster, no CRD access,
+    or no annotation)."""
+    documents = getattr(source, "crd_documents", None)
+    if documents is None:
+        return None
+    for crd in documents():
+        if dig(crd, "metadata", "name") == "gatewayclasses.gateway.networking.k8s.io":
+            value = dig(crd, "metadata", "annotations", BUNDLE_VERSION)
+            return value if isinstance(value, str) else None
+    return None
+
+
+def own_namespace() -> str:
+    """The pod's namespace (POD_NAMESPACE, else the service account's), else routegate-system."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text(encoding="utf-8").strip() or "routegate-system"
+    except OSError:
+        return "routegate-system"
+
+
+def status_writers(reconciler: Reconciler) -> list[OutcomeStatuses]:
+    """The status hooks of a reconciler (their tasks run beside its loop)."""
+    return [hook for hook in reconciler.on_outcome if isinstance(hook, OutcomeStatuses)]
 
 
 def runtime_applier(gate: Gate, promoter: Promoter, args: argparse.Namespace) -> RuntimeApplier:
@@ -83,7 +145,14 @@ def runtime_applier(gate: Gate, promoter: Promoter, args: argparse.Namespace) ->
 
 def alongside(gate: Gate, source: StateSource, api: Any, args: argparse.Namespace) -> Awaitable[None]:
     """The loop ``serve --reconcile`` runs next to the webhook, on the webhook's own state and Gate."""
-    return following.follow(source, reconciler_for(gate, args, api), debounce=args.debounce, max_wait=args.max_wait)
+    reconciler = reconciler_for(gate, args, api, source)
+    return _with_writers(reconciler, following.follow(source, reconciler, debounce=args.debounce,
+                                                      max_wait=args.max_wait))
+
+
+async def _with_writers(reconciler: Reconciler, loop: Coroutine[Any, Any, None]) -> None:
+    """The reconcile loop and its status writers, ended together."""
+    await together(loop, *(statuses.run() for statuses in status_writers(reconciler)))
 
 
 async def _source(args: argparse.Namespace, tasks: list[Awaitable[Any]]) -> tuple[StateSource, Any]:
@@ -140,7 +209,7 @@ async def reconcile(args: argparse.Namespace) -> int:
     source, api = await _source(args, tasks)
     gate = build_gate(binary, gate_settings(args))
     log.info("gateway scope", judging=gate.scope.describe())
-    reconciler = reconciler_for(gate, args, api)
+    reconciler = reconciler_for(gate, args, api, source)
     if args.once:
         from webhook.serving import cancel_all
 
@@ -151,6 +220,10 @@ async def reconcile(args: argparse.Namespace) -> int:
                 print(f"routegate: could not sync: {problem}", file=sys.stderr)
                 return 2
             outcome = await reconciler.reconcile(source.snapshot())
+            for statuses in status_writers(reconciler):
+                said = await statuses.flush_once()
+                if said:
+                    print(f"routegate: {said}", file=sys.stderr)
         finally:
             await cancel_all(running)
             if api is not None:
@@ -164,6 +237,7 @@ async def reconcile(args: argparse.Namespace) -> int:
                 print(f"    {item.ref}: {item.what}", file=sys.stderr)
         return 0 if outcome.result in (Result.PROMOTED, Result.UNCHANGED) else 1
     tasks.append(following.follow(source, reconciler, debounce=args.debounce, max_wait=args.max_wait))
+    tasks.extend(statuses.run() for statuses in status_writers(reconciler))
     runner = web.AppRunner(_health_app(reconciler, source), access_log=None)
     await runner.setup()
     background = [asyncio.ensure_future(t) for t in tasks]

@@ -8,6 +8,7 @@ input can produce a 500 or a hang.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -106,6 +107,10 @@ async def _bounded_executor(app: web.Application) -> AsyncIterator[None]:
     yield
     sys.setswitchinterval(interval)
     executor.shutdown(wait=False, cancel_futures=True)
+    # The background tasks stop after the server (serving.serve drains first): what they still run in a
+    # thread on the way out (a leader giving its Lease back resolves the apiserver's address) needs an
+    # executor that takes work; asyncio.run shuts this one down at the end.
+    asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(max_workers=2))
 
 
 def make_metrics_app() -> web.Application:

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from haproxy_check import escaping
 from haproxy_check.render.servertls import FileSink
 from validators import codes
-from validators.crossobject import backendpolicies, backendrefs
+from validators.crossobject import frontendtrust
+from validators.crossobject.frontendtrust import validation_of
 from validators.findings import Finding, PathPart, Severity
-from validators.objects import Obj, Ref, as_list, as_map, dig, ref_of
+from validators.objects import Ref, ref_of
 from validators.states import State
 
 UNUSABLE_CLIENT_CA = codes.RENDER_CLIENT_CA
@@ -48,18 +49,6 @@ class ClientTrust:
         return ("verify", "required", "ca-file", self.ca_file)
 
 
-def validation_of(gateway: Obj, port: int) -> tuple[dict[str, object] | None, tuple[PathPart, ...]]:
-    """The validation block that governs ``port`` of ``gateway`` and its field path (None: none)."""
-    frontend = dig(gateway, "spec", "tls", "frontend")
-    for i, entry in enumerate(as_list(dig(frontend, "perPort"))):
-        if dig(entry, "port") == port:
-            found = dig(entry, "tls", "validation")
-            return (dict(as_map(found)) if found is not None else None,
-                    ("spec", "tls", "frontend", "perPort", i, "tls", "validation"))
-    found = dig(frontend, "default", "validation")
-    return (dict(as_map(found)) if found is not None else None, ("spec", "tls", "frontend", "default", "validation"))
-
-
 def _warn(message: str, path: Sequence[PathPart], about: Ref) -> Finding:
     return Finding(UNUSABLE_CLIENT_CA, message, tuple(path), Severity.WARN, subject=False, about=str(about))
 
@@ -77,26 +66,9 @@ def resolve(state: State, gateway: Ref, port: int, files: FileSink) -> ClientTru
     if validation is None:
         return ClientTrust()
     mode = str(validation.get("mode") or ALLOW_VALID_ONLY)
-    pems: list[str] = []
-    problems: list[tuple[tuple[PathPart, ...], str]] = []
     me = ref_of(obj)
-    for i, raw in enumerate(as_list(validation.get("caCertificateRefs"))):
-        at = (*path, "caCertificateRefs", i)
-        group, kind = str(dig(raw, "group") or ""), str(dig(raw, "kind") or "")
-        name, ns = str(dig(raw, "name") or ""), str(dig(raw, "namespace") or me.namespace)
-        if group != "" or kind not in ("ConfigMap", "Secret"):
-            problems.append((at, f"caCertificateRefs kind {group or 'core'}/{kind} is not a ConfigMap or Secret"))
-            continue
-        if not backendrefs.grant_allows(state, from_kind="Gateway", from_namespace=me.namespace, to_kind=kind,
-                                       to_namespace=ns, to_name=name):
-            problems.append((at, f"RefNotPermitted: {kind} {ns}/{name} is in another namespace and no "
-                                 f"ReferenceGrant in {ns!r} permits it"))
-            continue
-        pem, problem = backendpolicies.ca_bundle(state, kind, ns, name)
-        if problem:
-            problems.append((at, problem))
-        elif pem not in pems:
-            pems.append(pem)
+    pems, found = frontendtrust.check_refs(state, obj, validation, path)
+    problems: list[tuple[tuple[PathPart, ...], str]] = [(p.path, p.message) for p in found]
     ca_file = ""
     if pems:
         try:

@@ -173,3 +173,51 @@ async def test_apply_creates_then_updates(kube: FakeKube) -> None:
     assert int(updated["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
     assert updated["metadata"]["uid"] == created["metadata"]["uid"]
     assert (kube.get("", "namespaces", "", "a") or {})["metadata"]["labels"] == {"x": "y"}
+
+
+MERGE: dict[str, Any] = {"_content_type": "application/merge-patch+json"}  # the client's default is JSON patch
+
+
+async def test_the_status_subresource_behaves_as_the_apiservers(kube: FakeKube, api: Any) -> None:
+    """GET/PUT/merge-PATCH on .../status through the client's own calls: a status write changes only the
+    status and never the generation; a stale resourceVersion is a 409; a spec write keeps the status and
+    bumps the generation; a metadata-only write does not; 403 without the subresource's verbs."""
+    install_gateway_api(kube)
+    kube.create(httproute("r"))
+    custom = client.CustomObjectsApi(api)
+    read = await custom.get_namespaced_custom_object_status(GW, "v1", "default", "httproutes", "r")
+    assert read["metadata"]["generation"] == 1 and "status" not in read
+    one = {"parents": [{"controllerName": "a/b", "parentRef": {"name": "gw"}, "conditions": []}]}
+    written = await custom.replace_namespaced_custom_object_status(
+        GW, "v1", "default", "httproutes", "r", {**read, "spec": {"hostnames": ["ignored"]}, "status": one})
+    assert written["status"] == one and written["metadata"]["generation"] == 1
+    assert written["spec"] == read["spec"]  # the status subresource changes nothing else
+    assert int(written["metadata"]["resourceVersion"]) > int(read["metadata"]["resourceVersion"])
+    with pytest.raises(client.ApiException) as stale:
+        await custom.replace_namespaced_custom_object_status(GW, "v1", "default", "httproutes", "r",
+                                                             {**read, "status": {"parents": []}})
+    assert stale.value.status == 409
+    patched = await custom.patch_namespaced_custom_object_status(
+        GW, "v1", "default", "httproutes", "r", {"status": {"extra": 1}}, **MERGE)
+    assert patched["status"] == {**one, "extra": 1} and patched["metadata"]["generation"] == 1
+    with pytest.raises(client.ApiException) as stale_patch:
+        await custom.patch_namespaced_custom_object_status(
+            GW, "v1", "default", "httproutes", "r",
+            {"metadata": {"resourceVersion": read["metadata"]["resourceVersion"]}, "status": {}}, **MERGE)
+    assert stale_patch.value.status == 409
+    labelled = kube.get(GW, "httproutes", "default", "r")
+    assert labelled is not None
+    labelled = {**labelled, "metadata": {**labelled["metadata"], "labels": {"x": "y"}}}
+    labelled.pop("status")
+    after_label = kube.update(labelled)
+    assert after_label["metadata"]["generation"] == 1 and after_label["status"] == {**one, "extra": 1}
+    after_spec = kube.update({**after_label, "spec": {**after_label["spec"], "hostnames": ["b.example.com"]}})
+    assert after_spec["metadata"]["generation"] == 2 and after_spec["status"] == {**one, "extra": 1}
+    kube.forbid("httproutes/status")
+    with pytest.raises(client.ApiException) as forbidden:
+        await custom.replace_namespaced_custom_object_status(GW, "v1", "default", "httproutes", "r", after_spec)
+    assert forbidden.value.status == 403
+    kube.allow("httproutes/status")
+    with pytest.raises(client.ApiException) as missing:
+        await custom.get_namespaced_custom_object_status(GW, "v1", "default", "httproutes", "nope")
+    assert missing.value.status == 404

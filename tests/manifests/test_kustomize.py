@@ -124,7 +124,24 @@ def test_rbac_has_no_wildcards_and_no_broad_secret_access(docs: tuple[Doc, ...])
                 assert role["kind"] == "Role" and role["metadata"]["namespace"] == NS
             writes = set(rule["verbs"]) & {"create", "update", "patch", "delete", "deletecollection"}
             if writes and role["kind"] == "ClusterRole":
-                assert set(rule["resources"]) <= {"events", "validatingwebhookconfigurations"}, rule
+                statuses = {r for r in rule["resources"] if r.endswith("/status")}
+                assert set(rule["resources"]) - statuses <= {"events", "validatingwebhookconfigurations"}, rule
+                if statuses:  # status subresources only, and only what the status writer uses
+                    assert statuses == set(rule["resources"]) and set(rule["verbs"]) == {"get", "update"}, rule
+
+
+def test_rbac_lets_the_status_writer_write_exactly_the_statuses_it_writes(docs: tuple[Doc, ...]) -> None:
+    """get and update (PUT with the resourceVersion read) on the status subresource of every kind
+    webhook/statusshapes.py writes, nothing more (issue 25)."""
+    from validators.objects import KINDS
+    from webhook.statusshapes import WRITTEN_KINDS
+
+    role = _one(docs, "ClusterRole", "routegate")
+    granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]
+               for resource in rule["resources"] if resource.endswith("/status") for verb in rule["verbs"]}
+    wanted = {(KINDS[k].group, f"{KINDS[k].plural}/status", verb) for k in WRITTEN_KINDS if k in KINDS
+              for verb in ("get", "update")}
+    assert granted == wanted
 
 
 def test_bindings_point_at_roles_and_the_service_account_that_exist(docs: tuple[Doc, ...]) -> None:

@@ -23,7 +23,8 @@ SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "half", "na
           "type": "kubernetes.io/tls", "data": {"tls.crt": "eA=="}}
 
 
-def _policy(name: str, validation: dict[str, Any], target: str = "svc") -> dict[str, Any]:
+def _policy(name: str, validation: dict[str, Any], target: str = "") -> dict[str, Any]:
+    target = target or f"svc-{name}"  # a Service each: policies sharing one conflict (the oldest governs it)
     return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "BackendTLSPolicy",
             "metadata": {"name": name, "namespace": NS},
             "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": target}], "validation": validation}}
@@ -43,6 +44,8 @@ LONELY = listener_set("lonely", "nowhere", listener("x", 80))
 ROUTES = [route("HTTPRoute", "r1", parent("edge", sectionName="http")),
           route("HTTPRoute", "r2", parent("edge")),
           route("HTTPRoute", "r3", parent("extra", kind="ListenerSet"), hosts=["a.example.com"])]
+POLICY_SERVICES = [{**SERVICE, "metadata": {"name": f"svc-{name}", "namespace": NS}}
+                   for name in ("no-ca", "wrong-kind", "system", "two-sans")]
 POLICIES = [_policy("no-ca", {"hostname": "svc.example.com",
                               "caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "nope"}]}),
             _policy("wrong-kind", {"hostname": "svc.example.com",
@@ -54,7 +57,7 @@ POLICIES = [_policy("no-ca", {"hostname": "svc.example.com",
 
 
 def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], subjects: list[dict[str, Any]]) -> dict[str, Any]:
-    everything = [SERVICE, SECRET, EDGE, EXTRA, LONELY, *ROUTES, *POLICIES]
+    everything = [SERVICE, SECRET, EDGE, EXTRA, LONELY, *ROUTES, *POLICIES, *POLICY_SERVICES]
     (tmp_path / "state.yaml").write_text(yaml.safe_dump_all(everything))
     (tmp_path / "subjects.yaml").write_text(yaml.safe_dump_all(subjects))
     main(["check", "--state", str(tmp_path / "state.yaml"), "-f", str(tmp_path / "subjects.yaml"), "-o", "json"])

@@ -155,6 +155,35 @@ def _policies_by_target(state: State) -> dict[tuple[str, str], list[Obj]]:
     return out
 
 
+def _target_keys(policy: Obj) -> set[tuple[str, str]]:
+    """(Service name, sectionName or "") of each core Service the policy targets."""
+    return {(_str(dig(t, "name")), _str(dig(t, "sectionName"))) for t in as_list(dig(policy, "spec", "targetRefs"))
+            if _str(dig(t, "group")) == "" and _str(dig(t, "kind")) == "Service"}
+
+
+def conflict_winner(state: State, policy: Obj) -> Obj | None:
+    """The older policy that governs every target of ``policy`` in its place (GEP-713: of policies
+    naming the same Service and sectionName, the oldest wins; then namespace/name), or None when
+    ``policy`` governs at least one of its targets. A sectionName target and a whole-Service one do
+    not conflict: the named port's policy is the more specific."""
+    mine = _target_keys(policy)
+    if not mine:
+        return None
+    by_target = indexes.index_reading(state, "backend-tls-policies", _POLICY_KINDS, _policies_by_target)
+    me = ref_of(policy)
+    winners: list[Obj] = []
+    for name, section in sorted(mine):
+        for other in by_target.get((namespace_of(policy), name), ()):  # oldest first
+            if ref_of(other) == me:
+                return None  # first for this target: it governs it
+            if (name, section) in _target_keys(other):
+                winners.append(other)
+                break
+        else:
+            return None
+    return winners[0] if winners else None
+
+
 def policy_for(state: State, service: Obj, port: int) -> BackendTLS | None:
     """The governing policy of a Service port: a sectionName match beats a whole-Service one, then
     the oldest policy wins (Gateway API conflict resolution)."""

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from validators.contexts import Context
-from validators.crossobject import backendpolicies, backendrefs
+from validators.crossobject import backendpolicies, backendrefs, frontendtrust
 from validators.findings import format_path
 from validators.objectrules import backendtlsrules, unhonoured
 from validators.objects import GATEWAY_GROUP, Obj, Ref, as_list, as_map, created_at, dig, kind_of, ref_of
@@ -163,8 +163,9 @@ def _owner_conditions(listeners: list[dict[str, Any]], kind: str) -> list[dict[s
         accepted = _condition("Accepted", True, "Accepted", "Accepted")
     if programmed:
         done = _condition("Programmed", True, "Programmed", f"{len(programmed)} of {len(listeners)} listeners")
-    else:
-        done = _condition("Programmed", False, "Invalid", f"no listener of the {kind} can be programmed")
+    else:  # a ListenerSet's reason is ListenersNotValid (ListenerSetProtocolConflict); a Gateway's, Invalid
+        done = _condition("Programmed", False, "ListenersNotValid" if kind == "ListenerSet" and listeners else
+                          "Invalid", f"no listener of the {kind} can be programmed")
     return [accepted, done]
 
 
@@ -259,16 +260,46 @@ def _listener_statuses(owner: Obj, state: State, http_ports: Sequence[int],
             conflicted = _condition("Conflicted", True, conflict,
                                     f"port {lst.port} mixes Passthrough and Terminate TLS listeners")
         resolved = _listener_refs(owner, raw, lst, state)
+        resolved, accepted = _client_trust(owner, lst, state, resolved, accepted)
+        if conflict and accepted["status"] == "True":
+            # a listener that loses its port is not accepted, for the reason it lost (the conformance
+            # suite's ListenerSet*Conflict tests: Accepted and Programmed False with the conflict reason)
+            accepted = _condition("Accepted", False, conflict, conflicted["message"])
         ok = accepted["status"] == "True" and conflicted["status"] == "False"
         programmed = (_condition("Programmed", True, "Programmed", "Programmed") if ok else
-                      _condition("Programmed", False, "Invalid",
-                                 accepted["message"] if accepted["status"] == "False" else conflicted["message"]))
+                      _condition("Programmed", False, conflict or "Invalid", accepted["message"]))
         kinds = [k for k in lst.allowed_kinds if k in ROUTABLE_KINDS.get(lst.protocol, set())]
         out.append({"name": lst.name,
                     "supportedKinds": [{"group": GATEWAY_GROUP, "kind": k} for k in kinds],
                     "attachedRoutes": counts.get((source, lst.name), 0) if ok else 0,
                     "conditions": [accepted, programmed, resolved, conflicted]})
     return out
+
+
+def _client_trust(owner: Obj, lst: attachments.Listener, state: State, resolved: dict[str, str],
+                  accepted: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(ResolvedRefs, Accepted) of a terminating listener of a Gateway once its port's frontend
+    client-certificate validation is read: an unusable caCertificateRefs entry makes ResolvedRefs False
+    with the Gateway API reason; no usable CA at all makes the listener Accepted=False
+    NoValidCACertificate (the port accepts no traffic: GatewayInvalidFrontendClientCertificateValidation)."""
+    if kind_of(owner) != "Gateway" or not (lst.protocol == "HTTPS" or (lst.protocol == "TLS"
+                                                                        and lst.tls_mode == "Terminate")):
+        return resolved, accepted
+    validation, path = frontendtrust.validation_of(owner, lst.port)
+    if validation is None:
+        return resolved, accepted
+    pems, problems = frontendtrust.check_refs(state, owner, validation, path)
+    if problems and resolved["status"] == "True":
+        first = problems[0]
+        resolved = _condition("ResolvedRefs", False, first.reason, f"{format_path(first.path)}: {first.message}")
+    if not pems and accepted["status"] == "True":
+        why = (f"{format_path(problems[0].path)}: {problems[0].message}" if problems else
+               f"{format_path(path)}: names no CA certificate")
+        accepted = _condition("Accepted", False, "NoValidCACertificate",
+                              f"no usable client CA certificate, port {lst.port} accepts no traffic: {why}")
+        if resolved["status"] == "True":
+            resolved = _condition("ResolvedRefs", False, frontendtrust.INVALID_REF, why)
+    return resolved, accepted
 
 
 def _listener_refs(owner: Obj, raw: Any, lst: attachments.Listener, state: State) -> dict[str, str]:
@@ -378,6 +409,10 @@ def backend_tls_policy_status(policy: Obj, state: State) -> dict[str, Any]:
     elif not targets or all(state.get("Service", ns, str(dig(t, "name", default=""))) is None for t in targets):
         accepted = _condition("Accepted", False, "TargetNotFound",
                               "no Service of spec.targetRefs exists in namespace " + ns)
+    elif (winner := backendpolicies.conflict_winner(state, policy)) is not None:
+        accepted = _condition("Accepted", False, "Conflicted",
+                              f"{ref_of(winner)} targets the same Service (and sectionName) and is older: it "
+                              "governs them (Gateway API conflict resolution, GEP-713)")
     elif not resolved.usable:
         accepted = _condition("Accepted", False, "NoValidCACertificate", resolved.blocked_reason)
     else:

@@ -20,6 +20,7 @@ from validators.objects import Obj
 KEPT_METADATA = ("name", "namespace", "uid", "generation", "labels", "creationTimestamp", "deletionTimestamp")
 # Annotations the renderer may read; everything else (last-applied, tool bookkeeping) is dropped.
 KEPT_ANNOTATION_PREFIXES = ("routegate.io/", "haproxy.org/", "haproxy-haptic.org/")
+BUNDLE_VERSION = "gateway.networking.k8s.io/bundle-version"  # kept on CRDs only
 # Top-level fields dropped per kind (beyond metadata trimming); "status" is output, never input.
 DROPPED_FIELDS: Mapping[str, tuple[str, ...]] = {
     "Namespace": ("spec", "status"),
@@ -47,6 +48,10 @@ def slim_crd(obj: Mapping[str, Any]) -> Obj:
         "metadata": _metadata(meta) if isinstance(meta, Mapping) else {},
         "spec": obj.get("spec"),
     }
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    bundle = annotations.get(BUNDLE_VERSION) if isinstance(annotations, Mapping) else None
+    if isinstance(bundle, str):  # the GatewayClass status's SupportedVersion reads it
+        out["metadata"].setdefault("annotations", {})[BUNDLE_VERSION] = bundle
     if isinstance(conditions, list):
         out["status"] = {
             "conditions": [
