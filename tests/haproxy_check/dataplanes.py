@@ -200,3 +200,32 @@ def served_certificate(port: int, server_name: str) -> bytes:
         der = tls.getpeercert(binary_form=True)
     assert der is not None
     return der
+
+
+# The binaries the live runtime tests run on: 2.8 is the default one (``haproxy_path``); 3.2 is
+# ``.haproxy3/haproxy`` (what ``.ci/run`` fetches) or ``$ROUTEGATE_HAPROXY_32``; 3.4 is
+# ``$ROUTEGATE_HAPROXY_34`` (``scripts/get-haproxy3 DIR experimental``). With CI=true a missing one fails.
+REPO = Path(__file__).resolve().parents[2]
+CANDIDATES = {
+    "3.2": (os.environ.get("ROUTEGATE_HAPROXY_32", ""), str(REPO / ".haproxy3" / "haproxy"), "/work/hap/h32/haproxy"),
+    "3.4": (os.environ.get("ROUTEGATE_HAPROXY_34", ""), "/work/h34/haproxy", "/work/hap/h34/haproxy"),
+}
+
+
+def binary_of(version: str) -> str:
+    """The haproxy binary of ``version`` (``3.2`` or ``3.4``); skips (fails under CI=true) when absent."""
+    import pytest
+
+    for path in (p for p in CANDIDATES[version] if p):
+        if not os.access(path, os.X_OK):
+            continue
+        try:
+            out = subprocess.run([path, "-v"], capture_output=True, timeout=20, check=False).stdout.decode()
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if f"version {version}" in out:
+            return path
+    why = f"no HAProxy {version} binary (looked at {', '.join(p for p in CANDIDATES[version] if p)})"
+    if os.environ.get("CI") == "true":
+        pytest.fail(why)
+    pytest.skip(why)
