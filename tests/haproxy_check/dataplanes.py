@@ -36,7 +36,7 @@ import http.server, sys
 name = sys.argv[1]
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        body = f"{name} x-env={self.headers.get('x-env', '')}\n".encode()
+        body = f"{name} x-env={self.headers.get('x-env', '')} port={sys.argv[2]}\n".encode()
         self.send_response(200)
         self.send_header("content-length", str(len(body)))
         self.end_headers()
