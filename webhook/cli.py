@@ -108,6 +108,10 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--full-check-debounce", type=flags.nonnegative_seconds, default=5.0, metavar="SECONDS",
                        help="check the whole state in the background once it stayed unchanged this long "
                             "(the reference for the per-change delta check); 0 turns it off")
+    serve.add_argument("--dataplane-state", default="", metavar="DIR|URL",
+                       help="what the data plane runs, as reconcile publishes it: its --output-dir (shared "
+                            "volume) or http://RECONCILER:PORT/dataplane; predictions that turn on what the "
+                            "data plane has loaded say 'unknown' without it")
     serve.add_argument("--client-ca", metavar="FILE",
                        help="require a client certificate signed by this CA bundle (the apiserver's) on the "
                             "webhook port; probes then use the metrics port")

@@ -142,8 +142,6 @@ class Reconciler:
         except RenderError as exc:
             return self._refused(exc, state, by_ref, left, live, timings)
         assert isinstance(render, RenderResult)
-        if not left:  # the whole scoped state: what admission's apply notes plan against (webhook.loadedindex)
-            self.gate.loaded.record(state.version, render.description)
         self._add_render_findings(render, by_ref)
         try:
             checked = await self._timed("check", timings, self.gate.checker.check(render))
