@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from haproxy_check.results import HAProxyBinary
+from haproxy_check.runtime.predictions import Prediction
 from validators import dataplanes
 from validators.findings import Finding, Severity, ordered
 from webhook.inputs import Located, Problem
@@ -74,6 +75,8 @@ class Report:
     warnings: list[str] = field(default_factory=list)  # about the inputs (skipped symlinks, ...)
     haproxy: HAProxyBinary | None = None
     version: str = ""
+    # how a data plane running the given state takes the inputs (haproxy_check.runtime.predictions)
+    prediction: Prediction | None = None
 
     def counts(self) -> dict[str, int]:
         verdicts = [j.verdict for j in self.results]
@@ -148,6 +151,8 @@ def text(report: Report, *, colour: bool = False) -> str:
             also = f" (and {more} more object{'s' if more != 1 else ''})" if more else ""
             lines.append(f"    note: {clean(note)}{also}")
     lines.extend(f"note: {clean(n)}" for n in _assumed(report))
+    if report.prediction is not None and report.prediction.note():
+        lines.append(f"prediction: {clean(report.prediction.note())}")
     lines.append(report.summary())
     return "\n".join(lines) + "\n"
 
@@ -185,6 +190,7 @@ def data(report: Report) -> dict[str, Any]:
                         for p in report.problems],
         "inputWarnings": list(report.warnings),
         "results": [_result(j) for j in report.results],
+        "prediction": report.prediction.as_dict() if report.prediction is not None else None,
     }
 
 
@@ -199,6 +205,7 @@ def _result(j: Judged) -> dict[str, Any]:
                       "docs": anchor(p.finding.code)} for p in j.findings],
         "status": dict(v.status),
         "dataplane": dict(v.dataplane),
+        "prediction": v.prediction.as_dict() if v.prediction is not None else None,
         "timings": {k: round(t, 4) for k, t in v.timings.items()},
     }
 
