@@ -186,7 +186,7 @@ class RuntimeApplier:
 
     async def __call__(self, previous: Promoted | None, promoted: Promoted) -> None:
         if not self._started or self._running is None:
-            learned = await self.learn(exclude=promoted.version)
+            learned = await self.learn()
             if not self._started:
                 self._running = learned or (previous.version if previous is not None else None)
             else:
@@ -196,11 +196,11 @@ class RuntimeApplier:
         metrics.DATAPLANE_UPDATES.labels(self.last.action if not self.last.error else "reload_failed").inc()
         await self._publish()
 
-    async def learn(self, *, exclude: str = "") -> str | None:
+    async def learn(self) -> str | None:
         """The kept version the data plane runs, read over the socket (``running.which``); None when it
         does not answer or its state matches no version (or several that differ where it cannot show).
-        ``exclude``: the version being applied (already live on disk, not yet in the data plane)."""
-        names = [v for v in await asyncio.to_thread(self.promoter.versions) if v != exclude]
+        The version being applied is a candidate too: a data plane that started after its swap runs it."""
+        names = await asyncio.to_thread(self.promoter.versions)
         candidates = [(v, d) for v in names if (d := await asyncio.to_thread(self._description, v)) is not None]
         if not candidates:
             return None
