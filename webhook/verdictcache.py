@@ -1,8 +1,9 @@
 """Reuse of a verdict for an identical request: the apiserver's retries, ``kubectl apply
 --dry-run=server`` followed by the real apply, several webhook configurations naming one object.
 
-The key is what the verdict depends on: the state version, the operation and a hash of the object
-and old object content. Left out of the hash are the fields no validator or template reads and that
+The key is what the verdict depends on: the state version (with the CRD schemas in use and what the
+data plane has loaded as reconcile published it, which the verdict's prediction planned against:
+``servers._judged_against``), the operation and a hash of the object and old object content. Left out of the hash are the fields no validator or template reads and that
 differ between such requests (``metadata.uid``: a dry run and the real create get different ones;
 ``resourceVersion``, ``generation``, ``managedFields``); the request's own uid and ``dryRun`` are not
 part of a Change's content at all. The response builder echoes each request's own uid.
