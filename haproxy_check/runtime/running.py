@@ -22,9 +22,11 @@ from haproxy_check.descriptions import Description
 from haproxy_check.runtime import runtimeapi
 from haproxy_check.runtime.runtimeplans import MAINT_KEYWORD, cli_word
 
-# srv_admin_state bits that put a server in maintenance: forced (set server state maint), inherited,
-# and from the configuration (the ``disabled`` keyword)
-_MAINT_BITS = 0x01 | 0x02 | 0x04
+# srv_admin_state bits of a server in maintenance: forced (``set server ... state maint``, and the
+# ``disabled`` keyword, which sets it with 0x04, "from the configuration") or inherited (a tracked server).
+# 0x04 alone stays after ``set server ... state ready`` on a server configured ``disabled``: it serves
+# (2.8 and 3.4 answer 5 for a ``disabled`` server, 4 once it is made ready).
+_MAINT_BITS = 0x01 | 0x02
 
 Server = tuple[str, int, int, bool]  # address, port, weight, in maintenance
 

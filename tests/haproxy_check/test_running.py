@@ -38,6 +38,15 @@ def test_the_version_it_runs_is_found_and_follows_runtime_updates(haproxy_path: 
         plan = runtimeplans.plan(old, new, dataplane_version=(2, 8))
         assert asyncio.run(runtimeapi.apply(plan, live.socket)).ok
         assert which(live.socket, [("v2", new), ("v1", old)]) == "v2"
+        # into maintenance and out again
+        for maint in (True, False):
+            backend = new.backends[0]
+            first = replace(backend.servers[0], options=("disabled",) if maint else ())
+            nxt = replace(new, backends=(replace(backend, servers=(first, *backend.servers[1:])),))
+            plan = runtimeplans.plan(new, nxt, dataplane_version=(2, 8))
+            assert asyncio.run(runtimeapi.apply(plan, live.socket)).ok
+            assert which(live.socket, [("v3", nxt), ("v2", new)]) == "v3"
+            new = nxt
         # the same records, another frame (a frontend rule): the socket cannot tell them apart
         assert which(live.socket, [("v3", replace(new, frame="other")), ("v2", new)]) is None
         # a version whose records are not what runs
