@@ -208,7 +208,8 @@ def served_certificate(port: int, server_name: str) -> bytes:
 REPO = Path(__file__).resolve().parents[2]
 CANDIDATES = {
     "3.2": (os.environ.get("ROUTEGATE_HAPROXY_32", ""), str(REPO / ".haproxy3" / "haproxy"), "/work/hap/h32/haproxy"),
-    "3.4": (os.environ.get("ROUTEGATE_HAPROXY_34", ""), "/work/h34/haproxy", "/work/hap/h34/haproxy"),
+    "3.4": (os.environ.get("ROUTEGATE_HAPROXY_34", ""), str(REPO / ".haproxy34" / "haproxy"), "/work/h34/haproxy",
+            "/work/hap/h34/haproxy"),
 }
 
 
