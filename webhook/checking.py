@@ -224,9 +224,11 @@ async def predicted(gate: Gate, base_objects: list[Obj], located: Sequence[input
     """How a data plane running the given state (``--state``/the cluster) takes the inputs, all applied:
     the runtime planner over the whole render before and after (``predictions.predict``), the plan
     reconcile's runtime applier makes when the data plane runs that state. None without manifests to
-    apply, when an input is not allowed (it would not reach the data plane) or a render is refused."""
+    apply, without a state to apply them to (no data plane runs an empty state: a check of files alone
+    is not charged two more renders of them), when an input is not allowed (it would not reach the data
+    plane) or a render is refused."""
     manifests = [(i.ref, i) for i in located if not _is_review(i) and i.obj.get("kind") not in skip]
-    if not manifests or not results or not all(v.allowed for _, v in results):
+    if not base_objects or not manifests or not results or not all(v.allowed for _, v in results):
         return None
     before = gate.scope.view(MemoryState(base_objects, version="check-base"))
     after = gate.scope.view(MemoryState.keyed(_combine(base_objects, manifests), version="check"))

@@ -72,3 +72,13 @@ def test_no_prediction_when_an_input_is_denied(tmp_path: Path, haproxy_path: str
     bad["spec"]["rules"][0]["filters"][0]["requestHeaderModifier"]["set"][0]["name"] = "X Env"
     code, out = run(tmp_path, haproxy_path, "2.8", bad)
     assert code == 1 and json.loads(out)["prediction"] is None
+
+
+def test_files_checked_without_a_state_get_no_prediction(tmp_path: Path, haproxy_path: str) -> None:
+    given = tmp_path / "inputs.yaml"
+    given.write_text(yaml.safe_dump_all([gb.gateway("edge", gb.listener("http", 80, frm="All"), ns="infra"),
+                                         route("one", "a.example.com", "web")]))
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert cli.main(["check", "--haproxy", haproxy_path, "-f", str(given), "-o", "json"]) == 0
+    assert json.loads(out.getvalue())["prediction"] is None
