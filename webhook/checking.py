@@ -337,7 +337,8 @@ async def _check(args: argparse.Namespace) -> int:
     with_status = args.output in reports.WITH_STATUS
     results = (await judge(gate, base, base_objects, located, skip, workers=workers, with_status=with_status)
                if located else [])
-    prediction = await predicted(gate, base_objects, [i for i in located if i.file != CLUSTER], results, skip)
+    prediction = None if getattr(args, "no_prediction", False) else \
+        await predicted(gate, base_objects, [i for i in located if i.file != CLUSTER], results, skip)
     if prediction is not None and len(results) == 1:
         results = [(results[0][0], replace(results[0][1], prediction=prediction))]
     report = reports.Report(problems=sorted(problems, key=lambda p: (p.file, p.line, p.column)),

@@ -146,6 +146,9 @@ def parser() -> argparse.ArgumentParser:
                             "haproxy -c (default: one fewer than the CPUs; 0: none, all in one process)")
     check.add_argument("--output", "-o", choices=OUTPUTS, default="text",
                        help="text (default), json, yaml, junit (XML), github (workflow annotations), sarif")
+    check.add_argument("--no-prediction", action="store_true",
+                       help="leave out how a data plane running the given state takes the inputs (it costs "
+                            "two more renders of the state)")
 
     render = sub.add_parser("render", help="write the haproxy.cfg, maps and files the gate would check")
     _add_gate_options(render)

@@ -27,7 +27,8 @@ def route(name: str, host: str, service: str, env: str = "one") -> Obj:
                                                                                      "value": env}]}}]}])
 
 
-def run(tmp_path: Path, haproxy: str, version: str, *inputs: Obj, output: str = "json") -> tuple[int, str]:
+def run(tmp_path: Path, haproxy: str, version: str, *inputs: Obj | str, output: str = "json") -> tuple[int, str]:
+    flags = [i for i in inputs if isinstance(i, str)]
     state = tmp_path / "state"
     state.mkdir(exist_ok=True)
     (state / "all.yaml").write_text(yaml.safe_dump_all([
@@ -37,11 +38,11 @@ def run(tmp_path: Path, haproxy: str, version: str, *inputs: Obj, output: str = 
         gb.endpoint_slice("api-a", "api", "default", [("http", 8080)], [("10.0.0.2", True)]),
         route("one", "a.example.com", "web")]))
     given = tmp_path / "inputs.yaml"
-    given.write_text(yaml.safe_dump_all(list(inputs)))
+    given.write_text(yaml.safe_dump_all([i for i in inputs if not isinstance(i, str)]))
     out = io.StringIO()
     with redirect_stdout(out):
         code = cli.main(["check", "--haproxy", haproxy, "--dataplane-version", version, "--state", str(state),
-                         "-f", str(given), "-o", output])
+                         "-f", str(given), "-o", output, *flags])
     return code, out.getvalue()
 
 
@@ -54,6 +55,9 @@ def test_one_input_gets_the_prediction_on_its_verdict_and_the_report(tmp_path: P
     assert report["results"][0]["prediction"] == report["prediction"]
     code, text = run(tmp_path, haproxy_path, "2.8", route("one", "a.example.com", "web", env="two"), output="text")
     assert "prediction: applies at runtime (1 command)\n" in text
+    code, out = run(tmp_path, haproxy_path, "2.8", route("one", "a.example.com", "web", env="two"),
+                    "--no-prediction")
+    assert code == 0 and json.loads(out)["prediction"] is None
 
 
 def test_the_data_planes_version_decides_and_many_inputs_get_one_prediction(tmp_path: Path,
