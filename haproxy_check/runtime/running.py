@@ -22,6 +22,9 @@ from haproxy_check.descriptions import Description
 from haproxy_check.runtime import runtimeapi
 from haproxy_check.runtime.runtimeplans import MAINT_KEYWORD, cli_word
 
+# what one ``show`` may answer: every server or map entry of a large configuration (a truncated answer
+# would match no version, and the caller reloads)
+ANSWER_LIMIT = 256 << 20
 # srv_admin_state bits of a server in maintenance: forced (``set server ... state maint``, and the
 # ``disabled`` keyword, which sets it with 0x04, "from the configuration") or inherited (a tracked server).
 # 0x04 alone stays after ``set server ... state ready`` on a server configured ``disabled``: it serves
@@ -48,11 +51,14 @@ def _entry(line: str) -> tuple[str, str]:
 async def observe(socket_path: str, map_paths: Iterable[str], *, timeout: float = runtimeapi.COMMAND_TIMEOUT,
                   ) -> Observed:
     """Ask the data plane; raises ``runtimeapi.SocketError`` when it does not answer."""
-    names = frozenset(line.strip() for line in (await runtimeapi.send(socket_path, "show backend", timeout=timeout))
-                      .splitlines() if line.strip() and not line.startswith("#"))
+    async def ask(command: str) -> str:
+        return await runtimeapi.send(socket_path, command, timeout=timeout, limit=ANSWER_LIMIT)
+
+    names = frozenset(line.strip() for line in (await ask("show backend")).splitlines()
+                      if line.strip() and not line.startswith("#"))
     servers: dict[str, dict[str, Server]] = {}
     header: list[str] = []
-    for line in (await runtimeapi.send(socket_path, "show servers state", timeout=timeout)).splitlines():
+    for line in (await ask("show servers state")).splitlines():
         if line.startswith("# be_id"):
             header = line[2:].split()
             continue
@@ -68,7 +74,7 @@ async def observe(socket_path: str, map_paths: Iterable[str], *, timeout: float 
         servers.setdefault(row["be_name"], {})[row["srv_name"]] = state
     maps: dict[str, tuple[tuple[str, str], ...]] = {}
     for path in sorted(set(map_paths)):
-        answer = await runtimeapi.send(socket_path, f"show map {cli_word(path, what='map path')}", timeout=timeout)
+        answer = await ask(f"show map {cli_word(path, what='map path')}")
         maps[path] = tuple(_entry(line.split(" ", 1)[1]) for line in answer.splitlines()
                            if line.startswith("0x") and " " in line)
     return Observed(names, servers, maps)
