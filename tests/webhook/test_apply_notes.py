@@ -40,8 +40,9 @@ CUSTOM_ROUTE = "Route"
 
 def _gates(path: str, dataplane: tuple[int, ...]) -> tuple[Gate, Gate]:
     binary = asyncio.run(binaries.detect(path))
-    delta = assembly.build_gate(binary, assembly.GateSettings(dataplane_version=dataplane))
-    full = Gate(rules=delta.rules, renderer=delta.renderer, checker=delta.checker, delta=False,
+    # note_budget: a cold render on a busy machine must not turn a note into "skipped"
+    delta = assembly.build_gate(binary, assembly.GateSettings(dataplane_version=dataplane, note_budget=60.0))
+    full = Gate(rules=delta.rules, renderer=delta.renderer, checker=delta.checker, delta=False, note_budget=60.0,
                 dataplane_version=dataplane)
     return delta, full
 
