@@ -7,6 +7,19 @@
 # together with that pass. No digest: pin one from your registry when you mirror the image.
 FROM haproxy:3.2.26-bookworm
 
+# The OCI image annotations registries and scanners read (opencontainers image-spec, annotations.md).
+# version and revision are the build's: docker build --build-arg VERSION=... --build-arg REVISION=$(git rev-parse HEAD)
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="routegate" \
+      org.opencontainers.image.description="Validating admission webhook and validation gate for HAProxy-based Gateway API routing" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/routegate/routegate" \
+      org.opencontainers.image.documentation="https://github.com/routegate/routegate/blob/main/README.md" \
+      org.opencontainers.image.base.name="docker.io/library/haproxy:3.2.26-bookworm"
+
 USER root
 # Debian bookworm's python3 is 3.11, routegate's minimum.
 RUN apt-get update \

@@ -43,6 +43,38 @@ def haproxy_path() -> str:
         pytest.skip(str(exc))
 
 
+def haproxy34_path() -> str:
+    """HAProxy 3.4 (the runtime features' data plane): ``$ROUTEGATE_HAPROXY_34``, else ``.haproxy34/haproxy``
+    (what ``.ci/run`` fetches with ``scripts/get-haproxy3 .haproxy34 experimental``)."""
+    return os.environ.get("ROUTEGATE_HAPROXY_34") or str(REPO / ".haproxy34" / "haproxy")
+
+
+def need_binary(path: str, *, versions: tuple[str, ...], why: str) -> str:
+    """``path`` when it runs and reports one of ``versions``; otherwise a skip, or with CI=true a failure
+    (a green CI run must not hide a missing data-plane version)."""
+    found = _version_of(path) if os.access(path, os.X_OK) else ""
+    if any(found.startswith(v) for v in versions):
+        return path
+    problem = (f"HAProxy {' or '.join(versions)} is not at {path} ({'version ' + found if found else 'missing'}): "
+               f"{why}")
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must have it: {problem}")
+    pytest.skip(problem)
+
+
+@pytest.fixture(scope="session")
+def haproxy34() -> str:
+    return need_binary(haproxy34_path(), versions=("3.4", "3.5"),
+                       why="runtime backend features need it (set ROUTEGATE_HAPROXY_34)")
+
+
+@pytest.fixture(scope="session")
+def haproxy32() -> str:
+    """The 3.2 of the 3.x render pass (``.haproxy3/haproxy``), for live tests that need that exact version."""
+    return need_binary(str(REPO / ".haproxy3" / "haproxy"), versions=("3.2",),
+                       why="`scripts/get-haproxy3 .haproxy3 sid` fetches it")
+
+
 def extra_binaries() -> list[str]:
     """Other haproxy binaries every render check also runs against: ``.haproxy3/haproxy`` (what
     ``.ci/run`` fetches: production data planes run 3.x) and ``$ROUTEGATE_HAPROXY_EXTRA`` (colon-separated)."""

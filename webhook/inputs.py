@@ -209,7 +209,7 @@ def parse_text(text: str, file: str, members: dict[int, jsonmembers.Members] | N
     if is_json(text, file):
         yield from _parse_json(text, file, members)
         return
-    deep = _too_deep(text)
+    deep = too_deep(text)
     if deep is not None:
         yield Problem(file, deep.line + 1, deep.column + 1, f"invalid YAML: nesting deeper than {MAX_DEPTH} levels")
         return
@@ -225,7 +225,7 @@ def parse_text(text: str, file: str, members: dict[int, jsonmembers.Members] | N
             try:
                 doc = loader.construct_document(node)
             except yaml.YAMLError as exc:
-                yield yaml_problem(exc, file)
+                yield yaml_problem(exc, file, text)
                 loader.constructed_objects, loader.recursive_objects = {}, {}
             else:
                 if loader.used_slow_path and _depth(doc) > MAX_DEPTH:
@@ -234,7 +234,7 @@ def parse_text(text: str, file: str, members: dict[int, jsonmembers.Members] | N
                     yield from objects(doc, file, line, column, index)
             index += 1
     except yaml.YAMLError as exc:
-        yield yaml_problem(exc, file)
+        yield yaml_problem(exc, file, text)
     except RecursionError:
         yield Problem(file, 0, 0, f"nesting deeper than {MAX_DEPTH} levels")
     finally:
@@ -327,7 +327,7 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def _too_deep(text: str) -> Any:
+def too_deep(text: str) -> Any:
     """Where the nesting passes MAX_DEPTH in a text too deep to compose safely, or None. Every level
     needs a flow bracket or more block indentation, so a text with fewer brackets than the composer
     handles and no deep indentation is decided without parsing (the constructed documents are measured
@@ -335,21 +335,44 @@ def _too_deep(text: str) -> Any:
     brackets = max(chunk.count("[") + chunk.count("{") for chunk in _DOCUMENT_START.split(text))
     if brackets < COMPOSER_SAFE_DEPTH and _BLOCK_PREFIX.search(text) is None:
         return None
-    depth = 0
+    return deep_at(text)
+
+
+def deep_at(text: str) -> Any:
+    """Where the nesting of ``text`` passes MAX_DEPTH, walked event by event, or None (also for a text
+    that is invalid before that point: the loader reports that error with its position)."""
     try:
-        for event in yaml.parse(text, Loader=_Base):
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    return event.start_mark
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
+        return _deepest_event(text, _Base)
     except yaml.YAMLError:
-        return None  # the loader reports the syntax error with its position
+        # libyaml may refuse deep nesting itself (newer releases scan a flow collection's brackets ahead
+        # and stop at a limit of their own, in their own words): the pure-Python parser keeps no such
+        # limit, so it finds where *our* limit is passed and the message stays routegate's, whatever
+        # the PyYAML release. Only texts libyaml refused take this slower path.
+        try:
+            return _deepest_event(text, yaml.SafeLoader)
+        except yaml.YAMLError:
+            return None
+
+
+def _deepest_event(text: str, loader: Any) -> Any:
+    """The start mark of the first collection nested deeper than MAX_DEPTH, or None."""
+    depth = 0
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return event.start_mark
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
     return None
 
 
-def yaml_problem(exc: yaml.YAMLError, file: str) -> Problem:
+def yaml_problem(exc: yaml.YAMLError, file: str, text: str | None = None) -> Problem:
+    """The problem to report for a YAML error in ``file``. With the ``text``, an error that nesting past
+    MAX_DEPTH explains is reported in routegate's words: libyaml may stop at a limit of its own first."""
+    deep = deep_at(text) if text is not None else None
+    if deep is not None:
+        return Problem(file, deep.line + 1, deep.column + 1, f"invalid YAML: nesting deeper than {MAX_DEPTH} levels")
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     if isinstance(exc, yaml.reader.ReaderError):

@@ -105,7 +105,7 @@ async def _certificates(args: argparse.Namespace, api: Any, tasks: list[Awaitabl
         manager = selfmanaged.SelfManaged(
             api, namespace=args.namespace, secret_name=f"{args.service}-tls", webhook_name=args.webhook_name,
             service=args.service, out_dir=cert.parent, identity=socket.gethostname(),
-            serving=lambda: reloader.fingerprint,
+            serving=lambda: reloader.fingerprint, extra_dns_names=tuple(args.dns_name),
         )
         running = asyncio.ensure_future(manager.run())
         tasks.append(running)

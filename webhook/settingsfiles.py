@@ -66,12 +66,13 @@ def load(path: str | None) -> Settings:
     if not path:
         return Settings()
     try:
+        text = Path(path).read_text(encoding="utf-8")
         # the manifests' loader: no aliases, bounded depth (a settings file may come from a pull request)
-        loaded = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=yamlloading.NoAliasLoader)  # noqa: S506
+        loaded = yaml.load(text, Loader=yamlloading.NoAliasLoader)  # noqa: S506
     except OSError as exc:
         raise SettingsError(f"--config {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
-        raise SettingsError(f"--config {inputs.yaml_problem(exc, path)}") from None
+        raise SettingsError(f"--config {inputs.yaml_problem(exc, path, text)}") from None
     if loaded is None:
         return Settings()
     if not isinstance(loaded, dict):

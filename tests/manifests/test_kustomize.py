@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -277,3 +278,50 @@ def test_the_webhook_port_rule_is_open_by_default_and_its_commented_from_is_a_va
         ipaddress.ip_network(peer["ipBlock"]["cidr"])
     assert next(rule for rule in restricted if rule["ports"][0]["port"] == 9090) == next(
         rule for rule in default if rule["ports"][0]["port"] == 9090)
+
+
+def _documented_overlay(tmp: Path, overlay: str, component: str) -> tuple[Doc, ...]:
+    """docs/DEPLOY.md's overlay ("Metrics and the NetworkPolicy") as a user writes it, pointed at this
+    checkout's overlay and component, built with kubectl kustomize."""
+    deploy = (ROOT / "docs" / "DEPLOY.md").read_text()
+    section = deploy[deploy.index("### Metrics and the NetworkPolicy"):]
+    text = section[section.index("```yaml\n") + 8:section.index("```", section.index("```yaml\n") + 8)]
+    kustomization = yaml.safe_load(text)
+    rel = os.path.relpath(ROOT / "manifests", tmp)
+    kustomization["resources"] = [f"{rel}/overlays/{overlay}"]
+    kustomization["components"] = [f"{rel}/components/{component}"]
+    (tmp / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    assert KUBECTL is not None
+    out = subprocess.run([KUBECTL, "kustomize", str(tmp)], capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    return tuple(d for d in yaml.safe_load_all(out.stdout) if d)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("component", ["servicemonitor", "podmonitor"])
+def test_the_monitoring_components_scrape_the_metrics_port_the_documented_patch_opens(
+        tmp_path: Path, overlay: str, component: str) -> None:
+    docs = _documented_overlay(tmp_path, overlay, component)
+    pod = _one(docs, "Deployment", "routegate")["spec"]["template"]
+    pod_labels = pod["metadata"]["labels"]
+    [metrics_port] = [p for p in _container(docs)["ports"] if p["name"] == "metrics"]
+    if component == "servicemonitor":
+        monitor = _one(docs, "ServiceMonitor", "routegate")
+        service = _one(docs, "Service", "routegate-metrics")
+        assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+        assert service["spec"]["selector"].items() <= pod_labels.items()
+        [port] = service["spec"]["ports"]
+        assert port["targetPort"] == "metrics" and [e["port"] for e in monitor["spec"]["endpoints"]] == [port["name"]]
+        assert not _all(docs, "PodMonitor")
+    else:
+        monitor = _one(docs, "PodMonitor", "routegate")
+        assert monitor["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+        assert [e["port"] for e in monitor["spec"]["podMetricsEndpoints"]] == ["metrics"]
+        assert not _all(docs, "ServiceMonitor")
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [NS] and monitor["metadata"]["namespace"] == NS
+    np = _one(docs, "NetworkPolicy")
+    [rule] = [r for r in np["spec"]["ingress"] if [p["port"] for p in r["ports"]] == [metrics_port["containerPort"]]]
+    [peer] = rule["from"]  # the documented patch replaced the monitoring stack's selectors, nothing else
+    assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "observability"}
+    assert peer["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "vmagent"}
+    assert [p["port"] for r in np["spec"]["ingress"] for p in r["ports"]] == [8443, 9090]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook import yamlloading
+from webhook import inputs, yamlloading
 
 REFERENCE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -112,3 +113,27 @@ def test_the_json_depth_scan_equals_a_walk_of_the_decoded_value(value: Any) -> N
     text = json.dumps(value)
     assert inputs._json_depth(text) == min(inputs._depth(value) if isinstance(value, dict | list) else 0,
                                            inputs.MAX_DEPTH + 1)
+
+
+@pytest.mark.parametrize(("text", "line", "column"), [
+    ("a: " + "[" * 1200 + "]" * 1200, 0, 3 + 99),  # the top mapping, then 100 brackets
+    ("a: " + "{b: " * 1200 + "1" + "}" * 1200, 0, 3 + 99 * 4),  # the top mapping, then 100 braces
+    ("x:\n" + "".join("  " * i + "- \n" for i in range(1, 1200)), 100, 200),  # one sequence a line
+], ids=["flow sequence", "flow mapping", "block sequence"])
+def test_too_deep_is_reported_at_our_limit_whatever_libyaml_refuses_itself(text: str, line: int, column: int) -> None:
+    # newer libyaml releases stop deep flow collections at a limit of their own, in their own words,
+    # before the first event: routegate still reports where its own limit is passed, in its own words
+    mark = inputs.deep_at(text)
+    assert mark is not None and (mark.line, mark.column) == (line, column)
+    found = list(inputs.parse_text(text, "deep.yaml"))
+    assert found == [inputs.Problem("deep.yaml", line + 1, column + 1, "invalid YAML: nesting deeper than 100 levels")]
+
+
+def test_a_settings_file_too_deep_is_one_line_in_routegates_words(tmp_path: Path) -> None:
+    from webhook import settingsfiles
+
+    path = tmp_path / "config.yaml"
+    path.write_text("rules: " + "[" * 1500 + "]" * 1500 + "\n")
+    with pytest.raises(settingsfiles.SettingsError) as raised:
+        settingsfiles.load(str(path))
+    assert str(raised.value) == f"--config {path}:1:107: invalid YAML: nesting deeper than 100 levels"
