@@ -77,6 +77,10 @@ class _Watcher:
     queue: asyncio.Queue[_Event | str] = field(default_factory=asyncio.Queue)
 
 
+def _content(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
 class FakeKube:
     """The fake API server. All state lives in this object; the aiohttp app only reads and streams it."""
 
@@ -202,7 +206,9 @@ class FakeKube:
         meta["uid"] = old["metadata"]["uid"]
         meta["creationTimestamp"] = old["metadata"]["creationTimestamp"]
         meta["resourceVersion"] = str(self.rv)
-        meta["generation"] = old["metadata"].get("generation", 1) + 1
+        # as the API server: the generation counts changes of the content, not of metadata or status
+        changed = _content(stored) != _content(old)
+        meta["generation"] = old["metadata"].get("generation", 1) + (1 if changed else 0)
         if (res.group, res.plural) == CRD_KEY:
             self._uninstall_crd(old, keep_objects=True)
             self._install_crd(stored)

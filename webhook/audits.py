@@ -11,6 +11,10 @@ object as judged and everything its judgement read (``validators.views.reads``: 
 and reused while the object is the same and every read still reads the same, as the renderer's route
 cache does. Only objects whose content or dependencies changed since the previous state are judged
 again; the result equals ``audit`` on the same state (tests/reconcile/test_incremental_audit.py).
+
+With a GatewayClass scope (``--gateway-class``/``--controller-name``), other controllers' objects are
+neither judged nor given findings: a route whose every parentRef is another controller's Gateway, a
+BackendTLSPolicy none of our routes uses (``Scope.out_of_scope``, as admission lets them through).
 """
 
 from __future__ import annotations
@@ -25,31 +29,55 @@ from validators.findings import Finding
 from validators.objects import REVIEWED_KINDS, Obj, Ref, ref_of
 from validators.states import State
 from validators.views.reads import FrozenReads, Recording
+from validators.views.scopes import Scope
 from webhook.gates import RuleChecks
 
 Audited = Sequence[tuple[Ref, tuple[Finding, ...]]]
 
 
-def audit(rules: RuleChecks, state: State) -> list[tuple[Ref, tuple[Finding, ...]]]:
+def audit(rules: RuleChecks, state: State, scope: Scope | None = None) -> list[tuple[Ref, tuple[Finding, ...]]]:
     """Every stored object of a reviewed kind that has findings, with them (sorted by Ref).
 
     Judged as a CREATE (no old object), so no rule skips a field because it did not change. A finding
     about another object than the one judged (a Gateway's review names the routes it leaves without a
-    listener: ``Finding.about``) is that object's, once however many reviews report it."""
-    return _collect(state, lambda obj: _judge(rules, obj, state))
+    listener: ``Finding.about``) is that object's, once however many reviews report it. ``scope``: only
+    our objects (module docstring); ``state`` is seen through it already."""
+    return _collect(state, lambda obj: _judge(rules, obj, state), ours_in(scope, state))
+
+
+def ours_in(scope: Scope | None, state: State) -> Callable[[Obj], bool] | None:
+    """Whether an object of (scoped) ``state`` is ours to judge; None: everything is."""
+    if scope is None or scope.everything:
+        return None
+    return lambda obj: not scope.out_of_scope(Change(Operation.CREATE, obj, None, dry_run=True), state)
 
 
 def _judge(rules: RuleChecks, obj: Obj, state: State) -> Sequence[Finding]:
     return rules.run(Change(Operation.CREATE, obj, None, dry_run=True), state).findings
 
 
-def _collect(state: State, judge: Callable[[Obj], Sequence[Finding]]) -> list[tuple[Ref, tuple[Finding, ...]]]:
+def _collect(state: State, judge: Callable[[Obj], Sequence[Finding]], ours: Callable[[Obj], bool] | None,
+             ) -> list[tuple[Ref, tuple[Finding, ...]]]:
     found: dict[Ref, list[Finding]] = {}
+    foreign: dict[Ref, bool] = {}
+
+    def not_ours(ref: Ref) -> bool:
+        if ours is None:
+            return False
+        if ref not in foreign:
+            obj = state.get(ref.kind, ref.namespace, ref.name)
+            foreign[ref] = obj is not None and not ours(obj)
+        return foreign[ref]
+
     for kind in sorted(REVIEWED_KINDS):
         for obj in state.list(kind):
             judged = ref_of(obj)
+            if not_ours(judged):
+                continue
             for finding in judge(obj):
                 owner = parse_ref(finding.about) or judged
+                if owner != judged and not_ours(owner):
+                    continue
                 if finding.about:
                     finding = replace(finding, subject=True, about="")
                 known = found.setdefault(owner, [])
@@ -60,10 +88,11 @@ def _collect(state: State, judge: Callable[[Obj], Sequence[Finding]]) -> list[tu
 
 class AuditCache:
     """``audit`` across state versions, judging again only what changed (module docstring). One per
-    rule set; ``audit`` calls are serialized (the reconcile loop runs one at a time)."""
+    rule set and scope; ``audit`` calls are serialized (the reconcile loop runs one at a time)."""
 
-    def __init__(self, rules: RuleChecks) -> None:
+    def __init__(self, rules: RuleChecks, scope: Scope | None = None) -> None:
         self.rules = rules
+        self.scope = scope
         self._entries: dict[Ref, tuple[Obj, FrozenReads, tuple[Finding, ...]]] = {}
         self._lock = threading.Lock()
         self.judged = 0  # objects judged (not reused) by the last audit
@@ -88,7 +117,7 @@ class AuditCache:
                 self.judged += 1
                 return findings
 
-            out = _collect(state, judge)
+            out = _collect(state, judge, ours_in(self.scope, state))
             for gone in self._entries.keys() - seen:  # deleted objects: nothing to keep
                 del self._entries[gone]
             return out

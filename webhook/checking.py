@@ -2,7 +2,9 @@
 
 All inputs are applied together on top of the state (``--state`` files, or a live cluster with
 ``--kubeconfig``), as ``kubectl apply -f DIR`` would, and each input object is judged as the
-admission subject against the state holding all the others. An AdmissionReview file is a replay of
+admission subject against the state holding all the others. With ``--each`` every file is its own
+apply set instead, judged against the state alone, as separate applies would be (a folder of
+independent scenarios, such as the Gateway API project's examples). An AdmissionReview file is a replay of
 one admission request: its ``request.object`` is judged against that state plus its ``oldObject``.
 
 The run keeps going past bad inputs (an unparseable file, a non-Kubernetes document, the same object
@@ -16,8 +18,7 @@ import asyncio
 import contextlib
 import os
 import sys
-import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
 
@@ -31,7 +32,7 @@ from validators.changes import Change, Operation
 from validators.findings import Severity, denies
 from validators.objects import KINDS, REVIEWED_KINDS, Obj, Ref, ref_of
 from validators.states import MemoryState, Overlay, State
-from webhook import inputs, plans, reports, ruleworkers
+from webhook import inputs, plans, progress, reports, ruleworkers
 from webhook.assembly import GateSettings, SetupError, build_gate, load_state, with_namespace
 from webhook.gates import HAPROXY_REJECTED, Gate
 from webhook.positions import Positions
@@ -78,9 +79,11 @@ def _is_review(item: inputs.Located) -> bool:
     return item.prefix[:2] == ("request", "object")
 
 
-def _duplicates(manifests: list[inputs.Located], positions: Positions) -> list[inputs.Problem]:
-    """Every copy after the first of one kind/namespace/name: kubectl would apply only the last, so a
-    per-file deploy could ship a copy that nobody judged. Each copy is still judged."""
+def _duplicates(manifests: list[inputs.Located], positions: Positions, *, each: bool = False) -> list[inputs.Problem]:
+    """Every copy after the first of one kind/namespace/name in one apply set: kubectl would apply only
+    the last, so a per-file deploy could ship a copy that nobody judged. Each copy is still judged.
+    Copies in two files may be two independent scenarios: the message says how to judge them so
+    (``--each``), unless that is how this run judges them already."""
     first: dict[Ref, inputs.Located] = {}
     problems: list[inputs.Problem] = []
     for item in manifests:
@@ -89,12 +92,26 @@ def _duplicates(manifests: list[inputs.Located], positions: Positions) -> list[i
             seen = first[ref]
             line, column = positions.of(item)
             seen_line, seen_column = positions.of(seen)
+            hint = ("; if these files are independent scenarios, use --each"
+                    if seen.file != item.file and not each else "")
             problems.append(inputs.Problem(item.file, line, column, (
-                f"{ref} is also defined at {seen.file}:{seen_line}:{seen_column}: the same object twice "
-                "(kubectl applies only the last copy); each copy is judged")))
+                f"{ref} appears in {seen.file}:{seen_line}:{seen_column} and {item.file}:{line}:{column}: "
+                f"the same object twice in one apply (kubectl applies only the last copy); each copy is judged"
+                f"{hint}")))
         else:
             first[ref] = item
     return problems
+
+
+def _apply_sets(located: list[inputs.Located], *, each: bool) -> list[list[inputs.Located]]:
+    """The inputs applied together: all of them, or with ``--each`` those of one file (``--all``'s
+    stored objects are one set of their own), in input order."""
+    if not each:
+        return [located] if located else []
+    sets: dict[str, list[inputs.Located]] = {}
+    for item in located:
+        sets.setdefault(item.file, []).append(item)
+    return list(sets.values())
 
 
 async def _live_state(args: argparse.Namespace) -> tuple[State, list[Obj]]:
@@ -138,37 +155,15 @@ async def _base_state(args: argparse.Namespace) -> tuple[State, list[Obj]]:
     return load_state(args.state)
 
 
-@contextlib.asynccontextmanager
-async def _progress(count: int) -> AsyncIterator[None]:
-    """``judging N objects... 12s`` on stderr, refreshed every second, only on a terminal."""
-    if not sys.stderr.isatty() or count < 2:
-        yield
-        return
-    started = time.monotonic()
-
-    async def tick() -> None:
-        while True:
-            print(f"\rroutegate: judging {count} objects... {time.monotonic() - started:.0f}s",
-                  end="", file=sys.stderr, flush=True)
-            await asyncio.sleep(1)
-
-    ticker = asyncio.ensure_future(tick())
-    try:
-        yield
-    finally:
-        ticker.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await ticker
-        print("\r\x1b[K", end="", file=sys.stderr, flush=True)
-
-
 async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Sequence[inputs.Located],
-                skip: frozenset[str] = frozenset(), *, workers: int = 0,
-                with_status: bool = True) -> list[tuple[inputs.Located, Verdict]]:
+                skip: frozenset[str] = frozenset(), *, workers: int = 0, with_status: bool = True,
+                tally: progress.Tally | None = None) -> list[tuple[inputs.Located, Verdict]]:
     """Each input's verdict, in input order. Manifests are applied together (the last copy of a
     duplicate wins the state, earlier copies are judged one by one); reviews are judged alone.
     ``with_status``: False when the report shows no statuses (the batch then computes none).
-    ``workers``: processes for the per-object rules of the inputs applied together (``Gate.review_all``)."""
+    ``workers``: processes for the per-object rules of the inputs applied together (``Gate.review_all``).
+    ``tally``: counts the verdicts as they are given (the progress line)."""
+    tally = tally if tally is not None else progress.Tally(len(located))
     refs = [i.ref for i in located]
     manifests = [(ref, i) for ref, i in zip(refs, located, strict=True) if not _is_review(i)]
     everything = MemoryState.keyed(_combine(base_objects, manifests), version="check")
@@ -200,21 +195,24 @@ async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Seque
         target = batch if last[ref] is item else alone
         target.append((n, change, Overlay(everything, Change.of(ref, Operation.DELETE, None, item.obj))))
     verdicts: dict[int, Verdict] = {}
-    async with _progress(len(batch) + len(alone)):
-        if batch:
-            # The batch's render leaves millions of acyclic values behind (the renderer's per-route cache,
-            # the verdicts) that live until the run ends: collecting while they pile up, and the full
-            # collections after, rescanned them for nothing (about three seconds of a 10,000-route check).
-            # They go out of the collector's sight as the loaded state did (``_check``).
-            with gcpause.paused():
-                judged = await gate.review_all([(c, s) for _, c, s in batch], combined=everything,
-                                               workers=workers, with_status=with_status)
-                gcpause.keep_lifelong()
-            verdicts.update((n, v) for (n, _, _), v in zip(batch, judged, strict=True))
-        for n, change, state in alone:
-            verdicts[n] = await gate.review(change, state=state, reload_note=False)
-        if stored:
-            verdicts.update(await _audited(gate, everything, stored))
+    if batch:
+        # The batch's render leaves millions of acyclic values behind (the renderer's per-route cache,
+        # the verdicts) that live until the run ends: collecting while they pile up, and the full
+        # collections after, rescanned them for nothing (about three seconds of a 10,000-route check).
+        # They go out of the collector's sight as the loaded state did (``_check``).
+        with gcpause.paused():
+            judged = await gate.review_all([(c, s) for _, c, s in batch], combined=everything,
+                                           workers=workers, with_status=with_status)
+            gcpause.keep_lifelong()
+        verdicts.update((n, v) for (n, _, _), v in zip(batch, judged, strict=True))
+        tally.add(judged)
+    for n, change, state in alone:
+        verdicts[n] = verdict = await gate.review(change, state=state, reload_note=False)
+        tally.add([verdict])
+    if stored:
+        audited = await _audited(gate, everything, stored)
+        verdicts.update(audited)
+        tally.add(audited.values())
     return _attributed([(located[n], verdicts[n]) for n in sorted(verdicts)])
 
 
@@ -315,8 +313,9 @@ async def _check(args: argparse.Namespace) -> int:
     with gcpause.paused():
         loaded = _read_inputs(args)
         positions = Positions(loaded.texts, loaded.members)
-        manifests = [i for i in loaded.objects if not _is_review(i)]
-        problems = [*loaded.problems, *_duplicates(manifests, positions)]
+        problems = list(loaded.problems)
+        for group in _apply_sets(loaded.objects, each=args.each):
+            problems += _duplicates([i for i in group if not _is_review(i)], positions, each=args.each)
         base, base_objects = await _base_state(args)
         # The state lives until the run ends: out of the collector's sight, later collections stop
         # rescanning it (a few % of a 1,000-route check, more with more objects), and forked rule workers
@@ -335,9 +334,13 @@ async def _check(args: argparse.Namespace) -> int:
     workers = ruleworkers.worker_count() if args.jobs is None else args.jobs
     # Only the json and yaml reports show each object's status.
     with_status = args.output in reports.WITH_STATUS
-    results = (await judge(gate, base, base_objects, located, skip, workers=workers, with_status=with_status)
-               if located else [])
-    prediction = None if getattr(args, "no_prediction", False) else \
+    results: list[tuple[inputs.Located, Verdict]] = []
+    async with progress.shown(sum(i.obj.get("kind") not in skip for i in located)) as tally:
+        for group in _apply_sets(located, each=args.each):
+            results += await judge(gate, base, base_objects, group, skip, workers=workers, with_status=with_status,
+                                   tally=tally)
+    # --each judges scenarios, not one set applied together: no one prediction describes them
+    prediction = None if args.no_prediction or args.each else \
         await predicted(gate, base_objects, [i for i in located if i.file != CLUSTER], results, skip)
     if prediction is not None and len(results) == 1:
         results = [(results[0][0], replace(results[0][1], prediction=prediction))]
@@ -353,7 +356,12 @@ async def _check(args: argparse.Namespace) -> int:
         report.results.append(reports.Judged(item, verdict, line, column, reports.placed(verdict.findings, where)))
     from validators import rules
 
-    sys.stdout.write(reports.render(report, args.output, colour=_colour(), rule_infos=rules.table()))
+    detail = _detail(args)
+    summary_file = os.environ.get("GITHUB_STEP_SUMMARY", "") if args.output == "github" else ""
+    reports.write(sys.stdout, reports.render(report, args.output, colour=_colour(args), rule_infos=rules.table(),
+                                             detail=detail, summary_file=bool(summary_file)))
+    if summary_file:
+        _append_job_summary(summary_file, reports.github_summary(report, detail))
     code = EXIT_INPUT if report.problems else EXIT_OK if all(v.allowed for _, v in results) else EXIT_DENIED
     if getattr(args, "exit_when_done", False):
         exit_now(code)
@@ -386,10 +394,27 @@ def _cel_warning() -> list[str]:
             "(each is a RG0301 warning): install common-expression-language or cel-expr-python"]
 
 
-def _colour() -> bool:
+def _colour(args: argparse.Namespace) -> bool:
     from webhook.flags import colour_wanted
 
-    return colour_wanted(sys.stdout)
+    return colour_wanted(sys.stdout, getattr(args, "color", "auto"))
+
+
+def _detail(args: argparse.Namespace) -> reports.Detail:
+    if getattr(args, "summary", False):
+        return reports.Detail.SUMMARY
+    return reports.Detail.EVERYTHING if getattr(args, "verbose", False) else reports.Detail.PROBLEMS
+
+
+def _append_job_summary(path: str, markdown: str) -> None:
+    """Append to GitHub's job summary file (each step's file is shown on the run's summary page). A file
+    that cannot be written costs the summary, never the report or the exit code."""
+    try:
+        with open(path, "a", encoding="utf-8", errors="backslashreplace") as out:
+            out.write(markdown)
+    except OSError as exc:
+        print(f"routegate: warning: GITHUB_STEP_SUMMARY {reports.clean(path)}: cannot write the job summary: "
+              f"{reports.clean(exc.strerror or exc)}", file=sys.stderr)
 
 
 def _version() -> str:

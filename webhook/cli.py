@@ -149,6 +149,17 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--no-prediction", action="store_true",
                        help="leave out how a data plane running the given state takes the inputs (it costs "
                             "two more renders of the state)")
+    check.add_argument("--each", action="store_true",
+                       help="judge each -f file on its own against the state, as separate kubectl applies "
+                            "would (files that are independent scenarios, e.g. a folder of examples)")
+    detail = check.add_mutually_exclusive_group()
+    detail.add_argument("-v", "--verbose", action="store_true",
+                        help="text and github: every object (allowed ones too) and every note")
+    detail.add_argument("--summary", action="store_true",
+                        help="text and github: the summary line only (the exit code says the rest)")
+    check.add_argument("--color", choices=flags.COLOUR_MODES, default="auto",
+                       help="colour the text report: auto (default: on a terminal, unless NO_COLOR is set or "
+                            "FORCE_COLOR is), always, never")
 
     render = sub.add_parser("render", help="write the haproxy.cfg, maps and files the gate would check")
     _add_gate_options(render)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +38,11 @@ _UNVERIFIABLE = "BackendTLSPolicyUnverifiable"
 _REASONS.update(dict.fromkeys((codes.SAN_SEVERAL, codes.SAN_URI, codes.SAN_MISMATCH, codes.TLS_NO_TRUST),
                               _UNVERIFIABLE))
 _REASONS.update({codes.HAPROXY_REJECTED: "HAProxyRejected", codes.RENDER_REFUSED: "RenderRefused"})
+
+
+# "(haproxy.cfg:34: ..." in HAProxy's message: where the line falls moves whenever other objects change, so
+# an object that stays broken would get a new Event per reconcile; the series is keyed without it.
+_LINE_NUMBER = re.compile(r"(\([\w./-]+):\d+(?=: )")
 
 
 def reason_for(finding: Finding) -> str:
@@ -90,7 +96,7 @@ class EventRecorder:
 
     async def warn(self, ref: Ref, reason: str, message: str, *, uid: str = "", api_version: str = "") -> bool:
         """Record a Warning on ``ref``; True when something was written."""
-        key = (ref, reason, message)
+        key = (ref, reason, _LINE_NUMBER.sub(r"\1", message))
         seen = self._seen.get(key)
         now = self._clock()
         if seen is not None and now - seen[2] < self.repeat_after:

@@ -119,10 +119,25 @@ def kinds(text: str) -> frozenset[str]:
     return names
 
 
-def colour_wanted(stream: object = None) -> bool:
-    """Colour only on a terminal, never with ``NO_COLOR`` set (https://no-color.org)."""
-    out = stream if stream is not None else sys.stdout
+COLOUR_MODES = ("auto", "always", "never")
+
+
+def colour_wanted(stream: object = None, mode: str = "auto") -> bool:
+    """``--color``: ``always`` and ``never`` say it; ``auto`` (the default) follows the environment
+    the way CPython's own ``_colorize.can_colorize`` does: never with ``NO_COLOR`` set
+    (https://no-color.org), always with ``FORCE_COLOR`` set (https://force-color.org), never on
+    ``TERM=dumb``, else only on a terminal. A flag on the command line outranks the environment."""
+    if mode != "auto":
+        return mode == "always"
     if os.environ.get("NO_COLOR", "") != "":
         return False
+    if os.environ.get("FORCE_COLOR", "") != "":
+        return True
+    if os.environ.get("TERM") == "dumb":
+        return False
+    out = stream if stream is not None else sys.stdout
     isatty = getattr(out, "isatty", None)
-    return bool(isatty and isatty())
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed stream
+        return False

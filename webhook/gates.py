@@ -35,7 +35,7 @@ from validators.findings import Finding, Severity, denies, format_path
 from validators.objects import REVIEWED_KINDS, Ref
 from validators.states import Overlay, State, Without
 from validators.views import attachments, closures, scopes
-from webhook import batching, ruleworkers
+from webhook import batching, bisection, ruleworkers
 from webhook.loadedindex import LoadedIndex
 from webhook.verdicts import Decision, Verdict
 
@@ -582,23 +582,14 @@ class Gate:
         the batch (the other changes hidden); None when that cannot be told apart: a render refused, a
         check timed out, or a group that fails while both its halves pass (changes failing together).
         ``fails``: the group is known to fail already (the whole batch), so it is not checked again."""
-        if not fails:
-            hidden = frozenset(ref for i, ref in refs.items() if i not in set(group))
+
+        async def passes_with(members: Sequence[int]) -> bool | None:
+            present = set(members)
+            hidden = frozenset(ref for i, ref in refs.items() if i not in present)
             checked = await self._checked(Without(combined, hidden))
-            if checked is None:
-                return None
-            if checked[1].ok:
-                return []
-        if len(group) == 1:
-            return group
-        half = len(group) // 2
-        found: list[int] = []
-        for part in (group[:half], group[half:]):
-            got = await self._failing_alone(part, refs, combined)
-            if got is None:
-                return None
-            found += got
-        return found or None
+            return None if checked is None else checked[1].ok
+
+        return await bisection.failing_alone(group, passes_with, fails=fails)
 
     @contextlib.contextmanager
     def _prejudging(self, items: Sequence[tuple[Change, State]], batch: list[int], combined: State,

@@ -8,7 +8,9 @@ Admission denies these; an object stored anyway is rendered as the seed says:
   the renderer serves that backend without servers rather than in plaintext. A policy without any
   trust (RG0105) is blocked by the renderer already.
 
-Everything else is rendered as stored: whether HAProxy accepts it is the check's call.
+Everything else is rendered as stored: whether HAProxy accepts it is the check's call. When it does
+not, reconcile isolates the objects at fault (``webhook.isolating``): each is held back at its last
+promoted version or left out, and recorded here as a ``LeftOut`` too, with its ``treatment``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
 from validators import codes
 from validators.changes import Change, Operation
@@ -28,11 +31,24 @@ UNVERIFIABLE = frozenset({codes.SAN_SEVERAL, codes.SAN_URI, codes.SAN_MISMATCH, 
 ROUTE_KINDS = frozenset({"HTTPRoute", "GRPCRoute"})
 
 
+class Treatment(StrEnum):
+    """What the promoted output holds of an object that could not be rendered as stored."""
+
+    PARTLY = "partly"  # rendered without the fields seed 004 names (``apply``)
+    HELD_BACK = "held-back"  # rendered at its last promoted version: its update broke haproxy -c
+    LEFT_OUT = "left-out"  # not rendered at all: new (or its last promoted version fails too), and broken
+
+
 @dataclass(frozen=True, slots=True)
 class LeftOut:
     ref: Ref
     what: str  # what the output does without, in words for logs and events
-    findings: tuple[Finding, ...]  # the admission findings behind it
+    findings: tuple[Finding, ...]  # the admission findings behind it (HAProxy's message when isolated)
+    treatment: Treatment = Treatment.PARTLY
+    # HELD_BACK: the metadata.generation of the version that stays live (and its resourceVersion where the
+    # source keeps it: state files; the cluster state drops it, webhook.cluster.slimming)
+    kept_resource_version: str = ""
+    kept_generation: int | None = None
 
 
 def _without_session_persistence(obj: Obj, rules: set[int]) -> Obj:
@@ -72,10 +88,11 @@ def apply(state: State, audited: Audited) -> tuple[State, list[LeftOut]]:
             if unverifiable:
                 replaced[ref] = _without_trust(obj)
                 left.append(LeftOut(ref, "its target backends are blocked (no servers)", tuple(unverifiable)))
-    return _replacing(state, replaced), left
+    return replacing(state, replaced), left
 
 
-def _replacing(state: State, replaced: Mapping[Ref, Obj]) -> State:
+def replacing(state: State, replaced: Mapping[Ref, Obj]) -> State:
+    """``state`` with each object of ``replaced`` in place of the stored one."""
     view = state
     for ref in sorted(replaced):
         old = state.get(ref.kind, ref.namespace, ref.name)

@@ -124,6 +124,11 @@ PROMOTIONS_REJECTED = Counter(
     "routegate_promotions_rejected_total", "Renders not promoted (haproxy -c failed or the render was refused); "
     "the last-known-good version stays live.", registry=REGISTRY,
 )
+ISOLATED = Gauge(
+    "routegate_isolated_objects", "Objects whose stored version broke haproxy -c and that the last reconcile "
+    "held back at their last promoted version (held-back) or left out (left-out), so the rest was promoted.",
+    ("treatment",), registry=REGISTRY,
+)
 LAST_PROMOTION = Gauge(
     "routegate_last_promotion_timestamp_seconds", "Unix time of the last promotion into --output-dir.",
     registry=REGISTRY,

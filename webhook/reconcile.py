@@ -7,9 +7,13 @@ steps, never copies of them:
   -> leave out what seed 004 says an object stored despite admission loses (``webhook.leaveouts``)
   -> render the whole state with the Gate's renderer (incremental across state versions)
   -> ``haproxy -c`` with the Gate's checker
+  -> failed or refused: isolate the objects at fault (``webhook.isolating``: each held back at its last
+     promoted version, or left out) and check the rest; when no culprit can be isolated, write
+     nothing: last-known-good stays live for everyone
   -> passed: promote atomically (``haproxy_check.runtime.promotion``), then call the ``on_promoted`` hooks
-     with the previous and the new version (the place where Runtime API application plugs in);
-     failed or refused: write nothing, last-known-good stays live.
+     with the previous and the new version (the place where Runtime API application plugs in).
+
+With a GatewayClass scope, only our objects are audited, get findings, Events and statuses.
 
 Nothing is denied here: problems become findings on the objects at fault, logged with the message
 admission would give (``Verdict.message``), counted, and written as Warning Events when a recorder is
@@ -24,19 +28,20 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 import structlog
 
 from haproxy_check.check.checker import CheckTimedOut
 from haproxy_check.descriptions import Description
-from haproxy_check.results import CheckResult, RenderError, RenderResult
+from haproxy_check.results import RenderError, RenderResult
 from haproxy_check.runtime.promotion import Promoted, Promoter, content_hash
 from validators import codes
 from validators.crossobject import statuses
 from validators.findings import Finding, Severity, denies
 from validators.objects import Ref, dig
 from validators.states import State
-from webhook import audits, events, leaveouts, metrics
+from webhook import audits, events, isolating, leaveouts, metrics
 from webhook.gates import Gate
 from webhook.verdicts import Decision, Verdict
 
@@ -76,6 +81,8 @@ class Outcome:
     state_version: str
     promoted: Promoted | None  # the live version after this run (last-known-good when not promoted)
     faults: tuple[Fault, ...] = ()  # stored objects with findings (audit and render)
+    # what the output holds of objects not rendered as stored: in part (seed 004), held back at their last
+    # promoted version or left out (isolated); each with its findings, also in ``faults``
     left_out: tuple[leaveouts.LeftOut, ...] = ()
     rejection: tuple[str, ...] = ()  # why nothing was promoted, one line per alert, naming the object
     timings: dict[str, float] = field(default_factory=dict)
@@ -99,7 +106,11 @@ class Reconciler:
         self._lock = asyncio.Lock()
         self.last: Outcome | None = None
         self._described: tuple[str, Description | None] | None = None  # the live version's, parsed once
-        self._audits = audits.AuditCache(gate.rules)  # re-judges only objects whose content or reads changed
+        # re-judges only objects whose content or reads changed; other controllers' objects not at all
+        self._audits = audits.AuditCache(gate.rules, gate.scope)
+        # the view last promoted: each object's last promoted version, which an object whose update breaks
+        # haproxy -c is held back at (webhook.isolating); None until the first promotion of this process
+        self._last_good: State | None = None
 
     async def reconcile(self, state: State) -> Outcome:
         """One run over ``state``; runs are serialized (a promotion is never interleaved with another)."""
@@ -135,44 +146,42 @@ class Reconciler:
         by_ref: dict[Ref, list[Finding]] = {ref: list(found) for ref, found in audited}
         previous = await asyncio.to_thread(self._live_description, live)
         try:
-            # servers keep the slot names the live version gave them, so an endpoint that moves is one
-            # `set server` at runtime and not a rename (haproxy_check/runtime/slots.py)
-            render = await self._timed("render", timings, asyncio.to_thread(
-                self.gate.renderer.render, view, subject=None, previous=previous))
-        except RenderError as exc:
-            return self._refused(exc, state, by_ref, left, live, timings)
-        assert isinstance(render, RenderResult)
-        self._add_render_findings(render, by_ref)
-        try:
-            checked = await self._timed("check", timings, self.gate.checker.check(render))
+            attempt = await self._attempt(view, previous, timings)
         except CheckTimedOut as exc:
-            log.warning("reconcile could not decide; nothing promoted", version=state.version, error=str(exc))
-            return Outcome(Result.UNDECIDED, state.version, live, _faults(by_ref), tuple(left), (str(exc),),
-                           timings)
-        assert isinstance(checked, CheckResult)
-        if not checked.ok:
-            lines = []
-            for alert in checked.alerts:
-                owner = alert.origin.ref if alert.origin is not None else None
-                finding = self.gate._alert_finding(owner or Ref("", "", ""), alert)
-                if owner is not None:
-                    by_ref.setdefault(owner, []).append(finding)
-                lines.append(f"{owner}: {finding.field + ': ' if finding.field else ''}{finding.message}"
-                             if owner else finding.message)
-            metrics.PROMOTIONS_REJECTED.inc()
-            return Outcome(Result.REJECTED, state.version, live, _faults(by_ref), tuple(left), tuple(lines), timings)
+            return self._undecided(exc, state, by_ref, left, live, timings)
+        if not attempt.ok:
+            try:
+                isolated = await self._timed("isolate", timings, isolating.isolate(
+                    view, attempt, lambda v: self._attempt(v, previous), last_good=self._last_good,
+                    alert_finding=self.gate._alert_finding))
+            except CheckTimedOut as exc:
+                return self._undecided(exc, state, by_ref, left, live, timings)
+            if isolated is None:
+                return self._rejected(attempt, state, by_ref, left, live, timings)
+            assert isinstance(isolated, isolating.Isolated)
+            attempt = isolated.attempt
+            for item in isolated.set_aside:
+                known = by_ref.setdefault(item.ref, [])
+                known.extend(f for f in item.findings if f not in known)
+            left = [*left, *isolated.set_aside]
+        view = attempt.view
+        render, checked = attempt.render, attempt.checked
+        assert render is not None and checked is not None
+        self._add_render_findings(render, by_ref, state)
         if not promote or self.promoter is None:
             return Outcome(Result.PASSED, state.version, live, _faults(by_ref), tuple(left), (), timings)
         # the Gateway API status of what is promoted (validators.crossobject.statuses), beside the
         # configuration it describes
-        promoted_status = await asyncio.to_thread(statuses.all_statuses, view)
+        promoted_status = await asyncio.to_thread(self._statuses, view, state)
         files = {**render.files, "description.json": _description(render),
                  "statuses.json": (json.dumps(promoted_status, indent=2, sort_keys=True) + "\n").encode()}
         if live is not None and live.content_hash == content_hash(files) and self.promoter.live() is not None:
+            self._last_good = view
             return Outcome(Result.UNCHANGED, state.version, live, _faults(by_ref), tuple(left), (), timings)
         promoted = await self._timed("promote", timings, asyncio.to_thread(
             self.promoter.promote, files, state_version=state.version))
         assert isinstance(promoted, Promoted)
+        self._last_good = view  # what each object's last promoted version is (webhook.isolating)
         metrics.LAST_PROMOTION.set(promoted.promoted_at)
         for hook in self.on_promoted:
             try:
@@ -180,6 +189,54 @@ class Reconciler:
             except Exception as exc:  # a hook (runtime apply) failing never un-promotes the files
                 log.error("after-promotion hook failed", hook=getattr(hook, "__name__", repr(hook)), error=repr(exc))
         return Outcome(Result.PROMOTED, state.version, promoted, _faults(by_ref), tuple(left), (), timings)
+
+    async def _attempt(self, view: State, previous: Description | None,
+                       timings: dict[str, float] | None = None) -> isolating.Attempt:
+        """Render ``view`` and ``haproxy -c`` it; the steps are timed when ``timings`` is given (the first
+        attempt; isolation rounds count under "isolate"). Raises CheckTimedOut."""
+        mark = self._clock()
+        try:
+            # servers keep the slot names the live version gave them, so an endpoint that moves is one
+            # `set server` at runtime and not a rename (haproxy_check/runtime/slots.py)
+            render = await asyncio.to_thread(self.gate.renderer.render, view, subject=None, previous=previous)
+        except RenderError as exc:
+            return isolating.Attempt(view, refused=exc)
+        finally:
+            self._timing("render", mark, timings)
+        mark = self._clock()
+        try:
+            checked = await self.gate.checker.check(render)
+        finally:
+            self._timing("check", mark, timings)
+        return isolating.Attempt(view, render, checked=checked)
+
+    def _timing(self, step: str, mark: float, timings: dict[str, float] | None) -> None:
+        if timings is not None:
+            timings[step] = self._clock() - mark
+            metrics.RECONCILE_SECONDS.labels(step).observe(timings[step])
+
+    def _undecided(self, exc: CheckTimedOut, state: State, by_ref: dict[Ref, list[Finding]],
+                   left: list[leaveouts.LeftOut], live: Promoted | None, timings: dict[str, float]) -> Outcome:
+        log.warning("reconcile could not decide; nothing promoted", version=state.version, error=str(exc))
+        return Outcome(Result.UNDECIDED, state.version, live, _faults(by_ref), tuple(left), (str(exc),), timings)
+
+    def _rejected(self, attempt: isolating.Attempt, state: State, by_ref: dict[Ref, list[Finding]],
+                  left: list[leaveouts.LeftOut], live: Promoted | None, timings: dict[str, float]) -> Outcome:
+        """No culprit could be set aside: the first failure's findings, and last-known-good stays."""
+        if attempt.refused is not None:
+            return self._refused(attempt.refused, state, by_ref, left, live, timings)
+        lines = []
+        for alert in attempt.checked.alerts if attempt.checked is not None else ():
+            owner = alert.origin.ref if alert.origin is not None else None
+            finding = self.gate._alert_finding(owner or Ref("", "", ""), alert)
+            if owner is not None:
+                by_ref.setdefault(owner, []).append(finding)
+            lines.append(f"{owner}: {finding.field + ': ' if finding.field else ''}{finding.message}"
+                         if owner else finding.message)
+        if not lines and attempt.checked is not None and attempt.checked.error:
+            lines.append(attempt.checked.error)
+        metrics.PROMOTIONS_REJECTED.inc()
+        return Outcome(Result.REJECTED, state.version, live, _faults(by_ref), tuple(left), tuple(lines), timings)
 
     def _live_description(self, live: Promoted | None) -> Description | None:
         if live is None:
@@ -196,12 +253,32 @@ class Reconciler:
         self._described = (live.version, description)
         return description
 
-    def _add_render_findings(self, render: RenderResult, by_ref: dict[Ref, list[Finding]]) -> None:
-        """Render findings about stored objects, under the same enforcement settings as admission."""
+    def _statuses(self, view: State, state: State) -> dict[str, Any]:
+        """The statuses of our objects only: another controller's route or policy is not ours to describe."""
+        found = statuses.all_statuses(view)
+        ours = audits.ours_in(self.gate.scope, state)
+        if ours is None:
+            return found
+        kept: dict[str, Any] = {}
+        for key, status in found.items():
+            ref = audits.parse_ref(key)
+            obj = state.get(ref.kind, ref.namespace, ref.name) if ref is not None else None
+            if obj is None or ours(obj):
+                kept[key] = status
+        return kept
+
+    def _add_render_findings(self, render: RenderResult, by_ref: dict[Ref, list[Finding]], state: State) -> None:
+        """Render findings about stored objects of ours (``audits.ours_in``), under the same enforcement
+        settings as admission."""
+        ours = audits.ours_in(self.gate.scope, state)
         for finding in render.findings:
             ref = audits.parse_ref(finding.about)
             if ref is None:
                 continue
+            if ours is not None:
+                obj = state.get(ref.kind, ref.namespace, ref.name)
+                if obj is not None and not ours(obj):
+                    continue
             found = self.gate.rules.enforcement.apply([finding], namespace=ref.namespace)
             known = by_ref.setdefault(ref, [])
             known.extend(f for f in found if f not in known)
@@ -227,6 +304,7 @@ class Reconciler:
         for fault in outcome.faults:
             for f in fault.findings:
                 violations[(f.code, str(f.severity))] = violations.get((f.code, str(f.severity)), 0) + 1
+        _count_isolated(outcome.left_out)
         metrics.VIOLATIONS.clear()
         for (code, severity), count in violations.items():
             metrics.VIOLATIONS.labels(code, severity).set(count)
@@ -261,6 +339,11 @@ class Reconciler:
                 if fault.ref in left and any(f in left[fault.ref].findings for f in found):
                     message += f"; in the HAProxy configuration: {left[fault.ref].what}"
                 await self.recorder.warn(fault.ref, reason, message, uid=uid, api_version=api_version)
+
+
+def _count_isolated(left: tuple[leaveouts.LeftOut, ...]) -> None:
+    for treatment in (leaveouts.Treatment.HELD_BACK, leaveouts.Treatment.LEFT_OUT):
+        metrics.ISOLATED.labels(str(treatment)).set(sum(item.treatment is treatment for item in left))
 
 
 def _faults(by_ref: dict[Ref, list[Finding]]) -> tuple[Fault, ...]:

@@ -26,6 +26,7 @@ from webhook.assembly import GateSettings, SetupError, build_gate
 from webhook.checking import settings_from
 from webhook.filesources import FileSource
 from webhook.gates import Gate
+from webhook.leaveouts import Treatment
 from webhook.reconcile import OnPromoted, Reconciler, Result
 from webhook.reconcileruntime import (
     PUBLISHED,
@@ -160,6 +161,9 @@ async def reconcile(args: argparse.Namespace) -> int:
               + (f" {outcome.promoted.version}" if outcome.promoted else ""), file=sys.stderr)
         for line in outcome.rejection:
             print(f"    {line}", file=sys.stderr)
+        for item in outcome.left_out:
+            if item.treatment is not Treatment.PARTLY:  # isolated: its stored version broke haproxy -c
+                print(f"    {item.ref}: {item.what}", file=sys.stderr)
         return 0 if outcome.result in (Result.PROMOTED, Result.UNCHANGED) else 1
     tasks.append(following.follow(source, reconciler, debounce=args.debounce, max_wait=args.max_wait))
     runner = web.AppRunner(_health_app(reconciler, source), access_log=None)

@@ -1,19 +1,27 @@
 """What ``routegate check`` prints: one report, six formats (text, json, yaml, junit, github, sarif).
 
 Names, kinds, messages and file names come from the files under review, which in CI may be an
-outsider's pull request: every text format escapes control characters (a newline in a name would
-print a forged ``allowed`` line, ESC sequences would reach the terminal), GitHub annotations add the
-workflow-command escaping, and XML gets only characters XML can carry. JSON, YAML and SARIF (JSON)
-are escaped by their encoders.
+outsider's pull request: every text format escapes what it cannot show as itself (a newline in a name
+would print a forged ``allowed`` line, ESC sequences would reach the terminal, a lone surrogate from a
+JSON input cannot be encoded at all), GitHub annotations add the workflow-command escaping, and XML
+gets only characters XML can carry (the rest as escapes, non-ASCII as character references). JSON,
+YAML and SARIF (JSON) are escaped by their encoders, in ASCII. :func:`write` then writes whatever the
+output stream's encoding cannot carry as a backslash escape, so no string a YAML or JSON input can
+carry ends a report early.
+
+The text report (and the GitHub log and job summary, which reuse it) shows as much as ``Detail``
+asks: the summary line, failures and warnings (the default), or every object and note (``-v``). It is
+built from sections: a new verdict field is shown by one function added to ``OBJECT_SECTIONS``.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+from typing import Any, TextIO
 
 from haproxy_check.results import HAProxyBinary
 from haproxy_check.runtime.predictions import Prediction
@@ -25,20 +33,43 @@ from webhook.verdicts import Decision, Verdict
 DOCS = "docs/RULES.md"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
-# C0, DEL, C1, the line/paragraph separators and the bidirectional overrides (a "Trojan Source" name
-# would read differently from what it is).
-_UNSAFE = [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, 0x200E, 0x200F, *range(0x202A, 0x202F),
-           *range(0x2066, 0x206A)]
-_ESCAPES: dict[int, str] = {c: (f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}") for c in _UNSAFE}
-_ESCAPES.update({ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t"})
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(char: str) -> str:
+    named = _NAMED.get(char)
+    if named:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def clean(text: object) -> str:
-    """``text`` on one line, every control character written as an escape (``\\n``, ``\\x1b``)."""
+    """``text`` on one line, every character ``str.isprintable`` refuses written as an escape (``\\n``,
+    ``\\x1b``, ``\\u202e``, ``\\ud800``): Unicode's control, format (bidirectional overrides, zero-width
+    characters), surrogate, private-use, unassigned and separator characters other than the space.
+    What is printed then reads as what it is, and encodes in UTF-8."""
     text = str(text)
-    # Every character escaped is one that str.isprintable refuses (categories Cc, Cf, Zl, Zp), and the
-    # test runs at C speed: a report of 20,000 names spent a quarter of a second translating them.
-    return text if text.isprintable() else text.translate(_ESCAPES)
+    # The test runs at C speed: a report of 20,000 names spent a quarter of a second escaping them.
+    return text if text.isprintable() else "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def encodable(text: str, encoding: str | None) -> str:
+    """``text`` as ``encoding`` can carry it: what it cannot is written as a backslash escape (``é`` is
+    ``\\xe9`` on an ASCII stream), instead of an error that would lose the whole report."""
+    codec = encoding or "utf-8"
+    try:
+        text.encode(codec)
+        return text
+    except UnicodeEncodeError:
+        return text.encode(codec, "backslashreplace").decode(codec)
+    except LookupError:  # an encoding Python does not know: ASCII is in every one in use
+        return text.encode("ascii", "backslashreplace").decode("ascii")
+
+
+def write(stream: TextIO, text: str) -> None:
+    """Write a report to ``stream`` whatever its encoding (``PYTHONIOENCODING=ascii``, ``LC_ALL=C``)."""
+    stream.write(encodable(text, getattr(stream, "encoding", None)))
 
 
 def anchor(code: str) -> str:
@@ -68,6 +99,19 @@ class Judged:
         return f"{ref.kind} {ref.namespace + '/' if ref.namespace else ''}{ref.name}"
 
 
+class Detail(StrEnum):
+    """How much the text report (and GitHub's log and job summary) shows; the machine formats (json,
+    yaml, junit, sarif) are always complete."""
+
+    SUMMARY = "summary"  # --summary: the summary line only
+    PROBLEMS = "problems"  # the default: input errors, failures and warnings, then the summary line
+    EVERYTHING = "everything"  # -v: every object, every note
+
+
+def _warned_verdict(v: Verdict) -> bool:
+    return any(f.severity is Severity.WARN for f in v.findings)
+
+
 @dataclass(slots=True)
 class Report:
     results: list[Judged] = field(default_factory=list)
@@ -85,14 +129,17 @@ class Report:
             "allowed": sum(v.decision is Decision.ALLOW for v in verdicts),
             "denied": sum(v.decision is Decision.DENY for v in verdicts),
             "undecided": sum(v.decision is Decision.ERROR for v in verdicts),
-            "withWarnings": sum(v.has_warnings for v in verdicts),
+            # warnings (warn findings) and notes (not attached, not checked, ...) apart: a note is no
+            # reason to look at an object, a warning is
+            "withWarnings": sum(_warned_verdict(v) for v in verdicts),
+            "withNotes": sum(bool(v.notes) for v in verdicts),
             "inputErrors": len(self.problems),
         }
 
     def summary(self) -> str:
         c = self.counts()
         text = (f"{c['objects']} object{'s' if c['objects'] != 1 else ''}: {c['allowed']} allowed, "
-                f"{c['denied']} denied, {c['withWarnings']} with warnings")
+                f"{c['denied']} denied, {c['withWarnings']} with warnings, {c['withNotes']} with notes")
         if c["undecided"]:
             text += f", {c['undecided']} could not be decided"
         if c["inputErrors"]:
@@ -106,55 +153,123 @@ def _where(file: str, line: int, column: int) -> str:
 
 # ---- text ---------------------------------------------------------------------------------------
 
-_COLOURS = {"allowed": "32", "denied": "31", "error": "31", "warning": "33", "could not decide": "35"}
+_COLOURS = {"allowed": "32", "denied": "31", "error": "31", "warning": "33", "could not decide": "35",
+            "note": "36"}
+
+Paint = Callable[[str, str], str]
 
 
-def text(report: Report, *, colour: bool = False) -> str:
-    paint: Callable[[str, str], str] = (lambda word, key: f"\x1b[{_COLOURS[key]}m{word}\x1b[0m") if colour \
-        else (lambda word, key: word)
+def _plain(word: str, key: str) -> str:
+    return word
+
+
+def _coloured(word: str, key: str) -> str:
+    return f"\x1b[{_COLOURS[key]}m{word}\x1b[0m"
+
+
+@dataclass(slots=True)
+class TextRun:
+    """What the sections of one text report share: how much to show, how to paint a word, and which
+    repeated warnings and notes were already printed (each is printed once, with a count)."""
+
+    detail: Detail
+    paint: Paint
+    repeats: Counter[tuple[str, str, str]]
+    shown: set[tuple[str, str, str]] = field(default_factory=set)
+
+    def once(self, key: tuple[str, str, str]) -> str | None:
+        """``None`` when ``key`` was printed already, else the ``(and N more objects)`` suffix."""
+        if key in self.shown:
+            return None
+        self.shown.add(key)
+        more = self.repeats[key] - 1
+        return f" (and {more} more object{'s' if more != 1 else ''})" if more else ""
+
+
+# A section: the lines one verdict adds under its object's line ([] when it has nothing to show at this
+# detail). An object is printed when it was not allowed, at -v, or when one of its sections has lines.
+ObjectSection = Callable[[Judged, TextRun], list[str]]
+
+
+def _denials(j: Judged, run: TextRun) -> list[str]:
+    if j.verdict.decision is not Decision.DENY:
+        return []
+    return [f"    {_where(j.item.file, p.line, p.column)}: {run.paint('error', 'error')} "
+            f"{_finding_text(p.finding)} ({anchor(p.finding.code)})"
+            for p in j.findings if p.finding.severity is Severity.DENY]
+
+
+def _alerts(j: Judged, run: TextRun) -> list[str]:
+    if j.verdict.decision is not Decision.DENY:
+        return []
+    return [f"        {clean(line)}" for alert in j.verdict.alerts for line in alert.context]
+
+
+def _warnings(j: Judged, run: TextRun) -> list[str]:
+    lines = []
+    for p in _warned(j):
+        also = run.once(_warning_key(p.finding))
+        if also is not None:
+            lines.append(f"    {_where(j.item.file, p.line, p.column)}: {run.paint('warning', 'warning')} "
+                         f"{_finding_text(p.finding)}{also}")
+    return lines
+
+
+def _notes(j: Judged, run: TextRun) -> list[str]:
+    if run.detail is not Detail.EVERYTHING:
+        return []
+    lines = []
+    for note in j.verdict.notes:
+        also = run.once(("note", "", note))
+        if also is not None:
+            lines.append(f"    {run.paint('note', 'note')}: {clean(note)}{also}")
+    return lines
+
+
+OBJECT_SECTIONS: list[ObjectSection] = [_denials, _alerts, _warnings, _notes]
+
+
+def _head(j: Judged, run: TextRun) -> str:
+    v = j.verdict
+    head = f"{_where(j.item.file, j.line, j.column)}: {clean(j.name)}: "
+    if v.decision is Decision.ALLOW:
+        return head + run.paint("allowed", "allowed")
+    if v.decision is Decision.ERROR:
+        return head + run.paint("could not decide", "could not decide") + f": {clean(v.error)}"
+    return head + run.paint("denied", "denied")
+
+
+def _object_lines(report: Report, run: TextRun) -> list[str]:
+    lines: list[str] = []
+    for j in report.results:
+        body = [line for section in OBJECT_SECTIONS for line in section(j, run)]
+        if body or j.verdict.decision is not Decision.ALLOW or run.detail is Detail.EVERYTHING:
+            lines.append(_head(j, run))
+            lines.extend(body)
+    return lines
+
+
+def text_lines(report: Report, detail: Detail = Detail.PROBLEMS, *, colour: bool = False) -> list[str]:
+    """The text report's lines before the summary line (none at ``Detail.SUMMARY``)."""
+    if detail is Detail.SUMMARY:
+        return []
+    paint = _coloured if colour else _plain
+    repeats = Counter(_warning_key(p.finding) for j in report.results for p in _warned(j))
+    repeats.update(("note", "", n) for j in report.results for n in j.verdict.notes)
+    run = TextRun(detail, paint, repeats)
     lines = [f"{_where(p.file, p.line, p.column)}: {paint('error', 'error')}: {clean(p.message)}"
              for p in report.problems]
     lines += [f"{paint('warning', 'warning')}: {clean(w)}" for w in report.warnings]
-    repeats = Counter(_warning_key(p.finding) for j in report.results for p in _warned(j))
-    repeats.update(("note", "", n) for j in report.results for n in j.verdict.notes)
-    shown: set[tuple[str, str, str]] = set()
-    for j in report.results:
-        v = j.verdict
-        head = f"{_where(j.item.file, j.line, j.column)}: {clean(j.name)}: "
-        if v.decision is Decision.ALLOW:
-            lines.append(head + paint("allowed", "allowed"))
-        elif v.decision is Decision.ERROR:
-            lines.append(head + paint("could not decide", "could not decide") + f": {clean(v.error)}")
-        else:
-            lines.append(head + paint("denied", "denied"))
-            for p in j.findings:
-                if p.finding.severity is Severity.DENY:
-                    lines.append(f"    {_where(j.item.file, p.line, p.column)}: {paint('error', 'error')} "
-                                 f"{_finding_text(p.finding)} ({anchor(p.finding.code)})")
-            for alert in v.alerts:
-                lines.extend(f"        {clean(line)}" for line in alert.context)
-        for p in _warned(j):
-            key = _warning_key(p.finding)
-            if key in shown:
-                continue
-            shown.add(key)
-            more = repeats[key] - 1
-            also = f" (and {more} more object{'s' if more != 1 else ''})" if more else ""
-            lines.append(f"    {_where(j.item.file, p.line, p.column)}: {paint('warning', 'warning')} "
-                         f"{_finding_text(p.finding)}{also}")
-        for note in v.notes:
-            key = ("note", "", note)
-            if key in shown:
-                continue
-            shown.add(key)
-            more = repeats[key] - 1
-            also = f" (and {more} more object{'s' if more != 1 else ''})" if more else ""
-            lines.append(f"    note: {clean(note)}{also}")
-    lines.extend(f"note: {clean(n)}" for n in _assumed(report))
+    lines += _object_lines(report, run)
     if report.prediction is not None and report.prediction.note():
         lines.append(f"prediction: {clean(report.prediction.note())}")
-    lines.append(report.summary())
-    return "\n".join(lines) + "\n"
+    if detail is Detail.EVERYTHING:
+        lines += [f"{paint('note', 'note')}: {clean(n)}" for n in _assumed(report)]
+    return lines
+
+
+def text(report: Report, detail: Detail = Detail.PROBLEMS, *, colour: bool = False) -> str:
+    return "\n".join([*text_lines(report, detail, colour=colour), report.summary()]) + "\n"
 
 
 def _assumed(report: Report) -> list[str]:
@@ -200,7 +315,7 @@ def _result(j: Judged) -> dict[str, Any]:
         "file": j.item.file, "line": j.line, "column": j.column,
         "apiVersion": j.item.obj.get("apiVersion"), "kind": v.ref.kind, "namespace": v.ref.namespace,
         "name": v.ref.name, "allowed": v.allowed, "decision": str(v.decision), "message": v.message,
-        "warnings": v.warnings,
+        "warnings": v.warnings, "notes": list(v.notes),
         "findings": [{**p.finding.as_dict(), "line": p.line, "column": p.column, "about": p.finding.about,
                       "docs": anchor(p.finding.code)} for p in j.findings],
         "status": dict(v.status),
@@ -211,6 +326,7 @@ def _result(j: Judged) -> dict[str, Any]:
 
 
 def as_json(report: Report) -> str:
+    # ASCII (the default): a lone surrogate or any other character is a \\u escape, valid on any stream
     return json.dumps(data(report), indent=2) + "\n"
 
 
@@ -220,11 +336,25 @@ WITH_STATUS = frozenset({"json", "yaml"})  # the outputs that show each verdict'
 def as_yaml(report: Report) -> str:
     import yaml
 
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    return str(yaml.dump(data(report), Dumper=dumper, sort_keys=False, allow_unicode=False))
+    document = data(report)
+    try:
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        return str(yaml.dump(document, Dumper=dumper, sort_keys=False, allow_unicode=False))
+    except UnicodeEncodeError:
+        # libyaml takes UTF-8, which has no lone surrogates (a JSON input can carry "\\ud800"); the pure
+        # Python emitter writes them as YAML escapes
+        return str(yaml.dump(document, Dumper=yaml.SafeDumper, sort_keys=False, allow_unicode=False))
 
 
 # ---- GitHub workflow annotations ------------------------------------------------------------------
+
+# What a step shows (actions/toolkit docs/problem-matchers.md, "Limitations"): 10 error, 10 warning and
+# 10 notice annotations per step, 50 per job. Annotations past these are dropped silently, so routegate
+# writes at most 10 + 10 + 1 (the summary notice) and puts the rest in the log and the job summary.
+GITHUB_ANNOTATIONS_PER_STEP = 10
+# A step summary larger than 1 MiB is refused whole ("$GITHUB_STEP_SUMMARY upload aborted"): stay below.
+GITHUB_SUMMARY_BYTES = 1_000_000
+
 
 def _gh_data(value: object) -> str:
     return clean(value).replace("%", "%25")
@@ -234,31 +364,108 @@ def _gh_property(value: object) -> str:
     return _gh_data(value).replace(":", "%3A").replace(",", "%2C")
 
 
-def github(report: Report) -> str:
-    """``::error file=F,line=L,col=C,title=T::message`` lines (GitHub turns them into annotations on
-    the pull request's diff), then the summary as a notice."""
-    out: list[str] = []
+@dataclass(frozen=True, slots=True)
+class _Annotation:
+    level: str  # error or warning
+    file: str
+    line: int
+    column: int
+    title: str
+    message: str
 
-    def annotate(level: str, file: str, line: int, column: int, title: str, message: str) -> None:
-        props = [f"file={_gh_property(file)}"]
-        if line:
-            props += [f"line={line}", f"col={column}"]
-        props.append(f"title={_gh_property(title)}")
-        out.append(f"::{level} {','.join(props)}::{_gh_data(message)}")
+    def command(self) -> str:
+        props = [f"file={_gh_property(self.file)}"]
+        if self.line:
+            props += [f"line={self.line}", f"col={self.column}"]
+        props.append(f"title={_gh_property(self.title)}")
+        return f"::{self.level} {','.join(props)}::{_gh_data(self.message)}"
 
-    for problem in report.problems:
-        annotate("error", problem.file, problem.line, problem.column, "routegate: input error", problem.message)
+    def plain(self) -> str:
+        return f"{_where(self.file, self.line, self.column)}: {self.level}: {clean(self.title)}: {clean(self.message)}"
+
+
+def _annotations(report: Report) -> list[_Annotation]:
+    out = [_Annotation("error", p.file, p.line, p.column, "routegate: input error", p.message)
+           for p in report.problems]
     for j in report.results:
         v = j.verdict
         if v.decision is Decision.ERROR:
-            annotate("error", j.item.file, j.line, j.column, f"routegate: {j.name}: could not decide", v.error)
+            out.append(_Annotation("error", j.item.file, j.line, j.column, f"routegate: {j.name}: could not decide",
+                                   v.error))
         for p in j.findings:
             level = "error" if p.finding.severity is Severity.DENY and not v.allowed else "warning"
-            annotate(level, j.item.file, p.line, p.column, f"routegate {p.finding.code}: {j.name}",
-                     f"{p.finding.field + ': ' if p.finding.field else ''}{p.finding.message} "
-                     f"({anchor(p.finding.code)})")
-    out.append(f"::notice title=routegate::{_gh_data(report.summary())}")
+            out.append(_Annotation(level, j.item.file, p.line, p.column, f"routegate {p.finding.code}: {j.name}",
+                                   f"{p.finding.field + ': ' if p.finding.field else ''}{p.finding.message} "
+                                   f"({anchor(p.finding.code)})"))
+    return out
+
+
+def github(report: Report, detail: Detail = Detail.PROBLEMS, *, summary_file: bool = False) -> str:
+    """``::error file=F,line=L,col=C,title=T::message`` lines (GitHub turns them into annotations on
+    the pull request's diff), at most as many of each level as a step shows; the rest in a folded log
+    group (and in the job summary when ``summary_file``, see :func:`github_summary`); the summary as
+    a notice. ``Detail.SUMMARY``: the notice only."""
+    if detail is Detail.SUMMARY:
+        return f"::notice title=routegate::{_gh_data(report.summary())}\n"
+    out: list[str] = []
+    left: list[_Annotation] = []
+    used: Counter[str] = Counter()
+    for a in _annotations(report):
+        if used[a.level] < GITHUB_ANNOTATIONS_PER_STEP:
+            used[a.level] += 1
+            out.append(a.command())
+        else:
+            left.append(a)
+    rest = [a.plain() for a in left]
+    if detail is Detail.EVERYTHING:
+        rest = text_lines(report, detail)
+    if rest:
+        title = (f"routegate: {len(left)} more finding{'s' if len(left) != 1 else ''} (a step shows "
+                 f"{GITHUB_ANNOTATIONS_PER_STEP} errors and {GITHUB_ANNOTATIONS_PER_STEP} warnings)"
+                 if detail is not Detail.EVERYTHING else "routegate: every object")
+        out += [f"::group::{_gh_data(title)}", *(_gh_log(line) for line in rest), "::endgroup::"]
+    summary = report.summary()
+    if left:
+        summary += (f"; {len(left)} finding{'s' if len(left) != 1 else ''} not annotated (GitHub shows "
+                    f"{GITHUB_ANNOTATIONS_PER_STEP} of each level per step): see the "
+                    f"{'job summary' if summary_file else 'log'}")
+    out.append(f"::notice title=routegate::{_gh_data(summary)}")
     return "\n".join(out) + "\n"
+
+
+def _gh_log(line: str) -> str:
+    """A log line that GitHub does not read as a workflow command (a name may start with ``::``)."""
+    return f" {line}" if line.startswith("::") else line
+
+
+def github_summary(report: Report, detail: Detail = Detail.PROBLEMS) -> str:
+    """The job summary (``$GITHUB_STEP_SUMMARY``, Markdown): the summary line and the text report in a
+    code block, where nothing from the inputs is read as Markdown or HTML; cut to fit GitHub's size."""
+    lines = text_lines(report, Detail.PROBLEMS if detail is Detail.SUMMARY else detail)
+    # CommonMark: a fence closes only on a run of backticks as long as the opening one
+    fence = "`" * max(3, _longest_backticks(lines) + 1)
+    head = f"### routegate check\n\n{report.summary()}\n\n"
+    if not lines:
+        return head
+    kept: list[str] = []
+    size = len(head.encode()) + 2 * len(fence) + 200
+    for n, line in enumerate(lines):
+        size += len(line.encode("utf-8", "backslashreplace")) + 1
+        if size > GITHUB_SUMMARY_BYTES:
+            kept.append(f"... {len(lines) - n} more lines: the complete report is routegate check -o json")
+            break
+        kept.append(line)
+    return head + f"{fence}text\n" + "\n".join(kept) + f"\n{fence}\n"
+
+
+def _longest_backticks(lines: Sequence[str]) -> int:
+    longest = 0
+    for line in lines:
+        run = 0
+        for char in line:
+            run = run + 1 if char == "`" else 0
+            longest = max(longest, run)
+    return longest
 
 
 # ---- JUnit XML --------------------------------------------------------------------------------------
@@ -270,7 +477,8 @@ def _xml_text(value: object) -> str:
 
 def junit(report: Report) -> str:
     """One ``<testsuite>``, one ``<testcase>`` per object (``<failure>`` when denied, ``<error>`` when
-    it could not be decided) and one per input error: the shape GitLab, Jenkins and GitHub reporters read."""
+    it could not be decided) and one per input error: the shape GitLab, Jenkins and GitHub reporters read.
+    Written in ASCII (other characters as character references), so any output encoding carries it."""
     import xml.etree.ElementTree as ET
 
     counts = report.counts()
@@ -300,7 +508,9 @@ def junit(report: Report) -> str:
         if v.warnings:
             ET.SubElement(case, "system-out").text = "\n".join(f"warning: {_xml_text(w)}" for w in v.warnings)
     ET.indent(suites)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+    # every character clean() leaves is one XML carries: those past ASCII become character references
+    body = ET.tostring(suites, encoding="unicode").encode("ascii", "xmlcharrefreplace").decode("ascii")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
 
 
 # ---- SARIF 2.1.0 --------------------------------------------------------------------------------------
@@ -353,7 +563,11 @@ def _sarif_rule(code: str, info: Any) -> dict[str, Any]:
 def _sarif_location(file: str, line: int, column: int, logical: str) -> dict[str, Any]:
     from urllib.parse import quote
 
-    physical: dict[str, Any] = {"artifactLocation": {"uri": quote(file)}}
+    try:  # a file name's bytes that are not UTF-8 (read as surrogate escapes) as themselves: %E9
+        uri = quote(file, errors="surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate from a JSON input (``<stdin>`` is named by us)
+        uri = quote(file, errors="surrogatepass")
+    physical: dict[str, Any] = {"artifactLocation": {"uri": uri}}
     if line:
         physical["region"] = {"startLine": line, "startColumn": max(column, 1)}
     location: dict[str, Any] = {"physicalLocation": physical}
@@ -362,18 +576,19 @@ def _sarif_location(file: str, line: int, column: int, logical: str) -> dict[str
     return location
 
 
-def render(report: Report, output: str, *, colour: bool = False, rule_infos: Iterable[Any] = ()) -> str:
+def render(report: Report, output: str, *, colour: bool = False, rule_infos: Iterable[Any] = (),
+           detail: Detail = Detail.PROBLEMS, summary_file: bool = False) -> str:
     if output == "json":
         return as_json(report)
     if output == "yaml":
         return as_yaml(report)
     if output == "github":
-        return github(report)
+        return github(report, detail, summary_file=summary_file)
     if output == "junit":
         return junit(report)
     if output == "sarif":
         return sarif(report, rule_infos)
-    return text(report, colour=colour)
+    return text(report, detail, colour=colour)
 
 
 def placed(findings: Iterable[Finding], where: Callable[[tuple[Any, ...]], tuple[int, int]]) -> tuple[Placed, ...]:

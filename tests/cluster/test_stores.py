@@ -81,6 +81,7 @@ def test_slim_keeps_what_rendering_reads() -> None:
             "name": "a",
             "namespace": "n",
             "uid": "u",
+            "generation": 3,
             "labels": {"app": "x"},
             "creationTimestamp": "2026-01-01T00:00:00Z",
             "annotations": {"routegate.io/x": "1"},

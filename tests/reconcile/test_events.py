@@ -70,3 +70,19 @@ async def test_an_api_error_is_counted_not_raised(kube: FakeKube, api: Any) -> N
     kube.fail_next("post", 403, plural="events")
     assert not await EventRecorder(api).warn(ROUTE, "InvalidSessionPersistence", "m")
     assert _events(kube) == []
+
+
+async def test_a_line_number_moving_is_the_same_event(kube: FakeKube, api: Any) -> None:
+    """HAProxy's message names the line of haproxy.cfg, which moves when other objects change: an object
+    that stays broken keeps one Event (its count bumped), not one per reconcile."""
+    clock = Clock()
+    recorder = EventRecorder(api, repeat_after=600, clock=clock)
+    message = "spec.rules[1]: haproxy rejects the configuration: regex 'a{2,1}' is invalid (haproxy.cfg:{n}: x)"
+    assert await recorder.warn(ROUTE, "HAProxyRejected", message.replace("{n}", "34"))
+    assert not await recorder.warn(ROUTE, "HAProxyRejected", message.replace("{n}", "61"))
+    clock.now += 601
+    assert await recorder.warn(ROUTE, "HAProxyRejected", message.replace("{n}", "75"))
+    [event] = _events(kube)
+    assert event["count"] == 2 and "haproxy.cfg:34:" in event["message"]
+    assert await recorder.warn(ROUTE, "HAProxyRejected", "another message (haproxy.cfg:34: x)")
+    assert len(_events(kube)) == 2

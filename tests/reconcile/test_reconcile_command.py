@@ -94,8 +94,9 @@ def test_reconcile_follows_the_state_dir(tmp_path: Path, started: Callable[..., 
     assert _metric(_get(f"{base}/metrics")[1], "routegate_last_promotion_timestamp_seconds") == pytest.approx(
         first.promoted_at)
 
-    shutil.copy(DATA / "inputs" / "bad-regex.yaml", state)
-    _until(lambda: _metric(_get(f"{base}/metrics")[1], "routegate_promotions_rejected_total") == 1, proc, log)
+    shutil.copy(DATA / "inputs" / "bad-regex.yaml", state)  # left out: the rest is what is live already
+    _until(lambda: _metric(_get(f"{base}/metrics")[1], 'routegate_isolated_objects{treatment="left-out"}') == 1,
+           proc, log)
     assert Promoter(out).last_known_good() == first
     assert "HTTPRoute capture/broken" in log.read_text()
 
@@ -104,17 +105,32 @@ def test_reconcile_follows_the_state_dir(tmp_path: Path, started: Callable[..., 
     _until(lambda: (Promoter(out).last_known_good() or first).version != first.version, proc, log)
 
 
+def _once(state: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "webhook", "reconcile", "--once", "--state", str(state),
+                           "--output-dir", str(out), "--stats-socket", ""], capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
 def test_once_says_whether_it_promoted(tmp_path: Path) -> None:
     state, out = tmp_path / "state", tmp_path / "out"
     state.mkdir()
-    shutil.copy(DATA / "state" / "cluster.yaml", state)
-    shutil.copy(DATA / "inputs" / "bad-regex.yaml", state)
-    run = subprocess.run([sys.executable, "-m", "webhook", "reconcile", "--once", "--state", str(state),
-                          "--output-dir", str(out), "--stats-socket", ""], capture_output=True, text=True,
-                         timeout=120, check=False)
+    cluster = (DATA / "state" / "cluster.yaml").read_text()
+    # a listener port haproxy -c rejects on the only Gateway: no line names an object, and a Gateway
+    # (of which nothing was promoted yet) is never left out, so nothing can be isolated
+    (state / "cluster.yaml").write_text(cluster.replace("      port: 80\n", "      port: 70000\n", 1))
+    run = _once(state, out)
     assert run.returncode == 1, run.stderr
-    assert "routegate: rejected" in run.stderr and "HTTPRoute capture/broken" in run.stderr
+    assert "routegate: rejected" in run.stderr and "invalid port '70000'" in run.stderr
     assert Promoter(out).last_known_good() is None and not (out / "..data").exists()
+
+    # a broken route is left out, and the rest promoted
+    (state / "cluster.yaml").write_text(cluster)
+    shutil.copy(DATA / "inputs" / "bad-regex.yaml", state)
+    run = _once(state, out)
+    assert run.returncode == 0, run.stderr
+    assert "routegate: promoted" in run.stderr
+    assert "HTTPRoute capture/broken: left out (not in the configuration)" in run.stderr
+    assert "broken" not in (out / "haproxy.cfg").read_text()
 
 
 def test_serve_reconcile_promotes_in_the_same_process(tmp_path: Path, started: Callable[..., Any]) -> None:

@@ -1,9 +1,9 @@
 """The reconcile gate end to end: real files, real haproxy -c, the fake API server for Events.
 
-valid state -> promoted; a stored object haproxy -c rejects -> nothing written, last-known-good live,
-an Event on the object, the rejection counted; fixed -> promoted again; a stored route with an invalid
-session name -> promoted without its session persistence (seed 004), with its Event; the same state
-again -> unchanged, no Event repeated.
+valid state -> promoted; a new stored object haproxy -c rejects -> left out (webhook.isolating), so the
+rest is what is live already: nothing written, an Event on the object; fixed -> promoted with it; a
+stored route with an invalid session name -> promoted without its session persistence (seed 004), with
+its Event; the same state again -> unchanged, no Event repeated.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from webhook.events import EventRecorder
 from webhook.filesources import FileSource
 from webhook.following import follow
 from webhook.gates import Gate
+from webhook.leaveouts import Treatment
 from webhook.reconcile import Reconciler, Result
 
 FIXED_REGEX = (DATA / "inputs" / "bad-regex.yaml").read_text().replace("/a{2,1}", "/a{1,2}")
@@ -94,23 +95,27 @@ async def test_valid_broken_fixed_and_left_out(running: Running, tmp_path: Path,
     assert http["name"] == "http" and http["attachedRoutes"] == 0, http
     assert {c["type"]: c["status"] for c in http["conditions"]}["Programmed"] == "True", http
 
-    # a stored route haproxy -c rejects -> nothing written, last-known-good stays, Event, counted
+    # a new stored route haproxy -c rejects -> left out; the rest is what is live: nothing written, Event
     version = source.snapshot().version
     shutil.copy(DATA / "inputs" / "bad-regex.yaml", state / "broken.yaml")
-    assert await _settled(source, reconciler, version) is Result.REJECTED
+    assert await _settled(source, reconciler, version) is Result.UNCHANGED
     assert reconciler.promoter.last_known_good() == first
     assert (out / "haproxy.cfg").read_bytes() == live_cfg
     assert sorted(p.name for p in out.iterdir() if p.name.startswith("..v")) == [first.version]
-    assert _metric("routegate_promotions_rejected_total") == rejected + 1
+    assert _metric("routegate_promotions_rejected_total") == rejected
     assert _metric("routegate_objects_at_fault", kind="HTTPRoute") == 1
+    assert _metric("routegate_isolated_objects", treatment="left-out") == 1
     outcome = reconciler.last
     assert outcome is not None and [str(r) for r in outcome.at_fault] == ["HTTPRoute capture/broken"]
-    assert "HTTPRoute capture/broken: spec.rules[1].matches[0].path.value" in outcome.rejection[0]
+    [(left, finding)] = [(x, f) for x in outcome.left_out for f in x.findings]
+    assert left.treatment is Treatment.LEFT_OUT and finding.code == "RG0800"
+    assert finding.field == "spec.rules[1].matches[0].path.value" and "a{2,1}" in finding.message
     [event] = _events(kube)
     assert event["type"] == "Warning" and event["reason"] == "HAProxyRejected"
     assert event["involvedObject"] == {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
                                        "name": "broken", "namespace": "capture"}
     assert event["metadata"]["namespace"] == "capture" and "a{2,1}" in event["message"]
+    assert event["message"].endswith("in the HAProxy configuration: left out (not in the configuration)")
 
     # fixed -> promoted again
     version = source.snapshot().version

@@ -24,14 +24,14 @@ def check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str
 
 
 def test_good_routes_exit_0(capsys: pytest.CaptureFixture[str], haproxy_path: str) -> None:
-    code, out, _ = check(capsys, "-f", str(INPUTS / "good.yaml"))
+    code, out, _ = check(capsys, "-f", str(INPUTS / "good.yaml"), "-v")
     assert code == 0, out
     assert out.splitlines()[0] == f"{INPUTS / 'good.yaml'}:1:1: HTTPRoute capture/shop: allowed"
 
 
 def test_a_denied_object_exits_1_and_names_file_line_and_field(capsys: pytest.CaptureFixture[str],
                                                                haproxy_path: str) -> None:
-    code, out, _ = check(capsys, "-f", str(INPUTS))
+    code, out, _ = check(capsys, "-f", str(INPUTS), "-v")
     assert code == 1
     lines = out.splitlines()
     broken = lines.index(f"{INPUTS / 'bad-regex.yaml'}:2:1: HTTPRoute capture/broken: denied")
@@ -66,7 +66,7 @@ def test_stdin_is_read_with_dash(capsys: pytest.CaptureFixture[str], monkeypatch
     import io
 
     monkeypatch.setattr(sys, "stdin", io.StringIO((INPUTS / "good.yaml").read_text()))
-    code, out, _ = check(capsys, "-f", "-")
+    code, out, _ = check(capsys, "-f", "-", "-v")
     assert code == 0 and out.startswith("<stdin>:1:1: HTTPRoute capture/shop: allowed")
 
 

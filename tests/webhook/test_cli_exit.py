@@ -46,7 +46,7 @@ def test_the_console_check_reports_what_main_returns_and_leaves_nothing_behind(
     inputs = _routes(tmp_path)
     scratch = tmp_path / "scratch"
     scratch.mkdir(mode=0o700)
-    args = ["check", "--state", str(STATE_DIR), "-f", str(inputs), "--scratch-dir", str(scratch)]
+    args = ["check", "--state", str(STATE_DIR), "-f", str(inputs), "--scratch-dir", str(scratch), "-v"]
     run = routegate(*args, "--jobs", "2")
     assert cli.main([*args, "--jobs", "0"]) == run.returncode == 1, run.stderr
     assert run.stdout == capsys.readouterr().out
@@ -56,7 +56,7 @@ def test_the_console_check_reports_what_main_returns_and_leaves_nothing_behind(
 
 
 def test_a_clean_console_check_exits_zero(tmp_path: Path) -> None:
-    run = routegate("check", "--state", str(STATE_DIR), "-f", str(STATE_DIR))
+    run = routegate("check", "--state", str(STATE_DIR), "-f", str(STATE_DIR), "-v")
     assert run.returncode == 0, run.stdout + run.stderr
     assert ": allowed" in run.stdout
 

@@ -3,6 +3,9 @@ console script."""
 
 from __future__ import annotations
 
+import asyncio
+import io
+import itertools
 import json
 import os
 import pty
@@ -13,13 +16,16 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import jsonschema
+import pytest
 import yaml
 
 from tests.conftest import REPO
 from tests.webhook.clirun import env, routegate
 from tests.webhook.conftest import INPUTS, STATE_DIR
 from validators import rules
-from webhook import explaining
+from webhook import explaining, flags, progress, reports
+from webhook.inputs import Located
+from webhook.verdicts import Decision, Verdict
 
 BOTH = ["--state", str(STATE_DIR), "-f", str(INPUTS / "bad-regex.yaml"), "-f", str(INPUTS / "good.yaml")]
 
@@ -196,6 +202,193 @@ def test_progress_goes_to_stderr_on_a_terminal_only(haproxy_path: str) -> None:
             break
         seen += chunk
     os.close(leader)
-    assert b"routegate: judging 2 objects..." in seen
+    assert b"routegate: judging 2 objects: 0 judged, 0 denied... 0s" in seen
     assert "judging" not in out
     assert "judging" not in routegate("check", *BOTH).stderr  # not a terminal: no progress
+
+
+# ---- quiet by default, complete on demand (issue 27 §5) ----------------------------------------------
+
+def _many(directory: Path, *, valid: int, denied: int, warned: int, services: int) -> Path:
+    """Routes that attach to the state's Gateway (``valid``), copies of a route a rule denies (``denied``),
+    routes whose parent is missing (``warned``: one warning, the same on each) and Services (a note
+    each: routegate does not check them)."""
+    good = yaml.safe_load((INPUTS / "good.yaml").read_text())
+    broken = yaml.safe_load((INPUTS / "bad-session.yaml").read_text())
+    items: list[dict[str, object]] = []
+    for i in range(valid + warned):
+        route = json.loads(json.dumps(good))
+        route["metadata"]["name"] = f"r{i}"
+        route["spec"]["hostnames"] = [f"r{i}.example.com"]
+        if i >= valid:
+            route["spec"]["parentRefs"] = [{"name": "missing"}]
+        items.append(route)
+    for i in range(denied):
+        route = json.loads(json.dumps(broken))
+        route["metadata"]["name"] = f"broken{i}"
+        route["spec"]["hostnames"] = [f"broken{i}.example.com"]
+        items.append(route)
+    items += [{"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"s{i}", "namespace": "capture"},
+               "spec": {"ports": [{"port": 80}]}} for i in range(services)]
+    path = directory / "objects.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+    return path
+
+
+def test_3000_objects_print_only_failures_warnings_and_one_summary_line(tmp_path: Path, haproxy_path: str) -> None:
+    inputs = _many(tmp_path, valid=2494, denied=2, warned=4, services=500)
+    args = ("check", "--state", str(STATE_DIR), "-f", str(inputs))
+    report = json.loads(routegate(*args, "-o", "json", timeout=600).stdout)
+    assert report["summary"]["objects"] == 3000
+    denied = [r for r in report["results"] if not r["allowed"]]
+    warned = [r for r in report["results"] if any(f["severity"] == "warn" for f in r["findings"])]
+    noted = [r for r in report["results"] if r["notes"]]
+    assert len(denied) == 2 and len(warned) == 4 and len(noted) >= 500
+    shared = {(f["code"], f["path"], f["message"]) for f in warned[0]["findings"] if f["severity"] == "warn"}
+
+    result = routegate(*args, timeout=600)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    heads = [n for n, line in enumerate(lines) if not line.startswith(" ")]
+    # each denied object with its denials (and the haproxy -c lines behind them), the first warned object
+    # with the warning (printed once, with a count), the summary line: nothing for the other 2,994
+    assert len(heads) == 2 + 1 + 1, [lines[n] for n in heads]
+    assert lines[-1] == (f"3000 objects: 2998 allowed, 2 denied, {len(warned)} with warnings, "
+                         f"{len(noted)} with notes")
+    blocks = {lines[start]: lines[start + 1:end] for start, end in itertools.pairwise(heads)}
+    for head, block in blocks.items():
+        if head.endswith(": denied"):
+            denials = [line for line in block if not line.startswith(" " * 8)]
+            assert all(" error RG" in line for line in denials) and denials, block
+            assert all(line.startswith(" " * 8) or line in denials for line in block)
+        else:  # each of the warnings the 4 warned objects share, once
+            assert head.endswith(": allowed") and len(block) == len(shared) == 2, block
+            assert all(" warning RG" in line and line.endswith("(and 3 more objects)") for line in block)
+    assert sum(head.endswith(": denied") for head in blocks) == 2
+
+
+def test_verbose_shows_every_object_and_note_and_summary_only_the_summary(haproxy_path: str) -> None:
+    default = routegate("check", *BOTH).stdout.splitlines()
+    verbose = routegate("check", *BOTH, "-v").stdout.splitlines()
+    assert not any(line.endswith(": allowed") for line in default)
+    assert sum(line.endswith((": allowed", ": denied")) for line in verbose) == 2
+    assert any(line.startswith("note: ") for line in verbose) and not any("note: " in line for line in default)
+    assert set(default) < set(verbose) and default[-1] == verbose[-1]
+    summary = routegate("check", *BOTH, "--summary")
+    assert summary.returncode == 1 and summary.stdout.splitlines() == [default[-1]]
+
+
+def test_verbose_and_summary_are_one_choice() -> None:
+    result = routegate("check", "-f", str(INPUTS), "-v", "--summary")
+    assert result.returncode == 2 and "not allowed with argument" in result.stderr
+
+
+def test_warnings_and_notes_are_counted_apart() -> None:
+    def judged(v: Verdict) -> reports.Judged:
+        return reports.Judged(Located({}, "f.yaml", 1), v, 1, 1)
+
+    ref = Located({"kind": "Service", "metadata": {"name": "a"}}, "f", 1).ref
+    noted = Verdict(Decision.ALLOW, ref, notes=("routegate does not check Service; allowed unchecked",))
+    report = reports.Report(results=[judged(noted), judged(Verdict(Decision.ALLOW, ref))])
+    assert report.counts()["withWarnings"] == 0 and report.counts()["withNotes"] == 1
+    assert report.summary() == "2 objects: 2 allowed, 0 denied, 0 with warnings, 1 with notes"
+    assert reports.text(report) == report.summary() + "\n"  # a note alone is no reason to print the object
+    assert "note: routegate does not check Service" in reports.text(report, reports.Detail.EVERYTHING)
+
+
+@pytest.mark.parametrize(("mode", "environment", "stream_is_tty", "wanted"), [
+    ("auto", {}, False, False), ("auto", {}, True, True),
+    ("auto", {"NO_COLOR": "1"}, True, False), ("auto", {"FORCE_COLOR": "1"}, False, True),
+    ("auto", {"NO_COLOR": "1", "FORCE_COLOR": "1"}, False, False), ("auto", {"TERM": "dumb"}, True, False),
+    ("always", {"NO_COLOR": "1"}, False, True), ("never", {"FORCE_COLOR": "1"}, True, False),
+    ("auto", {"NO_COLOR": ""}, True, True), ("auto", {"FORCE_COLOR": ""}, False, False),
+])
+def test_colour_follows_the_flag_then_no_color_then_force_color_then_the_terminal(
+        monkeypatch: pytest.MonkeyPatch, mode: str, environment: dict[str, str], stream_is_tty: bool,
+        wanted: bool) -> None:
+    for name in ("NO_COLOR", "FORCE_COLOR", "TERM"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    stream = io.StringIO()
+    stream.isatty = lambda: stream_is_tty  # type: ignore[method-assign]
+    assert flags.colour_wanted(stream, mode) is wanted
+
+
+def test_color_always_and_force_color_colour_a_pipe(haproxy_path: str) -> None:
+    assert "\x1b[31mdenied\x1b[0m" in routegate("check", *BOTH, "--color=always").stdout
+    assert "\x1b[31mdenied\x1b[0m" in routegate("check", *BOTH, FORCE_COLOR="1").stdout
+    assert "\x1b[" not in routegate("check", *BOTH, "--color", "never", FORCE_COLOR="1").stdout
+
+
+def test_github_stays_within_a_step_s_annotations_and_summarises_the_rest(tmp_path: Path,
+                                                                          haproxy_path: str) -> None:
+    inputs = _many(tmp_path, valid=1, denied=12, warned=14, services=0)
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("earlier step\n")
+    args = ("check", "--state", str(STATE_DIR), "-f", str(inputs))
+    everything = json.loads(routegate(*args, "-o", "json").stdout)
+    errors = sum(f["severity"] == "deny" for r in everything["results"] for f in r["findings"])
+    warnings = sum(f["severity"] == "warn" for r in everything["results"] for f in r["findings"])
+    assert errors > 10 and warnings > 10
+
+    result = routegate(*args, "-o", "github", GITHUB_STEP_SUMMARY=str(summary))
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert sum(line.startswith("::error ") for line in lines) == 10
+    assert sum(line.startswith("::warning ") for line in lines) == 10
+    assert [line for line in lines if line.startswith("::notice ")] == [lines[-1]]
+    assert f"; {errors + warnings - 20} findings not annotated" in lines[-1] and "job summary" in lines[-1]
+    group = lines[lines.index(next(line for line in lines if line.startswith("::group::"))) + 1:
+                  lines.index("::endgroup::")]
+    assert len(group) == errors + warnings - 20 and not any(line.startswith("::") for line in group)
+
+    written = summary.read_text()
+    assert written.startswith("earlier step\n### routegate check\n")  # appended, as GitHub asks
+    assert everything["summary"]["objects"] == 27 and "27 objects: 1" in written
+    block = written.split("```text\n", 1)[1]
+    assert sum(" error RG" in line for line in block.splitlines()) == errors
+    assert sum(": denied" in line for line in block.splitlines()) == 12
+
+    quiet = routegate(*args, "-o", "github", "--summary").stdout.splitlines()
+    assert len(quiet) == 1 and quiet[0].startswith("::notice title=routegate::27 objects: ")
+
+
+def test_the_job_summary_cannot_be_escaped_or_grow_past_github_s_limit() -> None:
+    ref = Located({"kind": "HTTPRoute", "metadata": {"name": "a"}}, "f", 1).ref
+    name = "```\n<img src=x>"
+    item = Located({"kind": "HTTPRoute", "metadata": {"name": name}}, "f.yaml", 1)
+    verdict = Verdict(Decision.ERROR, ref, error="x" * 2000 + "````")
+    report = reports.Report(results=[reports.Judged(item, verdict, 1, 1)] * 1000)
+    markdown = reports.github_summary(report)
+    assert len(markdown.encode()) < reports.GITHUB_SUMMARY_BYTES
+    fence = markdown.split("\n")[4]
+    assert fence == "`````text"  # longer than any run of backticks inside
+    assert markdown.rstrip("\n").endswith("\n`````") and "more lines" in markdown
+
+
+def test_progress_counts_the_verdicts_given_so_far() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    ref = Located({"kind": "HTTPRoute", "metadata": {"name": "a"}}, "f", 1).ref
+
+    async def run() -> str:
+        out = Terminal()
+        async with progress.shown(3, out, every=0.01) as tally:
+            tally.add([Verdict(Decision.ALLOW, ref), Verdict(Decision.DENY, ref)])
+            await asyncio.sleep(0.05)
+        return out.getvalue()
+
+    seen = asyncio.run(run())
+    assert "routegate: judging 3 objects: 2 judged, 1 denied... 0s" in seen and seen.endswith("\r\x1b[K")
+    quiet = io.StringIO()
+
+    async def piped() -> None:
+        async with progress.shown(3, quiet, every=0.01) as tally:
+            tally.add([Verdict(Decision.ALLOW, ref)])
+            await asyncio.sleep(0.03)
+
+    asyncio.run(piped())
+    assert quiet.getvalue() == ""

@@ -92,7 +92,7 @@ def test_without_a_data_plane_version_the_checker_s_is_assumed(
     checker = dataplanes.text(_version(haproxy_path))
     assert result["dataplane"]["version"] == checker and result["dataplane"]["assumed"] is True
     state, route = _files(tmp_path / "text")
-    main(["check", "--haproxy", haproxy_path, "--state", str(state), "-f", str(route)])
+    main(["check", "--haproxy", haproxy_path, "--state", str(state), "-f", str(route), "-v"])
     out = capsys.readouterr().out
     assert out.count(f"assumed the checker's {checker}") == 1, out
 

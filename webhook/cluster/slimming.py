@@ -3,7 +3,7 @@
 A watched HTTPRoute carries managedFields and a last-applied-configuration annotation that together
 are often larger than its spec; status is written by the controller and changes on every
 reconcile. Keeping them would cost memory and, worse, change the state version (and invalidate
-cached baselines) on every status write. ``slim`` keeps identity, labels, the creation time (route
+cached baselines) on every status write. ``slim`` keeps identity, the generation, labels, the creation time (route
 precedence), selected annotations and the content fields; the rest is dropped.
 """
 
@@ -15,7 +15,9 @@ from typing import Any
 
 from validators.objects import Obj
 
-KEPT_METADATA = ("name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp")
+# generation changes with the spec only (never on a status write): it names the version of an object that
+# reconcile holds back (webhook.isolating) and the one a status describes (observedGeneration).
+KEPT_METADATA = ("name", "namespace", "uid", "generation", "labels", "creationTimestamp", "deletionTimestamp")
 # Annotations the renderer may read; everything else (last-applied, tool bookkeeping) is dropped.
 KEPT_ANNOTATION_PREFIXES = ("routegate.io/", "haproxy.org/", "haproxy-haptic.org/")
 # Top-level fields dropped per kind (beyond metadata trimming); "status" is output, never input.

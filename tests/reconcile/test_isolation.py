@@ -1,0 +1,206 @@
+"""One tenant's broken stored object never stops the others (issue 25, §1), driven through the fake API
+server: the cluster is listed and watched (``ClusterState``), reconciled by the loop (``follow``), and
+Warning Events are written back to it.
+
+A broken new route plus another tenant's valid change -> the change is promoted, the broken route left
+out with an Event; a broken update of a live route -> its last promoted version keeps serving, with an
+Event naming the version held back; both fixed -> promoted as stored. Each promoted version is started
+in a real HAProxy (the checker's binary) on loopback, with real backend servers, and probed: what it
+serves is what the outcome says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import shutil
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from haproxy_check.runtime.promotion import Promoter
+from tests.cluster.clusterkit import install_gateway_api
+from tests.fakekube import FakeKube
+from tests.haproxy_check import dataplanes as dp
+from tests.reconcile.conftest import DATA
+from validators.objects import Obj, Ref
+from webhook import inputs
+from webhook.cluster import ClusterState
+from webhook.events import EventRecorder
+from webhook.following import follow
+from webhook.gates import Gate
+from webhook.leaveouts import Treatment
+from webhook.reconcile import Outcome, Reconciler, Result
+
+pytestmark = pytest.mark.haproxy
+
+GW = "gateway.networking.k8s.io"
+
+
+def _route(name: str, path: str) -> Obj:
+    return {"apiVersion": f"{GW}/v1", "kind": "HTTPRoute", "metadata": {"name": name, "namespace": "capture"},
+            "spec": {"parentRefs": [{"name": "edge"}], "hostnames": [f"{name}.example.com"],
+                     "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": path}}],
+                                "backendRefs": [{"name": "web", "port": 8080}]}]}}
+
+
+def _with_bad_regex(route: Obj) -> Obj:
+    out = copy.deepcopy(route)
+    out["spec"]["rules"].append({"matches": [{"path": {"type": "RegularExpression", "value": "/a{2,1}"}}],
+                                 "backendRefs": [{"name": "web", "port": 8080}]})
+    return out
+
+
+class Loop:
+    def __init__(self, kube: FakeKube, cluster: ClusterState, reconciler: Reconciler, out: Path, port: int) -> None:
+        self.kube, self.cluster, self.reconciler, self.out = kube, cluster, reconciler, out
+        self.port = port  # the Gateway's listener, on loopback
+
+    def stored(self, name: str) -> Obj:
+        got = self.kube.get(GW, "httproutes", "capture", name)
+        assert got is not None
+        return copy.deepcopy(got)
+
+    async def settled(self) -> Outcome:
+        """The outcome of a reconcile of the cluster's current version."""
+        async with asyncio.timeout(60):
+            while True:
+                await asyncio.sleep(0.05)
+                last = self.reconciler.last
+                if self.cluster.ready and last is not None and last.state_version == self.cluster.snapshot().version:
+                    return last
+
+    def served(self) -> str:
+        """Everything the data plane reads: haproxy.cfg and its maps."""
+        live = (self.out / "..data").resolve()
+        return "".join(p.read_text() for p in sorted(live.rglob("*")) if p.is_file() and p.suffix in (".cfg", ".map"))
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """The live version in a real HAProxy (loopback binds, a stats socket), for probes."""
+        run = Path(tempfile.mkdtemp(prefix="rgiso"))
+        shutil.copytree((self.out / "..data").resolve(), run, dirs_exist_ok=True)
+        cfg = (run / "haproxy.cfg").read_text()
+        (run / "haproxy.cfg").write_text(dp.dataplane_config(cfg, str(run / "s.sock")))
+        binary = self.reconciler.gate.binary.path
+        proc = subprocess.Popen([binary, "-W", "-db", "-f", "haproxy.cfg"], cwd=run, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            dp._wait_connectable("127.0.0.1", self.port, proc, "haproxy")  # blocks the loop briefly: nothing
+            yield  # changes meanwhile
+        finally:
+            dp._stop(proc)
+            shutil.rmtree(run, ignore_errors=True)
+
+    def status(self, host: str, path: str) -> int:
+        return dp.get(self.port, host, path)[0]
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [e for e in self.kube.objects[("", "events")].values() if e["involvedObject"]["name"] == name]
+
+
+@pytest.fixture
+def backend_port() -> Iterator[int]:
+    port = dp.free_port()
+    with dp.backend_servers(["127.0.0.1"], port):
+        yield port
+
+
+@pytest.fixture
+async def loop(tmp_path: Path, gate: Gate, kube: FakeKube, api: Any, backend_port: int) -> AsyncIterator[Loop]:
+    install_gateway_api(kube)
+    port = dp.free_port()
+    for item in inputs.load([str(DATA / "state")]):
+        obj = copy.deepcopy(dict(item.obj))
+        if obj["kind"] == "Gateway":
+            obj["spec"]["listeners"][0]["port"] = port
+        if obj["kind"] == "EndpointSlice":  # the Service's endpoint: the backend server on loopback
+            obj["ports"][0]["port"] = backend_port
+            obj["endpoints"] = [{"addresses": ["127.0.0.1"], "conditions": {"ready": True}}]
+        kube.create(obj)
+    kube.create(_route("a", "/a-v1"))
+    kube.create(_route("b", "/b-v1"))
+    cluster = ClusterState(api, resync_backoff_cap=0.05)
+    reconciler = Reconciler(gate, Promoter(tmp_path / "out", keep=3), recorder=EventRecorder(api))
+    tasks = [asyncio.ensure_future(cluster.run()),
+             asyncio.ensure_future(follow(cluster, reconciler, debounce=0.1, poll=0.05))]
+    try:
+        yield Loop(kube, cluster, reconciler, tmp_path / "out", port)
+    finally:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def test_a_broken_tenant_never_stops_the_others(loop: Loop) -> None:
+    first = await loop.settled()
+    assert first.result is Result.PROMOTED and not first.left_out
+    assert "/a-v1" in loop.served() and "/b-v1" in loop.served()
+    with loop.running():
+        assert loop.status("a.example.com", "/a-v1") == 200 and loop.status("b.example.com", "/b-v1") == 200
+        assert loop.status("a.example.com", "/a-v2") == 404
+
+    # a broken new route, and another tenant's valid change: the change goes live, the route stays out
+    loop.kube.create(_with_bad_regex(_route("broken", "/broken")))
+    b = loop.stored("b")
+    b["spec"]["rules"][0]["matches"][0]["path"]["value"] = "/b-v2"
+    loop.kube.update(b)
+    outcome = await loop.settled()
+    assert outcome.result is Result.PROMOTED, outcome.rejection
+    served = loop.served()
+    assert "/b-v2" in served and "/b-v1" not in served and "broken.example.com" not in served
+    [left] = outcome.left_out
+    assert (left.ref, left.treatment) == (Ref("HTTPRoute", "capture", "broken"), Treatment.LEFT_OUT)
+    assert [f.field for f in left.findings] == ["spec.rules[1].matches[0].path.value"]
+    assert "haproxy" in left.findings[0].message and "a{2,1}" in left.findings[0].message
+    [event] = loop.events("broken")
+    assert event["reason"] == "HAProxyRejected" and "spec.rules[1].matches[0].path.value" in event["message"]
+    assert event["message"].endswith("in the HAProxy configuration: left out (not in the configuration)")
+    with loop.running():
+        assert loop.status("b.example.com", "/b-v2") == 200 and loop.status("b.example.com", "/b-v1") == 404
+        assert loop.status("broken.example.com", "/broken") == 404
+        assert loop.status("a.example.com", "/a-v1") == 200
+
+    # a broken update of a live route: its last promoted version keeps serving; b's next change goes live
+    a = loop.stored("a")
+    assert a["metadata"]["generation"] == 1
+    a = _with_bad_regex(a)
+    a["spec"]["rules"][0]["matches"][0]["path"]["value"] = "/a-v2"
+    loop.kube.update(a)
+    b = loop.stored("b")
+    b["spec"]["rules"][0]["matches"][0]["path"]["value"] = "/b-v3"
+    loop.kube.update(b)
+    outcome = await loop.settled()
+    assert outcome.result is Result.PROMOTED, outcome.rejection
+    served = loop.served()
+    assert "/a-v1" in served and "/a-v2" not in served and "/b-v3" in served
+    held = {x.ref.name: x for x in outcome.left_out}
+    assert sorted(held) == ["a", "broken"]
+    # the version held back is named by its generation (what the cluster keeps of it, webhook.cluster.slimming)
+    assert held["a"].treatment is Treatment.HELD_BACK and held["a"].kept_generation == 1
+    [event] = loop.events("a")
+    assert event["reason"] == "HAProxyRejected"
+    assert event["message"].endswith("held back at its last promoted version (generation 1)")
+    assert {str(r) for r in outcome.at_fault} == {"HTTPRoute capture/a", "HTTPRoute capture/broken"}
+    with loop.running():  # a's last promoted version serves; its broken edit does not take it down
+        assert loop.status("a.example.com", "/a-v1") == 200 and loop.status("a.example.com", "/a-v2") == 404
+        assert loop.status("b.example.com", "/b-v3") == 200
+
+    # both fixed: promoted as stored, nothing set aside
+    for name in ("a", "broken"):
+        fixed = loop.stored(name)
+        fixed["spec"]["rules"][1]["matches"][0]["path"]["value"] = "/z{1,2}"
+        loop.kube.update(fixed)
+    outcome = await loop.settled()
+    assert outcome.result is Result.PROMOTED and not outcome.left_out and not outcome.faults
+    served = loop.served()
+    assert "/a-v2" in served and "/a-v1" not in served and "broken.example.com" in served
+    with loop.running():
+        assert loop.status("a.example.com", "/a-v2") == 200 and loop.status("a.example.com", "/a-v1") == 404
+        assert loop.status("broken.example.com", "/broken") == 200
