@@ -25,6 +25,9 @@ from typing import Any, NoReturn
 from haproxy_check.check import binaries, scratches
 from haproxy_check.render import gcpause
 from haproxy_check.render.rendering import Renderer
+from haproxy_check.results import RenderError
+from haproxy_check.runtime import predictions
+from haproxy_check.runtime.predictions import Prediction
 from validators.changes import Change, Operation
 from validators.findings import Severity, denies
 from validators.objects import KINDS, REVIEWED_KINDS, Obj, Ref, ref_of
@@ -213,6 +216,31 @@ async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Seque
     return _attributed([(located[n], verdicts[n]) for n in sorted(verdicts)])
 
 
+async def predicted(gate: Gate, base_objects: list[Obj], located: Sequence[inputs.Located],
+                    results: Sequence[tuple[inputs.Located, Verdict]], skip: frozenset[str] = frozenset(),
+                    ) -> Prediction | None:
+    """How a data plane running the given state (``--state``/the cluster) takes the inputs, all applied:
+    the runtime planner over the whole render before and after (``predictions.predict``), the plan
+    reconcile's runtime applier makes when the data plane runs that state. None without manifests to
+    apply, without a state to apply them to (no data plane runs an empty state: a check of files alone
+    is not charged two more renders of them), when an input is not allowed (it would not reach the data
+    plane) or a render is refused."""
+    manifests = [(i.ref, i) for i in located if not _is_review(i) and i.obj.get("kind") not in skip]
+    if not base_objects or not manifests or not results or not all(v.allowed for _, v in results):
+        return None
+    before = gate.scope.view(MemoryState(base_objects, version="check-base"))
+    after = gate.scope.view(MemoryState.keyed(_combine(base_objects, manifests), version="check"))
+    try:
+        old = await asyncio.to_thread(gate.renderer.render, before, subject=None)
+        new = await asyncio.to_thread(gate.renderer.render, after, subject=None, previous=old.description)
+    except RenderError:
+        return None
+    version = gate.dataplane_version or gate.binary.version_tuple
+    return await asyncio.to_thread(predictions.predict, old.description, new.description,
+                                   dataplane_version=version, files=new.files,
+                                   basis="a data plane running the given state (--state or the cluster)")
+
+
 async def _audited(gate: Gate, everything: State, stored: list[tuple[int, inputs.Located]]) -> dict[int, Verdict]:
     """``--all``: the stored objects judged by the reconcile loop's own steps (``Reconciler.judge``: the
     audit of every object with the admission rules, the seed's leave-outs, one render of the whole state
@@ -311,8 +339,14 @@ async def _check(args: argparse.Namespace) -> int:
         for group in _apply_sets(located, each=args.each):
             results += await judge(gate, base, base_objects, group, skip, workers=workers, with_status=with_status,
                                    tally=tally)
+    # --each judges scenarios, not one set applied together: no one prediction describes them
+    prediction = None if args.no_prediction or args.each else \
+        await predicted(gate, base_objects, [i for i in located if i.file != CLUSTER], results, skip)
+    if prediction is not None and len(results) == 1:
+        results = [(results[0][0], replace(results[0][1], prediction=prediction))]
     report = reports.Report(problems=sorted(problems, key=lambda p: (p.file, p.line, p.column)),
-                            warnings=[*loaded.warnings, *_cel_warning()], haproxy=binary, version=_version())
+                            warnings=[*loaded.warnings, *_cel_warning()], haproxy=binary, version=_version(),
+                            prediction=prediction)
     for item, verdict in results:
         line, column = positions.of(item) if item.file != CLUSTER else (0, 0)
 

@@ -108,6 +108,10 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--full-check-debounce", type=flags.nonnegative_seconds, default=5.0, metavar="SECONDS",
                        help="check the whole state in the background once it stayed unchanged this long "
                             "(the reference for the per-change delta check); 0 turns it off")
+    serve.add_argument("--dataplane-state", default="", metavar="DIR|URL",
+                       help="what the data plane runs, as reconcile publishes it: its --output-dir (shared "
+                            "volume) or http://RECONCILER:PORT/dataplane; predictions that turn on what the "
+                            "data plane has loaded say 'unknown' without it")
     serve.add_argument("--client-ca", metavar="FILE",
                        help="require a client certificate signed by this CA bundle (the apiserver's) on the "
                             "webhook port; probes then use the metrics port")
@@ -142,6 +146,9 @@ def parser() -> argparse.ArgumentParser:
                             "haproxy -c (default: one fewer than the CPUs; 0: none, all in one process)")
     check.add_argument("--output", "-o", choices=OUTPUTS, default="text",
                        help="text (default), json, yaml, junit (XML), github (workflow annotations), sarif")
+    check.add_argument("--no-prediction", action="store_true",
+                       help="leave out how a data plane running the given state takes the inputs (it costs "
+                            "two more renders of the state)")
     check.add_argument("--each", action="store_true",
                        help="judge each -f file on its own against the state, as separate kubectl applies "
                             "would (files that are independent scenarios, e.g. a folder of examples)")

@@ -7,8 +7,9 @@ lowest CPU priority (a render of 10,000 routes holds the GIL for seconds: in a t
 the event loop that answers reviews). It never competes with reviews: it starts its render and its
 ``haproxy -c`` only while no review waits or runs (``busy``), and that ``haproxy -c`` runs at the
 lowest priority too, through a checker of its own (one run at a time, not one of the reviews' slots).
-The worker process keeps its render and runs that ``haproxy -c`` itself, sending back only the result
-and what the configuration loads: the server never holds the whole configuration.
+The worker process keeps its render and runs that ``haproxy -c`` itself, sending back only the result:
+the server never holds the whole configuration. (What the state's configuration loads is not what the
+data plane has loaded: predictions take that from reconcile, ``webhook.loadedindex``.)
 When the whole configuration fails and an alert is blamed on an object whose latest delta review
 passed haproxy -c on the object's closure, the two checks disagree: that is logged with both sides
 and counted in ``routegate_delta_disagreements_total``.
@@ -38,7 +39,6 @@ from haproxy_check.check import sandboxes
 from haproxy_check.check.checker import Checker, CheckTimedOut
 from haproxy_check.render.rendering import Renderer, RenderSettings
 from haproxy_check.results import CheckResult, HAProxyBinary, RenderError, RenderResult
-from haproxy_check.runtime.runtimeplans import Loaded
 from validators.changes import Change, Operation
 from validators.objects import KINDS, Obj, Ref, dig
 from validators.states import MemoryState, State
@@ -119,7 +119,6 @@ class Checked:
     """What the worker sends back of a whole render it checked: all that the server reads of it."""
 
     result: CheckResult
-    loaded: Loaded  # what the whole configuration loads (apply notes' context: webhook.loadedindex)
 
 
 def _check_kept(spec: CheckSpec) -> Checked:
@@ -132,7 +131,7 @@ def _check_kept(spec: CheckSpec) -> Checked:
         with sandboxes.child_waits_on_the_loop():
             return await spec.checker().check(render)
 
-    return Checked(asyncio.run(check()), Loaded.of(render.description))
+    return Checked(asyncio.run(check()))
 
 
 def _lowest_priority() -> None:
@@ -240,7 +239,7 @@ class FullChecker:
                 if rendered is None:  # kept in the worker process, checked there
                     checked: Checked = await loop.run_in_executor(self._pool, self._checks_in_worker())
                 else:
-                    checked = Checked(await self.checker.check(rendered), Loaded.of(rendered.description))
+                    checked = Checked(await self.checker.check(rendered))
                     del rendered
             except (RenderError, CheckTimedOut) as exc:
                 metrics.FULL_CHECKS.labels("undecided").inc()
@@ -250,7 +249,6 @@ class FullChecker:
                 metrics.FULL_CHECK_SECONDS.observe(self._clock() - started)
             result = checked.result
             self.checked_version, self.last = state.version, result
-            self.gate.loaded.record_loaded(self.gate.scope.view(state).version, checked.loaded)  # apply notes' context
             metrics.FULL_CHECKS.labels("ok" if result.ok else "failed").inc()
             metrics.FULL_CHECK_FAILING.set(0 if result.ok else 1)
             found = await asyncio.to_thread(self._disagreements, result, state)

@@ -25,7 +25,8 @@ from haproxy_check.check.checker import CheckTimedOut
 from haproxy_check.descriptions import Description
 from haproxy_check.render import gcpause
 from haproxy_check.results import Alert, CheckResult, HAProxyBinary, RenderError, RenderResult
-from haproxy_check.runtime import runtimeplans, slots
+from haproxy_check.runtime import predictions, slots
+from haproxy_check.runtime.predictions import Prediction
 from validators import checks, dataplanes
 from validators.changes import Change, Operation
 from validators.crossobject import statuses
@@ -272,7 +273,7 @@ class Gate:
             return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary, timings=timings)
         # The reload note needs only the renders: it is worked out while haproxy -c runs (another process),
         # and its render of the state without the change is the baseline a failing check compares with.
-        note = _ahead(self._apply_note(state, render, render_seconds=timings["render"], whole=full_state)) \
+        note = _ahead(self._apply_note(state, render, render_seconds=timings["render"])) \
             if reload_note else None
         mark = self._clock()
         try:
@@ -292,10 +293,11 @@ class Gate:
         if whole_state_decides:
             return await self._full_gate().review(original, state=full_state, reload_note=reload_note)
         if result.ok:
-            notes = await note if note is not None else ()
+            prediction = await note if note is not None else None
             timings["total"] = self._clock() - started
-            verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
-                              timings=timings, status=render.statuses.get(str(ref), {}))
+            verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=_noted(prediction),
+                              haproxy=self.binary, timings=timings, status=render.statuses.get(str(ref), {}),
+                              prediction=prediction)
             for passed in self.passed_observers:
                 passed(change, verdict)
             return verdict
@@ -484,20 +486,20 @@ class Gate:
         if denies(findings):
             return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary, timings=timings)
         status = statuses.route_status(change.subject, combined)
-        notes: tuple[str, ...] = ()
+        prediction: Prediction | None = None
         if notes_until is not None and self._clock() > notes_until:
-            notes = (f"reload classification skipped: checked together with {others} other concurrent "
-                     f"review{'s' if others != 1 else ''}",)
+            prediction = Prediction.skipped(f"checked together with {others} other concurrent "
+                                            f"review{'s' if others != 1 else ''}")
         else:
             mark = self._clock()
             try:
                 own_render = await asyncio.to_thread(self.renderer.render, Overlay(scope, change), subject=ref)
-                notes = await self._apply_note(scope, own_render, render_seconds=self._clock() - mark)
+                prediction = await self._apply_note(scope, own_render, render_seconds=self._clock() - mark)
             except RenderError:
-                notes = ()
+                prediction = None
         timings["total"] = self._clock() - item.started
-        verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
-                          timings=timings, status=status)
+        verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=_noted(prediction),
+                          haproxy=self.binary, timings=timings, status=status, prediction=prediction)
         for passed in self.passed_observers:
             passed(change, verdict)
         return verdict
@@ -750,36 +752,33 @@ class Gate:
         finding = Finding(RENDER_REFUSED, message, path, Severity.DENY)
         return Verdict(Decision.DENY, ref, findings=(*findings, finding), haproxy=self.binary, timings=timings)
 
-    async def _apply_note(self, state: State, render: RenderResult, *, render_seconds: float,
-                          whole: State | None = None) -> tuple[str, ...]:
-        """Say how the data plane takes this change: the runtime planner's verdict (runtimeplans).
+    async def _apply_note(self, state: State, render: RenderResult, *, render_seconds: float) -> Prediction | None:
+        """How the data plane takes this change: the runtime planner's prediction (``predictions``).
 
-        The note needs a render of the state without the change. It is advice, so on a large state whose
+        The plan needs a render of the state without the change. It is advice, so on a large state whose
         baseline is not cached it is skipped rather than doubling the review's latency. A route attached
-        to no listener gets none: it changes nothing a data plane runs, and RG0401 already says so."""
+        to no listener gets none: it changes nothing a data plane runs, and RG0401 already says so.
+        A delta review's closure lacks the profiles and maps the rest of the configuration loads: what
+        the data plane has loaded comes from reconcile (``webhook.loadedindex``); unpublished, a plan
+        that turns on it is "unknown"."""
         if any(f.code == NOT_ATTACHED for f in render.findings):
-            return ()
+            return None
         if state.version not in self._baseline_renders and render_seconds > self.note_budget:
-            return (f"reload classification skipped: rendering this state takes {render_seconds:.1f}s",)
+            return Prediction.skipped(f"rendering this state takes {render_seconds:.1f}s")
         try:
             before = await self._baseline_render(state)
         except RenderError:
-            return ()
+            return None
         version = self.dataplane_version or self.binary.version_tuple
-        # A closure's baseline lacks the profiles and maps other routes load: the whole state's supply them.
-        loaded = self.loaded.get(whole.version) if self.delta and whole is not None else None
+        published = self.loaded.current() if self.delta else None
         # Off the loop: comparing two whole descriptions is CPU work. The proposed servers take the
         # baseline's slots, as a render for a data plane running the baseline would name them.
-        plan = await asyncio.to_thread(
-            lambda: runtimeplans.plan(before.description, slots.stabilize(render.description, before.description),
-                                      dataplane_version=version, files=render.files, loaded=loaded))
-        if plan.action is runtimeplans.Action.RELOAD:
-            why = "; ".join(r.split(": ", 1)[-1] for r in plan.reasons[:3])
-            return (f"needs a reload: {why}",)
-        if plan.action is runtimeplans.Action.RUNTIME:
-            count = len(plan.commands)
-            return (f"applies at runtime ({count} command{'s' if count != 1 else ''})",)
-        return ()
+        return await asyncio.to_thread(
+            lambda: predictions.predict(before.description, slots.stabilize(render.description, before.description),
+                                        dataplane_version=version, files=render.files,
+                                        loaded=published.loaded if published is not None else None,
+                                        partial=self.delta,
+                                        basis=published.basis if published is not None else ""))
 
     async def _baseline_render(self, state: State) -> RenderResult:
         """The render of ``state`` itself (without the change), cached per state version."""
@@ -793,6 +792,12 @@ class Gate:
             return await self.checker.check(await self._baseline_render(state))
 
         return await _cached(self._baselines, state.version, check)
+
+
+def _noted(prediction: Prediction | None) -> tuple[str, ...]:
+    """The prediction as the note admission shows (none when nothing changes)."""
+    note = prediction.note() if prediction is not None else ""
+    return (note,) if note else ()
 
 
 def _render_findings(render: RenderResult) -> dict[str, list[Finding]]:

@@ -1,46 +1,81 @@
-"""What the whole configuration loads, per state version: the context of a delta review's apply note.
+"""What the data plane has loaded, as reconcile publishes it: the context of a delta review's prediction.
 
-A review under the delta check renders only its change's closure, so the runtime planner would see a
-baseline without the profiles and maps that other routes load (and call a backend's profile "not
-loaded yet", or a map "not loaded"). The renders of the whole state that already happen off the
-request path (the background full check, the reconcile loop) record here what they loaded
-(``runtimeplans.Loaded``); a review looks it up in O(1). For a state version no whole render has
-seen yet, the latest recorded one stands in: objects a few versions apart load nearly the same
-profiles and maps, and the note is advice.
+A review under the delta check renders only its change's closure, so the runtime planner sees a
+baseline without the profiles and maps other routes load. Whether a new backend's profile or a map is
+loaded is a fact about the running data plane, not about the state: only the process that applies
+promotions to it (reconcile's runtime applier, ``--runtime-socket``) knows it. It publishes what runs
+(``dataplane.json`` in its ``--output-dir`` and its ``/dataplane`` endpoint, read by ``serve
+--dataplane-state``; in-process for ``serve --reconcile``) and this holds the latest: profiles and maps
+(``runtimeplans.Loaded``), the version they come from and a key that changes with them.
+
+Nothing published (or the applier does not know what runs): None, and a prediction that turns on it
+says "unknown" (``haproxy_check.runtime.predictions``) instead of guessing from timing.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
 
-from haproxy_check.descriptions import Description
+from haproxy_check.descriptions import ProfileDesc
 from haproxy_check.runtime.runtimeplans import Loaded
 
-KEEP = 8  # versions kept: reviews in flight may still ask for a recent one
+
+@dataclass(frozen=True, slots=True)
+class Published:
+    loaded: Loaded
+    version: str  # the promoted version directory the data plane runs
+    dataplane: str = ""  # its HAProxy version, as the applier plans for it
+
+    @property
+    def key(self) -> str:
+        return self.version
+
+    @property
+    def basis(self) -> str:
+        return f"the data plane runs {self.version}, as reconcile published"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"version": self.version, "dataplaneVersion": self.dataplane,
+                "profiles": [p.as_dict() for p in sorted(self.loaded.profiles.values(), key=lambda p: p.name)],
+                "maps": sorted(self.loaded.maps)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Published | None:
+        """The record ``as_dict`` wrote; None for a record that says nothing runs that is known
+        (``{"version": null}``); ValueError for anything else."""
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        version = data.get("version")
+        if version is None:
+            return None
+        profiles, maps = data.get("profiles", []), data.get("maps", [])
+        if not isinstance(version, str) or not isinstance(profiles, list) or not isinstance(maps, list):
+            raise ValueError("version, profiles or maps has the wrong type")
+        try:
+            found = {str(p["name"]): ProfileDesc(str(p["name"]), tuple(str(x) for x in p["lines"])) for p in profiles}
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"a profile is not {{name, lines}}: {exc}") from exc
+        return cls(Loaded(found, frozenset(str(m) for m in maps)), version, str(data.get("dataplaneVersion") or ""))
 
 
 class LoadedIndex:
-    def __init__(self, keep: int = KEEP) -> None:
-        self._by_version: OrderedDict[str, Loaded] = OrderedDict()
-        self._keep = max(keep, 1)
-        self._lock = threading.Lock()  # recorded from worker threads and the event loop
+    """The latest published record (set from a reader task or the applier, read by reviews)."""
 
-    def record(self, version: str, description: Description) -> None:
-        self.record_loaded(version, Loaded.of(description))
+    def __init__(self) -> None:
+        self._current: Published | None = None
+        self._lock = threading.Lock()
 
-    def record_loaded(self, version: str, loaded: Loaded) -> None:
-        """``record`` for a description summed up elsewhere (the full check's worker process)."""
+    def publish(self, published: Published | None) -> None:
         with self._lock:
-            self._by_version[version] = loaded
-            self._by_version.move_to_end(version)
-            while len(self._by_version) > self._keep:
-                self._by_version.popitem(last=False)
+            self._current = published
 
-    def get(self, version: str) -> Loaded | None:
-        """The whole state's records at ``version``, else the latest recorded, else None."""
+    def current(self) -> Published | None:
         with self._lock:
-            found = self._by_version.get(version)
-            if found is None and self._by_version:
-                found = next(reversed(self._by_version.values()))
-            return found
+            return self._current
+
+    def key(self) -> str:
+        """What a cached verdict's prediction depended on: changes whenever the published record does."""
+        current = self.current()
+        return current.key if current is not None else "unpublished"

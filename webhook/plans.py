@@ -16,7 +16,7 @@ from pathlib import Path
 
 from haproxy_check.check import binaries, scratches
 from haproxy_check.descriptions import Description
-from haproxy_check.runtime import runtimeplans
+from haproxy_check.runtime import predictions, runtimeplans
 from webhook import inputs
 
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     plan = runtimeplans.plan(old, new, dataplane_version=version, files=files)
     if args.output == "json":
-        print(json.dumps(plan.as_dict(), indent=2))
+        # "prediction": the answer in the words admission, check and reconcile use (predictions)
+        print(json.dumps({**plan.as_dict(), "prediction": predictions.Prediction.of(plan).as_dict()}, indent=2))
     else:
         print(plan.text(), end="")
     return EXIT_OK

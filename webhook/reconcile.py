@@ -185,8 +185,6 @@ class Reconciler:
         view = attempt.view
         render, checked = attempt.render, attempt.checked
         assert render is not None and checked is not None
-        if not left:  # the whole scoped state: what admission's apply notes plan against (webhook.loadedindex)
-            self.gate.loaded.record(state.version, render.description)
         self._add_render_findings(render, by_ref, state)
         if not promote or self.promoter is None:
             return Outcome(Result.PASSED, state.version, live, _faults(by_ref), tuple(left), (), timings)

@@ -9,9 +9,15 @@ to the promoted one, for the data plane's HAProxy version, and
 - reload (the plan says so, a command failed, or the socket could not be reached): signals a reload,
   which reads the promoted files (they are live before any hook runs).
 
-What the data plane is known to run: the live version when the applier first runs (the one it was
-started on or last reloaded to), then each version applied or reloaded to. When a reload cannot be
-signalled the running state is unknown, and the next promotion plans from nothing (rule 1: a reload).
+What the data plane is known to run: when the applier first runs, and whenever that became unknown (a
+reload that could not be signalled: the pid file did not exist yet, the data plane was not running),
+it is read over the socket (``haproxy_check.runtime.running``: the newest kept version whose backends,
+servers and map entries the Runtime API shows), else the live version at start; then each version
+applied or reloaded to. Unknown, the next promotion plans from nothing (rule 1: a reload).
+
+What it runs is published for predictions (``webhook.loadedindex``): ``OUTPUT/dataplane.json`` (the
+version, the data plane's HAProxy version, the profiles and maps it loads; ``{"version": null}`` while
+unknown), read by ``serve --dataplane-state``, and the ``publish`` callback (``serve --reconcile``).
 
 How a reload is signalled (``Reload``), one of:
 
@@ -32,7 +38,8 @@ import os
 import shlex
 import signal
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -40,13 +47,15 @@ import structlog
 
 from haproxy_check.check import scratches
 from haproxy_check.descriptions import Description
-from haproxy_check.runtime import runtimeapi, runtimeplans
+from haproxy_check.runtime import predictions, running, runtimeapi, runtimeplans
 from haproxy_check.runtime.promotion import Promoted, Promoter
 from webhook import metrics
+from webhook.loadedindex import Published
 
 log = structlog.get_logger("routegate.reconcile")
 
 TRIGGER_DIR = "reload"
+PUBLISHED = "dataplane.json"  # what the data plane runs, for predictions (webhook.loadedindex)
 TRIGGER_FILE = "requested"
 RELOAD_COMMAND_TIMEOUT = 60.0
 
@@ -154,14 +163,19 @@ class Applied:
     commands: int = 0  # commands sent and answered as expected
     reason: str = ""  # why a reload ("" otherwise)
     error: str = ""  # the reload could not be signalled
+    prediction: predictions.Prediction | None = None  # the planner's answer, in the words admission uses
+    planned_from: str = ""  # the version planned from ("" when unknown)
 
 
 class RuntimeApplier:
     """The ``on_promoted`` hook; see the module docstring."""
 
     def __init__(self, promoter: Promoter, socket_path: str, *, dataplane_version: tuple[int, ...],
-                 reload: Reload, timeout: float = runtimeapi.COMMAND_TIMEOUT) -> None:
+                 reload: Reload, timeout: float = runtimeapi.COMMAND_TIMEOUT,
+                 publish: Callable[[Published | None], None] | None = None) -> None:
         self.promoter = promoter
+        # called with what the data plane runs after each promotion (Published, or None when unknown)
+        self.publish = publish
         self.socket_path = socket_path
         self.dataplane_version = tuple(dataplane_version)
         self.reload = reload
@@ -171,11 +185,58 @@ class RuntimeApplier:
         self._started = False
 
     async def __call__(self, previous: Promoted | None, promoted: Promoted) -> None:
-        if not self._started:
+        if not self._started or self._running is None:
+            learned = await self.learn()
+            if not self._started:
+                self._running = learned or (previous.version if previous is not None else None)
+            else:
+                self._running = learned
             self._started = True
-            self._running = previous.version if previous is not None else None
         self.last = await self._apply(promoted)
         metrics.DATAPLANE_UPDATES.labels(self.last.action if not self.last.error else "reload_failed").inc()
+        await self._publish()
+
+    async def learn(self) -> str | None:
+        """The kept version the data plane runs, read over the socket (``running.which``); None when it
+        does not answer or its state matches no version (or several that differ where it cannot show).
+        The version being applied is a candidate too: a data plane that started after its swap runs it."""
+        names = await asyncio.to_thread(self.promoter.versions)
+        candidates = [(v, d) for v in names if (d := await asyncio.to_thread(self._description, v)) is not None]
+        if not candidates:
+            return None
+        try:
+            observed = await running.observe(self.socket_path, (m.path for _, d in candidates for m in d.maps),
+                                             timeout=self.timeout)
+        except runtimeapi.SocketError as exc:
+            log.info("the data plane's loaded version cannot be read", error=str(exc))
+            return None
+        found = running.which(observed, candidates)
+        log.info("the data plane's loaded version, read over the socket", version=found,
+                 candidates=len(candidates))
+        return found
+
+    async def _publish(self) -> None:
+        """What the data plane runs, for predictions (module docstring)."""
+        version = self._running
+        desc = await asyncio.to_thread(self._description, version) if version is not None else None
+        published = (Published(runtimeplans.Loaded.of(desc), version, ".".join(map(str, self.dataplane_version)))
+                     if version is not None and desc is not None else None)
+        body = published.as_dict() if published is not None else {"version": None}
+
+        def write() -> None:
+            tmp = self.promoter.output / f".{PUBLISHED}.tmp"
+            with tmp.open("w", encoding="utf-8") as handle:
+                handle.write(json.dumps(body, sort_keys=True) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.rename(tmp, self.promoter.output / PUBLISHED)
+
+        try:
+            await asyncio.to_thread(write)
+        except OSError as exc:
+            log.warning("what the data plane runs cannot be published", error=str(exc))
+        if self.publish is not None:
+            self.publish(published)
 
     async def _apply(self, promoted: Promoted) -> Applied:
         old = await asyncio.to_thread(self._description, self._running)
@@ -184,12 +245,15 @@ class RuntimeApplier:
             return await self._reload(promoted, f"{promoted.version}/description.json cannot be read")
         files = await asyncio.to_thread(self._certificates, promoted.version, new)
         plan = runtimeplans.plan(old, new, dataplane_version=self.dataplane_version, files=files)
+        prediction = predictions.Prediction.of(plan)
+        planned_from = self._running if old is not None else ""
         if plan.action is runtimeplans.Action.NONE:
             self._running = promoted.version
             log.info("data plane already runs this version", version=promoted.version)
-            return Applied(promoted.version, "none")
+            return Applied(promoted.version, "none", prediction=prediction, planned_from=planned_from or "")
         if plan.action is runtimeplans.Action.RELOAD:
-            return await self._reload(promoted, "; ".join(plan.reasons[:3]))
+            return replace(await self._reload(promoted, "; ".join(plan.reasons[:3])), prediction=prediction,
+                           planned_from=planned_from or "")
         mark = time.perf_counter()
         result = await runtimeapi.apply(plan, self.socket_path, files=files, timeout=self.timeout)
         metrics.RECONCILE_SECONDS.labels("runtime").observe(time.perf_counter() - mark)
@@ -198,10 +262,12 @@ class RuntimeApplier:
             metrics.RUNTIME_COMMANDS.labels("failed").inc()
             log.warning("runtime update failed; reloading", version=promoted.version, error=result.error,
                         applied=result.applied, of=len(plan.commands))
-            return await self._reload(promoted, f"runtime command failed: {result.error}")
+            return replace(await self._reload(promoted, f"runtime command failed: {result.error}"),
+                           prediction=prediction, planned_from=planned_from or "")
         self._running = promoted.version
         log.info("applied at runtime", version=promoted.version, commands=len(plan.commands))
-        return Applied(promoted.version, "runtime", result.applied)
+        return Applied(promoted.version, "runtime", result.applied, prediction=prediction,
+                       planned_from=planned_from or "")
 
     async def _reload(self, promoted: Promoted, reason: str) -> Applied:
         error = await self.reload.reload(promoted, reason)

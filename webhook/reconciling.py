@@ -30,7 +30,15 @@ from webhook.filesources import FileSource
 from webhook.gates import Gate
 from webhook.leaveouts import Treatment
 from webhook.reconcile import OnOutcome, OnPromoted, Reconciler, Result
-from webhook.reconcileruntime import TRIGGER_DIR, CommandReload, PidfileReload, Reload, RuntimeApplier, TriggerReload
+from webhook.reconcileruntime import (
+    PUBLISHED,
+    TRIGGER_DIR,
+    CommandReload,
+    PidfileReload,
+    Reload,
+    RuntimeApplier,
+    TriggerReload,
+)
 from webhook.sources import StateSource
 from webhook.statusshapes import BUNDLE_VERSION
 from webhook.statuswriter import OutcomeStatuses, StatusWriter, together
@@ -140,7 +148,8 @@ def runtime_applier(gate: Gate, promoter: Promoter, args: argparse.Namespace) ->
     version = gate.dataplane_version or gate.binary.version_tuple
     log.info("runtime updates on", socket=args.runtime_socket, dataplane=".".join(map(str, version)),
              reload=reload.describe())
-    return RuntimeApplier(promoter, args.runtime_socket, dataplane_version=version, reload=reload)
+    return RuntimeApplier(promoter, args.runtime_socket, dataplane_version=version, reload=reload,
+                          publish=gate.loaded.publish)  # serve --reconcile: predictions plan against it
 
 
 def alongside(gate: Gate, source: StateSource, api: Any, args: argparse.Namespace) -> Awaitable[None]:
@@ -191,7 +200,18 @@ def _health_app(reconciler: Reconciler, source: StateSource) -> web.Application:
                 "last": {"result": str(last.result), "stateVersion": last.state_version} if last else None}
         return web.json_response(body, status=200 if ready else 503)
 
+    async def dataplane(request: web.Request) -> web.Response:
+        """What the data plane runs (the runtime applier's dataplane.json): serve --dataplane-state URL."""
+        if reconciler.promoter is None:
+            return web.json_response({"version": None})
+        try:
+            text = await asyncio.to_thread((reconciler.promoter.output / PUBLISHED).read_text, encoding="utf-8")
+        except OSError:
+            return web.json_response({"version": None})
+        return web.Response(text=text, content_type="application/json")
+
     app = web.Application()
+    app.router.add_get("/dataplane", dataplane)
     app.router.add_get("/metrics", servers.serve_metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)

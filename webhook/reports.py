@@ -27,6 +27,7 @@ from importlib import metadata
 from typing import Any, TextIO
 
 from haproxy_check.results import HAProxyBinary
+from haproxy_check.runtime.predictions import Prediction
 from validators import dataplanes
 from validators.findings import Finding, Severity, ordered
 from webhook.inputs import Located, Problem
@@ -137,6 +138,8 @@ class Report:
     warnings: list[str] = field(default_factory=list)  # about the inputs (skipped symlinks, ...)
     haproxy: HAProxyBinary | None = None
     version: str = ""
+    # how a data plane running the given state takes the inputs (haproxy_check.runtime.predictions)
+    prediction: Prediction | None = None
 
     def counts(self) -> dict[str, int]:
         verdicts = [j.verdict for j in self.results]
@@ -277,6 +280,8 @@ def text_lines(report: Report, detail: Detail = Detail.PROBLEMS, *, colour: bool
              for p in report.problems]
     lines += [f"{paint('warning', 'warning')}: {clean(w)}" for w in report.warnings]
     lines += _object_lines(report, run)
+    if report.prediction is not None and report.prediction.note():
+        lines.append(f"prediction: {clean(report.prediction.note())}")
     if detail is Detail.EVERYTHING:
         lines += [f"{paint('note', 'note')}: {clean(n)}" for n in _assumed(report)]
     return lines
@@ -319,6 +324,7 @@ def data(report: Report) -> dict[str, Any]:
                         for p in report.problems],
         "inputWarnings": list(report.warnings),
         "results": [_result(j) for j in report.results],
+        "prediction": report.prediction.as_dict() if report.prediction is not None else None,
     }
 
 
@@ -333,6 +339,7 @@ def _result(j: Judged) -> dict[str, Any]:
                       "docs": anchor(p.finding.code)} for p in j.findings],
         "status": dict(v.status),
         "dataplane": dict(v.dataplane),
+        "prediction": v.prediction.as_dict() if v.prediction is not None else None,
         "timings": {k: round(t, 4) for k, t in v.timings.items()},
     }
 

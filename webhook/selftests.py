@@ -5,7 +5,8 @@ through the very checker the Gate uses (same binary, sandbox, scratch base and c
 
 1. a scratch-dir write probe (a private dir, 64 KiB written and fsynced, removed): a full or
    read-only disk fails here with its errno, before any review would fail on it;
-2. ``haproxy -c`` of a tiny configuration that is valid on every supported version: a missing or
+2. ``haproxy -c`` of a tiny configuration that is valid on every supported version (its frontend and
+   backend have different names: HAProxy 3.3 and later reject two proxies of one name): a missing or
    non-executable binary, a haproxy that hangs (the checker's deadline), crashes (a signal) or
    rejects a known-valid configuration each gives its own reason.
 
@@ -47,9 +48,9 @@ defaults
 
 frontend selftest
     bind 127.0.0.1:8
-    default_backend selftest
+    default_backend selftest_servers
 
-backend selftest
+backend selftest_servers
     server selftest 127.0.0.1:9
 """
 PROBE_BYTES = 64 * 1024

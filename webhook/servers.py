@@ -231,13 +231,15 @@ async def _judge(app: web.Application, review: reviews.Review, budget: float) ->
 
 
 def _judged_against(app: web.Application, state_version: str) -> str:
-    """What a verdict depends on besides the change: the state, and the CRD schemas in use (followed
-    live from the cluster, replaced as a whole when a CRD changes: each new set is a new generation)."""
+    """What a verdict depends on besides the change: the state, the CRD schemas in use (followed live
+    from the cluster, replaced as a whole when a CRD changes: each new set is a new generation), and the
+    loaded state its prediction planned against (``webhook.loadedindex``)."""
     schemas = getattr(app[GATE].rules, "schemas", None)
     seen = app[SCHEMA_GENERATION]
     if seen[0] is not schemas:
         seen[:] = [schemas, seen[1] + 1]
-    return f"{state_version}|schemas:{seen[1]}"
+    # and what the data plane has loaded, as reconcile published it: a prediction turns on it
+    return f"{state_version}|schemas:{seen[1]}|loaded:{app[GATE].loaded.key()}"
 
 
 def _not_ready_reason(source: StateSource) -> str:

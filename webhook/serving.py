@@ -253,6 +253,10 @@ async def _serve(args: argparse.Namespace) -> int:
         tasks.append(full_check.run())
     if getattr(args, "reconcile", False):
         tasks.append(reconciling.alongside(gate, source, api, args))
+    elif getattr(args, "dataplane_state", ""):
+        from webhook.dataplanestates import DataplaneState
+
+        tasks.append(DataplaneState(args.dataplane_state, gate.loaded).run())
     if gate.delta:  # a gate that checks the whole state, not closures, has no closure index to build
         tasks.append(warming.follow(gate, source))
     if args.client_ca:

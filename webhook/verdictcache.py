@@ -1,11 +1,13 @@
 """Reuse of a verdict for an identical request: the apiserver's retries, ``kubectl apply
 --dry-run=server`` followed by the real apply, several webhook configurations naming one object.
 
-The key is what the verdict depends on: the state version, the operation and a hash of the object
-and old object content. Left out of the hash are the fields no validator or template reads and that
-differ between such requests (``metadata.uid``: a dry run and the real create get different ones;
-``resourceVersion``, ``generation``, ``managedFields``); the request's own uid and ``dryRun`` are not
-part of a Change's content at all. The response builder echoes each request's own uid.
+The key is what the verdict depends on: the state version (with the CRD schemas in use and what the
+data plane has loaded as reconcile published it, which the verdict's prediction planned against:
+``servers._judged_against``), the operation and a hash of the object and old object content. Left
+out of the hash are the fields no validator or template reads and that differ between such requests
+(``metadata.uid``: a dry run and the real create get different ones; ``resourceVersion``,
+``generation``, ``managedFields``); the request's own uid and ``dryRun`` are not part of a Change's
+content at all. The response builder echoes each request's own uid.
 
 Bounded LRU; concurrent identical requests share one future. Only a decision is kept: a "could not
 decide" verdict or a failure is dropped, so the next identical request tries again.

@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from haproxy_check.results import Alert, HAProxyBinary
+from haproxy_check.runtime.predictions import Prediction
 from validators.findings import Finding, Severity, ordered
 from validators.objects import Ref
 
@@ -46,6 +47,9 @@ class Verdict:
     # the data plane's HAProxy version the render was written for, the checker's, and whether the
     # data plane's was assumed (no --dataplane-version): {"version", "checker", "assumed"}
     dataplane: Mapping[str, Any] = field(default_factory=dict)
+    # how the data plane takes the change (runtime, reload, unknown: haproxy_check.runtime.predictions);
+    # its note is among ``notes`` too
+    prediction: Prediction | None = None
 
     @property
     def allowed(self) -> bool:

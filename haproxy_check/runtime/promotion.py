@@ -101,6 +101,14 @@ class Promoter:
         link = self.output / DATA
         return self.output / os.readlink(link) if link.is_symlink() else None
 
+    def versions(self) -> list[str]:
+        """The version directories kept under ``output``, newest first."""
+        try:
+            found = [(int(m.group(1)), p.name) for p in self.output.iterdir() if (m := _VERSION.match(p.name))]
+        except OSError:
+            return []
+        return [name for _, name in sorted(found, reverse=True)]
+
     def _next_number(self) -> int:
         numbers = [int(m.group(1)) for p in self.output.iterdir() if (m := _VERSION.match(p.name))]
         return max(numbers, default=0) + 1

@@ -46,8 +46,8 @@ class ApplyResult:
 
 
 async def send(socket_path: str, line: str, payload: tuple[str, ...] = (), *,
-               timeout: float = COMMAND_TIMEOUT) -> str:
-    """One command (with its ``<<`` payload) on the socket; the answer text.
+               timeout: float = COMMAND_TIMEOUT, limit: int = MAX_ANSWER) -> str:
+    """One command (with its ``<<`` payload) on the socket; the answer text (at most about ``limit`` bytes).
 
     ``socket_path``: a unix socket path, or ``HOST:PORT`` / ``ipv4@HOST:PORT`` for a TCP stats socket."""
     if "\n" in line or "\r" in line:
@@ -68,7 +68,7 @@ async def send(socket_path: str, line: str, payload: tuple[str, ...] = (), *,
             while chunk := await reader.read(65536):
                 chunks.append(chunk)
                 size += len(chunk)
-                if size > MAX_ANSWER:
+                if size > limit:
                     break
             return b"".join(chunks).decode(errors="replace")
         finally:

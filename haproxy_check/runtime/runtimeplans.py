@@ -61,6 +61,17 @@ REMOVABLE_RETRY = 5.0
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _CLI_SPECIAL = re.compile(r"([\\; ])")
 _CHECK_KEYWORDS = frozenset({"check"})
+# ``set server B/S addr A port P`` answers, as the binaries give them (tests/haproxy_check/
+# test_runtime_answers.py records them live): 2.8 "IP changed from 'x' to 'y', no need to change the
+# port ..." / "no need to change the addr, port changed from ..." / "no need to change the addr, no need
+# to change the port ..."; 3.2 and 3.4 "IP changed from ...", "port changed from ..." (a port-only move)
+# and "nothing changed". Each is success: the server is at the address and port asked for.
+SET_ADDR_ANSWER = r"^(IP changed from|port changed from|no need to change the addr|nothing changed$)"
+# ``set ssl cert`` answers "Transaction created for certificate F!" (or "updated"), ``set ssl ca-file``
+# "transaction created for CA F!" (lower case, 2.8 to 3.4); both commits end in "Success!".
+SET_SSL_ANSWER = {"cert": r"^Transaction (created|updated) for certificate ",
+                  "ca-file": r"^transaction (created|updated) for CA "}
+COMMIT_SSL_ANSWER = r"Success!"
 
 
 class UnsafeValue(ValueError):
@@ -421,7 +432,7 @@ def _server_change(backend: str, old: ServerDesc, new: ServerDesc, draft: _Draft
     if (old.address, old.port) != (new.address, new.port):
         draft.servers.append(Command(
             f"set server {target} addr {cli_word(new.address, what='server address')} port {int(new.port)}",
-            r"^(IP changed|no need to change)", 7, f"{where} moved to {new.address}:{new.port}"))
+            SET_ADDR_ANSWER, 7, f"{where} moved to {new.address}:{new.port}"))
     if old.weight != new.weight:
         draft.servers.append(Command(f"set weight {target} {int(new.weight)}", r"^$", 7,
                                      f"{where} weight {old.weight} -> {new.weight}"))
@@ -542,9 +553,9 @@ def _update_file(store: str, file: FileDesc, files: Mapping[str, bytes] | None) 
     payload: tuple[str, ...] = ()
     if files is not None and file.path in files:
         payload = pem_payload(files[file.path], what=file.path)
-    return [Command(f"set ssl {store} {path}", r"Transaction (created|updated)", 9, why, payload=payload,
+    return [Command(f"set ssl {store} {path}", SET_SSL_ANSWER[store], 9, why, payload=payload,
                     payload_file=file.path),
-            Command(f"commit ssl {store} {path}", r"Success!", 9, f"{why}: committed")]
+            Command(f"commit ssl {store} {path}", COMMIT_SSL_ANSWER, 9, f"{why}: committed")]
 
 
 def pem_payload(data: bytes, *, what: str) -> tuple[str, ...]:

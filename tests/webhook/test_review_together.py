@@ -151,7 +151,7 @@ async def _together_and_alone(gate: Gate, changes: list[Change], state: MemorySt
     return together, alone, counting.baselines
 
 
-RELOAD_NOTES = ("reload classification skipped", "needs a reload", "applies at runtime")
+RELOAD_NOTES = ("reload classification skipped", "needs a reload", "applies at runtime", "unknown: ")
 
 
 def _without_reload_notes(verdicts: list[Verdict]) -> list[Verdict]:
