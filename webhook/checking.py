@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 from haproxy_check.check import binaries, scratches
 from haproxy_check.render import gcpause
 from haproxy_check.render.rendering import Renderer
+from haproxy_check.results import RenderError
 from validators.changes import Change, Operation
 from validators.findings import Severity, denies
 from validators.objects import KINDS, REVIEWED_KINDS, Obj, Ref, ref_of
@@ -430,6 +431,19 @@ def _version() -> str:
     return routegate_version()
 
 
+def _render_failure(exc: RenderError, template_dirs: Sequence[str]) -> str:
+    """One line for a render that failed: the template's file and line, and ``--templates DIR`` when the
+    template is one of the platform team's (a built-in one failing is a bug of routegate's, or the input's)."""
+    where = exc.template_file
+    if where is None:
+        return f"cannot render: {exc.message}"
+    message = exc.message
+    if message.startswith("template ") and ":" in message:  # "template NAME:LINE: why" -> "why"
+        message = message.split(": ", 1)[1] if ": " in message else message
+    owner = next((d for d in template_dirs if os.path.abspath(where).startswith(os.path.abspath(d) + os.sep)), None)
+    return f"{'--templates ' + owner + ': ' if owner else ''}template {where}: {message}"
+
+
 async def render(args: argparse.Namespace) -> int:
     from validators.crossobject import statuses
     from webhook import outdirs
@@ -448,7 +462,10 @@ async def render(args: argparse.Namespace) -> int:
     keyed = [(i.ref, i) for i in loaded.objects]
     state = gate.scope.view(MemoryState.keyed(_combine(base_objects, keyed), version="render"))
     previous = plans.load_description(args.previous) if args.previous else None
-    result = gate.renderer.render(state, subject=None, previous=previous)
+    try:
+        result = gate.renderer.render(state, subject=None, previous=previous)
+    except RenderError as exc:
+        raise SetupError(_render_failure(exc, args.templates)) from None
     import json
 
     files = {**result.files,
