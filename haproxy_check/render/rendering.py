@@ -206,7 +206,8 @@ class Renderer:
         self._env.filters.update(
             q=escaping.quote, lfq=escaping.lf_quote, lf=escaping.lf_escape, mapkey=escaping.map_key,
             mapval=escaping.map_value, urlv=escaping.url_value, ident=escaping.ident, hostname=escaping.hostname,
-            header=escaping.header_name)
+            header=escaping.header_name,
+            hword=escaping.header_word, hkey=escaping.header_key)
         self._listed: dict[str, list[str]] = {}
         self.snippets = self._snippets("")
 
