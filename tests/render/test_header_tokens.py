@@ -13,21 +13,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.render.conftest import Check, assert_valid, fixture, map_lines, render
 from tests.render.test_live import running
 from validators.objects import Ref
+from webhook import assembly
 
 pytestmark = pytest.mark.haproxy
 
-CRDS = Path("/work/shared/gateway-api/v1.6.1/standard")
 WEIRD = "X#a|b'c`d%e"  # every token character HAProxy's parsers give a meaning
 
 
-def _schema_patterns(crd_file: str) -> set[str]:
+def _crd(name: str) -> dict[str, Any]:
+    """The Gateway API CRD routegate bundles (v1.6.1, the API server's own schema and CEL rules)."""
+    return next(d for d in assembly.bundled_crd_documents() if d["metadata"]["name"] == name)
+
+
+def _schema_patterns(crd_name: str) -> set[str]:
     """Every ``pattern`` in the CRD (the header/query name one is among them)."""
     found: set[str] = set()
 
@@ -41,20 +45,21 @@ def _schema_patterns(crd_file: str) -> set[str]:
             for value in node:
                 walk(value)
 
-    walk(yaml.safe_load((CRDS / crd_file).read_text()))
+    walk(_crd(crd_name))
     return found
 
 
 def _header_name_pattern() -> str:
     """The HTTPRoute CRD's pattern for header and query parameter names, as the CRD spells it."""
-    [pattern] = [p for p in _schema_patterns("gateway.networking.k8s.io_httproutes.yaml") if "!#$%&'" in p]
+    [pattern] = [p for p in _schema_patterns("httproutes.gateway.networking.k8s.io") if "!#$%&'" in p]
     return pattern
 
 
 def _grpc_patterns() -> dict[str, str]:
     """The GRPCRoute CRD's CEL patterns for an Exact method match's service and method."""
-    text = (CRDS / "gateway.networking.k8s.io_grpcroutes.yaml").read_text()
-    found = {m.group(1): m.group(2) for m in re.finditer(r'self\.(service|method)\.matches\(r"""(.*?)"""\)', text)}
+    text = json.dumps(_crd("grpcroutes.gateway.networking.k8s.io"))
+    found = {m.group(1): json.loads(f'"{m.group(2)}"')
+             for m in re.finditer(r'self\.(service|method)\.matches\(r\\"\\"\\"(.*?)\\"\\"\\"\)', text)}
     assert set(found) == {"service", "method"}, found
     # RE2 takes (?i) anywhere, Python's re only at the very start: the same language either way
     return {part: ("(?i)" + p.replace("(?i)", "")) if "(?i)" in p else p for part, p in found.items()}

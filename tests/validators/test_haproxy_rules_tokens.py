@@ -1,27 +1,25 @@
 """RG0107 on its boundary, drawn from the Gateway API CRD's own pattern for header and query parameter
-names: a name the CRD accepts is allowed wherever HAProxy honours it (every header name: the renderer
-quotes what HAProxy's parsers would read; tests/render/test_header_tokens.py proves it with haproxy -c
-and traffic), and denied only where it cannot be, with the reason (a query parameter name holding ``#``
-or ``%``, which ``urlp()`` compares undecoded and so can never match)."""
+names (the CRD routegate bundles, v1.6.1): a name the CRD accepts is allowed wherever HAProxy honours it
+(every header name: the renderer quotes what HAProxy's parsers would read; tests/render/test_header_tokens.py
+proves it with haproxy -c and traffic), and denied only where it cannot be, with the reason (a query
+parameter name holding ``#`` or ``%``, which ``urlp()`` compares undecoded and so can never match)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from validatorbuilders import R0, backend, crd_route, hdr, prefix, route, run
 
 from validators import codes
-
-CRD = Path("/work/shared/gateway-api/v1.6.1/standard/gateway.networking.k8s.io_httproutes.yaml")
+from webhook import assembly
 
 
 def _name_schema() -> dict[str, Any]:
     """The CRD's schema of ``matches[].headers[].name`` (the same pattern serves modifiers and queries)."""
-    crd = yaml.safe_load(CRD.read_text())
+    crd = next(d for d in assembly.bundled_crd_documents()
+               if d["metadata"]["name"] == "httproutes.gateway.networking.k8s.io")
     version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
     rules = version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["rules"]
     match = rules["items"]["properties"]["matches"]["items"]["properties"]
