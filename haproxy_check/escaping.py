@@ -198,6 +198,74 @@ def header_name(value: str) -> str:
     return value
 
 
+# RFC 9110 ``tchar``: every character HTTP allows in a header name, and what the Gateway API CRDs' own
+# pattern for header and query parameter names accepts (^[A-Za-z0-9!#$%&'*+\-.^_\x60|~]+$).
+_TCHAR = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+\Z")
+_KEY_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!$&*+.^_~-")
+
+
+def http_token(value: str, *, what: str = "header name") -> str:
+    """A name HTTP allows (an RFC 9110 token), unchanged; Unsafe otherwise."""
+    if type(value) is str and _HEADER.match(value):
+        return value
+    check(value, key=True, what=what)
+    if not _TCHAR.match(value):
+        raise Unsafe(f"{what} {value!r} is not an HTTP token: only letters, digits and !#$%&'*+.^_`|~-")
+    return value
+
+
+def header_word(value: str) -> str:
+    """A header name as one config word (``set-header NAME``, ``del-header NAME``): bare when it holds
+    nothing the config parser reads (``#`` starts a comment, ``'`` a quote), else single-quoted, which
+    HAProxy takes literally. Checked live on 2.8 and 3.2 (tests/render/test_header_tokens.py)."""
+    http_token(value)
+    return value if _HEADER.match(value) else quote(value)
+
+
+def header_fetch(fetch: str, value: str) -> str:
+    """``fetch(NAME)`` (``req.hdr``, ``urlp``) as one config word. A name beyond the bare alphabet goes in
+    double quotes inside the argument (HAProxy's argument parser takes ``"..."`` literally, and no token
+    holds ``"`` or a backslash), and the whole word in single quotes for the line parser."""
+    http_token(value, what="query parameter name" if fetch == "urlp" else "header name")
+    if _HEADER.match(value):
+        return f"{fetch}({value})"
+    return quote(f'{fetch}("{value}")')
+
+
+def bare_text(value: str) -> str:
+    """``value`` for a free-text description (a debug header): characters beyond the bare header alphabet
+    as ``?``."""
+    return "".join(ch if ch in _KEY_SAFE else "?" for ch in value)
+
+
+def header_key(value: str) -> str:
+    """A header name inside a map key and in the ``concat()`` argument that builds the same key at request
+    time: a name of the bare alphabet as it is, any other character as ``=XX`` (its hex code). ``=`` is no
+    token character, so no name is read as another's encoding; the key needs no quoting anywhere."""
+    http_token(value)
+    if _HEADER.match(value):
+        return value
+    return "".join(ch if ch in _KEY_SAFE else f"={ord(ch):02X}" for ch in value)
+
+
+# The GRPCRoute CRD's own patterns for an Exact method match (its x-kubernetes-validations): a service is a
+# (fully qualified, optionally dot-led) protobuf name, a method an identifier. Both become literal map-key
+# paths ``/service/method`` (and the method a PCRE-escaped regex when alone), which any of them can be.
+_GRPC = {"service": re.compile(r"\.?[A-Za-z_][A-Za-z_0-9]*(\.[A-Za-z_][A-Za-z_0-9]*)*\Z"),
+         "method": re.compile(r"[A-Za-z_][A-Za-z_0-9]*\Z")}
+
+
+def grpc_name(value: str, part: str) -> str:
+    """A gRPC service or method name of an Exact match, as the CRD allows it."""
+    check(value, key=True, what=f"gRPC {part}")
+    if not _GRPC[part].match(value):
+        allowed = ("a protobuf name: letters, digits and _ in dot-separated parts, none starting with a digit, "
+                   "optionally led by a dot") if part == "service" else \
+            "letters, digits and _, not starting with a digit"
+        raise Unsafe(f"gRPC {part} {value!r} must be {allowed}")
+    return value
+
+
 def hostname(value: str) -> str:
     """A lowercase DNS name, optionally with a leading ``*.`` wildcard label."""
     if type(value) is str and _HOST.match(value):

@@ -99,7 +99,10 @@ class RenderError(Exception):
     field path instead of failing the review.
     """
 
-    def __init__(self, message: str, *, origin: Origin | None = None) -> None:
+    def __init__(self, message: str, *, origin: Origin | None = None, template_file: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.origin = origin
+        #: ``/path/to/file.cfg.j2:LINE`` of a template's failure (the message names the template only, so
+        #: no server path reaches an admission answer); the CLI shows it.
+        self.template_file = template_file

@@ -13,6 +13,11 @@ from validators.safety import describe_char
 #: (``#`` comment, ``%`` log-format, ``'`` quote, ``|`` map separator, backtick).
 TOKEN_PUNCTUATION = "!$&*+.^_~-"  # noqa: S105 - not a password, a character set
 TOKEN_ALLOWED = f"letters, digits and {TOKEN_PUNCTUATION}"
+#: RFC 9110 ``tchar``: every character HTTP allows in a header name, and what the Gateway API CRDs accept
+#: for header and query parameter names. The renderer quotes what HAProxy's parsers would read
+#: (``haproxy_check.escaping.header_word``/``header_fetch``/``header_key``), so all of it can be honoured.
+HTTP_TOKEN_PUNCTUATION = "!#$%&'*+.^_`|~-"  # noqa: S105 - not a password, a character set
+HTTP_TOKEN_ALLOWED = f"letters, digits and {HTTP_TOKEN_PUNCTUATION}"
 
 
 def quote(value: Any) -> str:

@@ -1,7 +1,7 @@
 """``routegate check`` and ``routegate render``: the Gate offline, on manifests, for CI.
 
-All inputs are applied together on top of the state (``--state`` files, or a live cluster with
-``--kubeconfig``), as ``kubectl apply -f DIR`` would, and each input object is judged as the
+All inputs are applied together on top of the state (``--state`` files, or a live cluster found as
+kubectl finds it: ``cluster_source``), as ``kubectl apply -f DIR`` would, and each input object is judged as the
 admission subject against the state holding all the others. With ``--each`` every file is its own
 apply set instead, judged against the state alone, as separate applies would be (a folder of
 independent scenarios, such as the Gateway API project's examples). An AdmissionReview file is a replay of
@@ -60,12 +60,28 @@ def _combine(base: list[Obj], located: list[tuple[Ref, inputs.Located]]) -> dict
     return combined
 
 
-def _read_inputs(args: argparse.Namespace) -> inputs.Loaded:
+def _read_inputs(args: argparse.Namespace, namespace: str = "default") -> inputs.Loaded:
+    """The inputs, namespaced objects without a namespace placed in ``namespace`` (kubectl's ``-n``, else
+    the context's namespace, else ``default``)."""
     loaded = inputs.read(args.files or [], keep_texts=True, follow_symlinks=args.follow_symlinks)
     # Copied only where a namespace is filled in: replacing 20,000 records that stay the same took a tenth
     # of a second of a large check's start.
-    loaded.objects = [i if (obj := with_namespace(i.obj)) is i.obj else replace(i, obj=obj) for i in loaded.objects]
+    loaded.objects = [i if (obj := with_namespace(i.obj, namespace)) is i.obj else replace(i, obj=obj)
+                      for i in loaded.objects]
     return loaded
+
+
+def _other_namespaces(manifests: list[inputs.Located], namespace: str, positions: Positions) -> list[inputs.Problem]:
+    """``-n NAME`` and an input in another namespace: kubectl refuses to apply it, so check does too."""
+    problems: list[inputs.Problem] = []
+    for item in manifests:
+        ns = item.ref.namespace
+        if ns and ns != namespace:
+            line, column = positions.of(item)
+            problems.append(inputs.Problem(item.file, line, column, (
+                f"{item.ref}: the namespace from the provided object {ns!r} does not match the namespace "
+                f"{namespace!r} of -n (kubectl would refuse it); give -n {ns} or leave the object's namespace out")))
+    return problems
 
 
 def _one_shot(gate: Gate) -> Gate:
@@ -114,45 +130,85 @@ def _apply_sets(located: list[inputs.Located], *, each: bool) -> list[list[input
     return list(sets.values())
 
 
-async def _live_state(args: argparse.Namespace) -> tuple[State, list[Obj]]:
-    """The cluster's current objects, listed once (read-only), then the watches are closed."""
-    from webhook.cluster import ClusterConfigError, ClusterState, load_api_client
+def cluster_source(args: argparse.Namespace) -> Any:
+    """The kubeconfig source ``check`` reads the cluster from (``kubeconfigs.Source``), or None: offline.
+
+    Live when ``--kubeconfig``, ``--context``, ``-n``, ``-A``, ``--all`` or ``--in-cluster`` is given or
+    ``$KUBECONFIG`` is set; the kubectl plugin also follows ``~/.kube/config``, as kubectl does. ``--state``
+    files stand for the cluster, so they win over ``$KUBECONFIG`` and ``-n``; ``--offline`` wins over all."""
+    from webhook.cluster import kubeconfigs
+
+    asked = [flag for flag, given in (
+        ("--kubeconfig", args.kubeconfig), ("--in-cluster", args.in_cluster), ("--context", args.context),
+        ("-A", args.all_namespaces), ("--all", args.all)) if given]
+    if args.offline:
+        if asked:
+            raise SetupError(f"--offline and {asked[0]} contradict each other: give one")
+        return None
+    if args.in_cluster and args.kubeconfig:
+        raise SetupError("--in-cluster and --kubeconfig are two clusters: give one")
+    if args.state:
+        if asked:
+            raise SetupError(f"--state and {asked[0]} are two sources of the cluster state: give one")
+        return None
+    if args.in_cluster:
+        return kubeconfigs.IN_CLUSTER
+    if args.kubeconfig:
+        return kubeconfigs.flag_source(args.kubeconfig)
+    source = kubeconfigs.default_source()
+    if asked or args.namespace or os.environ.get("KUBECONFIG"):
+        return source
+    if getattr(args, "kubectl_plugin", False):
+        if kubeconfigs.exists(source):
+            return source
+        print(f"kubectl routegate: no kubeconfig ($KUBECONFIG, ~/.kube/config): judged against "
+              f"{'the files' if not args.state else '--state'} only", file=sys.stderr)
+    return None
+
+
+async def _connect(source: Any, args: argparse.Namespace) -> Any:
+    """A ``kubeconfigs.Connection`` that answered one request, or SetupError naming the server and cause."""
+    from webhook.cluster import ClusterConfigError, kubeconfigs
 
     try:
-        api = await load_api_client(args.kubeconfig, context=args.context)
+        conn = await kubeconfigs.load(source, args.context)
     except ClusterConfigError as exc:
-        raise SetupError(f"--kubeconfig {args.kubeconfig}: {exc}") from None
-    if api is None:  # pragma: no cover - a kubeconfig path always gives a client or an error
-        raise SetupError(f"--kubeconfig {args.kubeconfig}: no usable cluster configuration")
-    cluster = ClusterState(api)
+        raise SetupError(str(exc)) from None
+    try:
+        await kubeconfigs.probe(conn)
+    except kubeconfigs.Unreachable as exc:
+        await conn.api.close()
+        raise SetupError(str(exc)) from None
+    return conn
+
+
+async def _live_state(conn: Any, args: argparse.Namespace) -> tuple[State, list[Obj]]:
+    """The cluster's current objects, listed once (read-only), then the watches are closed."""
+    from webhook.cluster import ClusterState
+
+    where = conn.where()
+    cluster = ClusterState(conn.api)
     task = asyncio.ensure_future(cluster.run())
     try:
         async with asyncio.timeout(args.sync_timeout):
             while not cluster.ready:
                 if task.done():
-                    raise SetupError(f"--kubeconfig {args.kubeconfig}: cannot read the cluster: "
-                                     f"{task.exception() or 'stopped'}")
+                    raise SetupError(f"cannot read the cluster at {where}: {task.exception() or 'stopped'}")
                 await asyncio.sleep(0.05)
     except TimeoutError:
         problems = {k: v.get("lastError") for k, v in cluster.status()["kinds"].items() if v.get("lastError")}
-        raise SetupError(f"--kubeconfig {args.kubeconfig}: the cluster's objects could not be listed within "
-                         f"{args.sync_timeout:g}s{': ' + str(problems) if problems else ''}") from None
+        raise SetupError(f"the objects of the cluster at {where} could not be listed within "
+                         f"--sync-timeout {args.sync_timeout:g}s{': ' + str(problems) if problems else ''}") from None
     finally:
         snapshot = cluster.snapshot()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
-        await api.close()
+        await conn.api.close()
     objects = [o for kind in KINDS for o in snapshot.list(kind)]
     return MemoryState(objects, version="cluster"), objects
 
 
-async def _base_state(args: argparse.Namespace) -> tuple[State, list[Obj]]:
-    if getattr(args, "kubeconfig", None):
-        if args.state:
-            raise SetupError("--state and --kubeconfig are two sources of the cluster state: give one")
-        return await _live_state(args)
-    return load_state(args.state)
 
 
 async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Sequence[inputs.Located],
@@ -279,11 +335,14 @@ def _attributed(results: list[tuple[inputs.Located, Verdict]]) -> list[tuple[inp
     return out
 
 
-def _cluster_items(base_objects: list[Obj], files: list[inputs.Located]) -> list[inputs.Located]:
-    """``--all``: every stored object of a reviewed kind that no input file replaces."""
+def _cluster_items(base_objects: list[Obj], files: list[inputs.Located],
+                   namespace: str | None = None) -> list[inputs.Located]:
+    """``--all``: every stored object of a reviewed kind that no input file replaces (in ``namespace``
+    only, when given: ``-n``)."""
     replaced = {ref_of(i.obj) for i in files}
     return [inputs.Located(dict(o), CLUSTER, 0, 0) for o in base_objects
-            if o.get("kind") in REVIEWED_KINDS and ref_of(o) not in replaced]
+            if o.get("kind") in REVIEWED_KINDS and ref_of(o) not in replaced
+            and (namespace is None or ref_of(o).namespace == namespace)]
 
 
 async def check(args: argparse.Namespace) -> int:
@@ -303,25 +362,34 @@ async def check(args: argparse.Namespace) -> int:
 
 
 async def _check(args: argparse.Namespace) -> int:
+    args.all = args.all or args.all_namespaces
     if not args.files and not args.all:
-        raise SetupError("check needs -f PATH (files, directories or - for stdin), or --kubeconfig --all")
-    if (args.all or args.context) and not args.kubeconfig:
-        raise SetupError(f"{'--all' if args.all else '--context'} needs --kubeconfig")
+        raise SetupError("check needs -f PATH (files, directories or - for stdin), or --all (-A) to audit a cluster")
+    if args.all_namespaces and args.namespace:
+        raise SetupError("-A (every namespace) and -n NAME (one namespace) contradict each other: give one")
+    source = cluster_source(args)
+    # Connected (one request answered) before anything is read: an unreachable cluster fails in seconds.
+    conn = await _connect(source, args) if source is not None else None
     binary = await binaries.detect(args.haproxy)
+    namespace = args.namespace or (conn.namespace if conn is not None else None) or "default"
     # Loading allocates the objects that live until the run ends, and no cycles to find: collections while
     # they pile up rescan them over and over (a fifth of the load of 10,000 routes), so there are none.
     with gcpause.paused():
-        loaded = _read_inputs(args)
+        loaded = _read_inputs(args, namespace)
         positions = Positions(loaded.texts, loaded.members)
+        manifests = [i for i in loaded.objects if not _is_review(i)]
         problems = list(loaded.problems)
         for group in _apply_sets(loaded.objects, each=args.each):
             problems += _duplicates([i for i in group if not _is_review(i)], positions, each=args.each)
-        base, base_objects = await _base_state(args)
+        if args.namespace:
+            problems += _other_namespaces(manifests, args.namespace, positions)
+        base, base_objects = await _live_state(conn, args) if conn is not None else load_state(args.state)
         # The state lives until the run ends: out of the collector's sight, later collections stop
         # rescanning it (a few % of a 1,000-route check, more with more objects), and forked rule workers
         # share its pages instead of copying them as the collector touches them.
         gcpause.keep_lifelong()
-    located = [*loaded.objects, *(_cluster_items(base_objects, loaded.objects) if args.all else [])]
+    audited = _cluster_items(base_objects, loaded.objects, args.namespace) if args.all else []
+    located = [*loaded.objects, *audited]
     skip = frozenset().union(*args.skip_kinds)
     if not located and not problems:
         problems.append(inputs.Problem(" ".join(args.files or [CLUSTER]), 0, 0,
@@ -423,6 +491,19 @@ def _version() -> str:
     return routegate_version()
 
 
+def _render_failure(exc: RenderError, template_dirs: Sequence[str]) -> str:
+    """One line for a render that failed: the template's file and line, and ``--templates DIR`` when the
+    template is one of the platform team's (a built-in one failing is a bug of routegate's, or the input's)."""
+    where = exc.template_file
+    if where is None:
+        return f"cannot render: {exc.message}"
+    message = exc.message
+    if message.startswith("template ") and ":" in message:  # "template NAME:LINE: why" -> "why"
+        message = message.split(": ", 1)[1] if ": " in message else message
+    owner = next((d for d in template_dirs if os.path.abspath(where).startswith(os.path.abspath(d) + os.sep)), None)
+    return f"{'--templates ' + owner + ': ' if owner else ''}template {where}: {message}"
+
+
 async def render(args: argparse.Namespace) -> int:
     from validators.crossobject import statuses
     from webhook import outdirs
@@ -441,7 +522,10 @@ async def render(args: argparse.Namespace) -> int:
     keyed = [(i.ref, i) for i in loaded.objects]
     state = gate.scope.view(MemoryState.keyed(_combine(base_objects, keyed), version="render"))
     previous = plans.load_description(args.previous) if args.previous else None
-    result = gate.renderer.render(state, subject=None, previous=previous)
+    try:
+        result = gate.renderer.render(state, subject=None, previous=previous)
+    except RenderError as exc:
+        raise SetupError(_render_failure(exc, args.templates)) from None
     import json
 
     files = {**result.files,

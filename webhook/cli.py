@@ -132,13 +132,26 @@ def parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="dry-run manifests through the gate (for CI, before kubectl apply)")
     _add_gate_options(check)
     _add_input_options(check, required=False)
-    check.add_argument("--kubeconfig", metavar="FILE",
-                       help="judge against a live cluster's current state (read-only: list only)")
-    check.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current one)")
-    check.add_argument("--all", action="store_true",
-                       help="with --kubeconfig: judge every stored object (an audit), plus any -f files")
-    check.add_argument("--sync-timeout", type=flags.positive_seconds, default=60.0, metavar="SECONDS",
-                       help="with --kubeconfig: how long listing the cluster may take (default 60)")
+    live = check.add_argument_group(
+        "live cluster", "judge against a cluster's current objects (read-only: list only), found as kubectl "
+        "finds it: --kubeconfig, else $KUBECONFIG (files merged), else ~/.kube/config. check goes live when "
+        "--kubeconfig, --context, -n, -A or --in-cluster is given or $KUBECONFIG is set; kubectl routegate "
+        "also follows kubectl's current context")
+    live.add_argument("--kubeconfig", metavar="FILE", help="the kubeconfig file (overrides $KUBECONFIG)")
+    live.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current one)")
+    live.add_argument("-n", "--namespace", metavar="NAME", type=flags.namespace,
+                      help="namespace of inputs that name none (default: the context's, else default); "
+                           "with --all: audit this namespace only")
+    live.add_argument("-A", "--all-namespaces", action="store_true",
+                      help="audit every stored object in every namespace (implies --all)")
+    live.add_argument("--all", action="store_true",
+                      help="judge every stored object (an audit; -n narrows it to one namespace), plus any -f files")
+    live.add_argument("--in-cluster", action="store_true",
+                      help="the cluster this pod runs in (its service account); never used unless given")
+    live.add_argument("--offline", action="store_true",
+                      help="never read a cluster, even with $KUBECONFIG set: judge against --state only")
+    live.add_argument("--sync-timeout", type=flags.positive_seconds, default=60.0, metavar="SECONDS",
+                      help="live: how long listing the cluster may take (default 60)")
     check.add_argument("--skip-kinds", metavar="KIND,...", type=flags.kinds, action="append", default=[],
                        help="do not judge objects of these kinds (they still count as state)")
     check.add_argument("--jobs", "-j", type=flags.nonnegative_int, default=None, metavar="N",
@@ -195,13 +208,16 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def main(argv: Sequence[str] | None = None, *, prog: str = "routegate", exit_when_done: bool = False) -> int:
+def main(argv: Sequence[str] | None = None, *, prog: str = "routegate", exit_when_done: bool = False,
+         kubectl_plugin: bool = False) -> int:
     """``exit_when_done``: the process ends when the command is done (the console entry point), so
-    ``check`` may end it at once instead of returning (``checking.exit_now``)."""
+    ``check`` may end it at once instead of returning (``checking.exit_now``). ``kubectl_plugin``: run as
+    ``kubectl routegate``, which follows kubectl's current context (``~/.kube/config`` too)."""
     top = parser()
     top.prog = prog
     args = top.parse_args(argv)
     args.exit_when_done = exit_when_done
+    args.kubectl_plugin = kubectl_plugin
     from haproxy_check.check import binaries
     from webhook import inputs
     from webhook.assembly import SetupError
@@ -266,9 +282,9 @@ def print_version() -> int:
     return EXIT_OK
 
 
-def _exit(prog: str) -> None:
+def _exit(prog: str, *, kubectl_plugin: bool = False) -> None:
     try:
-        code = main(prog=prog, exit_when_done=True)
+        code = main(prog=prog, exit_when_done=True, kubectl_plugin=kubectl_plugin)
         sys.stdout.flush()
     except BrokenPipeError:  # `routegate rules | head`: the reader is gone, which is not an error
         import os
@@ -284,7 +300,7 @@ def run() -> None:
 
 def run_kubectl_plugin() -> None:
     """``kubectl-routegate``: kubectl finds it on PATH, so ``kubectl routegate check -f ...`` works."""
-    _exit("kubectl routegate")
+    _exit("kubectl routegate", kubectl_plugin=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -71,10 +71,13 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "compile.",
                 "path: {type: RegularExpression, value: \"/a(b\"}",
                 "Close every group and class; wrap alternatives in a group: /(a|b)."),
-    "RG0107": E("Header and query parameter names are bare words in HAProxy ACLs and http-request rules; "
-                "a space or colon changes the rule.",
+    "RG0107": E("Header and query parameter names are words in HAProxy ACLs and http-request rules; "
+                "a space or colon changes the rule. Every HTTP token is honoured (routegate quotes the "
+                "characters HAProxy's parsers read), except a query parameter name with '#' or '%': "
+                "urlp() compares names undecoded, so it could never match.",
                 "set:\n- {name: \"X Api\", value: v}",
-                "Use an HTTP token: letters, digits and !#$%&'*+-.^_`|~."),
+                "Use an HTTP token: letters, digits and !#$%&'*+-.^_`|~ (no '#' or '%' in a query "
+                "parameter name)."),
     "RG0108": E("A control character in a header value would end the HAProxy line or inject another "
                 "header.",
                 "set:\n- {name: X-Api, value: \"a\\r\\nX-Admin: 1\"}",

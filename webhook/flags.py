@@ -111,6 +111,16 @@ def dns_name(text: str) -> str:
     return text
 
 
+def namespace(text: str) -> str:
+    """A namespace name: a DNS label (lowercase letters, digits and -, at most 63), as the API server wants."""
+    import re
+
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a namespace name (a DNS label: lowercase letters, "
+                                         "digits and -, at most 63)")
+    return text
+
+
 def kinds(text: str) -> frozenset[str]:
     """A comma-separated list of kinds (``Secret,ConfigMap``)."""
     names = frozenset(k.strip() for k in text.split(",") if k.strip())

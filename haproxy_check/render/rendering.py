@@ -76,21 +76,31 @@ def _statuses(state: State, subject: Ref | None, http_ports: Sequence[int] = att
     return {str(subject): found} if found is not None else {}
 
 
-def _where(name: str, exc: BaseException) -> str:
+def _where(name: str, exc: BaseException, *, file: bool = False) -> str:
     """``template:line`` of a template failure: the syntax error's line, or the deepest traceback frame
-    that jinja2 mapped back to a template line."""
+    that jinja2 mapped back to a template line. ``file``: the template's file path instead of its name."""
     if isinstance(exc, jinja2.TemplateSyntaxError) and exc.lineno:
-        return f"{exc.name or name}:{exc.lineno}"
+        return f"{(exc.filename if file else None) or exc.name or name}:{exc.lineno}"
     found = name
     tb = exc.__traceback__
     while tb is not None:
         template = tb.tb_frame.f_globals.get("__jinja_template__")
         if template is not None:
-            found = f"{template.name}:{template.get_corresponding_lineno(tb.tb_lineno)}"
+            label = (template.filename if file else None) or template.name
+            found = f"{label}:{template.get_corresponding_lineno(tb.tb_lineno)}"
         elif tb.tb_frame.f_code.co_filename.endswith(".j2"):
-            found = f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+            path = tb.tb_frame.f_code.co_filename
+            found = f"{path if file else os.path.basename(path)}:{tb.tb_lineno}"
         tb = tb.tb_next
     return found
+
+
+def _template_error(message: str, name: str, exc: BaseException, filename: str | None = None) -> RenderError:
+    """A RenderError naming the template (``name:line``) and, for the CLI, its file (``path:line``)."""
+    where = _where(name, exc, file=True)
+    if filename and where.split(":", 1)[0] == name:  # a helper's error: the template being rendered
+        where = filename + where[len(name):]
+    return RenderError(message, template_file=where)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +206,8 @@ class Renderer:
         self._env.filters.update(
             q=escaping.quote, lfq=escaping.lf_quote, lf=escaping.lf_escape, mapkey=escaping.map_key,
             mapval=escaping.map_value, urlv=escaping.url_value, ident=escaping.ident, hostname=escaping.hostname,
-            header=escaping.header_name)
+            header=escaping.header_name,
+            hword=escaping.header_word, hkey=escaping.header_key)
         self._listed: dict[str, list[str]] = {}
         self.snippets = self._snippets("")
 
@@ -215,6 +226,10 @@ class Renderer:
             if base.is_dir():
                 names.update(f"{sub}/{p.name}" if sub else p.name for p in base.glob("*.cfg.j2"))
         return sorted(names)
+
+    def _file_of(self, name: str) -> str | None:
+        """The file the loader reads for template ``name`` (user directories first, as it searches)."""
+        return next((str(d / name) for d in self._dirs if (d / name).is_file()), None)
 
     def render(self, state: State, *, subject: Ref | None = None,
                previous: Description | None = None) -> RenderResult:
@@ -277,13 +292,20 @@ class Renderer:
                         continue
                 parts.append(template.render(context))
             except SecurityError as exc:
-                raise RenderError(f"template {_where(name, exc)}: not allowed in a template: {exc}") from exc
+                raise _template_error(f"template {_where(name, exc)}: not allowed in a template: {exc}",
+                                      name, exc) from exc
             except (TemplateError, jinja2.TemplateError) as exc:
                 # helpers' errors already end with "(at template:line)"; others get it from the traceback
                 where = name if isinstance(exc, TemplateError) else _where(name, exc)
-                raise RenderError(f"template {where}: {exc}") from exc
+                raise _template_error(f"template {where}: {exc}", name, exc, self._file_of(name)) from exc
             except escaping.Unsafe as exc:
-                raise RenderError(f"template {_where(name, exc)} wrote an unescaped value: {exc}") from exc
+                raise _template_error(f"template {_where(name, exc)} wrote an unescaped value: {exc}",
+                                      name, exc) from exc
+            except RenderError:
+                raise
+            except Exception as exc:  # a template's own mistake ("a" + 1, a missing attribute's call, ...)
+                raise _template_error(f"template {_where(name, exc)}: {type(exc).__name__}: {exc}",
+                                      name, exc) from exc
         cfg = "".join(parts).replace(PROFILES, recorder.profile_sections())
         clean_cfg = sources.strip("haproxy.cfg", cfg)
         files: dict[str, bytes] = {"haproxy.cfg": clean_cfg.encode()}

@@ -195,7 +195,7 @@ CASES = [
         id="4 response remove checked",
     ),
     pytest.param(
-        route({"backendRefs": [backend(filters=[hdr(add=[{"name": "X#", "value": "v"}])])]}),
+        route({"backendRefs": [backend(filters=[hdr(add=[{"name": "X@", "value": "v"}])])]}),
         codes.HEADER_NAME,
         [(D, f"{R0}.backendRefs[0].filters[0].requestHeaderModifier.add[0].name")],
         id="4 backendRef level checked",
@@ -240,16 +240,34 @@ CASES = [
         id="5 regex with backend redirect denied",
     ),
     pytest.param(
-        route({"matches": [{**prefix(), "headers": [{"name": "X#1", "value": "v"}]}]}),
+        route({"matches": [{**prefix(), "headers": [{"name": "X:1", "value": "v"}]}]}),
         codes.HEADER_NAME,
         [(D, f"{R0}.matches[0].headers[0].name")],
         id="4 header match names are tokens too",
     ),
     pytest.param(
-        route({"matches": [{**prefix(), "queryParams": [{"name": "q|x", "value": "v"}]}]}),
+        route({"matches": [{**prefix(), "headers": [{"name": "X#1|'`%", "value": "v"}]}]}),
+        codes.HEADER_NAME,
+        [],
+        id="4 header match names may hold every token character",
+    ),
+    pytest.param(
+        route({"matches": [{**prefix(), "queryParams": [{"name": "q:x", "value": "v"}]}]}),
         codes.HEADER_NAME,
         [(D, f"{R0}.matches[0].queryParams[0].name")],
         id="4 query parameter names are tokens too",
+    ),
+    pytest.param(
+        route({"matches": [{**prefix(), "queryParams": [{"name": "q#x", "value": "v"}]}]}),
+        codes.HEADER_NAME,
+        [(D, f"{R0}.matches[0].queryParams[0].name")],
+        id="4 a query parameter name urlp() can never match",
+    ),
+    pytest.param(
+        route({"matches": [{**prefix(), "queryParams": [{"name": "q|x'`", "value": "v"}]}]}),
+        codes.HEADER_NAME,
+        [],
+        id="4 query parameter names with other token characters ok",
     ),
     pytest.param(
         route({"matches": [{**prefix(), "headers": [{"name": "User-Agent", "value": "v"}]}]}),

@@ -52,6 +52,14 @@ async def test_files_against_the_live_cluster_and_an_audit(tmp_path: Path, hapro
         assert code == 2 and "--kubeconfig" in err and "Traceback" not in err
 
 
-async def test_all_needs_a_kubeconfig() -> None:
-    code, _, err = await run_check("--all")
-    assert code == 2 and "--all needs --kubeconfig" in err
+async def test_all_needs_a_kubeconfig(tmp_path: Path) -> None:
+    """``--all`` reads the cluster kubectl would (here none: no $KUBECONFIG, no ~/.kube/config)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "webhook", "check", "--all", stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env={**{k: v for k, v in env().items() if k != "KUBECONFIG"},
+                                             "HOME": str(tmp_path)})
+    _, err = await asyncio.wait_for(proc.communicate(), 180)
+    assert proc.returncode == 2
+    assert err.decode().splitlines() == [f"routegate: kubeconfig {tmp_path}/.kube/config: no such file"]
+    code, _, err = await run_check("--all", "--state", str(STATE_DIR))
+    assert code == 2 and "--state and --all are two sources" in err

@@ -113,3 +113,53 @@ def test_a_settings_file_with_an_alias_bomb_is_refused(tmp_path: Path) -> None:
     (tmp_path / "rules.yaml").write_text("rules: &a {RG0113: off}\nexemptNamespaces: *a\n")
     result = routegate("check", "--config", str(tmp_path / "rules.yaml"), "-f", str(INPUTS / "good.yaml"))
     one_line_error(result, f"--config {tmp_path / 'rules.yaml'}:1:8", "aliases")
+
+
+def _setup_case(tmp_path: Path, case: str) -> list[str]:
+    """The flags of one broken set-up (each file made under ``tmp_path``)."""
+    route = str(INPUTS / "good.yaml")
+    if case == "template-syntax":
+        (tmp_path / "t").mkdir()
+        (tmp_path / "t" / "990-user.cfg.j2").write_text("# ok\n{{ foo(\n")
+        return ["render", "-f", route, "--templates", str(tmp_path / "t"), "--out", str(tmp_path / "out")]
+    if case == "template-runtime":
+        (tmp_path / "t").mkdir()
+        (tmp_path / "t" / "990-user.cfg.j2").write_text("# ok\n# ok\n{{ 'a' + 1 }}\n")
+        return ["render", "-f", route, "--templates", str(tmp_path / "t"), "--out", str(tmp_path / "out")]
+    if case == "haproxy-without-version":
+        fake = tmp_path / "haproxy"
+        fake.write_text("#!/bin/sh\necho hello\n")
+        fake.chmod(0o755)
+        return ["check", "-f", route, "--haproxy", str(fake)]
+    if case == "config":
+        (tmp_path / "c.yaml").write_text("render:\n  httpPort: -5\n")
+        return ["check", "-f", route, "--config", str(tmp_path / "c.yaml")]
+    if case == "crds":
+        (tmp_path / "c.yaml").write_text("kind: [\n")
+        return ["check", "-f", route, "--crds", str(tmp_path / "c.yaml")]
+    if case == "state":
+        (tmp_path / "s.yaml").write_text("kind: [\n")
+        return ["check", "-f", route, "--state", str(tmp_path / "s.yaml")]
+    if case == "kubeconfig":
+        (tmp_path / "kc").write_text("clusters: [\n  - a\n  b: c\n")
+        return ["check", "-f", route, "--kubeconfig", str(tmp_path / "kc")]
+    assert case == "dataplane-version"
+    return ["check", "-f", route, "--dataplane-version", "two.eight"]
+
+
+@pytest.mark.parametrize(("case", "needles"), [
+    ("template-syntax", ["--templates", "990-user.cfg.j2:2:", "unexpected"]),
+    ("template-runtime", ["--templates", "990-user.cfg.j2:3:", "TypeError"]),
+    ("haproxy-without-version", ["--haproxy", "could not read a version"]),
+    ("config", ["--config", "c.yaml"]),
+    ("crds", ["--crds", "c.yaml:"]),
+    ("state", ["--state", "s.yaml:"]),
+    ("kubeconfig", ["--kubeconfig", "kc:", "not valid YAML"]),
+    ("dataplane-version", ["--dataplane-version", "two.eight"]),
+])
+def test_every_setup_error_is_one_line_naming_its_flag(tmp_path: Path, case: str, needles: list[str],
+                                                       haproxy_path: str) -> None:
+    flags = _setup_case(tmp_path, case)
+    line = one_line_error(routegate(*flags, ROUTEGATE_HAPROXY=haproxy_path, HOME=str(tmp_path)), *needles)
+    if case.startswith("template"):  # the template's file, not only its name
+        assert str(tmp_path / "t" / "990-user.cfg.j2") in line, line

@@ -1,7 +1,10 @@
 """Route filters HAProxy can or cannot express (seed 004, rules 4, 5, 6, 9, 10).
 
-Header names become words in ``http-request set-header`` lines and map keys, so they must be tokens
-(rule 4). ReplacePrefixMatch needs a known prefix length (rule 5). Redirect codes are the five HAProxy's
+Header names become words in ``http-request set-header`` lines and map keys, so they must be HTTP
+tokens (rule 4; the renderer quotes the token characters HAProxy's parsers would read, so every token is
+honoured). Query parameter names are matched undecoded by ``urlp()``: ``#`` (never sent unencoded) and
+``%`` (the start of an escape) can never match as written.
+ReplacePrefixMatch needs a known prefix length (rule 5). Redirect codes are the five HAProxy's
 ``redirect`` accepts (rule 6). ExternalAuth, ExtensionRef and backend-level mirrors have documented gaps
 (rules 9, 10) that are warnings, since the route still does something defined.
 """
@@ -17,7 +20,7 @@ from validators.findings import Finding, Severity
 from validators.objectrules.traversals import FilterAt, filters_of, matches_of, path_type, rules_of
 from validators.objects import Obj, as_list, as_map
 from validators.safety import describe_char, first_control
-from validators.texts import TOKEN_ALLOWED, quote, token_problem
+from validators.texts import HTTP_TOKEN_ALLOWED, HTTP_TOKEN_PUNCTUATION, quote, token_problem
 
 REDIRECT_CODES = (301, 302, 303, 307, 308)
 SUPPORTED_EXTENSIONS = ("HAProxyRoutePolicy", "SSLPassthrough")
@@ -60,15 +63,35 @@ def header_modifiers(obj: Obj, ctx: Context) -> Iterator[Finding]:
 
 
 def _name_problem(name: Any) -> str | None:
-    """Why a header name is not a token (None when it is one, or not a string: the schema reports that).
-    Judged before its finding's path is built: nearly every name is fine."""
+    """Why a header name is not an HTTP token (None when it is one, or not a string: the schema reports
+    that). Judged before its finding's path is built: nearly every name is fine."""
     if isinstance(name, str):
-        return token_problem(name) or None
+        return token_problem(name, punctuation=HTTP_TOKEN_PUNCTUATION) or None
     return None
 
 
-def _header_name_finding(name: Any, problem: str, path: tuple[str | int, ...]) -> Finding:
-    return Finding(codes.HEADER_NAME, f"{quote(name)} {problem}; allowed: {TOKEN_ALLOWED}", path)
+#: Token characters a query parameter name cannot hold for ``urlp()``, which compares names undecoded.
+_QUERY_UNMATCHABLE = {
+    "#": "a client never sends '#' in a query (it starts the fragment; it arrives as %23), and HAProxy's "
+         "urlp() compares names undecoded, so this name could never match",
+    "%": "'%' starts a percent-escape in a query, and HAProxy's urlp() compares names undecoded, so this "
+         "name could never match as written",
+}
+
+
+def _query_unmatchable(name: Any) -> str | None:
+    """Why ``urlp()`` can never match a query parameter name that is an HTTP token (None: it can)."""
+    if isinstance(name, str):
+        bad = next((ch for ch in _QUERY_UNMATCHABLE if ch in name), None)
+        if bad is not None:
+            return f"has {bad!r}: {_QUERY_UNMATCHABLE[bad]}"
+    return None
+
+
+def _header_name_finding(name: Any, problem: str, path: tuple[str | int, ...], *, allowed: bool = True) -> Finding:
+    """``allowed``: end with the characters a token may hold (not when the name is a token already)."""
+    suffix = f"; allowed: {HTTP_TOKEN_ALLOWED}" if allowed else ""
+    return Finding(codes.HEADER_NAME, f"{quote(name)} {problem}{suffix}", path)
 
 
 def _header_name(name: Any, path: tuple[str | int, ...]) -> Iterator[Finding]:
@@ -203,11 +226,16 @@ def route_crd_headers(obj: Obj, ctx: Context) -> Iterator[Finding]:
 
 def match_names(obj: Obj, ctx: Context) -> Iterator[Finding]:
     """Header and query parameter names of matches become bare words (``req.hdr(<name>)``,
-    ``urlp(<name>)``) in ACLs, so they are tokens too (the schema allows ``#%'|`` and backtick)."""
+    ``urlp(<name>)``) in ACLs, so they are HTTP tokens too, as the schema wants (quoted where HAProxy
+    needs it); a query parameter name is also refused what ``urlp()`` can never match."""
     for rule_path, rule in rules_of(obj):
         for m, match in enumerate(as_list(rule.get("matches"))):
             for field in ("headers", "queryParams"):
                 for k, entry in enumerate(as_list(as_map(match).get(field))):
                     name = as_map(entry).get("name")
-                    if (problem := _name_problem(name)) is not None:
-                        yield _header_name_finding(name, problem, (*rule_path, "matches", m, field, k, "name"))
+                    problem, allowed = _name_problem(name), True
+                    if problem is None and field == "queryParams":
+                        problem, allowed = _query_unmatchable(name), False
+                    if problem is not None:
+                        yield _header_name_finding(name, problem, (*rule_path, "matches", m, field, k, "name"),
+                                                   allowed=allowed)

@@ -63,7 +63,16 @@ Slimmer = Callable[[Mapping[str, Any], Collection], Obj | None]
 
 
 class Backoff:
-    """Full-jitter exponential backoff: a random delay in [cap/2, cap] of min(cap, base * 2**n)."""
+    """Jittered exponential backoff: a random delay in [ceiling/2, ceiling] of min(cap, base * 2**n).
+
+    Kept by hand, not taken from ``backoff`` or ``tenacity`` (issue 27 asked; neither can do this job
+    better): both drive a retry loop around one call that raises, while a reflector is a long-lived
+    list/watch state machine whose schedule is shared across calls and changed from outside the failing
+    call: reset when the server is in contact again (a watch that delivers, a list that completes), a
+    second schedule for refusals that will not heal (401/403/404), and a 410 re-list that waits only on
+    the second 410 in a row (``Reflector.run`` reads ``failures``). Wrapping the loop in their retry
+    objects would re-raise every failure through them to keep that state, for the three lines below.
+    """
 
     def __init__(self, *, base: float, cap: float) -> None:
         self.base, self.cap, self.failures = base, cap, 0

@@ -66,18 +66,18 @@ def _header_mods(model: HttpModel, key: str, spec: Any, path: tuple[PathPart, ..
         for k, item in enumerate(as_list(dig(spec, op))):
             # ``guard``, inline, the field paths made only for an error: one pair per header of every filter
             try:
-                lname = escaping.header_name(str(dig(item, "name", default=""))).lower()
+                lname = escaping.http_token(str(dig(item, "name", default=""))).lower()
             except escaping.Unsafe as exc:
                 raise FieldError(str(exc), (*path, op, k, "name")) from None
             try:
                 value = escaping.url_value(str(dig(item, "value", default="")))
             except escaping.Unsafe as exc:
                 raise FieldError(str(exc), (*path, op, k, "value")) from None
-            model.add(mapname, f"{key}|{op}|{lname} {value}{mark}")
+            model.add(mapname, f"{key}|{op}|{escaping.header_key(lname)} {value}{mark}")
             ops.add((op, lname))
     for k, item in enumerate(as_list(dig(spec, "remove"))):
-        lname = guard((*path, "remove", k), escaping.header_name, str(item)).lower()
-        model.add(mapname, f"{key}|remove|{lname} 1{mark}")
+        lname = guard((*path, "remove", k), escaping.http_token, str(item)).lower()
+        model.add(mapname, f"{key}|remove|{escaping.header_key(lname)} 1{mark}")
         ops.add(("remove", lname))
 
 

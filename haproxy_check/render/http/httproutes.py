@@ -125,7 +125,7 @@ def _path_of_match(route: Obj, rule_index: int, match_index: int, raw: Any, grpc
         return precedence.REGEX, f"/(?:{s})/(?:{m})$", mpath
     for part, value in (("service", service), ("method", method)):
         if value:
-            guard((*mpath, part), escaping.ident, value, what=f"gRPC {part}")
+            guard((*mpath, part), escaping.grpc_name, value, part)
     if service and method:
         return precedence.EXACT, f"/{service}/{method}", mpath
     if service:
@@ -151,20 +151,22 @@ def _conditions(raw: Any, rule_index: int, match_index: int, grpc: bool) -> tupl
     for kind, fetch, field in (("headers", "req.hdr", "headers"), ("queryParams", "urlp", "queryParams")):
         for k, item in enumerate(as_list(dig(raw, field))):
             # ``guard``, inline: the field paths made only for an error (one per header of every match)
+            name = str(dig(item, "name", default=""))
             try:
-                name = escaping.header_name(str(dig(item, "name", default="")))
+                sample = escaping.header_fetch(fetch, name)
             except escaping.Unsafe as exc:
                 raise FieldError(str(exc), (*base, field, k, "name")) from None
             value = str(dig(item, "value", default=""))
             try:
                 if dig(item, "type", default="Exact") == "RegularExpression":
                     escaping.value_regex(value)
-                    conds.append(f"{{ {fetch}({name}) -m reg -- {escaping.quote(value)} }}")
+                    conds.append(f"{{ {sample} -m reg -- {escaping.quote(value)} }}")
                 else:
-                    conds.append(f"{{ {fetch}({name}) -m str -- {escaping.quote(value)} }}")
+                    conds.append(f"{{ {sample} -m str -- {escaping.quote(value)} }}")
             except escaping.Unsafe as exc:
                 raise FieldError(str(exc), (*base, field, k, "value")) from None
-            reason.append(f"{'header' if kind == 'headers' else 'query'} {name.lower()}")
+            # the reason is a debug header's text, read back with field(N,|): other characters become "?"
+            reason.append(f"{'header' if kind == 'headers' else 'query'} {escaping.bare_text(name.lower())}")
     return conds, reason, isinstance(method, str) and bool(method)
 
 

@@ -72,7 +72,7 @@ def _one(route: Obj) -> tuple[CrdRoute, list[Key], list[tuple[str, str]]]:
         name, value = dig(h, "name"), dig(h, "value", default="")
         if not isinstance(name, str) or not isinstance(value, str):
             raise ValueError(f"spec.requestHeaders[{i}] needs a string name and value")
-        escaping.header_name(name)
+        escaping.http_token(name)
         headers.append((name.lower(), escaping.url_value(value)))
         names.append((name.lower(), name))
     hosts = [escaping.hostname(h.lower() if isinstance(h, str) else h)
@@ -112,7 +112,7 @@ def build(state: State) -> CrdModel:
         model.routes.append(crd)
         for lower, spelled in names:
             spellings.setdefault(lower, spelled)
-        model.header_entries += [f"{crd.backend}|set|{n} {v}" for n, v in crd.headers]
+        model.header_entries += [f"{crd.backend}|set|{escaping.header_key(n)} {v}" for n, v in crd.headers]
         for key, where in keys:
             winner = owner.setdefault(key, crd.ref)  # state.list is sorted: first (namespace, name) wins
             exact.setdefault(key, crd.backend)
