@@ -205,7 +205,7 @@ async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Seque
             # They go out of the collector's sight as the loaded state did (``_check``).
             with gcpause.paused():
                 judged = await gate.review_all([(c, s) for _, c, s in batch], combined=everything,
-                                               workers=workers, with_status=with_status)
+                                               workers=workers, with_status=with_status, before=base)
                 gcpause.keep_lifelong()
             verdicts.update((n, v) for (n, _, _), v in zip(batch, judged, strict=True))
         for n, change, state in alone:

@@ -26,6 +26,8 @@ from haproxy_check.descriptions import Description
 from haproxy_check.render import gcpause
 from haproxy_check.results import Alert, CheckResult, HAProxyBinary, RenderError, RenderResult
 from haproxy_check.runtime import runtimeplans, slots
+from haproxy_check.traffic import diffs
+from haproxy_check.traffic.diffs import TrafficDiff
 from validators import checks, dataplanes
 from validators.changes import Change, Operation
 from validators.crossobject import statuses
@@ -34,7 +36,7 @@ from validators.findings import Finding, Severity, denies, format_path
 from validators.objects import REVIEWED_KINDS, Ref
 from validators.states import Overlay, State, Without
 from validators.views import attachments, closures, scopes
-from webhook import batching, ruleworkers
+from webhook import batching, ruleworkers, trafficdiffs
 from webhook.loadedindex import LoadedIndex
 from webhook.verdicts import Decision, Verdict
 
@@ -144,6 +146,8 @@ class Gate:
         delta: bool = True,
         dataplane_version: tuple[int, ...] | None = None,
         scope: scopes.Scope | None = None,
+        traffic: bool = True,
+        traffic_budget: float = 1.0,
     ) -> None:
         self.rules = rules
         # Our GatewayClasses: every state a review sees is first seen through this scope.
@@ -153,6 +157,10 @@ class Gate:
         self.renderer = renderer
         self.checker = checker
         self.note_budget = note_budget  # seconds a render may take before the reload note is skipped
+        # The traffic diff of every allow (webhook.trafficdiffs), within ``traffic_budget`` seconds of
+        # work on the two routing tables; False only to measure what it costs (bench/bench_gate.py).
+        self.traffic = traffic
+        self.traffic_budget = traffic_budget
         # True: a review renders and checks the change's closure (validators.views.closures, O(change));
         # False: the whole state (the reference the delta check is tested and monitored against).
         self.delta = delta
@@ -274,11 +282,14 @@ class Gate:
         # and its render of the state without the change is the baseline a failing check compares with.
         note = _ahead(self._apply_note(state, render, render_seconds=timings["render"], whole=full_state)) \
             if reload_note else None
+        # The traffic diff needs the same two renders: worked out meanwhile too, kept only for an allow.
+        traffic = _ahead(self._traffic(state, render, timings)) if self.traffic else None
         mark = self._clock()
         try:
             result = await self.checker.check(render)
         except BaseException as exc:
             _drop(note)
+            _drop(traffic)
             if not isinstance(exc, CheckTimedOut):
                 raise
             return Verdict(Decision.ERROR, ref, findings=tuple(findings), error=str(exc), haproxy=self.binary,
@@ -289,18 +300,40 @@ class Gate:
         whole_state_decides = self.delta and _binds_nothing(result)
         if whole_state_decides or not result.ok:
             _drop(note)  # the note goes only with an allow of this very configuration
+            _drop(traffic)
         if whole_state_decides:
             return await self._full_gate().review(original, state=full_state, reload_note=reload_note)
         if result.ok:
             notes = await note if note is not None else ()
+            diff = await traffic if traffic is not None else None
             timings["total"] = self._clock() - started
             verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
                               timings=timings, status=render.statuses.get(str(ref), {}))
-            for passed in self.passed_observers:
-                passed(change, verdict)
+            verdict = trafficdiffs.judged(verdict, diff, render)
+            if verdict.allowed:
+                for passed in self.passed_observers:
+                    passed(change, verdict)
             return verdict
         verdict = await self._judge_failure(change, state, findings, result, timings, started)
         return replace(verdict, status=render.statuses.get(str(ref), {}))
+
+    async def _traffic(self, state: State, render: RenderResult, timings: dict[str, float]) -> TrafficDiff:
+        """The traffic diff of ``render`` against the render of ``state`` (the closure without the change,
+        the baseline the reload note renders too: cached, shared)."""
+        seconds = timings.get("render", 0.0)
+        if state.version not in self._baseline_renders and seconds > self.traffic_budget:
+            # a second render as slow as the first would pass the budget before the diff begins
+            return diffs.timed_out(f"rendering this closure takes {seconds:.1f}s, over the traffic diff's "
+                                   f"budget of {self.traffic_budget:g}s")
+        try:
+            before = await self._baseline_render(state)
+        except RenderError as exc:
+            return diffs.timed_out(f"the closure without the change could not be rendered: {exc.message}")
+        mark = self._clock()
+        diff = await asyncio.to_thread(trafficdiffs.compute, before, render, budget=self.traffic_budget,
+                                       clock=self._clock)
+        timings["traffic"] = self._clock() - mark
+        return diff
 
     def _foreign(self, change: Change, state: State) -> Verdict | None:
         """The verdict on another controller's object (``state`` is the scoped view), else None."""
@@ -329,11 +362,11 @@ class Gate:
         if self._full is None:
             self._full = Gate(rules=self.rules, renderer=self.renderer, checker=self.checker, clock=self._clock,
                               note_budget=self.note_budget, delta=False, dataplane_version=self.dataplane_version,
-                              scope=self.scope)
+                              scope=self.scope, traffic=self.traffic, traffic_budget=self.traffic_budget)
         return self._full
 
     async def review_all(self, items: Sequence[tuple[Change, State]], *, combined: State,
-                         workers: int = 0, with_status: bool = True) -> list[Verdict]:
+                         workers: int = 0, with_status: bool = True, before: State | None = None) -> list[Verdict]:
         """Judge changes applied together (``kubectl apply -f DIR``): each against its state holding all
         the others, ``combined`` holding all of them.
 
@@ -348,6 +381,8 @@ class Gate:
         ``workers``: processes that run the batch's per-object rules while this one renders and checks
         (``webhook.ruleworkers``; 0: all in this process). ``with_status``: False leaves the batch verdicts'
         ``status`` empty, for a caller that does not report it (computing it is a few % of the batch).
+        ``before``: the state without any of the changes; given, the batch verdicts carry the traffic diff
+        of the batch (the render of ``before`` against the combined one), each the moves naming it.
         """
         verdicts: list[Verdict | None] = [None] * len(items)
         combined = self.scope.view(combined)
@@ -361,7 +396,7 @@ class Gate:
                     verdicts[i] = self._foreign(change, self.scope.view(state))
                 else:  # what review() says, without a trip through it for each of thousands of Services
                     verdicts[i] = _unchecked(change.ref)
-            await self._judge_batch(items, combined, workers, verdicts, with_status)
+            await self._judge_batch(items, combined, workers, verdicts, with_status, before)
         for i, (change, state) in enumerate(items):
             if verdicts[i] is None:
                 verdicts[i] = await self.review(change, state=state, reload_note=False)
@@ -370,7 +405,7 @@ class Gate:
             return [self._stamped(v, info) for v in verdicts if v is not None]
 
     async def _judge_batch(self, items: Sequence[tuple[Change, State]], combined: State, workers: int,
-                           verdicts: list[Verdict | None], with_status: bool) -> None:
+                           verdicts: list[Verdict | None], with_status: bool, before: State | None = None) -> None:
         """Fill in ``verdicts`` for the inputs one combined render and check can judge (``review_all``)."""
         candidates = [i for i, (change, _) in enumerate(items) if verdicts[i] is None and _renderable(change)]
         with self._prejudging(items, candidates, combined, workers, with_status) as pending:
@@ -387,6 +422,8 @@ class Gate:
             for i in batch:
                 verdicts[i] = await self._batch_verdict(items[i], render, combined, seconds, prejudged.get(i),
                                                         grouped, with_status)
+            if self.traffic and before is not None and batch:
+                await self._batch_traffic([items[i][0].ref for i in batch], batch, before, render, verdicts)
             return
         settled = await self._settle_failing_batch(
             items, batch, combined, render, result,
@@ -394,6 +431,23 @@ class Gate:
                                                      with_status))
         for i, verdict in settled.items():
             verdicts[i] = verdict
+
+    async def _batch_traffic(self, refs: list[Ref], batch: list[int], before: State, render: RenderResult,
+                             verdicts: list[Verdict | None]) -> None:
+        """The batch's traffic diff split among its verdicts (``trafficdiffs.attributed``); its budget
+        grows with the batch, whose tables hold every input."""
+        budget = self.traffic_budget * max(1.0, len(batch) / 100)
+        try:
+            base = await asyncio.to_thread(self.renderer.render, self.scope.view(before), subject=None)
+        except RenderError as exc:
+            diff = diffs.timed_out(f"the state without the inputs could not be rendered: {exc.message}")
+        else:
+            diff = await asyncio.to_thread(trafficdiffs.compute, base, render, budget=budget, clock=self._clock)
+        split = trafficdiffs.attributed(diff, refs)
+        for i, ref in zip(batch, refs, strict=True):
+            verdict = verdicts[i]
+            if verdict is not None:
+                verdicts[i] = trafficdiffs.judged(verdict, split[ref], render)
 
     async def review_together(self, changes: Sequence[Change], *, state: State,
                               notes_for: float | None = None) -> list[Verdict]:
@@ -485,21 +539,30 @@ class Gate:
             return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary, timings=timings)
         status = statuses.route_status(change.subject, combined)
         notes: tuple[str, ...] = ()
-        if notes_until is not None and self._clock() > notes_until:
+        skip_note = notes_until is not None and self._clock() > notes_until
+        if skip_note:
             notes = (f"reload classification skipped: checked together with {others} other concurrent "
                      f"review{'s' if others != 1 else ''}",)
-        else:
+        own_render: RenderResult | None = None
+        diff: TrafficDiff | None = None
+        if self.traffic or not skip_note:
             mark = self._clock()
             try:
                 own_render = await asyncio.to_thread(self.renderer.render, Overlay(scope, change), subject=ref)
-                notes = await self._apply_note(scope, own_render, render_seconds=self._clock() - mark)
+                if not skip_note:
+                    notes = await self._apply_note(scope, own_render, render_seconds=self._clock() - mark)
+                if self.traffic:
+                    diff = await self._traffic(scope, own_render, timings)
             except RenderError:
-                notes = ()
+                pass
         timings["total"] = self._clock() - item.started
         verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
                           timings=timings, status=status)
-        for passed in self.passed_observers:
-            passed(change, verdict)
+        if own_render is not None:
+            verdict = trafficdiffs.judged(verdict, diff, own_render)
+        if verdict.allowed:
+            for passed in self.passed_observers:
+                passed(change, verdict)
         return verdict
 
     async def _checked(self, state: State) -> tuple[RenderResult, CheckResult, float] | None:

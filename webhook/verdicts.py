@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from haproxy_check.results import Alert, HAProxyBinary
+from haproxy_check.traffic.diffs import TrafficDiff
 from validators.findings import Finding, Severity, ordered
 from validators.objects import Ref
 
@@ -46,6 +47,8 @@ class Verdict:
     # the data plane's HAProxy version the render was written for, the checker's, and whether the
     # data plane's was assumed (no --dataplane-version): {"version", "checker", "assumed"}
     dataplane: Mapping[str, Any] = field(default_factory=dict)
+    # which request classes the change moves, and whose they were (webhook.trafficdiffs); None: not computed
+    traffic: TrafficDiff | None = None
 
     @property
     def allowed(self) -> bool:

@@ -41,6 +41,7 @@ class Move:
     before: Destination
     after: Destination
     request: Request | None
+    gateways: tuple[str, ...] = ()  # "ns/name" of the Gateways serving the entry point, before and after
 
     @property
     def kind(self) -> str:
@@ -60,7 +61,7 @@ class Move:
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.cls.as_dict(), "change": self.kind, "before": self.before.as_dict(),
-                "after": self.after.as_dict()}
+                "after": self.after.as_dict(), "gateways": list(self.gateways)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +91,7 @@ def diff(before: RoutingTable, after: RoutingTable, *, deadline: float | None = 
     compared = 0
     for port in sorted(set(before.ports()) | set(after.ports())):
         taken = {*_hosts(before, port), *_hosts(after, port)}
+        gateways = tuple(sorted({t.frontends[port].facts.gateway for t in (before, after) if port in t.frontends}))
         patterns = sorted(set(before.patterns(port)) | set(after.patterns(port)))
         changed = []
         for n, pattern in enumerate(patterns):
@@ -109,7 +111,7 @@ def diff(before: RoutingTable, after: RoutingTable, *, deadline: float | None = 
                         continue
                     was, now = before.resolve(request), after.resolve(request)
                     if was != now:
-                        moves[cls] = Move(cls, was, now, request)
+                        moves[cls] = Move(cls, was, now, request, gateways)
     unmodelled = tuple(sorted(set(before.unmodelled) | set(after.unmodelled)))
     return TrafficDiff(tuple(moves[c] for c in sorted(moves)), compared=compared, unmodelled=unmodelled)
 

@@ -63,7 +63,7 @@ def _one(op: Any, arg: Any) -> str:
         return _in(arg)
     if op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", None)):
         low, _high, body = arg
-        return _build(list(body)) * low
+        return _build(list(body)) * int(low)
     if op is c.SUBPATTERN:
         return _build(list(arg[-1]))
     if op is c.BRANCH:
@@ -75,8 +75,9 @@ def _one(op: Any, arg: Any) -> str:
 
 def _category(cat: Any) -> str:
     c = sre_constants
-    return {c.CATEGORY_DIGIT: "0", c.CATEGORY_NOT_DIGIT: "a", c.CATEGORY_WORD: "a", c.CATEGORY_NOT_WORD: "-",
-            c.CATEGORY_SPACE: " ", c.CATEGORY_NOT_SPACE: "a"}.get(cat, "a")
+    table: dict[Any, str] = {c.CATEGORY_DIGIT: "0", c.CATEGORY_NOT_DIGIT: "a", c.CATEGORY_WORD: "a",
+                             c.CATEGORY_NOT_WORD: "-", c.CATEGORY_SPACE: " ", c.CATEGORY_NOT_SPACE: "a"}
+    return table.get(cat, "a")
 
 
 def _in(members: list[tuple[Any, Any]]) -> str:

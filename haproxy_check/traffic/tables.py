@@ -178,31 +178,33 @@ class RoutingTable:
         self.rules = {r.rid: r for r in routing.rules}
         self.services = dict(routing.services)
         for key, vh in _pairs(maps.get("host.map", ())):
-            fe = by_token.get(key.rpartition(":")[2])
-            if fe is not None:
-                fe.hosts[key.rpartition(":")[0]] = vh
+            owner = by_token.get(key.rpartition(":")[2])
+            if owner is not None:
+                owner.hosts[key.rpartition(":")[0]] = vh
         for key, vh in _pairs(maps.get("host-wildcard.map", ())):
-            fe = by_token.get(key.rpartition(":")[2])
-            if fe is not None:
-                fe.wildcards.append((key.rpartition(":")[0], vh))
+            owner = by_token.get(key.rpartition(":")[2])
+            if owner is not None:
+                owner.wildcards.append((key.rpartition(":")[0], vh))
         for name, attr in (("path-exact.map", "exact"), ("path-prefix-exact.map", "prefix_exact"),
                            ("path-prefix.map", "prefix")):
             for key, value in _pairs(maps.get(name, ())):
                 cut = key.find("/")
                 vh = key[:cut]
-                fe = by_token.get(vh.rpartition(":")[2])
-                if cut > 0 and fe is not None:
-                    getattr(fe.vhost(vh), attr)[key[cut:]] = value
+                owner = by_token.get(vh.rpartition(":")[2])
+                if cut > 0 and owner is not None:
+                    getattr(owner.vhost(vh), attr)[key[cut:]] = value
         # every regex in file order, with the vhost text it is anchored on (HAProxy tries them all)
         self.regexes: list[tuple[str, str, str]] = []  # (vhost literal, whole key, value)
+        self._regex_at: dict[str, list[tuple[int, str, str]]] = {}  # vhost literal -> (order, key, value)
         for key, value in _pairs(maps.get("path-regex.map", ())):
             cut = key.find("(?:")
             if key.startswith("^") and cut > 0:
                 vh = _ESCAPED.sub(r"\1", key[1:cut])
                 self.regexes.append((vh, key, value))
-                fe = by_token.get(vh.rpartition(":")[2])
-                if fe is not None:
-                    fe.vhost(vh).regex.append((key[cut:], value))
+                self._regex_at.setdefault(vh, []).append((len(self.regexes), key, value))
+                owner = by_token.get(vh.rpartition(":")[2])
+                if owner is not None:
+                    owner.vhost(vh).regex.append((key[cut:], value))
         self.targets = dict(_pairs(maps.get("rule-backend.map", ())))
         slots: dict[str, Counter[str]] = {}
         for key, backend in _pairs(maps.get("weighted-multi-backend.map", ())):
@@ -250,11 +252,14 @@ class RoutingTable:
             if got is not None:
                 return got
         pk = vh + path
-        for literal, key, value in self.regexes:
-            if pk.startswith(literal):
-                regex = regexes.compiled(key)
-                if regex is not None and regex.match(pk):
-                    return value
+        # a regex is anchored on its vhost's text: only those whose text begins this vhost can match
+        # (``a.com:80`` begins ``a.com:8080``), tried in file order
+        colon = vh.rfind(":")
+        tried = sorted(item for k in range(colon + 1, len(vh) + 1) for item in self._regex_at.get(vh[:k], ()))
+        for _, key, value in tried:
+            regex = regexes.compiled(key)
+            if regex is not None and regex.match(pk):
+                return value
         if found is None:
             return None
         got = found.prefix_exact.get(path)
