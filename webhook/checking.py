@@ -310,7 +310,8 @@ async def _check(args: argparse.Namespace) -> int:
     results = (await judge(gate, base, base_objects, located, skip, workers=workers, with_status=with_status)
                if located else [])
     report = reports.Report(problems=sorted(problems, key=lambda p: (p.file, p.line, p.column)),
-                            warnings=[*loaded.warnings, *_cel_warning()], haproxy=binary, version=_version())
+                            warnings=[*loaded.warnings, *_cel_warning()], haproxy=binary, version=_version(),
+                            traffic=bool(getattr(args, "traffic", False)))
     for item, verdict in results:
         line, column = positions.of(item) if item.file != CLUSTER else (0, 0)
 

@@ -142,6 +142,10 @@ def parser() -> argparse.ArgumentParser:
                             "haproxy -c (default: one fewer than the CPUs; 0: none, all in one process)")
     check.add_argument("--output", "-o", choices=OUTPUTS, default="text",
                        help="text (default), json, yaml, junit (XML), github (workflow annotations), sarif")
+    check.add_argument("--traffic", action="store_true",
+                       help="text output: print every allowed input's traffic plan (the request classes it "
+                            "moves: host path -> old backend (owner) => new backend (owner)); by default only "
+                            "plans that move another owner's requests are printed")
 
     render = sub.add_parser("render", help="write the haproxy.cfg, maps and files the gate would check")
     _add_gate_options(render)

@@ -73,6 +73,7 @@ class Report:
     problems: list[Problem] = field(default_factory=list)  # input errors: the run exits 2
     warnings: list[str] = field(default_factory=list)  # about the inputs (skipped symlinks, ...)
     haproxy: HAProxyBinary | None = None
+    traffic: bool = False  # text: every verdict's traffic plan (``check --traffic``), not only other owners'
     version: str = ""
 
     def counts(self) -> dict[str, int]:
@@ -130,6 +131,8 @@ def text(report: Report, *, colour: bool = False) -> str:
                                  f"{_finding_text(p.finding)} ({anchor(p.finding.code)})")
             for alert in v.alerts:
                 lines.extend(f"        {clean(line)}" for line in alert.context)
+        plan = traffic_plan(v, always=report.traffic)
+        lines.extend(f"    traffic: {clean(line)}" for line in plan)
         for p in _warned(j):
             key = _warning_key(p.finding)
             if key in shown:
@@ -141,6 +144,8 @@ def text(report: Report, *, colour: bool = False) -> str:
                          f"{_finding_text(p.finding)}{also}")
         for note in v.notes:
             key = ("note", "", note)
+            if key in shown or (plan and note.startswith(TRAFFIC_NOTE)):  # the plan above says it all
+                continue
             if key in shown:
                 continue
             shown.add(key)
@@ -150,6 +155,28 @@ def text(report: Report, *, colour: bool = False) -> str:
     lines.extend(f"note: {clean(n)}" for n in _assumed(report))
     lines.append(report.summary())
     return "\n".join(lines) + "\n"
+
+
+TRAFFIC_NOTE = "traffic: "  # the admission warning of a traffic diff (webhook.trafficdiffs.warning)
+
+
+def traffic_plan(v: Verdict, *, always: bool = False) -> list[str]:
+    """The verdict's traffic diff as a plan, one line per moved request class (``host path -> old backend
+    (owner) => new backend (owner)``): always with ``check --traffic``, else when it moves another
+    owner's requests."""
+    diff = v.traffic
+    if diff is None:
+        return ["not computed"] if always and v.decision is Decision.ALLOW else []
+    others = diff.affected(v.ref.namespace)
+    if not always and not others and diff.complete:
+        return []
+    lines = [m.line() for m in diff.moves]
+    if not diff.complete:
+        lines.append(f"incomplete: {diff.reason}")
+    elif not lines:
+        lines.append("no request changes destination")
+    lines.extend(f"not modelled: {u}" for u in diff.unmodelled)
+    return lines
 
 
 def _assumed(report: Report) -> list[str]:
@@ -199,6 +226,7 @@ def _result(j: Judged) -> dict[str, Any]:
                       "docs": anchor(p.finding.code)} for p in j.findings],
         "status": dict(v.status),
         "dataplane": dict(v.dataplane),
+        "traffic": v.traffic.as_dict() if v.traffic is not None else None,
         "timings": {k: round(t, 4) for k, t in v.timings.items()},
     }
 

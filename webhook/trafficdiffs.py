@@ -42,7 +42,7 @@ def warning(diff: TrafficDiff, ref: Ref) -> str:
     owners = diff.affected(ref.namespace)
     if not owners:
         return ""
-    moved = [m for m in diff.moves if m.owners - {ref.namespace}]
+    moved = [m for m in diff.moves if m.kind != "gained" and m.owners - {ref.namespace}]
     named = ", ".join(owners[:SHOWN_OWNERS]) + (f" and {len(owners) - SHOWN_OWNERS} more"
                                                 if len(owners) > SHOWN_OWNERS else "")
     shown = "; ".join(m.line() for m in moved[:SHOWN_MOVES])

@@ -73,8 +73,9 @@ class TrafficDiff:
     unmodelled: tuple[str, ...] = ()  # what the tables do not model (custom Route CRDs)
 
     def affected(self, namespace: str) -> list[str]:
-        """The owners (namespaces) other than ``namespace`` whose requests move, sorted."""
-        return sorted({o for m in self.moves for o in m.owners} - {namespace})
+        """The owners (namespaces) other than ``namespace`` of requests that were served and now go
+        elsewhere or nowhere (a request nobody served that is now served moves nobody's traffic), sorted."""
+        return sorted({o for m in self.moves if m.kind != "gained" for o in m.owners} - {namespace})
 
     def moves_of(self, owner: str) -> list[Move]:
         return [m for m in self.moves if owner in m.owners]
