@@ -215,6 +215,56 @@ def test_the_routing_table_is_what_haproxy_does(haproxy_paths: list[str], which:
     check()
 
 
+def route(name: str, ns: str, created: str, hosts: list[str], rules: list[Any], gw: str = "edge") -> Obj:
+    parent = {"name": gw, "namespace": "infra" if gw == "edge" else "team-b"}
+    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": name, "namespace": ns, "creationTimestamp": created},
+            "spec": {"parentRefs": [parent], "hostnames": hosts, "rules": rules}}
+
+
+def rule(ptype: str, value: str, svc: str, ns: str | None = None, **more: Any) -> dict[str, Any]:
+    backend: dict[str, Any] = {"name": svc, "port": 80, **({"namespace": ns} if ns else {})}
+    return {"matches": [{"path": {"type": ptype, "value": value}, **more}], "backendRefs": [backend]}
+
+
+def rich() -> tuple[list[Obj], list[Obj]]:
+    """Every precedence step at once: exact over prefix, longer prefix first, a header and a method
+    match beating a path-only match of the same path, exact host over wildcard over any host, a second
+    (newer) Gateway on the shared port on its pod port, a cross-namespace backend; the change adds a
+    route that shadows some of it."""
+    objs: list[Obj] = [gateway("edge", "infra", 80, None, "2026-01-01T00:00:00Z"),
+                       gateway("own", "team-b", 80, None, "2026-02-01T00:00:00Z")]
+    for name, ns in SERVICES:
+        objs += service(name, ns, next(p for p, who in ECHO.items() if who == f"{ns}/{name}"))
+    objs.append({"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+                 "metadata": {"name": "to-a", "namespace": "team-a"},
+                 "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": "team-b"}],
+                          "to": [{"group": "", "kind": "Service"}]}})
+    objs += [
+        route("any", "infra", "2026-01-01T00:00:01Z", [], [rule("PathPrefix", "/", "svc0")]),
+        route("wild", "team-a", "2026-01-01T00:00:02Z", ["*.example.com"],
+              [rule("PathPrefix", "/api", "svc0"), rule("PathPrefix", "/api", "svc1", headers=[
+                  {"name": "X-Env", "value": "canary"}]), rule("Exact", "/api/v1", "svc1")]),
+        route("a", "team-a", "2026-01-01T00:00:03Z", ["a.example.com"],
+              [rule("PathPrefix", "/api", "svc0"), rule("PathPrefix", "/api", "svc1", method="POST"),
+               rule("PathPrefix", "/api/v1", "svc0", "team-a")]),
+        route("b", "team-b", "2026-01-01T00:00:04Z", ["b.example.com"],
+              [rule("PathPrefix", "/", "svc0", "team-a"), rule("RegularExpression", "/x[0-9]+", "svc1")], gw="own"),
+    ]
+    change = route("steal", "team-b", "2026-01-01T00:00:05Z", ["x.a.example.com", "*.a.example.com"],
+                   [rule("PathPrefix", "/api", "svc1"), rule("Exact", "/", "svc0")])
+    return objs, [*objs, change]
+
+
+@pytest.mark.usefixtures("namespaced")
+@pytest.mark.parametrize("which", [0, 1], ids=["2.8", "3.x"])
+def test_every_precedence_step_is_what_haproxy_does(haproxy_paths: list[str], which: int, tmp_path: Path) -> None:
+    if which >= len(haproxy_paths):
+        pytest.skip("no HAProxy 3.x binary (.haproxy3/haproxy)")
+    counts = run_scenario(haproxy_paths[which], *rich(), tmp_path)
+    assert counts["classes"] >= 30, counts
+
+
 @pytest.mark.usefixtures("namespaced")
 def test_a_new_exact_host_takes_the_wildcard_routes_requests(haproxy_path: str, tmp_path: Path) -> None:
     """The case the diff exists for, probed: team-b's exact host shadows team-a's wildcard."""
