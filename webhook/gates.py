@@ -320,18 +320,16 @@ class Gate:
     async def _traffic(self, state: State, render: RenderResult, timings: dict[str, float]) -> TrafficDiff:
         """The traffic diff of ``render`` against the render of ``state`` (the closure without the change,
         the baseline the reload note renders too: cached, shared)."""
-        seconds = timings.get("render", 0.0)
-        if state.version not in self._baseline_renders and seconds > self.traffic_budget:
-            # a second render as slow as the first would pass the budget before the diff begins
-            return diffs.timed_out(f"rendering this closure takes {seconds:.1f}s, over the traffic diff's "
-                                   f"budget of {self.traffic_budget:g}s")
         try:
             before = await self._baseline_render(state)
         except RenderError as exc:
             return diffs.timed_out(f"the closure without the change could not be rendered: {exc.message}")
         mark = self._clock()
-        diff = await asyncio.to_thread(trafficdiffs.compute, before, render, budget=self.traffic_budget,
-                                       clock=self._clock)
+        # The diff is linear in the closure, like its render: a large closure (a Gateway with thousands of
+        # routes) gets as long as its render took, a small one ``traffic_budget``.
+        budget = self.traffic_budget if self.traffic_budget <= 0 else max(self.traffic_budget,
+                                                                            timings.get("render", 0.0))
+        diff = await asyncio.to_thread(trafficdiffs.compute, before, render, budget=budget, clock=self._clock)
         timings["traffic"] = self._clock() - mark
         return diff
 

@@ -22,7 +22,6 @@ frontends are not modelled: such a table says so (``unmodelled``).
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -36,7 +35,6 @@ PROBE = "rg-probe"  # the label a sample host or path is made of, where the clas
 BACKEND, REDIRECT, ERROR, NOT_FOUND, REJECTED, NO_LISTENER = (
     "backend", "redirect", "error", "no route", "rejected", "no listener")
 WEIGHTED, FAIL = "@weighted", "@500"
-_ESCAPED = re.compile(r"\\(.)")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -199,22 +197,28 @@ class RoutingTable:
         for key, value in _pairs(maps.get("path-regex.map", ())):
             cut = key.find("(?:")
             if key.startswith("^") and cut > 0:
-                vh = _ESCAPED.sub(r"\1", key[1:cut])
+                vh = key[1:cut].replace("\\", "")  # pcre_escape's backslashes (a host has none of its own)
                 self.regexes.append((vh, key, value))
                 self._regex_at.setdefault(vh, []).append((len(self.regexes), key, value))
                 owner = by_token.get(vh.rpartition(":")[2])
                 if owner is not None:
                     owner.vhost(vh).regex.append((key[cut:], value))
         self.targets = dict(_pairs(maps.get("rule-backend.map", ())))
+        # "<slot>:<rule id> <backend>", 100 lines per weighted rule: counted per (rule, backend) in one pass
+        counted = Counter(line.partition(":")[2] for line in maps.get("weighted-multi-backend.map", ()))
         slots: dict[str, Counter[str]] = {}
-        for key, backend in _pairs(maps.get("weighted-multi-backend.map", ())):
-            slots.setdefault(key.partition(":")[2], Counter())[backend] += 1
+        for pair, n in counted.items():
+            rid, _, backend = pair.rpartition(" ")
+            if rid not in slots:
+                slots[rid] = Counter()
+            slots[rid][backend] += n
         self.weighted = slots
         self.redirects = {k: v.split("|", 1)[0] for k, v in _pairs(maps.get("gw-redirect.map", ()))}
         self.auth_fail = {k for k, v in _pairs(maps.get("gw-extauth.map", ())) if v == FAIL}
         crd = [m for m in ("route-crd-exact.map", "route-crd-prefix.map") if maps.get(m)]
         self.unmodelled = tuple(f"custom Route entries ({m}) are not modelled" for m in crd)
         self._destinations: dict[str, Destination] = {}
+        self._rule_keys: dict[str, tuple[Any, ...]] = {}
 
     # ------------------------------------------------------------------ answering one request
 
@@ -387,16 +391,27 @@ class RoutingTable:
         if found is None:
             return None
 
-        def dest(value: str) -> tuple[str, Destination]:
-            score, rid, rest = value.split("|", 2)
-            return f"{score}|{rest}", self.destination(rid)
-
+        key = self._rule_key
         return (fe.facts.protocol, fe.facts.reject_all,
-                tuple(sorted((p, dest(v)) for p, v in found.exact.items())),
-                tuple((b, dest(v)) for b, v in found.regex),
-                tuple(sorted((p, dest(v)) for p, v in found.prefix_exact.items())),
-                tuple(sorted((p, dest(v)) for p, v in found.prefix.items())),
-                tuple((a.score, a.path_type, a.path_value, a.matchers, dest(a.value)) for a in found.advanced))
+                tuple(sorted((p, v, key(v)) for p, v in found.exact.items())),
+                tuple((b, v, key(v)) for b, v in found.regex),
+                tuple(sorted((p, v, key(v)) for p, v in found.prefix_exact.items())),
+                tuple(sorted((p, v, key(v)) for p, v in found.prefix.items())),
+                tuple((a.score, a.path_type, a.path_value, a.matchers, a.value, key(a.value)) for a in found.advanced))
+
+    def _rule_key(self, value: str) -> tuple[Any, ...]:
+        """What decides the answer of the rule a selection value names, as plain values (its map
+        entries, its route, its backends' Services): equal keys, equal destinations."""
+        rid = value.split("|", 2)[1]
+        got = self._rule_keys.get(rid)
+        if got is None:
+            target = self.targets.get(rid)
+            shares = self.weighted.get(rid)
+            got = self._rule_keys[rid] = (
+                target, self.redirects.get(rid), rid in self.auth_fail, self.rules.get(rid),
+                self.services.get(target or ""), tuple(sorted((b, n, self.services.get(b)) for b, n in shares.items()))
+                if shares is not None and target == WEIGHTED else ())
+        return got
 
 
 def _pattern(vh: str) -> str:
