@@ -513,10 +513,18 @@ class Gate:
             return {}
         render, result, seconds = checked
         others = len(batch) - 1
+        # The group's traffic diff: the united closures without the changes against the combined render,
+        # one diff split by change (independent changes: no common competitor host or port).
+        split: dict[Ref, TrafficDiff] = {}
+        if self.traffic and result.ok:
+            diff = await self._traffic(union, render, {"render": seconds})
+            split = trafficdiffs.attributed(diff, [members[j].change.ref for j in batch])
 
         async def verdict_of(j: int) -> Verdict:
-            return await self._together_verdict(members[j], closures.Closure(view, claims[j].members), render,
-                                                combined, seconds, notes_until, others)
+            verdict = await self._together_verdict(members[j], closures.Closure(view, claims[j].members), render,
+                                                   combined, seconds, notes_until, others,
+                                                   split.get(members[j].change.ref))
+            return verdict
 
         if result.ok:
             return {j: await verdict_of(j) for j in batch}
@@ -524,7 +532,7 @@ class Gate:
 
     async def _together_verdict(self, item: _Validated, scope: State, render: RenderResult,
                                 combined: State, seconds: float, notes_until: float | None,
-                                others: int) -> Verdict:
+                                others: int, traffic: TrafficDiff | None = None) -> Verdict:
         """The verdict of one change whose configuration passed as part of a combined check: what
         :meth:`review` gives after a clean ``haproxy -c``. ``scope``: the change's own closure."""
         change, ref = item.change, item.change.ref
@@ -537,27 +545,20 @@ class Gate:
             return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary, timings=timings)
         status = statuses.route_status(change.subject, combined)
         notes: tuple[str, ...] = ()
-        skip_note = notes_until is not None and self._clock() > notes_until
-        if skip_note:
+        if notes_until is not None and self._clock() > notes_until:
             notes = (f"reload classification skipped: checked together with {others} other concurrent "
                      f"review{'s' if others != 1 else ''}",)
-        own_render: RenderResult | None = None
-        diff: TrafficDiff | None = None
-        if self.traffic or not skip_note:
+        else:
             mark = self._clock()
             try:
                 own_render = await asyncio.to_thread(self.renderer.render, Overlay(scope, change), subject=ref)
-                if not skip_note:
-                    notes = await self._apply_note(scope, own_render, render_seconds=self._clock() - mark)
-                if self.traffic:
-                    diff = await self._traffic(scope, own_render, timings)
+                notes = await self._apply_note(scope, own_render, render_seconds=self._clock() - mark)
             except RenderError:
-                pass
+                notes = ()
         timings["total"] = self._clock() - item.started
         verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=notes, haproxy=self.binary,
                           timings=timings, status=status)
-        if own_render is not None:
-            verdict = trafficdiffs.judged(verdict, diff, own_render)
+        verdict = trafficdiffs.judged(verdict, traffic, render)
         if verdict.allowed:
             for passed in self.passed_observers:
                 passed(change, verdict)
