@@ -35,6 +35,7 @@ pytestmark = pytest.mark.haproxy
 NAMESPACES = ("infra", "team-a", "team-b")
 HOSTS = ("a.example.com", "b.example.com", "*.example.com", "x.a.example.com", "*.a.example.com")
 PATHS = ("/", "/api", "/api/v1", "/x")
+REGEXES = ("/x[0-9]+", "/api/v[0-9]+", "/[a-z]+/v1")
 ECHO_BASE = 9100  # echo server ports inside the namespace: one per Service
 
 
@@ -76,11 +77,16 @@ def routes(draw: st.DrawFn, count: int) -> list[Obj]:
         hosts = draw(st.lists(st.sampled_from(HOSTS), max_size=2, unique=True))
         rules = []
         for _ in range(draw(st.integers(1, 2))):
-            match: dict[str, Any] = {"path": {"type": draw(st.sampled_from(["PathPrefix", "Exact"])),
-                                              "value": draw(st.sampled_from(PATHS))}}
-            extra = draw(st.sampled_from(["", "", "header", "method"]))
+            ptype = draw(st.sampled_from(["PathPrefix", "PathPrefix", "Exact", "RegularExpression"]))
+            value = draw(st.sampled_from(REGEXES if ptype == "RegularExpression" else PATHS))
+            match: dict[str, Any] = {"path": {"type": ptype, "value": value}}
+            extra = draw(st.sampled_from(["", "", "header", "method", "query", "header-regex"]))
             if extra == "header":
                 match["headers"] = [{"name": "X-Env", "value": "canary"}]
+            elif extra == "header-regex":
+                match["headers"] = [{"name": "X-Env", "type": "RegularExpression", "value": "^can[a-z]+"}]
+            elif extra == "query":
+                match["queryParams"] = [{"name": "v", "value": "2"}]
             elif extra == "method":
                 match["method"] = "POST"
             # a backend of the route's namespace, or (through the grant below) team-a's
@@ -153,6 +159,7 @@ def probes_of(*both: tables.RoutingTable) -> list[Request]:
     for port in sorted(ports):
         out[Request(port, "nothing.invalid", "/rg-nothing")] = None
         out[Request(port, "y.b.example.com", "/api/v1/deep", "POST", (("X-Env", "canary"),))] = None
+        out[Request(port, "a.example.com", "/api/v12/x", "GET", (("X-Env", "canaries"),), "v=2&v=3")] = None
     return list(out)
 
 
@@ -288,4 +295,4 @@ def test_a_new_exact_host_takes_the_wildcard_routes_requests(haproxy_path: str, 
         "HTTP :80 a.example.com /api/* -> gw_h_team-a_shop_svc0_80 (team-a) => gw_h_team-b_pay_svc0_80 (team-b)"]
     assert moved.affected("team-b") == ["team-a"]
     counts = run_scenario(haproxy_path, before, after, tmp_path)  # and HAProxy agrees, before and after
-    assert counts["requests"] == 6
+    assert counts["requests"] == 7
