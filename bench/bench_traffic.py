@@ -41,7 +41,8 @@ def profile(binary: str, examples: int, work: Path) -> dict[str, Any]:
         n = totals["examples"]
         totals["examples"] += 1
         try:
-            counts = run_scenario(binary, *scenario, work / f"s{n}")
+            before, after = scenario
+            counts = run_scenario(binary, before, after, work / f"s{n}")
         except AssertionError as exc:  # a disagreement: kept, and the profile goes on
             totals["disagreements"].append(str(exc)[:2000])
             return

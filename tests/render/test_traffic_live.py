@@ -70,7 +70,7 @@ ECHO = {ECHO_BASE + n: f"{ns}/{name}" for n, (name, ns) in enumerate(SERVICES)}
 
 @st.composite
 def routes(draw: st.DrawFn, count: int) -> list[Obj]:
-    out = []
+    out: list[Obj] = []
     for n in range(count):
         ns = draw(st.sampled_from(NAMESPACES))
         gw = draw(st.sampled_from([("edge", "infra"), ("own", "team-b")]))
