@@ -161,11 +161,14 @@ async def _progress(count: int) -> AsyncIterator[None]:
 
 async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Sequence[inputs.Located],
                 skip: frozenset[str] = frozenset(), *, workers: int = 0,
-                with_status: bool = True) -> list[tuple[inputs.Located, Verdict]]:
+                with_status: bool = True, traffic: bool = True) -> list[tuple[inputs.Located, Verdict]]:
     """Each input's verdict, in input order. Manifests are applied together (the last copy of a
     duplicate wins the state, earlier copies are judged one by one); reviews are judged alone.
     ``with_status``: False when the report shows no statuses (the batch then computes none).
-    ``workers``: processes for the per-object rules of the inputs applied together (``Gate.review_all``)."""
+    ``workers``: processes for the per-object rules of the inputs applied together (``Gate.review_all``).
+    ``traffic``: whether the inputs applied together get their traffic diff when the base state is
+    empty (every request they serve is then a gain, which only --traffic and json/yaml show); against
+    stored objects they always do."""
     refs = [i.ref for i in located]
     manifests = [(ref, i) for ref, i in zip(refs, located, strict=True) if not _is_review(i)]
     everything = MemoryState.keyed(_combine(base_objects, manifests), version="check")
@@ -205,7 +208,8 @@ async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Seque
             # They go out of the collector's sight as the loaded state did (``_check``).
             with gcpause.paused():
                 judged = await gate.review_all([(c, s) for _, c, s in batch], combined=everything,
-                                               workers=workers, with_status=with_status, before=base)
+                                               workers=workers, with_status=with_status,
+                                               before=base if traffic or base_objects else None)
                 gcpause.keep_lifelong()
             verdicts.update((n, v) for (n, _, _), v in zip(batch, judged, strict=True))
         for n, change, state in alone:
@@ -307,8 +311,9 @@ async def _check(args: argparse.Namespace) -> int:
     workers = ruleworkers.worker_count() if args.jobs is None else args.jobs
     # Only the json and yaml reports show each object's status.
     with_status = args.output in reports.WITH_STATUS
-    results = (await judge(gate, base, base_objects, located, skip, workers=workers, with_status=with_status)
-               if located else [])
+    traffic = bool(getattr(args, "traffic", False)) or args.output in reports.WITH_STATUS
+    results = (await judge(gate, base, base_objects, located, skip, workers=workers, with_status=with_status,
+                           traffic=traffic) if located else [])
     report = reports.Report(problems=sorted(problems, key=lambda p: (p.file, p.line, p.column)),
                             warnings=[*loaded.warnings, *_cel_warning()], haproxy=binary, version=_version(),
                             traffic=bool(getattr(args, "traffic", False)))

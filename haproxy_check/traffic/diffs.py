@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from haproxy_check.traffic.tables import (
@@ -132,7 +132,8 @@ def _samples(before: RoutingTable, after: RoutingTable, port: int, host: str,
             continue
         for cls, request, _ in table.classes(port, vh.rpartition(":")[0], host):
             # a real host a wildcard served is named as itself: the class that moves is that host's
-            out.setdefault(cls if host.startswith(PROBE) else replace(cls, host=host), request)
+            out.setdefault(cls if host.startswith(PROBE) or cls.host == host
+                           else RequestClass(cls.entry, host, cls.path, cls.matchers), request)
     return list(out.items())
 
 
