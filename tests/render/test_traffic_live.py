@@ -1,6 +1,7 @@
 """The routing table (haproxy_check.traffic) against the real data plane: for random states and changes
-(Gateways sharing a port, so isolated pod ports; wildcard and exact hosts; listener hostnames; header and
-method matches; cross-namespace backends through a ReferenceGrant), the rendered configuration runs in a
+(Gateways sharing a port, so isolated pod ports; a tenant's ListenerSet; wildcard and exact hosts;
+listener hostnames; regex paths; header, method and query matches; cross-namespace backends through a
+ReferenceGrant), the rendered configuration runs in a
 real HAProxy inside a private network namespace, with one echo server per Service that says which it
 is. Every request class of both tables, and requests that should match nothing, are sent before and
 after the change; the Service (or the status) that answers must be the one the table names. A
@@ -53,7 +54,19 @@ def gateway(name: str, ns: str, port: int, hostname: str | None, created: str) -
         listener["hostname"] = hostname
     return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
             "metadata": {"name": name, "namespace": ns, "creationTimestamp": created},
-            "spec": {"gatewayClassName": "haproxy", "listeners": [listener]}}
+            "spec": {"gatewayClassName": "haproxy", "listeners": [listener],
+                     "allowedListeners": {"namespaces": {"from": "All"}}}}
+
+
+def listener_set(port: int, hostname: str | None) -> Obj:
+    """A tenant's (team-a's) ListenerSet on infra's Gateway."""
+    listener: dict[str, Any] = {"name": "extra", "protocol": "HTTP", "port": port,
+                                "allowedRoutes": {"namespaces": {"from": "All"}}}
+    if hostname:
+        listener["hostname"] = hostname
+    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+            "metadata": {"name": "ls", "namespace": "team-a", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"parentRef": {"name": "edge", "namespace": "infra"}, "listeners": [listener]}}
 
 
 def service(name: str, ns: str, port: int) -> list[Obj]:
@@ -73,7 +86,7 @@ def routes(draw: st.DrawFn, count: int) -> list[Obj]:
     out: list[Obj] = []
     for n in range(count):
         ns = draw(st.sampled_from(NAMESPACES))
-        gw = draw(st.sampled_from([("edge", "infra"), ("own", "team-b")]))
+        gw = draw(st.sampled_from([("edge", "infra"), ("own", "team-b"), ("ls", "team-a")]))
         hosts = draw(st.lists(st.sampled_from(HOSTS), max_size=2, unique=True))
         rules = []
         for _ in range(draw(st.integers(1, 2))):
@@ -98,8 +111,9 @@ def routes(draw: st.DrawFn, count: int) -> list[Obj]:
         out.append({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
                     "metadata": {"name": f"r{n}", "namespace": ns,
                                  "creationTimestamp": f"2026-01-0{1 + draw(st.integers(0, 8))}T00:00:0{n}Z"},
-                    "spec": {"parentRefs": [{"name": gw[0], "namespace": gw[1]}], "hostnames": hosts,
-                             "rules": rules}})
+                    "spec": {"parentRefs": [{"name": gw[0], "namespace": gw[1],
+                                             **({"kind": "ListenerSet"} if gw[0] == "ls" else {})}],
+                             "hostnames": hosts, "rules": rules}})
     return out
 
 
@@ -115,6 +129,11 @@ def scenarios(draw: st.DrawFn) -> tuple[list[Obj], list[Obj]]:
     with_second = draw(st.booleans())
     if with_second:
         objs.append(second)
+    tenant = listener_set(draw(st.sampled_from([80, 8080])),
+                          draw(st.sampled_from([None, "b.example.com", "*.a.example.com"])))
+    with_set = draw(st.booleans())
+    if with_set:
+        objs.append(tenant)
     for name, ns in SERVICES:
         port = next(p for p, who in ECHO.items() if who == f"{ns}/{name}")
         objs += service(name, ns, port)
@@ -124,7 +143,7 @@ def scenarios(draw: st.DrawFn) -> tuple[list[Obj], list[Obj]]:
                                     "namespace": ns} for ns in NAMESPACES if ns != "team-a"],
                           "to": [{"group": "", "kind": "Service"}]}})
     present = draw(routes(draw(st.integers(1, 4))))
-    change = draw(st.sampled_from(["add", "remove", "rehost", "gateway"]))
+    change = draw(st.sampled_from(["add", "remove", "rehost", "gateway", "listenerset"]))
     after = list(objs)
     before_routes, after_routes = list(present), list(present)
     if change == "add":
@@ -137,8 +156,10 @@ def scenarios(draw: st.DrawFn) -> tuple[list[Obj], list[Obj]]:
         moved = {**present[k], "spec": {**present[k]["spec"],
                                         "hostnames": draw(st.lists(st.sampled_from(HOSTS), max_size=2, unique=True))}}
         after_routes[k] = moved
-    elif not with_second:
+    elif change == "gateway" and not with_second:
         after.append(second)
+    elif change == "listenerset" and not with_set:
+        after.append(tenant)
     return objs + before_routes, after + after_routes
 
 
