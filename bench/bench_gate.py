@@ -15,9 +15,10 @@ through the gate's own sandbox runner, median of 15, measured again before each 
   timeouts at 10 s, p99, and the worst /healthz and /metrics latency while the burst runs;
 - P4: RSS of ``serve`` after 100 reviews; time from process start to ready, as a ratio to
   ``json.loads`` of the same objects;
-- P5: the traffic diff's share of a review (route CREATE/UPDATE and a Gateway UPDATE, whose closure holds
-  every route of the Gateway), in this process: the same reviews through a Gate with the diff and one
-  without it (``Gate(traffic=False)``, the benchmark-only setting), alternating, in one run.
+- P5: the traffic diff's share of a review (route CREATE/UPDATE and a Gateway UPDATE adding a listener,
+  whose closure holds every route of the Gateway), in this process: the same reviews through a Gate
+  with the diff and one without it (``Gate(traffic=False)``, the benchmark-only setting), alternating,
+  in one run.
 
 ``--tree`` runs another checkout's routegate (e.g. main before a change) with this harness, so
 before/after figures come from one generator. The machine is shared: compare ratios, not seconds.
@@ -455,8 +456,11 @@ async def p5(objs: list[dict[str, Any]], n: int, reviews: int) -> dict[str, Any]
     without = Gate(rules=with_diff.rules, renderer=with_diff.renderer, checker=with_diff.checker, traffic=False)
     state = MemoryState(objs, version=f"p5-{n}")
     gateway_obj = next(o for o in objs if o["kind"] == "Gateway")
+    # a listener more, on a port of its own: every frontend of the Gateway renders again, so every host
+    # pattern of its thousands of routes is compared (a label change renders the same maps: no diff at all)
     changed_gateway = json.loads(json.dumps(gateway_obj))
-    changed_gateway["metadata"]["labels"] = {"bench": "p5"}
+    changed_gateway["spec"]["listeners"].append({**changed_gateway["spec"]["listeners"][0], "name": "alt",
+                                                 "port": 8080})
     times: dict[str, dict[str, list[float]]] = {}
     diff_times: dict[str, list[float]] = {}
     moved: dict[str, int] = {}

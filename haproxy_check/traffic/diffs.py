@@ -90,7 +90,10 @@ def diff(before: RoutingTable, after: RoutingTable, *, deadline: float | None = 
     """The moves from ``before`` to ``after``. Raises OverBudget once ``clock()`` passes ``deadline``."""
     moves: dict[RequestClass, Move] = {}
     compared = 0
+    same_rules = _same_rules(before, after)
     for port in sorted(set(before.ports()) | set(after.ports())):
+        if same_rules and _same_frontend(before, after, port):
+            continue  # the same entries and the same rules: every answer on this port is the same
         taken = {*_hosts(before, port), *_hosts(after, port)}
         gateways = tuple(sorted({t.frontends[port].facts.gateway for t in (before, after) if port in t.frontends}))
         patterns = sorted(set(before.patterns(port)) | set(after.patterns(port)))
@@ -111,10 +114,30 @@ def diff(before: RoutingTable, after: RoutingTable, *, deadline: float | None = 
                     if request is None or cls in moves:
                         continue
                     was, now = before.resolve(request), after.resolve(request)
-                    if was != now:
+                    if moved(was, now):
                         moves[cls] = Move(cls, was, now, request, gateways)
     unmodelled = tuple(sorted(set(before.unmodelled) | set(after.unmodelled)))
     return TrafficDiff(tuple(moves[c] for c in sorted(moves)), compared=compared, unmodelled=unmodelled)
+
+
+def moved(was: Destination, now: Destination) -> bool:
+    """Whether a request's answer changed; a port that stops listening or answers 404 serves nobody
+    either way."""
+    return was != now and not (was.outcome in _NOTHING and now.outcome in _NOTHING)
+
+
+def _same_rules(before: RoutingTable, after: RoutingTable) -> bool:
+    """Whether every rule answers alike in both tables (dictionaries compared in C)."""
+    return (before.targets == after.targets and before.weighted == after.weighted
+            and before.redirects == after.redirects and before.auth_fail == after.auth_fail
+            and before.rules == after.rules and before.services == after.services)
+
+
+def _same_frontend(before: RoutingTable, after: RoutingTable, port: int) -> bool:
+    was, now = before.frontends.get(port), after.frontends.get(port)
+    return (was is not None and now is not None and was.facts == now.facts and was.hosts == now.hosts
+            and was.wildcards == now.wildcards and was.vhosts == now.vhosts
+            and before.regexes == after.regexes)
 
 
 def _hosts(table: RoutingTable, port: int) -> set[str]:

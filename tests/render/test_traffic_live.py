@@ -199,6 +199,14 @@ def run_scenario(binary: str, before: Sequence[Obj], after: Sequence[Obj], where
     renders = [RENDERER.render(MemoryState(list(objs))) for objs in (before, after)]
     both = [tables.table(r.description) for r in renders]
     requests = probes_of(*both)
+    # the diff probes only what can differ (O(change)): every probe that moves selects, before and after,
+    # the vhosts of a request the diff names as moved
+    def selects(r: Request) -> tuple[int, str | None, str | None]:
+        return r.port, both[0].vhost_of(r.port, r.host), both[1].vhost_of(r.port, r.host)
+
+    named = {selects(m.request) for m in diffs.diff(*both).moves if m.request is not None}
+    moving = {selects(r) for r in requests if diffs.moved(both[0].resolve(r), both[1].resolve(r))}
+    assert moving <= named, f"moved, not in the diff: {sorted(moving - named, key=str)}"
     runs = []
     for n, (render, table) in enumerate(zip(renders, both, strict=True)):
         target = where / f"run{n}"
