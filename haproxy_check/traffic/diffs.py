@@ -128,7 +128,7 @@ def moved(was: Destination, now: Destination) -> bool:
 
 def _same_rules(before: RoutingTable, after: RoutingTable) -> bool:
     """Whether every rule answers alike in both tables (dictionaries compared in C)."""
-    return (before.targets == after.targets and before.weighted == after.weighted
+    return (before.targets == after.targets and before.weighted_lines == after.weighted_lines
             and before.redirects == after.redirects and before.auth_fail == after.auth_fail
             and before.rules == after.rules and before.services == after.services)
 

@@ -204,21 +204,30 @@ class RoutingTable:
                 if owner is not None:
                     owner.vhost(vh).regex.append((key[cut:], value))
         self.targets = dict(_pairs(maps.get("rule-backend.map", ())))
-        # "<slot>:<rule id> <backend>", 100 lines per weighted rule: counted per (rule, backend) in one pass
-        counted = Counter(line.partition(":")[2] for line in maps.get("weighted-multi-backend.map", ()))
-        slots: dict[str, Counter[str]] = {}
-        for pair, n in counted.items():
-            rid, _, backend = pair.rpartition(" ")
-            if rid not in slots:
-                slots[rid] = Counter()
-            slots[rid][backend] += n
-        self.weighted = slots
+        # "<slot>:<rule id> <backend>", 100 lines per weighted rule (most of a render's map lines): read
+        # when a weighted rule's answer is asked for (``weighted``), compared as text until then
+        self.weighted_lines: tuple[str, ...] = tuple(maps.get("weighted-multi-backend.map", ()))
+        self._weighted: dict[str, Counter[str]] | None = None
         self.redirects = {k: v.split("|", 1)[0] for k, v in _pairs(maps.get("gw-redirect.map", ()))}
         self.auth_fail = {k for k, v in _pairs(maps.get("gw-extauth.map", ())) if v == FAIL}
         crd = [m for m in ("route-crd-exact.map", "route-crd-prefix.map") if maps.get(m)]
         self.unmodelled = tuple(f"custom Route entries ({m}) are not modelled" for m in crd)
         self._destinations: dict[str, Destination] = {}
         self._rule_keys: dict[str, tuple[Any, ...]] = {}
+
+    @property
+    def weighted(self) -> dict[str, Counter[str]]:
+        """Rule id -> how many of its 100 weight slots each backend has (counted in one pass)."""
+        if self._weighted is None:
+            counted = Counter(line.partition(":")[2] for line in self.weighted_lines)
+            slots: dict[str, Counter[str]] = {}
+            for pair, n in counted.items():
+                rid, _, backend = pair.rpartition(" ")
+                if rid not in slots:
+                    slots[rid] = Counter()
+                slots[rid][backend] += n
+            self._weighted = slots
+        return self._weighted
 
     # ------------------------------------------------------------------ answering one request
 
@@ -406,7 +415,7 @@ class RoutingTable:
         got = self._rule_keys.get(rid)
         if got is None:
             target = self.targets.get(rid)
-            shares = self.weighted.get(rid)
+            shares = self.weighted.get(rid) if target == WEIGHTED else None
             got = self._rule_keys[rid] = (
                 target, self.redirects.get(rid), rid in self.auth_fail, self.rules.get(rid),
                 self.services.get(target or ""), tuple(sorted((b, n, self.services.get(b)) for b, n in shares.items()))
