@@ -95,4 +95,5 @@ def _names(move: Move, ref: Ref) -> bool:
     route = f"{ref.kind} {ref.namespace}/{ref.name} rule "
     if move.before.rule.startswith(route) or move.after.rule.startswith(route):
         return True
-    return ref.kind in ("Gateway", "ListenerSet") and f"{ref.namespace}/{ref.name}" in move.gateways
+    return (ref.kind in ("Gateway", "ListenerSet") and str(ref) in move.listeners) or (
+        ref.kind == "Gateway" and f"{ref.namespace}/{ref.name}" in move.gateways)

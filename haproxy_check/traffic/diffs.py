@@ -42,6 +42,7 @@ class Move:
     after: Destination
     request: Request | None
     gateways: tuple[str, ...] = ()  # "ns/name" of the Gateways serving the entry point, before and after
+    listeners: tuple[str, ...] = ()  # "Gateway ns/name" / "ListenerSet ns/name" declaring its listeners
 
     @property
     def kind(self) -> str:
@@ -61,7 +62,7 @@ class Move:
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.cls.as_dict(), "change": self.kind, "before": self.before.as_dict(),
-                "after": self.after.as_dict(), "gateways": list(self.gateways)}
+                "after": self.after.as_dict(), "gateways": list(self.gateways), "listeners": list(self.listeners)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,8 @@ def diff(before: RoutingTable, after: RoutingTable, *, deadline: float | None = 
             continue  # the same entries and the same rules: every answer on this port is the same
         taken = {*_hosts(before, port), *_hosts(after, port)}
         gateways = tuple(sorted({t.frontends[port].facts.gateway for t in (before, after) if port in t.frontends}))
+        sources = tuple(sorted({lst.source for t in (before, after) if port in t.frontends
+                                for lst in t.frontends[port].facts.listeners}))
         patterns = sorted(set(before.patterns(port)) | set(after.patterns(port)))
         changed = []
         for n, pattern in enumerate(patterns):
@@ -115,7 +118,7 @@ def diff(before: RoutingTable, after: RoutingTable, *, deadline: float | None = 
                         continue
                     was, now = before.resolve(request), after.resolve(request)
                     if moved(was, now):
-                        moves[cls] = Move(cls, was, now, request, gateways)
+                        moves[cls] = Move(cls, was, now, request, gateways, sources)
     unmodelled = tuple(sorted(set(before.unmodelled) | set(after.unmodelled)))
     return TrafficDiff(tuple(moves[c] for c in sorted(moves)), compared=compared, unmodelled=unmodelled)
 

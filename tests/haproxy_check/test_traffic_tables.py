@@ -144,3 +144,28 @@ def test_the_closure_of_an_exact_host_holds_the_wildcard_route_it_shadows() -> N
     assert members.get("HTTPRoute", "team-a", "shop") is not None
     assert Ref("HTTPRoute", "team-a", "shop") in {Ref("HTTPRoute", r["metadata"]["namespace"], r["metadata"]["name"])
                                                    for r in members.list("HTTPRoute")}
+
+
+def test_a_batch_diff_goes_to_the_changes_it_names() -> None:
+    """``check -f DIR``: one diff of the inputs applied together, split by input; a tenant's ListenerSet
+    is named by the moves on the port its listener opens."""
+    from webhook import trafficdiffs
+
+    listener_set = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
+                    "metadata": {"name": "ls", "namespace": "team-b", "creationTimestamp": "2026-01-01T00:00:00Z"},
+                    "spec": {"parentRef": {"name": "edge", "namespace": "infra"}, "listeners": [
+                        {"name": "extra", "protocol": "HTTP", "port": 8080,
+                         "allowedRoutes": {"namespaces": {"from": "All"}}}]}}
+    base = [{**BASE[0], "spec": {**BASE[0]["spec"], "allowedListeners": {"namespaces": {"from": "All"}}}}, *BASE[1:]]
+    pay = route("pay", "team-b", ["pay.shop.example"], "/api", "pay")
+    on_set = route("side", "team-b", ["side.example"], "/", "pay")
+    on_set["spec"]["parentRefs"] = [{"kind": "ListenerSet", "name": "ls", "namespace": "team-b"}]
+    moved = diffs.diff(table_of(base), table_of([*base, pay, listener_set, on_set]))
+    refs = [Ref("HTTPRoute", "team-b", "pay"), Ref("ListenerSet", "team-b", "ls"), Ref("HTTPRoute", "team-b", "side")]
+    split = trafficdiffs.attributed(moved, refs)
+    # the shadowed wildcard's lost class names no input: it goes to the input with moves on that host
+    assert sorted(m.line() for m in split[refs[0]].moves) == sorted(
+        m.line() for m in moved.moves if m.cls.entry == "HTTP :80")
+    assert [m.line() for m in split[refs[1]].moves] == [
+        "HTTP :8080 side.example /* -> no listener => gw_h_team-b_side_pay_80 (team-b)"]
+    assert split[refs[2]].moves == split[refs[1]].moves
