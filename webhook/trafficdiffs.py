@@ -38,19 +38,22 @@ def compute(before: RenderResult, after: RenderResult, *, budget: float,
         return diffs.timed_out(f"the traffic diff did not finish within {budget:g}s ({exc})")
 
 
-def warning(diff: TrafficDiff, ref: Ref) -> str:
-    """One line naming the other owners whose requests the change moves and the first moves ("" when
-    none): what an admission response and ``check`` show."""
+def warning(diff: TrafficDiff, ref: Ref) -> list[str]:
+    """The admission warning of the other owners whose requests the change moves (none: ``[]``): a line
+    naming them, then the first moves one per line (the apiserver keeps 256 characters a warning and
+    4 KiB in all), the rest counted. ``check`` shows the same lines."""
     owners = diff.affected(ref.namespace)
     if not owners:
-        return ""
+        return []
     moved = [m for m in diff.moves if m.kind != "gained" and m.owners - {ref.namespace}]
     named = ", ".join(owners[:SHOWN_OWNERS]) + (f" and {len(owners) - SHOWN_OWNERS} more"
                                                 if len(owners) > SHOWN_OWNERS else "")
-    shown = "; ".join(m.line() for m in moved[:SHOWN_MOVES])
-    more = f"; and {len(moved) - SHOWN_MOVES} more" if len(moved) > SHOWN_MOVES else ""
     count = f"{len(moved)} request class{'es' if len(moved) != 1 else ''}"
-    return f"traffic: moves {count} of other owners ({named}): {shown}{more}"
+    lines = [f"traffic: moves {count} of other owners ({named})"]
+    lines += [f"traffic: {m.line()}" for m in moved[:SHOWN_MOVES]]
+    if len(moved) > SHOWN_MOVES:
+        lines.append(f"traffic: and {len(moved) - SHOWN_MOVES} more (routegate check --traffic lists them)")
+    return lines
 
 
 def judged(verdict: Verdict, diff: TrafficDiff | None, after: RenderResult) -> Verdict:
@@ -66,8 +69,7 @@ def judged(verdict: Verdict, diff: TrafficDiff | None, after: RenderResult) -> V
                            error=f"{diff.reason}; {ref} enters traffic through a listener or port another owner "
                                  "shares, so the requests it moves could not be checked")
         return replace(verdict, traffic=diff, notes=(*verdict.notes, f"traffic diff skipped: {diff.reason}"))
-    line = warning(diff, ref)
-    return replace(verdict, traffic=diff, notes=(*verdict.notes, line) if line else verdict.notes)
+    return replace(verdict, traffic=diff, notes=(*verdict.notes, *warning(diff, ref)))
 
 
 def attributed(diff: TrafficDiff, refs: Sequence[Ref]) -> dict[Ref, TrafficDiff]:
