@@ -197,7 +197,8 @@ class RoutingTable:
         for key, value in _pairs(maps.get("path-regex.map", ())):
             cut = key.find("(?:")
             if key.startswith("^") and cut > 0:
-                vh = key[1:cut].replace("\\", "")  # pcre_escape's backslashes (a host has none of its own)
+                # pcre_escape's backslashes (a host has none of its own), without the path-start anchor
+                vh = key[1:cut].removesuffix("(?=/)").replace("\\", "")
                 self.regexes.append((vh, key, value))
                 self._regex_at.setdefault(vh, []).append((len(self.regexes), key, value))
                 owner = by_token.get(vh.rpartition(":")[2])

@@ -195,10 +195,12 @@ def expected(dest: Destination) -> tuple[int, str]:
     raise AssertionError(f"the scenario makes no {dest.outcome}")
 
 
-def run_scenario(binary: str, before: Sequence[Obj], after: Sequence[Obj], where: Path) -> dict[str, int]:
+def run_scenario(binary: str, before: Sequence[Obj], after: Sequence[Obj], where: Path,
+                 extra: Sequence[Request] = ()) -> dict[str, int]:
+    """``extra``: requests probed besides every class's and the ones that should match nothing."""
     renders = [RENDERER.render(MemoryState(list(objs))) for objs in (before, after)]
     both = [tables.table(r.description) for r in renders]
-    requests = probes_of(*both)
+    requests = [*probes_of(*both), *extra]
     # the diff probes only what can differ (O(change)): every probe that moves selects, before and after,
     # the vhosts of a request the diff names as moved
     def selects(r: Request) -> tuple[int, str | None, str | None]:
@@ -325,3 +327,24 @@ def test_a_new_exact_host_takes_the_wildcard_routes_requests(haproxy_path: str, 
     assert moved.affected("team-b") == ["team-a"]
     counts = run_scenario(haproxy_path, before, after, tmp_path)  # and HAProxy agrees, before and after
     assert counts["requests"] == 7
+
+
+@pytest.mark.usefixtures("namespaced")
+def test_a_regex_path_matches_only_on_its_own_frontend(haproxy_path: str, tmp_path: Path) -> None:
+    """A path-regex.map key is anchored on its vhost's text: without the path-start anchor, team-a's
+    ``[0-9]*/x`` on infra's port 80 matched ``a.example.com:8080/x``, a request to team-b's Gateway on
+    8080, and HAProxy sent it to team-a (found by the routing table, confirmed here on the real thing)."""
+    base: list[Obj] = [gateway("edge", "infra", 80, None, "2026-01-01T00:00:00Z"),
+                       gateway("own", "team-b", 8080, None, "2026-01-01T00:00:00Z")]
+    for name, ns in SERVICES:
+        base += service(name, ns, next(p for p, who in ECHO.items() if who == f"{ns}/{name}"))
+    owner = route("owner", "team-b", "2026-01-01T00:00:01Z", ["a.example.com"], [rule("PathPrefix", "/", "svc0")],
+                  gw="own")
+    thief = route("thief", "team-a", "2026-01-01T00:00:02Z", ["a.example.com"],
+                  [rule("RegularExpression", "[0-9]*/x", "svc1")])
+    after = tables.table(RENDERER.render(MemoryState([*base, owner, thief])).description)
+    assert after.resolve(Request(8080, "a.example.com", "/x")).rule == "HTTPRoute team-b/owner rule 0"
+    assert after.resolve(Request(80, "a.example.com", "/x/more")).rule == "HTTPRoute team-a/thief rule 0"
+    run_scenario(haproxy_path, [*base, owner], [*base, owner, thief], tmp_path,
+                 extra=[Request(8080, "a.example.com", "/x"), Request(8080, "a.example.com", "/80/x"),
+                        Request(80, "a.example.com", "/x/more")])

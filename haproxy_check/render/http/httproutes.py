@@ -453,7 +453,9 @@ def _matches(staged: HttpModel, ctx: Context, route: Obj, rule: Any, i: int, rm:
                     staged.add("path-prefix.map", f"{vh}{prefix}/ {value_field}{mark}", key)
                 else:
                     body = value[1:] if value.startswith("^") else value
-                    staged.add("path-regex.map", f"^{pcre_escape(vh)}(?:{body}) {value_field}{mark}", key,
+                    # ``(?=/)``: the pattern starts at the path; without it, ``a.com:80``'s ``[0-9]*/x`` matched
+                    # ``a.com:8080/x``, a request of another frontend (another owner's Gateway)
+                    staged.add("path-regex.map", f"^{pcre_escape(vh)}(?=/)(?:{body}) {value_field}{mark}", key,
                                ordered=True)
     return plens
 
