@@ -14,7 +14,11 @@ through the gate's own sandbox runner, median of 15, measured again before each 
 - P3: ``--burst`` concurrent reviews (at ``--burst-size`` routes): answers "could not decide", client
   timeouts at 10 s, p99, and the worst /healthz and /metrics latency while the burst runs;
 - P4: RSS of ``serve`` after 100 reviews; time from process start to ready, as a ratio to
-  ``json.loads`` of the same objects.
+  ``json.loads`` of the same objects;
+- P5: the traffic diff's share of a review (route CREATE/UPDATE and a Gateway UPDATE adding a listener,
+  whose closure holds every route of the Gateway), in this process: the same reviews through a Gate
+  with the diff and one without it (``Gate(traffic=False)``, the benchmark-only setting), alternating,
+  in one run.
 
 ``--tree`` runs another checkout's routegate (e.g. main before a change) with this harness, so
 before/after figures come from one generator. The machine is shared: compare ratios, not seconds.
@@ -440,6 +444,45 @@ async def running(tree: Path, state: Path, work: Path, ready_within: float) -> A
             server.stop()
 
 
+async def p5(objs: list[dict[str, Any]], n: int, reviews: int) -> dict[str, Any]:
+    """Median review seconds with and without the traffic diff, per operation, and the diff's own time."""
+    from validators.changes import Change, Operation
+    from validators.states import MemoryState
+    from webhook import assembly
+    from webhook.gates import Gate
+
+    binary = await binaries.detect(None)
+    with_diff = assembly.build_gate(binary, assembly.GateSettings(check_timeout=120.0))
+    without = Gate(rules=with_diff.rules, renderer=with_diff.renderer, checker=with_diff.checker, traffic=False)
+    state = MemoryState(objs, version=f"p5-{n}")
+    gateway_obj = next(o for o in objs if o["kind"] == "Gateway")
+    # a listener more, on a port of its own: every frontend of the Gateway renders again, so every host
+    # pattern of its thousands of routes is compared (a label change renders the same maps: no diff at all)
+    changed_gateway = json.loads(json.dumps(gateway_obj))
+    changed_gateway["spec"]["listeners"].append({**changed_gateway["spec"]["listeners"][0], "name": "alt",
+                                                 "port": 8080})
+    times: dict[str, dict[str, list[float]]] = {}
+    diff_times: dict[str, list[float]] = {}
+    moved: dict[str, int] = {}
+    for k in range(reviews):
+        i = (k * 7919) % n
+        changes = {
+            "route CREATE": Change(Operation.CREATE, route(n + 10 + k)),
+            "route UPDATE": Change(Operation.UPDATE, route(i, variant=k + 1), route(i)),
+            "Gateway UPDATE": Change(Operation.UPDATE, changed_gateway, gateway_obj),
+        }
+        for op, change in changes.items():
+            for label, gate in (("with", with_diff), ("without", without)) if k % 2 else (
+                    ("without", without), ("with", with_diff)):
+                started = time.perf_counter()
+                verdict = await gate.review(change, state=state)
+                times.setdefault(op, {}).setdefault(label, []).append(time.perf_counter() - started)
+                if label == "with":
+                    diff_times.setdefault(op, []).append(verdict.timings.get("traffic", 0.0))
+                    moved[op] = len(verdict.traffic.moves) if verdict.traffic is not None else -1
+    return {"times": times, "diff": diff_times, "moved": moved}
+
+
 def ratio(seconds: float | None, base: float) -> str:
     return "n/a" if seconds is None else f"{seconds / base:6.1f}x ({seconds * 1000:.0f} ms)"
 
@@ -451,7 +494,7 @@ async def main() -> None:
     parser.add_argument("--reviews", type=int, default=30, help="P1 reviews per operation (default 30)")
     parser.add_argument("--burst", type=int, default=200, help="P3 concurrent reviews (default 200)")
     parser.add_argument("--burst-size", type=int, default=1000, help="routes in the state for P3 (default 1000)")
-    parser.add_argument("--only", default="P1,P2,P3,P4", help="comma-separated subset of P1,P2,P3,P4")
+    parser.add_argument("--only", default="P1,P2,P3,P4,P5", help="comma-separated subset of P1,P2,P3,P4,P5")
     parser.add_argument("--tree", default=str(ROOT), help="checkout whose routegate runs (default: this one)")
     parser.add_argument("--limit", type=float, default=600, help="seconds one CLI run or start-up may take")
     parser.add_argument("--p2-runs", type=int, default=3, help="P2 alternating check / haproxy -c pairs (default 3)")
@@ -483,6 +526,15 @@ async def main() -> None:
                 print(f"  P2 routegate check of all {len(objs)} objects: {shown}; haproxy -c of the full config "
                       f"{ratio(full, base)}; check / full-config check = "
                       f"{'n/a' if paired is None else f'{paired:.1f}x'} (median of {args.p2_runs} pairs)", flush=True)
+            if n in sizes and "P5" in only:
+                got5 = await p5(objs, n, reviews)
+                for op, pair in got5["times"].items():
+                    on, off = statistics.median(pair["with"]), statistics.median(pair["without"])
+                    own = statistics.median(got5["diff"][op])
+                    print(f"  P5 {op:<14} review with the traffic diff {on * 1000:.0f} ms, without "
+                          f"{off * 1000:.0f} ms: the diff is {max(on - off, 0.0) / on:.0%} of the review "
+                          f"(its own work {own * 1000:.1f} ms = {own / on:.0%}; {got5['moved'][op]} classes "
+                          f"moved; medians of {len(pair['with'])})", flush=True)
             if not only & {"P1", "P3", "P4"}:
                 continue
             async with running(tree, state, work, args.limit) as (server, session, ready):

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from haproxy_check.traffic.facts import RoutingFacts
+
 Shape = Literal["dynamic", "structural"]
 
 
@@ -89,6 +91,10 @@ class Description:
     # sha256 of haproxy.cfg outside the sections Backend() describes (frontends, rules, global): when it
     # differs, the running configuration's structure changed and only a reload applies it
     frame: str = ""
+    # who binds where and which route each rule and backend belongs to (``haproxy_check.traffic``): with
+    # the maps, what the data plane does with a request. Not part of ``as_dict``: what the data plane
+    # loads is the maps and the frame; these say whose they are.
+    routing: RoutingFacts = field(default_factory=RoutingFacts, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {

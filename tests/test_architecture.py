@@ -59,6 +59,7 @@ def test_every_package_on_disk_has_its_line() -> None:
 
 def test_each_value_is_defined_where_the_table_says() -> None:
     rows = re.findall(r"^\| `(\w+)` \| `([\w/]+\.py)` \|", DOC.read_text(), flags=re.MULTILINE)
-    assert {name for name, _ in rows} == {"Change", "State", "Finding", "RenderResult", "CheckResult", "Verdict"}
+    assert {name for name, _ in rows} == {"Change", "State", "Finding", "RenderResult", "CheckResult", "RoutingTable",
+                                          "TrafficDiff", "Verdict"}
     for name, path in rows:
         assert re.search(rf"^class {name}\b", (REPO / path).read_text(), flags=re.MULTILINE), (name, path)

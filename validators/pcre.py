@@ -1,6 +1,6 @@
 """An allow-list parser for the small part of PCRE syntax a route's regular expression may use.
 
-Every RegularExpression a route supplies is wrapped by the renderer (``^<host prefix>(?:<pattern>)``
+Every RegularExpression a route supplies is wrapped by the renderer (``^<host prefix>(?=/)(?:<pattern>)``
 in path-regex.map, ``'^(?:<pattern>)'`` or ``-m reg -- '<pattern>'`` in ACLs). The wrapper only keeps
 its meaning if the pattern is one self-contained expression, and whether it is depends on how PCRE
 reads it, not on how a parenthesis counter does: ``\\Q[\\E)|.*(\\Q]\\E?`` has balanced brackets for a

@@ -213,12 +213,14 @@ async def _live_state(conn: Any, args: argparse.Namespace) -> tuple[State, list[
 
 async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Sequence[inputs.Located],
                 skip: frozenset[str] = frozenset(), *, workers: int = 0, with_status: bool = True,
-                tally: progress.Tally | None = None) -> list[tuple[inputs.Located, Verdict]]:
+                tally: progress.Tally | None = None, traffic: bool = True) -> list[tuple[inputs.Located, Verdict]]:
     """Each input's verdict, in input order. Manifests are applied together (the last copy of a
     duplicate wins the state, earlier copies are judged one by one); reviews are judged alone.
     ``with_status``: False when the report shows no statuses (the batch then computes none).
     ``workers``: processes for the per-object rules of the inputs applied together (``Gate.review_all``).
-    ``tally``: counts the verdicts as they are given (the progress line)."""
+    ``tally``: counts the verdicts as they are given (the progress line). ``traffic``: whether the inputs
+    applied together get their traffic diff when the base state is empty (every request they serve is
+    then a gain, which only --traffic and json/yaml show); against stored objects they always do."""
     tally = tally if tally is not None else progress.Tally(len(located))
     refs = [i.ref for i in located]
     manifests = [(ref, i) for ref, i in zip(refs, located, strict=True) if not _is_review(i)]
@@ -258,7 +260,8 @@ async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Seque
         # They go out of the collector's sight as the loaded state did (``_check``).
         with gcpause.paused():
             judged = await gate.review_all([(c, s) for _, c, s in batch], combined=everything,
-                                           workers=workers, with_status=with_status)
+                                           workers=workers, with_status=with_status,
+                                           before=base if traffic or base_objects else None)
             gcpause.keep_lifelong()
         verdicts.update((n, v) for (n, _, _), v in zip(batch, judged, strict=True))
         tally.add(judged)
@@ -402,11 +405,12 @@ async def _check(args: argparse.Namespace) -> int:
     workers = ruleworkers.worker_count() if args.jobs is None else args.jobs
     # Only the json and yaml reports show each object's status.
     with_status = args.output in reports.WITH_STATUS
+    traffic = bool(getattr(args, "traffic", False)) or args.output in reports.WITH_STATUS
     results: list[tuple[inputs.Located, Verdict]] = []
     async with progress.shown(sum(i.obj.get("kind") not in skip for i in located)) as tally:
         for group in _apply_sets(located, each=args.each):
             results += await judge(gate, base, base_objects, group, skip, workers=workers, with_status=with_status,
-                                   tally=tally)
+                                   tally=tally, traffic=traffic)
     # --each judges scenarios, not one set applied together: no one prediction describes them
     prediction = None if args.no_prediction or args.each else \
         await predicted(gate, base_objects, [i for i in located if i.file != CLUSTER], results, skip)
@@ -414,7 +418,7 @@ async def _check(args: argparse.Namespace) -> int:
         results = [(results[0][0], replace(results[0][1], prediction=prediction))]
     report = reports.Report(problems=sorted(problems, key=lambda p: (p.file, p.line, p.column)),
                             warnings=[*loaded.warnings, *_cel_warning()], haproxy=binary, version=_version(),
-                            prediction=prediction)
+                            prediction=prediction, traffic=bool(getattr(args, "traffic", False)))
     for item, verdict in results:
         line, column = positions.of(item) if item.file != CLUSTER else (0, 0)
 

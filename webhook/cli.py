@@ -173,6 +173,10 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--color", choices=flags.COLOUR_MODES, default="auto",
                        help="colour the text report: auto (default: on a terminal, unless NO_COLOR is set or "
                             "FORCE_COLOR is), always, never")
+    check.add_argument("--traffic", action="store_true",
+                       help="text output: print every allowed input's traffic plan (the request classes it "
+                            "moves: host path -> old backend (owner) => new backend (owner)); by default only "
+                            "plans that move another owner's requests are printed")
 
     render = sub.add_parser("render", help="write the haproxy.cfg, maps and files the gate would check")
     _add_gate_options(render)

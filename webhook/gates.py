@@ -27,6 +27,8 @@ from haproxy_check.render import gcpause
 from haproxy_check.results import Alert, CheckResult, HAProxyBinary, RenderError, RenderResult
 from haproxy_check.runtime import predictions, slots
 from haproxy_check.runtime.predictions import Prediction
+from haproxy_check.traffic import diffs
+from haproxy_check.traffic.diffs import TrafficDiff
 from validators import checks, dataplanes
 from validators.changes import Change, Operation
 from validators.crossobject import statuses
@@ -35,7 +37,7 @@ from validators.findings import Finding, Severity, denies, format_path
 from validators.objects import REVIEWED_KINDS, Ref
 from validators.states import Overlay, State, Without
 from validators.views import attachments, closures, scopes
-from webhook import batching, bisection, ruleworkers
+from webhook import batching, bisection, ruleworkers, trafficdiffs
 from webhook.loadedindex import LoadedIndex
 from webhook.verdicts import Decision, Verdict
 
@@ -145,6 +147,8 @@ class Gate:
         delta: bool = True,
         dataplane_version: tuple[int, ...] | None = None,
         scope: scopes.Scope | None = None,
+        traffic: bool = True,
+        traffic_budget: float = 1.0,
     ) -> None:
         self.rules = rules
         # Our GatewayClasses: every state a review sees is first seen through this scope.
@@ -154,6 +158,10 @@ class Gate:
         self.renderer = renderer
         self.checker = checker
         self.note_budget = note_budget  # seconds a render may take before the reload note is skipped
+        # The traffic diff of every allow (webhook.trafficdiffs), within ``traffic_budget`` seconds of
+        # work on the two routing tables; False only to measure what it costs (bench/bench_gate.py).
+        self.traffic = traffic
+        self.traffic_budget = traffic_budget
         # True: a review renders and checks the change's closure (validators.views.closures, O(change));
         # False: the whole state (the reference the delta check is tested and monitored against).
         self.delta = delta
@@ -275,11 +283,14 @@ class Gate:
         # and its render of the state without the change is the baseline a failing check compares with.
         note = _ahead(self._apply_note(state, render, render_seconds=timings["render"])) \
             if reload_note else None
+        # The traffic diff needs the same two renders: worked out meanwhile too, kept only for an allow.
+        traffic = _ahead(self._traffic(state, render, timings)) if self.traffic else None
         mark = self._clock()
         try:
             result = await self.checker.check(render)
         except BaseException as exc:
             _drop(note)
+            _drop(traffic)
             if not isinstance(exc, CheckTimedOut):
                 raise
             return Verdict(Decision.ERROR, ref, findings=tuple(findings), error=str(exc), haproxy=self.binary,
@@ -290,19 +301,39 @@ class Gate:
         whole_state_decides = self.delta and _binds_nothing(result)
         if whole_state_decides or not result.ok:
             _drop(note)  # the note goes only with an allow of this very configuration
+            _drop(traffic)
         if whole_state_decides:
             return await self._full_gate().review(original, state=full_state, reload_note=reload_note)
         if result.ok:
             prediction = await note if note is not None else None
+            diff = await traffic if traffic is not None else None
             timings["total"] = self._clock() - started
             verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=_noted(prediction),
                               haproxy=self.binary, timings=timings, status=render.statuses.get(str(ref), {}),
                               prediction=prediction)
-            for passed in self.passed_observers:
-                passed(change, verdict)
+            verdict = trafficdiffs.judged(verdict, diff, render)
+            if verdict.allowed:
+                for passed in self.passed_observers:
+                    passed(change, verdict)
             return verdict
         verdict = await self._judge_failure(change, state, findings, result, timings, started)
         return replace(verdict, status=render.statuses.get(str(ref), {}))
+
+    async def _traffic(self, state: State, render: RenderResult, timings: dict[str, float]) -> TrafficDiff:
+        """The traffic diff of ``render`` against the render of ``state`` (the closure without the change,
+        the baseline the reload note renders too: cached, shared)."""
+        try:
+            before = await self._baseline_render(state)
+        except RenderError as exc:
+            return diffs.timed_out(f"the closure without the change could not be rendered: {exc.message}")
+        mark = self._clock()
+        # The diff is linear in the closure, like its render: a large closure (a Gateway with thousands of
+        # routes) gets as long as its render took, a small one ``traffic_budget``.
+        budget = self.traffic_budget if self.traffic_budget <= 0 else max(self.traffic_budget,
+                                                                            timings.get("render", 0.0))
+        diff = await asyncio.to_thread(trafficdiffs.compute, before, render, budget=budget, clock=self._clock)
+        timings["traffic"] = self._clock() - mark
+        return diff
 
     def _foreign(self, change: Change, state: State) -> Verdict | None:
         """The verdict on another controller's object (``state`` is the scoped view), else None."""
@@ -331,11 +362,11 @@ class Gate:
         if self._full is None:
             self._full = Gate(rules=self.rules, renderer=self.renderer, checker=self.checker, clock=self._clock,
                               note_budget=self.note_budget, delta=False, dataplane_version=self.dataplane_version,
-                              scope=self.scope)
+                              scope=self.scope, traffic=self.traffic, traffic_budget=self.traffic_budget)
         return self._full
 
     async def review_all(self, items: Sequence[tuple[Change, State]], *, combined: State,
-                         workers: int = 0, with_status: bool = True) -> list[Verdict]:
+                         workers: int = 0, with_status: bool = True, before: State | None = None) -> list[Verdict]:
         """Judge changes applied together (``kubectl apply -f DIR``): each against its state holding all
         the others, ``combined`` holding all of them.
 
@@ -350,6 +381,8 @@ class Gate:
         ``workers``: processes that run the batch's per-object rules while this one renders and checks
         (``webhook.ruleworkers``; 0: all in this process). ``with_status``: False leaves the batch verdicts'
         ``status`` empty, for a caller that does not report it (computing it is a few % of the batch).
+        ``before``: the state without any of the changes; given, the batch verdicts carry the traffic diff
+        of the batch (the render of ``before`` against the combined one), each the moves naming it.
         """
         verdicts: list[Verdict | None] = [None] * len(items)
         combined = self.scope.view(combined)
@@ -363,7 +396,7 @@ class Gate:
                     verdicts[i] = self._foreign(change, self.scope.view(state))
                 else:  # what review() says, without a trip through it for each of thousands of Services
                     verdicts[i] = _unchecked(change.ref)
-            await self._judge_batch(items, combined, workers, verdicts, with_status)
+            await self._judge_batch(items, combined, workers, verdicts, with_status, before)
         for i, (change, state) in enumerate(items):
             if verdicts[i] is None:
                 verdicts[i] = await self.review(change, state=state, reload_note=False)
@@ -372,7 +405,7 @@ class Gate:
             return [self._stamped(v, info) for v in verdicts if v is not None]
 
     async def _judge_batch(self, items: Sequence[tuple[Change, State]], combined: State, workers: int,
-                           verdicts: list[Verdict | None], with_status: bool) -> None:
+                           verdicts: list[Verdict | None], with_status: bool, before: State | None = None) -> None:
         """Fill in ``verdicts`` for the inputs one combined render and check can judge (``review_all``)."""
         candidates = [i for i, (change, _) in enumerate(items) if verdicts[i] is None and _renderable(change)]
         with self._prejudging(items, candidates, combined, workers, with_status) as pending:
@@ -389,6 +422,8 @@ class Gate:
             for i in batch:
                 verdicts[i] = await self._batch_verdict(items[i], render, combined, seconds, prejudged.get(i),
                                                         grouped, with_status)
+            if self.traffic and before is not None and batch:
+                await self._batch_traffic([items[i][0].ref for i in batch], batch, before, render, verdicts)
             return
         settled = await self._settle_failing_batch(
             items, batch, combined, render, result,
@@ -396,6 +431,23 @@ class Gate:
                                                      with_status))
         for i, verdict in settled.items():
             verdicts[i] = verdict
+
+    async def _batch_traffic(self, refs: list[Ref], batch: list[int], before: State, render: RenderResult,
+                             verdicts: list[Verdict | None]) -> None:
+        """The batch's traffic diff split among its verdicts (``trafficdiffs.attributed``); its budget
+        grows with the batch, whose tables hold every input."""
+        budget = self.traffic_budget * max(1.0, len(batch) / 100)
+        try:
+            base = await asyncio.to_thread(self.renderer.render, self.scope.view(before), subject=None)
+        except RenderError as exc:
+            diff = diffs.timed_out(f"the state without the inputs could not be rendered: {exc.message}")
+        else:
+            diff = await asyncio.to_thread(trafficdiffs.compute, base, render, budget=budget, clock=self._clock)
+        split = trafficdiffs.attributed(diff, refs)
+        for i, ref in zip(batch, refs, strict=True):
+            verdict = verdicts[i]
+            if verdict is not None:
+                verdicts[i] = trafficdiffs.judged(verdict, split[ref], render)
 
     async def review_together(self, changes: Sequence[Change], *, state: State,
                               notes_for: float | None = None) -> list[Verdict]:
@@ -463,10 +515,18 @@ class Gate:
             return {}
         render, result, seconds = checked
         others = len(batch) - 1
+        # The group's traffic diff: the united closures without the changes against the combined render,
+        # one diff split by change (independent changes: no common competitor host or port).
+        split: dict[Ref, TrafficDiff] = {}
+        if self.traffic and result.ok:
+            diff = await self._traffic(union, render, {"render": seconds})
+            split = trafficdiffs.attributed(diff, [members[j].change.ref for j in batch])
 
         async def verdict_of(j: int) -> Verdict:
-            return await self._together_verdict(members[j], closures.Closure(view, claims[j].members), render,
-                                                combined, seconds, notes_until, others)
+            verdict = await self._together_verdict(members[j], closures.Closure(view, claims[j].members), render,
+                                                   combined, seconds, notes_until, others,
+                                                   split.get(members[j].change.ref))
+            return verdict
 
         if result.ok:
             return {j: await verdict_of(j) for j in batch}
@@ -474,7 +534,7 @@ class Gate:
 
     async def _together_verdict(self, item: _Validated, scope: State, render: RenderResult,
                                 combined: State, seconds: float, notes_until: float | None,
-                                others: int) -> Verdict:
+                                others: int, traffic: TrafficDiff | None = None) -> Verdict:
         """The verdict of one change whose configuration passed as part of a combined check: what
         :meth:`review` gives after a clean ``haproxy -c``. ``scope``: the change's own closure."""
         change, ref = item.change, item.change.ref
@@ -500,8 +560,10 @@ class Gate:
         timings["total"] = self._clock() - item.started
         verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=_noted(prediction),
                           haproxy=self.binary, timings=timings, status=status, prediction=prediction)
-        for passed in self.passed_observers:
-            passed(change, verdict)
+        verdict = trafficdiffs.judged(verdict, traffic, render)
+        if verdict.allowed:
+            for passed in self.passed_observers:
+                passed(change, verdict)
         return verdict
 
     async def _checked(self, state: State) -> tuple[RenderResult, CheckResult, float] | None:

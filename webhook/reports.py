@@ -137,6 +137,7 @@ class Report:
     problems: list[Problem] = field(default_factory=list)  # input errors: the run exits 2
     warnings: list[str] = field(default_factory=list)  # about the inputs (skipped symlinks, ...)
     haproxy: HAProxyBinary | None = None
+    traffic: bool = False  # text: every verdict's traffic plan (``check --traffic``), not only other owners'
     version: str = ""
     # how a data plane running the given state takes the inputs (haproxy_check.runtime.predictions)
     prediction: Prediction | None = None
@@ -195,6 +196,7 @@ class TextRun:
     paint: Paint
     repeats: Counter[tuple[str, str, str]]
     shown: set[tuple[str, str, str]] = field(default_factory=set)
+    traffic: bool = False  # every verdict's traffic plan (``check --traffic``), not only other owners'
 
     def once(self, key: tuple[str, str, str]) -> str | None:
         """``None`` when ``key`` was printed already, else the ``(and N more objects)`` suffix."""
@@ -234,18 +236,25 @@ def _warnings(j: Judged, run: TextRun) -> list[str]:
     return lines
 
 
+def _traffic(j: Judged, run: TextRun) -> list[str]:
+    return [f"    traffic: {clean(line)}" for line in traffic_plan(j.verdict, always=run.traffic)]
+
+
 def _notes(j: Judged, run: TextRun) -> list[str]:
     if run.detail is not Detail.EVERYTHING:
         return []
+    planned = bool(traffic_plan(j.verdict, always=run.traffic))
     lines = []
     for note in j.verdict.notes:
+        if planned and note.startswith(TRAFFIC_NOTE):  # the plan above says it all
+            continue
         also = run.once(("note", "", note))
         if also is not None:
             lines.append(f"    {run.paint('note', 'note')}: {clean(note)}{also}")
     return lines
 
 
-OBJECT_SECTIONS: list[ObjectSection] = [_denials, _alerts, _warnings, _notes]
+OBJECT_SECTIONS: list[ObjectSection] = [_denials, _alerts, _traffic, _warnings, _notes]
 
 
 def _head(j: Judged, run: TextRun) -> str:
@@ -275,7 +284,7 @@ def text_lines(report: Report, detail: Detail = Detail.PROBLEMS, *, colour: bool
     paint = _coloured if colour else _plain
     repeats = Counter(_warning_key(p.finding) for j in report.results for p in _warned(j))
     repeats.update(("note", "", n) for j in report.results for n in j.verdict.notes)
-    run = TextRun(detail, paint, repeats)
+    run = TextRun(detail, paint, repeats, traffic=report.traffic)
     lines = [f"{_where(p.file, p.line, p.column)}: {paint('error', 'error')}: {clean(p.message)}"
              for p in report.problems]
     lines += [f"{paint('warning', 'warning')}: {clean(w)}" for w in report.warnings]
@@ -289,6 +298,28 @@ def text_lines(report: Report, detail: Detail = Detail.PROBLEMS, *, colour: bool
 
 def text(report: Report, detail: Detail = Detail.PROBLEMS, *, colour: bool = False) -> str:
     return "\n".join([*text_lines(report, detail, colour=colour), report.summary()]) + "\n"
+
+
+TRAFFIC_NOTE = "traffic: "  # the admission warning of a traffic diff (webhook.trafficdiffs.warning)
+
+
+def traffic_plan(v: Verdict, *, always: bool = False) -> list[str]:
+    """The verdict's traffic diff as a plan, one line per moved request class (``host path -> old backend
+    (owner) => new backend (owner)``): always with ``check --traffic``, else when it moves another
+    owner's requests."""
+    diff = v.traffic
+    if diff is None:
+        return ["not computed"] if always and v.decision is Decision.ALLOW else []
+    others = diff.affected(v.ref.namespace)
+    if not always and not others and diff.complete:
+        return []
+    lines = [m.line() for m in diff.moves]
+    if not diff.complete:
+        lines.append(f"incomplete: {diff.reason}")
+    elif not lines:
+        lines.append("no request changes destination")
+    lines.extend(f"not modelled: {u}" for u in diff.unmodelled)
+    return lines
 
 
 def _assumed(report: Report) -> list[str]:
@@ -340,6 +371,7 @@ def _result(j: Judged) -> dict[str, Any]:
         "status": dict(v.status),
         "dataplane": dict(v.dataplane),
         "prediction": v.prediction.as_dict() if v.prediction is not None else None,
+        "traffic": v.traffic.as_dict() if v.traffic is not None else None,
         "timings": {k: round(t, 4) for k, t in v.timings.items()},
     }
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from haproxy_check.results import Alert, HAProxyBinary
 from haproxy_check.runtime.predictions import Prediction
+from haproxy_check.traffic.diffs import TrafficDiff
 from validators.findings import Finding, Severity, ordered
 from validators.objects import Ref
 
@@ -50,6 +51,8 @@ class Verdict:
     # how the data plane takes the change (runtime, reload, unknown: haproxy_check.runtime.predictions);
     # its note is among ``notes`` too
     prediction: Prediction | None = None
+    # which request classes the change moves, and whose they were (webhook.trafficdiffs); None: not computed
+    traffic: TrafficDiff | None = None
 
     @property
     def allowed(self) -> bool:

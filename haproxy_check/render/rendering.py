@@ -13,6 +13,7 @@ every render. ``Renderer(incremental=False)`` is the from-scratch reference it i
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 import os
@@ -36,6 +37,7 @@ from haproxy_check.render.l4 import l4contexts
 from haproxy_check.render.sourcemaps import SourceMap
 from haproxy_check.results import RenderError, RenderResult
 from haproxy_check.runtime import frames
+from haproxy_check.traffic import facts
 from validators.crossobject import statuses
 from validators.findings import Finding, PathPart, Severity
 from validators.limits import Limits
@@ -317,9 +319,10 @@ class Renderer:
             self.cache.done(gen, seen, recorder)
         origins = sources.origins()
         findings += routelines.oversized_pairs(sources.line_pairs(), self.settings.limits.lines_per_route, subject)
-        return RenderResult(files=dict(sorted(files.items())), origins=origins,
-                            description=recorder.description(
-                                map_texts, frame=frames.digest(clean_cfg, recorder.backends, recorder.profiles)),
+        description = dataclasses.replace(
+            recorder.description(map_texts, frame=frames.digest(clean_cfg, recorder.backends, recorder.profiles)),
+            routing=facts.collect(fronts.values(), model.backends))
+        return RenderResult(files=dict(sorted(files.items())), origins=origins, description=description,
                             findings=tuple(sorted(set(findings), key=lambda f: (f.about, f.field, f.code, f.message))),
                             statuses=_statuses(state, subject, (self.settings.http_port, self.settings.https_port)))
 

@@ -38,7 +38,8 @@ def test_basic_fixture_passes_haproxy_and_fills_the_path_maps(haproxy_check: Che
     # PathPrefix: segment boundary key with "/" and the prefix-exact key without it
     assert "api.example.com:80/api/ 100004|platform_api_1|4|path" in map_lines(result, "path-prefix.map")
     assert "api.example.com:80/api 100004|platform_api_1|4|path" in map_lines(result, "path-prefix-exact.map")
-    assert r"^api\.example\.com:80(?:/v[0-9]+/.*) 200012|platform_api_1|0|path" in map_lines(result, "path-regex.map")
+    assert r"^api\.example\.com:80(?=/)(?:/v[0-9]+/.*) 200012|platform_api_1|0|path" in map_lines(
+        result, "path-regex.map")
 
 
 def test_map_lookups_run_exact_then_regex_then_prefix_exact_then_prefix() -> None:

@@ -1,6 +1,6 @@
 """A route's regular expression cannot match outside its host prefix, proven with HAProxy's own PCRE.
 
-The renderer writes a RegularExpression path as ``^<host:token>(?:<pattern>)`` into path-regex.map.
+The renderer writes a RegularExpression path as ``^<host:token>(?=/)(?:<pattern>)`` into path-regex.map.
 For every pattern the allow-list parser accepts, the wrapped entry must match only keys that start with
 its own host prefix. The proof asks the engine itself: the entries are loaded by a running haproxy (2.8
 links PCRE 8.32, 3.2 links PCRE2) and keys are looked up with the Runtime API's ``get map``, which runs
@@ -100,7 +100,7 @@ def accepted_by_renderer(pattern: str) -> bool:
 def entry(host: str, pattern: str) -> str:
     """The path-regex.map key exactly as httproutes renders it."""
     body = pattern[1:] if pattern.startswith("^") else pattern
-    return f"^{pcre_escape(host)}(?:{body})"
+    return f"^{pcre_escape(host)}(?=/)(?:{body})"
 
 
 class MapProbe:
@@ -198,7 +198,12 @@ def test_accepted_patterns_match_nothing_outside_their_host(patterns: list[str],
     foreign = {VICTIM, VICTIM + "/", VICTIM + "/x", "", "/", "x", "h0.test:t", "H0.test:t1/", "xh0.test:t1/"}
     for i, pattern in enumerate(accepted):
         for sample in samples(pattern.removeprefix("^"), data.draw):
-            own.append((i, hosts[i] + sample))
+            # a request's path starts with "/": text after the host prefix that does not is another
+            # frontend's token (``a.com:80`` + ``80/x`` is ``a.com:8080/x``) and must not match
+            if sample.startswith("/"):
+                own.append((i, hosts[i] + sample))
+            else:
+                foreign.add(hosts[i] + sample)
             foreign |= {VICTIM + sample, sample, "." + hosts[i] + sample, VICTIM + hosts[i] + sample}
     with probes(haproxy_paths, tmp_path_factory.mktemp("reg"), keys) as running:
         for probe in running:

@@ -147,6 +147,19 @@ def competitor_keys(route: Obj, state: State) -> set[Key]:
     return {(engine, a.listener.port, h) for a in atts for h in (a.hostnames or ("*",))}
 
 
+def shadowed_keys(key: Key) -> list[Key]:
+    """The HTTP claims a more specific host takes requests from: an exact host or a wildcard is chosen
+    before every wildcard that covers it and before the any-host ``*`` (``a.b.c``: ``*.b.c``, ``*.c``,
+    ``*``). Their routes are members too, so that the closure's routing tables show what such a host's
+    requests did before and after (haproxy_check.traffic)."""
+    if len(key) != 3 or key[0] != "http" or key[2] == "*":
+        return []
+    labels = str(key[2]).removeprefix("*.").split(".")
+    start = 0 if str(key[2]).startswith("*.") else 1
+    out: list[Key] = [(key[0], key[1], "*." + ".".join(labels[n:])) for n in range(start, len(labels))]
+    return [k for k in out if k != key] + [(key[0], key[1], "*")]
+
+
 def port_signature(state: State, ports: Iterable[int]) -> dict[int, tuple[Any, ...]]:
     """Per port, what decides which listeners there are rendered and how (protocols, TLS modes)."""
     wanted = set(ports)
@@ -622,10 +635,12 @@ def members(state: State, change: Change) -> set[Ref]:
     competitors: set[Ref] = set()
     for ref in routes:
         for key in idx.keys.get(ref, ()):
-            competitors |= idx.claimants.get(key, set())
+            for claimed in (key, *shadowed_keys(key)):
+                competitors |= idx.claimants.get(claimed, set())
     for obj in rekey:  # keys of the proposed versions: X's new hostnames, routes under new listeners
         for key in competitor_keys(obj, proposed if x.kind in SOURCE_KINDS else state):
-            competitors |= idx.claimants.get(key, set())
+            for claimed in (key, *shadowed_keys(key)):
+                competitors |= idx.claimants.get(claimed, set())
     routes |= competitors
     passing_now, passing_then = passthrough_routes(state), _proposed_passthrough(state, proposed, change)
     shared = _shared(state, passing_now) | _shared(proposed, passing_then) | changed_ports

@@ -18,6 +18,7 @@ from haproxy_check.render.helpers import Recorder
 from haproxy_check.render.http import extauth
 from haproxy_check.render.http.httpmodels import MAX_CRTS, FrontendModel, HttpModel
 from haproxy_check.render.l4 import tlsroutes
+from haproxy_check.traffic.facts import ListenerFacts
 from validators import codes
 from validators.findings import Finding, PathPart, Severity
 from validators.objectrules import unhonoured
@@ -91,6 +92,9 @@ def build(state: State, listeners: Sequence[Listener], *, recorder: Recorder, mo
             token, key = (str(pod), isolated_key(port, gateway)) if pod else (str(port), str(port))
             fe = FrontendModel(f"gw-{protocol.lower()}-{token}", token, protocol, f":{token}", pod or port,
                                mark(own[0].source, own[0].path))
+            fe.gateway, fe.public_port = f"{gateway.namespace}/{gateway.name}", port
+            fe.listener_facts = tuple(ListenerFacts(x.name, str(x.source), x.hostname, x.tls_mode) for x in own
+                                      if x.protocol == protocol)
             _listeners(state, fe, own, protocol, recorder, findings)
             if protocol == "HTTPS":
                 _tls_options(state, fe, own, findings)

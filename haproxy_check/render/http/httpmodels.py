@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from haproxy_check import escaping
 from haproxy_check.descriptions import ServerDesc
 from haproxy_check.render.helpers import PlainLines
+from haproxy_check.traffic.facts import ListenerFacts, Matcher
 
 _SORT_KEY = operator.itemgetter(0)  # map entries are (sort key, entry)
 _WORD = re.compile(r"[\x21-\x7e]+\Z")  # printable ASCII, no space: a plain map key or value by itself
@@ -33,6 +34,7 @@ class BackendSpec:
     grpc: bool = False
     profile: tuple[str, ...] = ()
     comments: tuple[str, ...] = ()
+    service: str = ""  # "ns/name:port" of the Service it serves (the routing table names its owner)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,8 @@ class Advanced:
     # ``escaping.word_count`` of the conditions added up, when the maker counted them (once per match, for
     # all its frontends); -1: counted when asked
     words: int = -1
+    # what the line matches, for the routing table: (path type, path value, method/header/query matchers)
+    request: tuple[str, str, tuple[Matcher, ...]] = ("", "", ())
 
     @property
     def split(self) -> bool:
@@ -118,6 +122,9 @@ class FrontendModel:
     tls_options: list[str] = field(default_factory=list)  # listener tls.options bind keywords (unhonoured)
     reject_all: bool = False  # client validation without a usable CA: the frontend accepts no traffic
     trust_mark: str = ""  # source-map marker of the validation block, on the bind line
+    gateway: str = ""  # "ns/name" of the Gateway whose listeners it serves (the routing table's owner)
+    public_port: int = 0  # the port its listeners declare
+    listener_facts: tuple[ListenerFacts, ...] = ()
 
     def advanced_lines(self) -> str:
         """The advanced matching block of the shipped ``400-http-frontends`` template (comment, then per

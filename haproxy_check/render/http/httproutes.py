@@ -30,6 +30,7 @@ from haproxy_check.render.http.httpmodels import (
     RuleModel,
     condition_words,
 )
+from haproxy_check.traffic.facts import Matcher
 from validators import codes
 from validators.crossobject import backendrefs
 from validators.findings import Finding, PathPart, Severity
@@ -135,19 +136,24 @@ def _path_of_match(route: Obj, rule_index: int, match_index: int, raw: Any, grpc
     return precedence.PREFIX, "/", mpath
 
 
-def _conditions(raw: Any, rule_index: int, match_index: int, grpc: bool) -> tuple[list[str], list[str], bool]:
+def _conditions(raw: Any, rule_index: int, match_index: int, grpc: bool,
+                matchers: list[Matcher] | None = None) -> tuple[list[str], list[str], bool]:
     """ACL blocks for method, headers and query params of spec.rules[rule_index].matches[match_index];
-    and a readable description."""
+    and a readable description. ``matchers``: filled with what each block matches (the routing table's
+    record of it)."""
     conds: list[str] = []
     reason: list[str] = []
     if type(raw) is dict and (grpc or raw.get("method") is None) and raw.get("headers") is None \
             and raw.get("queryParams") is None:
         return conds, reason, False  # a path-only match (most): what the loops below make of it
+    if matchers is None:
+        matchers = []
     base: tuple[PathPart, ...] = ("spec", "rules", rule_index, "matches", match_index)
     method = dig(raw, "method") if not grpc else None
     if isinstance(method, str) and method:
         conds.append(f"{{ method {guard((*base, 'method'), escaping.method, method)} }}")
         reason.append(f"method {method}")
+        matchers.append(Matcher("method", "", "Exact", method))
     for kind, fetch, field in (("headers", "req.hdr", "headers"), ("queryParams", "urlp", "queryParams")):
         for k, item in enumerate(as_list(dig(raw, field))):
             # ``guard``, inline: the field paths made only for an error (one per header of every match)
@@ -161,8 +167,12 @@ def _conditions(raw: Any, rule_index: int, match_index: int, grpc: bool) -> tupl
                 if dig(item, "type", default="Exact") == "RegularExpression":
                     escaping.value_regex(value)
                     conds.append(f"{{ {sample} -m reg -- {escaping.quote(value)} }}")
+                    matchers.append(Matcher(kind[:-1] if kind == "headers" else "query", name.lower(),
+                                            "RegularExpression", value))
                 else:
                     conds.append(f"{{ {sample} -m str -- {escaping.quote(value)} }}")
+                    matchers.append(Matcher(kind[:-1] if kind == "headers" else "query", name.lower(), "Exact",
+                                            value))
             except escaping.Unsafe as exc:
                 raise FieldError(str(exc), (*base, field, k, "value")) from None
             # the reason is a debug header's text, read back with field(N,|): other characters become "?"
@@ -318,7 +328,8 @@ def stage_route(ctx: Context, route: Obj, attachments: Sequence[Attachment],
                         else:
                             servers = _servers(ctx, ref, bref, findings, options=tls.options)
                     staged.backends[be] = BackendSpec(be, mark(ref, bref.path), tuple(servers), grpc, profile,
-                                                      (f"{ref.kind} {ns}/{name} rule {i}",))
+                                                      (f"{ref.kind} {ns}/{name} rule {i}",),
+                                                      f"{bref.namespace}/{bref.name}:{bref.port}")
                 weights.append((be, bref.weight))
                 chosen.append((bref.ref_index, be))
             else:
@@ -387,7 +398,8 @@ def _matches(staged: HttpModel, ctx: Context, route: Obj, rule: Any, i: int, rm:
     new_key, Key = tuple.__new__, precedence.Key
     for j, raw in enumerate(matches):
         ptype, value, vpath = _path_of_match(route, i, j, raw, grpc)
-        conds, reason, has_method = _conditions(raw, i, j, grpc)
+        matchers: list[Matcher] = []
+        conds, reason, has_method = _conditions(raw, i, j, grpc, matchers)
         score = precedence.score(ptype, value)
         prefix = value.rstrip("/") if ptype == precedence.PREFIX else ""
         plen = len(prefix) if ptype == precedence.PREFIX else 0
@@ -403,15 +415,18 @@ def _matches(staged: HttpModel, ctx: Context, route: Obj, rule: Any, i: int, rm:
         mark = ctx.mark(ref, vpath)
         why = "-".join(reason) if reason else "path"
         value_field = f"{score}|{rm.rid}|{plen}|{why.replace(' ', ':')}"
-        guarded: tuple[tuple[str, ...], str, int] | None = None  # the same in every frontend: made once
+        guarded: tuple[tuple[str, ...], str, int, tuple[str, str, tuple[Matcher, ...]]] | None = None
+        # (the same in every frontend: made once)
         for fe, vhosts in targets.values():
             if conds:
                 if guarded is None:
                     cond = _path_condition(ptype, value, prefix)
                     blocks = tuple(c for c in (cond, *conds) if c)
                     guarded = (blocks, f"{ref.kind} {ref.namespace}/{ref.name} rule {i} match {j} - "
-                               f"{' '.join(reason)}", condition_words(blocks))
-                adv = Advanced(value_field, score, tuple(vhosts), guarded[0], guarded[1], mark, guarded[2])
+                               f"{' '.join(reason)}", condition_words(blocks),
+                               (ptype, prefix if ptype == precedence.PREFIX else value, tuple(matchers)))
+                adv = Advanced(value_field, score, tuple(vhosts), guarded[0], guarded[1], mark, guarded[2],
+                               guarded[3])
                 staged.pending.setdefault(fe.name, []).append((key, adv))
                 continue
             for vh in vhosts:
@@ -423,7 +438,9 @@ def _matches(staged: HttpModel, ctx: Context, route: Obj, rule: Any, i: int, rm:
                     staged.add("path-prefix.map", f"{vh}{prefix}/ {value_field}{mark}", key)
                 else:
                     body = value[1:] if value.startswith("^") else value
-                    staged.add("path-regex.map", f"^{pcre_escape(vh)}(?:{body}) {value_field}{mark}", key,
+                    # ``(?=/)``: the pattern starts at the path; without it, ``a.com:80``'s ``[0-9]*/x`` matched
+                    # ``a.com:8080/x``, a request of another frontend (another owner's Gateway)
+                    staged.add("path-regex.map", f"^{pcre_escape(vh)}(?=/)(?:{body}) {value_field}{mark}", key,
                                ordered=True)
     return plens
 

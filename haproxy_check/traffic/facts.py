@@ -1,0 +1,115 @@
+"""The routing facts a render records besides its maps: which frontend binds where for whom, the
+advanced (method/header/query) match lines in their order, which route each rule id belongs to and
+which Service each backend serves. Plain, immutable values: ``tables`` reads them with the map files
+to know what the data plane does with a request, without reading haproxy.cfg text back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Matcher:
+    """One method, header or query parameter matcher of a match, as rendered."""
+
+    kind: str  # "method" | "header" | "query"
+    name: str  # header (lower case) or query parameter name; "" for a method
+    type: str  # "Exact" | "RegularExpression"
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class MatchFacts:
+    """An advanced rule-selection line: selected for a request whose vhost is one of ``vhosts``, whose
+    path-only candidate scores at most ``score``, and that every matcher matches (first line wins)."""
+
+    value: str  # "<score>|<rule id>|<prefix length>|<reason>", what the line selects
+    score: int
+    vhosts: tuple[str, ...]  # "<host pattern>:<token>"
+    path_type: str  # Exact | PathPrefix | RegularExpression
+    path_value: str  # as rendered (a prefix without its trailing slash)
+    matchers: tuple[Matcher, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerFacts:
+    name: str
+    source: str  # "Gateway ns/name" or "ListenerSet ns/name": who declares it
+    hostname: str | None
+    tls_mode: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FrontendFacts:
+    """One HTTP/HTTPS frontend: where it binds and whose listeners it serves."""
+
+    name: str
+    token: str  # the port token of its map keys
+    protocol: str  # HTTP | HTTPS
+    port: int  # the port it binds (a pod port for an isolated Gateway)
+    public_port: int  # the port its listeners declare
+    gateway: str  # "ns/name" of the Gateway whose listeners it serves
+    listeners: tuple[ListenerFacts, ...]
+    advanced: tuple[MatchFacts, ...]  # in the order the frontend tries them
+    reject_all: bool = False  # client validation without a usable CA: no request is served
+    behind_split: bool = False  # bound on an internal socket behind a TLS passthrough SNI split
+    routes: tuple[str, ...] = ()  # "HTTPRoute ns/name" of every route with a rule in it, sorted
+
+
+@dataclass(frozen=True, slots=True)
+class RuleFacts:
+    rid: str
+    kind: str  # HTTPRoute | GRPCRoute
+    route: str  # "ns/name"
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingFacts:
+    frontends: tuple[FrontendFacts, ...] = ()
+    rules: tuple[RuleFacts, ...] = ()
+    services: tuple[tuple[str, str], ...] = ()  # (backend name, "ns/name:port" of its Service)
+
+
+def collect(frontends: Iterable[Any], services: Mapping[str, Any]) -> RoutingFacts:
+    """The facts of a render's HTTP frontend models (``httpmodels.FrontendModel``, sorted and complete)
+    and its backends (name -> ``BackendSpec``). The frontend of routes attached nowhere binds no address
+    a client reaches, so it is left out. Linear in the rules and advanced lines of the render."""
+    fronts: list[FrontendFacts] = []
+    rules: dict[str, RuleFacts] = {}
+    for fe in frontends:
+        if fe.port is None:
+            continue
+        advanced = tuple(MatchFacts(adv.value, adv.score, adv.vhosts, adv.request[0], adv.request[1],
+                                    adv.request[2]) for _, adv in fe.advanced)
+        routes: set[str] = set()
+        for rule in fe.rules:
+            if rule.rid not in rules:
+                rules[rule.rid] = RuleFacts(rule.rid, rule.kind, rule.route, rule.index)
+            if rule.index == 0:
+                routes.add(f"{rule.kind} {rule.route}")
+        fronts.append(FrontendFacts(fe.name, fe.token, fe.protocol, fe.port, fe.public_port or fe.port, fe.gateway,
+                                    fe.listener_facts, advanced, fe.reject_all, not fe.bind.startswith(":"),
+                                    tuple(sorted(routes))))
+    return RoutingFacts(tuple(sorted(fronts, key=lambda f: f.name)), tuple(rules[r] for r in sorted(rules)),
+                        tuple(sorted((name, spec.service) for name, spec in services.items() if spec.service)))
+
+
+def shared_with_others(routing: RoutingFacts, kind: str, namespace: str, name: str) -> bool:
+    """Whether the object enters traffic through an entry point (a frontend, or a public port several
+    Gateways share) that serves another owner's route or belongs to another owner's Gateway."""
+    me = f"{kind} {namespace}/{name}"
+    mine = [fe for fe in routing.frontends
+            if me in fe.routes or (kind == "Gateway" and fe.gateway == f"{namespace}/{name}")
+            or any(lst.source == me for lst in fe.listeners)]
+    ports = {fe.public_port for fe in mine}
+    for fe in routing.frontends:
+        if fe in mine or fe.public_port in ports:
+            if fe.gateway.split("/", 1)[0] != namespace:
+                return True
+            if any(r.split(" ", 1)[1].split("/", 1)[0] != namespace for r in fe.routes):
+                return True
+    return False

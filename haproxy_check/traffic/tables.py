@@ -1,0 +1,553 @@
+"""The routing table of a render: what the HTTP frontends do with a request, as a value.
+
+Built from a render's description (its map files and the routing facts the render recorded,
+``facts``), never from haproxy.cfg text. ``RoutingTable.resolve`` answers one request the way the
+shipped ``400-http-frontends`` template does, step for step:
+
+1. the frontend bound on the request's port (an entry point: one Gateway's listeners on it);
+2. the vhost: ``host.map`` (exact ``host:token``), else the first ``host-wildcard.map`` suffix (longest
+   first), else ``*:token``;
+3. the path-only candidate for ``vhost + path``: ``path-exact.map``, else the first ``path-regex.map``
+   entry (every entry, in file order: a regex anchored on another vhost's text can match too), else
+   ``path-prefix-exact.map``, else the longest ``path-prefix.map`` key;
+4. the first advanced line (method/header/query) of the frontend whose vhosts include the vhost,
+   whose score is at least the candidate's, and whose matchers all match, else the candidate;
+5. the rule's answer: ``gw-redirect.map`` (a redirect), ``gw-extauth.map`` ``@500``, else
+   ``rule-backend.map`` (a backend, ``@weighted``: the weight slots' backends, ``@500``).
+
+``rows`` lists every request class (entry point, host pattern, path match, matchers) with the route,
+rule and backends that serve it and their owners, in match order. Custom Route CRDs and L4 (TLS/TCP)
+frontends are not modelled: such a table says so (``unmodelled``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Container, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from haproxy_check.descriptions import Description
+from haproxy_check.traffic import regexes
+from haproxy_check.traffic.facts import FrontendFacts, MatchFacts, RoutingFacts
+
+PROBE = "rg-probe"  # the label a sample host or path is made of, where the class allows any
+BACKEND, REDIRECT, ERROR, NOT_FOUND, REJECTED, NO_LISTENER = (
+    "backend", "redirect", "error", "no route", "rejected", "no listener")
+WEIGHTED, FAIL = "@weighted", "@500"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Backend:
+    name: str
+    service: str = ""  # "ns/name:port"
+    share: int = 100  # of 100 weight slots
+
+    @property
+    def owner(self) -> str:
+        return self.service.split("/", 1)[0] if "/" in self.service else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """Where a request ends: a rule's backends, a redirect, an error, or nothing."""
+
+    outcome: str
+    rule: str = ""  # "HTTPRoute ns/name rule 3"
+    owner: str = ""  # the route's namespace
+    backends: tuple[Backend, ...] = ()
+    detail: str = ""  # a redirect's status, an error's
+
+    @property
+    def owners(self) -> frozenset[str]:
+        return frozenset(o for o in (self.owner, *(b.owner for b in self.backends)) if o)
+
+    def text(self) -> str:
+        """``gw_h_ns_r_a_80 (ns)``; ``no route``; ``redirect 301 by HTTPRoute ns/r rule 2 (ns)``."""
+        who = f" ({self.owner})" if self.owner else ""
+        if self.outcome == BACKEND:
+            if len(self.backends) == 1:
+                return f"{self.backends[0].name}{who}"
+            return ", ".join(f"{b.name} {b.share}%" for b in self.backends) + who
+        if self.outcome in (REDIRECT, ERROR):
+            return f"{self.outcome} {self.detail} by {self.rule}{who}".replace("  ", " ")
+        return self.outcome
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "rule": self.rule, "owner": self.owner, "detail": self.detail,
+                "backends": [{"name": b.name, "service": b.service, "owner": b.owner, "share": b.share}
+                             for b in self.backends]}
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One concrete request, as a probe sends it."""
+
+    port: int
+    host: str
+    path: str
+    method: str = "GET"
+    headers: tuple[tuple[str, str], ...] = ()
+    query: str = ""  # without the '?'
+
+    @property
+    def target(self) -> str:
+        return f"{self.path}?{self.query}" if self.query else self.path
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class RequestClass:
+    """The requests one map entry or advanced line matches, on one entry point."""
+
+    entry: str  # "HTTP :80"
+    host: str  # "a.com", "*.a.com", "*"
+    path: str  # "/x" (Exact), "/p*" (PathPrefix), "~<regex>" (RegularExpression)
+    matchers: tuple[str, ...] = ()  # "method POST", "header x-env=canary", "query v~^1"
+
+    def text(self) -> str:
+        more = f" [{', '.join(self.matchers)}]" if self.matchers else ""
+        return f"{self.host} {self.path}{more}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"entry": self.entry, "host": self.host, "path": self.path, "matchers": list(self.matchers)}
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    cls: RequestClass
+    destination: Destination
+    sample: Request | None  # a request of the class (None: none could be made, e.g. an unusual regex)
+    gateway: str  # the entry point's Gateway, "ns/name"
+    listener: str  # the listener that admits the host: "Gateway ns/gw listener http"
+
+
+@dataclass(slots=True)
+class _VHost:
+    exact: dict[str, str] = field(default_factory=dict)  # path -> selection value
+    prefix_exact: dict[str, str] = field(default_factory=dict)
+    prefix: dict[str, str] = field(default_factory=dict)  # "/p/" -> value
+    regex: list[tuple[str, str]] = field(default_factory=list)  # (the regex after the vhost, value)
+    advanced: list[MatchFacts] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Frontend:
+    facts: FrontendFacts
+    hosts: dict[str, str] = field(default_factory=dict)  # host -> vhost
+    wildcards: list[tuple[str, str]] = field(default_factory=list)  # (".suffix", vhost), map order
+    vhosts: dict[str, _VHost] = field(default_factory=dict)  # vhost -> its entries
+
+    @property
+    def entry(self) -> str:
+        return f"{self.facts.protocol} :{self.facts.port}"
+
+    def vhost(self, vh: str) -> _VHost:
+        got = self.vhosts.get(vh)
+        if got is None:
+            got = self.vhosts[vh] = _VHost()
+        return got
+
+
+def _entries(description: Description) -> dict[str, tuple[str, ...]]:
+    return {m.path.rsplit("/", 1)[-1]: m.entries for m in description.maps}
+
+
+def _pairs(entries: Iterable[str]) -> Iterator[tuple[str, str]]:
+    for line in entries:
+        key, _, value = line.rpartition(" ")
+        if key:
+            yield key, value
+
+
+class RoutingTable:
+    """What a render's HTTP frontends do with a request (module docstring). Immutable once built."""
+
+    def __init__(self, description: Description) -> None:
+        routing: RoutingFacts = description.routing
+        maps = _entries(description)
+        self.frontends: dict[int, _Frontend] = {}
+        by_token: dict[str, _Frontend] = {}
+        for facts in routing.frontends:
+            fe = _Frontend(facts)
+            self.frontends[facts.port] = by_token[facts.token] = fe
+            for adv in facts.advanced:
+                for vh in adv.vhosts:
+                    fe.vhost(vh).advanced.append(adv)
+        self.rules = {r.rid: r for r in routing.rules}
+        self.services = dict(routing.services)
+        for key, vh in _pairs(maps.get("host.map", ())):
+            owner = by_token.get(key.rpartition(":")[2])
+            if owner is not None:
+                owner.hosts[key.rpartition(":")[0]] = vh
+        for key, vh in _pairs(maps.get("host-wildcard.map", ())):
+            owner = by_token.get(key.rpartition(":")[2])
+            if owner is not None:
+                owner.wildcards.append((key.rpartition(":")[0], vh))
+        for name, attr in (("path-exact.map", "exact"), ("path-prefix-exact.map", "prefix_exact"),
+                           ("path-prefix.map", "prefix")):
+            for key, value in _pairs(maps.get(name, ())):
+                cut = key.find("/")
+                vh = key[:cut]
+                owner = by_token.get(vh.rpartition(":")[2])
+                if cut > 0 and owner is not None:
+                    getattr(owner.vhost(vh), attr)[key[cut:]] = value
+        # every regex in file order, with the vhost text it is anchored on (HAProxy tries them all)
+        self.regexes: list[tuple[str, str, str]] = []  # (vhost literal, whole key, value)
+        self._regex_at: dict[str, list[tuple[int, str, str]]] = {}  # vhost literal -> (order, key, value)
+        for key, value in _pairs(maps.get("path-regex.map", ())):
+            cut = key.find("(?:")
+            if key.startswith("^") and cut > 0:
+                # pcre_escape's backslashes (a host has none of its own), without the path-start anchor
+                vh = key[1:cut].removesuffix("(?=/)").replace("\\", "")
+                self.regexes.append((vh, key, value))
+                self._regex_at.setdefault(vh, []).append((len(self.regexes), key, value))
+                owner = by_token.get(vh.rpartition(":")[2])
+                if owner is not None:
+                    owner.vhost(vh).regex.append((key[cut:], value))
+        self.targets = dict(_pairs(maps.get("rule-backend.map", ())))
+        # "<slot>:<rule id> <backend>", 100 lines per weighted rule (most of a render's map lines): read
+        # when a weighted rule's answer is asked for (``weighted``), compared as text until then
+        self.weighted_lines: tuple[str, ...] = tuple(maps.get("weighted-multi-backend.map", ()))
+        self._weighted: dict[str, Counter[str]] | None = None
+        self.redirects = {k: v.split("|", 1)[0] for k, v in _pairs(maps.get("gw-redirect.map", ()))}
+        self.auth_fail = {k for k, v in _pairs(maps.get("gw-extauth.map", ())) if v == FAIL}
+        crd = [m for m in ("route-crd-exact.map", "route-crd-prefix.map") if maps.get(m)]
+        self.unmodelled = tuple(f"custom Route entries ({m}) are not modelled" for m in crd)
+        self._destinations: dict[str, Destination] = {}
+        self._rule_keys: dict[str, tuple[Any, ...]] = {}
+
+    @property
+    def weighted(self) -> dict[str, Counter[str]]:
+        """Rule id -> how many of its 100 weight slots each backend has (counted in one pass)."""
+        if self._weighted is None:
+            counted = Counter(line.partition(":")[2] for line in self.weighted_lines)
+            slots: dict[str, Counter[str]] = {}
+            for pair, n in counted.items():
+                rid, _, backend = pair.rpartition(" ")
+                if rid not in slots:
+                    slots[rid] = Counter()
+                slots[rid][backend] += n
+            self._weighted = slots
+        return self._weighted
+
+    # ------------------------------------------------------------------ answering one request
+
+    def vhost_of(self, port: int, host: str) -> str | None:
+        """The vhost a Host header selects on the frontend at ``port`` (None: no frontend there)."""
+        fe = self.frontends.get(port)
+        if fe is None:
+            return None
+        return _vhost(fe, host.split(":", 1)[0].lower())
+
+    def resolve(self, request: Request) -> Destination:
+        fe = self.frontends.get(request.port)
+        if fe is None:
+            return Destination(NO_LISTENER)
+        if fe.facts.reject_all:
+            return Destination(REJECTED)
+        vh = _vhost(fe, request.host.split(":", 1)[0].lower())
+        found = fe.vhosts.get(vh)
+        candidate = self._candidate(vh, found, request.path)
+        selected = None
+        if found is not None:
+            score = int(candidate.split("|", 1)[0]) if candidate else None
+            for adv in found.advanced:
+                if (score is None or score <= adv.score) and _matches(adv, request):
+                    selected = adv.value
+                    break
+        selected = selected or candidate
+        if not selected:
+            return Destination(NOT_FOUND)
+        return self.destination(selected.split("|")[1])
+
+    def _candidate(self, vh: str, found: _VHost | None, path: str) -> str | None:
+        if found is not None:
+            got = found.exact.get(path)
+            if got is not None:
+                return got
+        pk = vh + path
+        # a regex is anchored on its vhost's text: only those whose text begins this vhost can match
+        # (``a.com:80`` begins ``a.com:8080``), tried in file order
+        colon = vh.rfind(":")
+        tried = sorted(item for k in range(colon + 1, len(vh) + 1) for item in self._regex_at.get(vh[:k], ()))
+        for _, key, value in tried:
+            regex = regexes.compiled(key)
+            if regex is not None and regex.match(pk):
+                return value
+        if found is None:
+            return None
+        got = found.prefix_exact.get(path)
+        if got is not None:
+            return got
+        best = ""
+        for prefix in found.prefix:
+            if len(prefix) > len(best) and path.startswith(prefix):
+                best = prefix
+        return found.prefix[best] if best else None
+
+    def destination(self, rid: str) -> Destination:
+        """What rule ``rid`` does with the requests it is selected for."""
+        got = self._destinations.get(rid)
+        if got is None:
+            got = self._destinations[rid] = self._destination(rid)
+        return got
+
+    def _destination(self, rid: str) -> Destination:
+        rule = self.rules.get(rid)
+        label = f"{rule.kind} {rule.route} rule {rule.index}" if rule is not None else rid
+        owner = rule.route.split("/", 1)[0] if rule is not None else ""
+        if rid in self.redirects:
+            return Destination(REDIRECT, label, owner, detail=self.redirects[rid])
+        if rid in self.auth_fail:
+            return Destination(ERROR, label, owner, detail="500")
+        target = self.targets.get(rid)
+        if target is None:
+            return Destination(NOT_FOUND, label, owner)
+        if target == WEIGHTED:
+            shares = self.weighted.get(rid, Counter())
+            backends = tuple(sorted(Backend(b, self.services.get(b, ""), n) for b, n in shares.items()))
+            return Destination(BACKEND, label, owner, backends)
+        if target == FAIL:
+            return Destination(ERROR, label, owner, detail="500")
+        return Destination(BACKEND, label, owner, (Backend(target, self.services.get(target, "")),))
+
+    # ------------------------------------------------------------------ the request classes
+
+    def ports(self) -> list[int]:
+        return sorted(self.frontends)
+
+    def patterns(self, port: int) -> list[str]:
+        """The host patterns of the frontend at ``port``, in the order its host selection tries them."""
+        fe = self.frontends.get(port)
+        if fe is None:
+            return []
+        seen = {_pattern(vh) for vh in fe.vhosts}
+        exact = sorted(h for h in seen if not h.startswith("*"))
+        wild = [_pattern(vh) for _, vh in fe.wildcards if _pattern(vh) in seen]
+        return [*exact, *dict.fromkeys(wild), *(["*"] if "*" in seen else [])]
+
+    def vhost_key(self, port: int, pattern: str) -> str:
+        fe = self.frontends[port]
+        return f"{pattern}:{fe.facts.token}"
+
+    def host_sample(self, port: int, pattern: str, taken: Container[str] = ()) -> str | None:
+        """A Host that selects ``pattern`` on the frontend at ``port`` and is none of ``taken``."""
+        if not pattern.startswith("*"):
+            return pattern
+        want = self.vhost_key(port, pattern)
+        for n in range(4):
+            label = PROBE if n == 0 else f"{PROBE}-{n}"
+            host = f"{label}.invalid" if pattern == "*" else f"{label}{pattern[1:]}"
+            if host not in taken and self.vhost_of(port, host) == want:
+                return host
+        return None
+
+    def classes(self, port: int, pattern: str, host: str) -> list[tuple[RequestClass, Request | None, int]]:
+        """The request classes of ``pattern`` on the frontend at ``port`` with a sample request each
+        (sent with Host ``host``), and each one's place in match order (higher first)."""
+        fe = self.frontends.get(port)
+        if fe is None:
+            return []
+        vh = self.vhost_key(port, pattern)
+        found = fe.vhosts.get(vh)
+        if found is None:
+            return []
+        entry = fe.entry
+        out: list[tuple[RequestClass, Request | None, int]] = []
+
+        def add(path_text: str, path: str | None, value: str, rank: int, matchers: tuple[str, ...] = (),
+                extra: dict[str, Any] | None = None) -> None:
+            request = Request(port, host, path, **(extra or {})) if path is not None else None
+            out.append((RequestClass(entry, pattern, path_text, matchers), request,
+                        int(value.split("|", 1)[0]) * 10 + rank))
+
+        for adv in found.advanced:
+            request = _advanced_sample(adv)
+            add(_path_text(adv.path_type, adv.path_value), request[0] if request else None, adv.value, 5,
+                _matcher_texts(adv), request[1] if request else None)
+        for path, value in found.exact.items():
+            add(path, path, value, 4)
+        for body, value in found.regex:
+            sample = regexes.example(f"^{body}")
+            add(f"~{body[3:-1]}", sample if sample and sample.startswith("/") else None, value, 3)
+        for path, value in found.prefix_exact.items():
+            add(f"{path} (prefix)", path, value, 2)
+        for prefix, value in found.prefix.items():
+            add(f"{prefix}*", f"{prefix}{PROBE}", value, 1)
+        return out
+
+    def rows(self) -> list[Row]:
+        """Every request class with what serves it, entry points by port, each in match order."""
+        out: list[Row] = []
+        for port in self.ports():
+            fe = self.frontends[port]
+            taken = set(fe.hosts)
+            for pattern in self.patterns(port):
+                host = self.host_sample(port, pattern, taken) or pattern
+                listener = _listener(fe.facts, pattern)
+                ranked = sorted(self.classes(port, pattern, host), key=lambda c: -c[2])
+                for cls, request, _ in ranked:
+                    dest = self.resolve(request) if request is not None else Destination(NOT_FOUND)
+                    out.append(Row(cls, dest, request, fe.facts.gateway, listener))
+        return out
+
+    def fingerprint(self, port: int, pattern: str) -> tuple[Any, ...] | None:
+        """What decides the answers to ``pattern``'s requests on the frontend at ``port``, without the
+        frontend's token: equal fingerprints in two tables answer those requests alike (``diffs``)."""
+        fe = self.frontends.get(port)
+        if fe is None:
+            return None
+        found = fe.vhosts.get(self.vhost_key(port, pattern))
+        if found is None:
+            return None
+
+        key = self._rule_key
+        return (fe.facts.protocol, fe.facts.reject_all,
+                tuple(sorted((p, v, key(v)) for p, v in found.exact.items())),
+                tuple((b, v, key(v)) for b, v in found.regex),
+                tuple(sorted((p, v, key(v)) for p, v in found.prefix_exact.items())),
+                tuple(sorted((p, v, key(v)) for p, v in found.prefix.items())),
+                tuple((a.score, a.path_type, a.path_value, a.matchers, a.value, key(a.value)) for a in found.advanced))
+
+    def _rule_key(self, value: str) -> tuple[Any, ...]:
+        """What decides the answer of the rule a selection value names, as plain values (its map
+        entries, its route, its backends' Services): equal keys, equal destinations."""
+        rid = value.split("|", 2)[1]
+        got = self._rule_keys.get(rid)
+        if got is None:
+            target = self.targets.get(rid)
+            shares = self.weighted.get(rid) if target == WEIGHTED else None
+            got = self._rule_keys[rid] = (
+                target, self.redirects.get(rid), rid in self.auth_fail, self.rules.get(rid),
+                self.services.get(target or ""), tuple(sorted((b, n, self.services.get(b)) for b, n in shares.items()))
+                if shares is not None and target == WEIGHTED else ())
+        return got
+
+
+def _pattern(vh: str) -> str:
+    return vh.rpartition(":")[0]
+
+
+def _vhost(fe: _Frontend, host: str) -> str:
+    got = fe.hosts.get(host)
+    if got is not None:
+        return got
+    for suffix, vh in fe.wildcards:
+        if host.endswith(suffix):
+            return vh
+    return f"*:{fe.facts.token}"
+
+
+def _listener(facts: FrontendFacts, pattern: str) -> str:
+    """The listener that admits the host pattern: the most specific hostname that covers it."""
+    best: tuple[int, str] | None = None
+    for lst in facts.listeners:
+        name = lst.hostname
+        if name is None:
+            rank = 0
+        elif name == pattern:
+            rank = 1000
+        elif name.startswith("*.") and (pattern.endswith(name[1:])):
+            rank = len(name)
+        else:
+            continue
+        if best is None or rank > best[0]:
+            best = (rank, f"{lst.source} listener {lst.name}")
+    return best[1] if best else ""
+
+
+def _path_text(path_type: str, value: str) -> str:
+    if path_type == "Exact":
+        return value
+    if path_type == "PathPrefix":
+        return f"{value}/*" if value else "/*"
+    return f"~{value}"
+
+
+def _matcher_texts(adv: MatchFacts) -> tuple[str, ...]:
+    out = []
+    for m in adv.matchers:
+        op = "=" if m.type == "Exact" else "~"
+        out.append(f"method {m.value}" if m.kind == "method" else f"{m.kind} {m.name}{op}{m.value}")
+    return tuple(out)
+
+
+def _advanced_sample(adv: MatchFacts) -> tuple[str, dict[str, Any]] | None:
+    """A request an advanced line matches: (path, Request keywords), or None."""
+    if adv.path_type == "Exact":
+        path: str | None = adv.path_value
+    elif adv.path_type == "PathPrefix":
+        path = f"{adv.path_value}/{PROBE}"
+    else:
+        body = adv.path_value[1:] if adv.path_value.startswith("^") else adv.path_value
+        path = regexes.example(f"^(?:{body})")
+    if path is None or not path.startswith("/"):
+        return None
+    extra: dict[str, Any] = {}
+    headers: list[tuple[str, str]] = []
+    query: list[str] = []
+    for m in adv.matchers:
+        value = m.value if m.type == "Exact" else regexes.example(m.value)
+        if value is None:
+            return None
+        if m.kind == "method":
+            extra["method"] = value
+        elif m.kind == "header":
+            headers.append((m.name, value))
+        else:
+            query.append(f"{m.name}={value}")
+    if headers:
+        extra["headers"] = tuple(headers)
+    if query:
+        extra["query"] = "&".join(query)
+    return path, extra
+
+
+def _matches(adv: MatchFacts, request: Request) -> bool:
+    path = request.path
+    if adv.path_type == "Exact":
+        if path != adv.path_value:
+            return False
+    elif adv.path_type == "PathPrefix":
+        prefix = adv.path_value
+        if prefix and path != prefix and not path.startswith(prefix + "/"):
+            return False
+    else:
+        body = adv.path_value[1:] if adv.path_value.startswith("^") else adv.path_value
+        regex = regexes.compiled(f"^(?:{body})")
+        if regex is None or not regex.match(path):
+            return False
+    for m in adv.matchers:
+        if m.kind == "method":
+            if request.method != m.value:
+                return False
+        elif m.kind == "header":
+            # req.hdr() in an ACL: every occurrence, each split at its commas
+            values = [v.strip() for name, raw in request.headers if name.lower() == m.name for v in raw.split(",")]
+            if not any(_value_matches(m.type, m.value, v) for v in values):
+                return False
+        else:
+            value = _query_value(request.query, m.name)
+            if value is None or not _value_matches(m.type, m.value, value):
+                return False
+    return True
+
+
+def _value_matches(kind: str, want: str, got: str) -> bool:
+    if kind == "Exact":
+        return got == want
+    regex = regexes.compiled(want)
+    return regex is not None and regex.search(got) is not None
+
+
+def _query_value(query: str, name: str) -> str | None:
+    """``urlp(name)``: the first occurrence's value, as sent (not decoded)."""
+    for part in query.split("&"):
+        key, eq, value = part.partition("=")
+        if key == name and eq:
+            return value
+    return None
+
+
+def table(description: Description) -> RoutingTable:
+    return RoutingTable(description)
