@@ -82,3 +82,13 @@ def test_the_image_carries_the_oci_annotations() -> None:
     assert found["org.opencontainers.image.licenses"] == project["license"]["text"]
     base = next(args for word, args in instructions() if word == "FROM")
     assert found["org.opencontainers.image.base.name"].endswith(base)
+
+
+def test_every_package_on_disk_is_in_the_wheel() -> None:
+    """setuptools ships only the packages pyproject lists: a new subpackage missing there imports from a
+    checkout but not from an installed wheel (scripts/check-package would find it later, slower)."""
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {str(init.parent.relative_to(REPO)).replace("/", ".")
+               for top in ("webhook", "validators", "haproxy_check", "certs")
+               for init in (REPO / top).rglob("__init__.py")}
+    assert on_disk - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
