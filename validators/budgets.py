@@ -3,7 +3,7 @@
 Each step of the validators is linear in its input (CRD patterns run on RE2, ``maxLength`` is checked
 before any pattern, CEL has its own cost and time budget), but the sum over a 16 MiB object of many
 steps can still be large. Rather than proving a bound for every validator, the checks of one object
-share one budget of CPU seconds of the thread that runs them (``time.thread_time``: other threads and
+share one budget of CPU seconds of the thread that runs them (``cputime.now``: other threads and
 other processes on a loaded machine do not eat into it, so a legitimate object is not denied because
 the machine is busy). The budget is checked between steps: between schema keywords that repeat per
 value (``pattern``, ``properties``, ``items``), between HAProxy rules, and before the cross-object
@@ -15,9 +15,10 @@ that turn a validator's bug into a warning cannot swallow it and let the object 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from validators import cputime
 
 DEFAULT_SECONDS = 2.0  # CPU seconds per object; a large legitimate HTTPRoute takes a few milliseconds
 
@@ -47,7 +48,7 @@ _active = _Active()
 def limited(seconds: float) -> Iterator[None]:
     """Run the enclosed checks under a budget of ``seconds`` CPU seconds of this thread."""
     saved = (_active.deadline, _active.seconds, _active.countdown)
-    _active.deadline, _active.seconds, _active.countdown = time.thread_time() + seconds, seconds, 0
+    _active.deadline, _active.seconds, _active.countdown = cputime.now() + seconds, seconds, 0
     try:
         yield
     finally:
@@ -67,11 +68,11 @@ def spend(where: str) -> None:
     if active.countdown > 0:
         return
     active.countdown = CLOCK_EVERY
-    if time.thread_time() > active.deadline:
+    if cputime.now() > active.deadline:
         raise OverBudget(active.seconds, where)
 
 
 def remaining() -> float | None:
     """CPU seconds left in this thread's budget (None without a budget)."""
     deadline = _active.deadline
-    return None if deadline is None else max(0.0, deadline - time.thread_time())
+    return None if deadline is None else max(0.0, deadline - cputime.now())

@@ -20,12 +20,11 @@ Finding codes (``docs/CEL.md``):
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from validators import texts
+from validators import cputime, texts
 from validators.cel import celengines, celmirror, celprograms, celwhole
 from validators.codes import RuleInfo
 from validators.findings import Finding, PathPart, Severity
@@ -152,7 +151,7 @@ class CelValidator:
         (``structural.Structured.plain_nodes``; None: not plain)."""
         # CPU time of this thread, not wall time: on a busy machine (a burst of reviews) a valid object
         # must not run out of budget because other threads held the CPU.
-        start = time.thread_time()
+        start = cputime.now()
         if self._passes_whole(obj, old, start + budget_seconds, shaped=shaped, plain_nodes=plain_nodes):
             return []
         run = _Run(deadline=start + budget_seconds, budget=budget_seconds)
@@ -189,7 +188,7 @@ class CelValidator:
             self._shaped = celmirror.compile_mirror(self._root, shaped=True) if mirrored else None
             self._whole_built = True
         whole = self._whole
-        if whole is None or (old is not None and not whole.old_blind) or time.thread_time() > deadline:
+        if whole is None or (old is not None and not whole.old_blind) or cputime.now() > deadline:
             return False
         try:
             memo = celprograms.Memo(deadline, keep=False)
@@ -199,21 +198,21 @@ class CelValidator:
                 counted = celprograms.plain_size(obj, SHAPED_NODES) if plain_nodes == UNCOUNTED else plain_nodes
                 if (counted is not None and counted <= SHAPED_NODES and whole.cost_bound(counted) <= COST_LIMIT
                         and self._shaped.proves(obj)):
-                    return time.thread_time() <= deadline
+                    return cputime.now() <= deadline
             value, size = celprograms.whole_to_cel(obj, self._root, memo)
         except celprograms.ConversionError:
             return False
         if whole.cost_bound(size) > COST_LIMIT:
             return False
         if old is not None and _same(old, obj):  # the walk would ratchet every node: no rule runs
-            return time.thread_time() <= deadline
+            return cputime.now() <= deadline
         if memo.plain and self._mirror is not None and self._mirror.proves(value):
-            return time.thread_time() <= deadline  # the engine's program would be true (celmirror)
+            return cputime.now() <= deadline  # the engine's program would be true (celmirror)
         try:
             bound = self._engine.bind({"self": value, "oldSelf": None, "__old": None, "__hasOld": False})
         except celengines.CelEvalError:
             return False
-        return whole.program.holds(bound) and time.thread_time() <= deadline
+        return whole.program.holds(bound) and cputime.now() <= deadline
 
     # --- walking the object alongside the schema -------------------------------------------------
 
@@ -270,7 +269,7 @@ class CelValidator:
             return
         width = len(value) if isinstance(value, list | dict) else 1
         bound: celengines.Bound | None = None
-        if self._engine is not None and time.thread_time() <= run.deadline:
+        if self._engine is not None and cputime.now() <= run.deadline:
             # One engine call for every rule of the node. It is taken only where the per-rule loop
             # below would run each rule (all compile, none over the cost limit: their sum bounds the
             # call as one rule's limit bounds one rule), and only a true result is used: then every
@@ -303,7 +302,7 @@ class CelValidator:
                    value: Any, old_value: Any, size: int, width: int, bound: celengines.Bound | None) -> None:
         """The rules of one node one by one, each with its own result, message and budget check."""
         for rule in site.rules:
-            if time.thread_time() > run.deadline:
+            if cputime.now() > run.deadline:
                 why = f"evaluation took longer than {run.budget:g}s after {run.evaluated} rules"
                 self._stop(run, path, site.type, why)
                 return

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import functools
 import re
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from validators import cputime
 from validators.cel import celengines, celfunctions
 from validators.findings import PathPart
 
@@ -248,7 +248,7 @@ class Memo:
 
     def tick(self) -> None:
         self.nodes += 1
-        if not self.nodes % 1024 and time.thread_time() > self.deadline:
+        if not self.nodes % 1024 and cputime.now() > self.deadline:
             raise OutOfTime(f"converting the object for CEL took too long ({self.nodes} nodes so far)")
 
 
