@@ -171,7 +171,7 @@ def test_the_cpu_clock_is_read_every_few_steps_and_a_spent_budget_still_stops(mo
         reads.append(len(reads))
         return float(len(reads) - 1)
 
-    monkeypatch.setattr(budgets, "time", SimpleNamespace(thread_time=clock))
+    monkeypatch.setattr(budgets, "cputime", SimpleNamespace(now=clock))
     steps = 0
     with budgets.limited(5.0), pytest.raises(budgets.OverBudget):  # deadline: 0 + 5
         while steps < 10_000:
