@@ -27,10 +27,7 @@ from validators.states import MemoryState
 from validators.views.scopes import Scope
 from webhook import inputs, settingsfiles
 from webhook.gates import Gate
-
-
-class SetupError(ValueError):
-    """A setting or settings file that cannot be used; the CLI exits 2 with the message."""
+from webhook.setuperrors import SetupError
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,9 @@
 """``routegate check`` and ``routegate render``: the Gate offline, on manifests, for CI.
 
 All inputs are applied together on top of the state (``--state`` files, or a live cluster found as
-kubectl finds it: ``cluster_source``), as ``kubectl apply -f DIR`` would, and each input object is judged as the
-admission subject against the state holding all the others. With ``--each`` every file is its own
-apply set instead, judged against the state alone, as separate applies would be (a folder of
+kubectl finds it: ``checktargets.cluster_source``), as ``kubectl apply -f DIR`` would, and each input
+object is judged as the admission subject against the state holding all the others. With ``--each``
+every file is its own apply set instead, judged against the state alone, as separate applies would be (a folder of
 independent scenarios, such as the Gateway API project's examples). An AdmissionReview file is a replay of
 one admission request: its ``request.object`` is judged against that state plus its ``oldObject``.
 
@@ -33,9 +33,11 @@ from validators.findings import Severity, denies
 from validators.objects import KINDS, REVIEWED_KINDS, Obj, Ref, ref_of
 from validators.states import MemoryState, Overlay, State
 from webhook import inputs, plans, progress, reports, ruleworkers
-from webhook.assembly import GateSettings, SetupError, build_gate, load_state, with_namespace
+from webhook.assembly import GateSettings, build_gate, load_state, with_namespace
+from webhook.checktargets import resolved
 from webhook.gates import HAPROXY_REJECTED, Gate
 from webhook.positions import Positions
+from webhook.setuperrors import SetupError
 from webhook.verdicts import Decision, Verdict
 
 EXIT_OK, EXIT_DENIED, EXIT_INPUT = 0, 1, 2
@@ -128,42 +130,6 @@ def _apply_sets(located: list[inputs.Located], *, each: bool) -> list[list[input
     for item in located:
         sets.setdefault(item.file, []).append(item)
     return list(sets.values())
-
-
-def cluster_source(args: argparse.Namespace) -> Any:
-    """The kubeconfig source ``check`` reads the cluster from (``kubeconfigs.Source``), or None: offline.
-
-    Live when ``--kubeconfig``, ``--context``, ``-n``, ``-A``, ``--all`` or ``--in-cluster`` is given or
-    ``$KUBECONFIG`` is set; the kubectl plugin also follows ``~/.kube/config``, as kubectl does. ``--state``
-    files stand for the cluster, so they win over ``$KUBECONFIG`` and ``-n``; ``--offline`` wins over all."""
-    from webhook.cluster import kubeconfigs
-
-    asked = [flag for flag, given in (
-        ("--kubeconfig", args.kubeconfig), ("--in-cluster", args.in_cluster), ("--context", args.context),
-        ("-A", args.all_namespaces), ("--all", args.all)) if given]
-    if args.offline:
-        if asked:
-            raise SetupError(f"--offline and {asked[0]} contradict each other: give one")
-        return None
-    if args.in_cluster and args.kubeconfig:
-        raise SetupError("--in-cluster and --kubeconfig are two clusters: give one")
-    if args.state:
-        if asked:
-            raise SetupError(f"--state and {asked[0]} are two sources of the cluster state: give one")
-        return None
-    if args.in_cluster:
-        return kubeconfigs.IN_CLUSTER
-    if args.kubeconfig:
-        return kubeconfigs.flag_source(args.kubeconfig)
-    source = kubeconfigs.default_source()
-    if asked or args.namespace or os.environ.get("KUBECONFIG"):
-        return source
-    if getattr(args, "kubectl_plugin", False):
-        if kubeconfigs.exists(source):
-            return source
-        print(f"kubectl routegate: no kubeconfig ($KUBECONFIG, ~/.kube/config): judged against "
-              f"{'the files' if not args.state else '--state'} only", file=sys.stderr)
-    return None
 
 
 async def _connect(source: Any, args: argparse.Namespace) -> Any:
@@ -370,7 +336,7 @@ async def _check(args: argparse.Namespace) -> int:
         raise SetupError("check needs -f PATH (files, directories or - for stdin), or --all (-A) to audit a cluster")
     if args.all_namespaces and args.namespace:
         raise SetupError("-A (every namespace) and -n NAME (one namespace) contradict each other: give one")
-    source = cluster_source(args)
+    source = resolved(args)
     # Connected (one request answered) before anything is read: an unreachable cluster fails in seconds.
     conn = await _connect(source, args) if source is not None else None
     binary = await binaries.detect(args.haproxy)

@@ -37,7 +37,8 @@ from webhook import (
     sharedstrings,
     warming,
 )
-from webhook.assembly import SetupError, build_gate, load_crd_documents, load_state
+from webhook.assembly import build_gate, load_crd_documents, load_state
+from webhook.setuperrors import SetupError
 from webhook.sources import StateSource, StaticSource
 
 log = structlog.get_logger("routegate")
