@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.webhook.clirun import env
+from tests.webhook.clirun import closed_port, env
 from webhook.cluster import kubeconfigfiles, kubeconfigs
 from webhook.cluster.kubeconfigfiles import Endpoint, Source
 
@@ -28,12 +28,6 @@ def _write(path: Path, current: str | None, contexts: dict[str, str], clusters: 
         cfg["current-context"] = current
     path.write_text(yaml.safe_dump(cfg))
     return str(path)
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -75,7 +69,7 @@ def test_in_cluster_is_the_service_host(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_a_closed_port_is_refused_and_a_listening_one_is_left_to_the_probe() -> None:
-    assert kubeconfigfiles.unreachable(f"https://127.0.0.1:{_closed_port()}") == "connection refused"
+    assert kubeconfigfiles.unreachable(f"https://127.0.0.1:{closed_port()}") == "connection refused"
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))
         listening.listen(1)
@@ -105,7 +99,7 @@ def test_a_silent_address_gives_up_at_the_deadline() -> None:
 def test_check_fails_on_a_closed_port_before_importing_the_gate(tmp_path: Path) -> None:
     """The gate and kubernetes-asyncio are more than a second of imports on a busy runner: a cluster
     that is down must not wait for them."""
-    kubeconfig = _write(tmp_path / "kc", "c", {"c": "c"}, {"c": {"server": f"https://127.0.0.1:{_closed_port()}"}})
+    kubeconfig = _write(tmp_path / "kc", "c", {"c": "c"}, {"c": {"server": f"https://127.0.0.1:{closed_port()}"}})
     script = ("import sys; from webhook.cli import main; code = main(['check', '-f', 'x.yaml', '--kubeconfig', "
               f"{kubeconfig!r}]); print(code, sorted(m for m in ('webhook.gates', 'kubernetes_asyncio', "
               "'webhook.checking', 'asyncio') if m in sys.modules))")
