@@ -174,6 +174,15 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "kind: TLSRoute\nspec: {parentRefs: [{name: edge, sectionName: pt}], "
                 "hostnames: [secure.example.com]}",
                 "Remove the hostname from the route, or ask the HTTPS listener's owner to remove theirs."),
+    "RG0129": E("The Gateway API says a Gateway whose infrastructure.parametersRef cannot be honoured is not "
+                "accepted (InvalidParameters), and neither is one asking for an address type the "
+                "implementation does not support (UnsupportedAddress). routegate takes no Gateway parameters "
+                "and binds IP addresses and hostnames only: such a Gateway is not served (its listeners, "
+                "ListenerSets and the routes attached only to it), and its status says Accepted=False with "
+                "the reason. A Gateway the data plane already runs keeps its last promoted version.",
+                "kind: Gateway\nspec:\n  infrastructure: {parametersRef: {group: '', kind: ConfigMap, "
+                "name: params}}",
+                "Remove spec.infrastructure.parametersRef, or use addresses of type IPAddress or Hostname."),
     "RG0300": E("The CRD's x-kubernetes-validations (CEL) rules run in the API server; a false rule rejects "
                 "the object at apply time.",
                 "(a Gateway listener with protocol HTTPS and no tls section)",

@@ -41,6 +41,7 @@ from haproxy_check.runtime.promotion import Promoted, Promoter, content_hash
 from validators import codes
 from validators.crossobject import statuses
 from validators.findings import Finding, Severity, denies
+from validators.objectrules import gatewayrefusals
 from validators.objects import Ref, dig
 from validators.states import State
 from webhook import audits, events, isolating, leaveouts, metrics, promotedversions, shrinkguard
@@ -169,6 +170,7 @@ class Reconciler:
         by_ref: dict[Ref, list[Finding]] = {ref: list(found) for ref, found in audited}
         previous = await asyncio.to_thread(self._live_description, live)
         try:
+            view, left = await self._refused_gateways(view, left, live, previous, by_ref)
             attempt = await self._attempt(view, previous, timings)
         except CheckTimedOut as exc:
             return self._undecided(exc, state, by_ref, left, live, timings)
@@ -240,6 +242,17 @@ class Reconciler:
         finally:
             self._timing("check", mark, timings)
         return isolating.Attempt(view, render, checked=checked)
+
+    async def _refused_gateways(self, view: State, left: list[leaveouts.LeftOut], live: Promoted | None,
+                                previous: Description | None, by_ref: dict[Ref, list[Finding]],
+                                ) -> tuple[State, list[leaveouts.LeftOut]]:
+        """Gateways the Gateway API says to reject: held back where the data plane runs them (webhook.leaveouts)."""
+        refused = gatewayrefusals.refused(view)
+        if not refused:
+            return view, left
+        last_good = self._last_good if self._last_good is not None else await self._restored(view, live, previous)
+        view, kept = leaveouts.refused_gateways(view, refused, last_good, by_ref)
+        return view, [*left, *kept]
 
     async def _record(self, view: State, promoted: Promoted) -> None:
         """Keep the promoted view's objects on disk (webhook.promotedversions); failing never un-promotes."""

@@ -16,7 +16,10 @@ of a stored status is ours to replace:
   that sends traffic to a Service the policy targets;
 - ``Programmed`` is True only when the data plane has the version (``dataplane`` below);
 - an object reconcile held back (HAProxy rejected it, the renderer refused it) is not Accepted, with
-  the field and HAProxy's message; a route reconcile served without a part gets ``PartiallyInvalid``.
+  the field and HAProxy's message; a Gateway the Gateway API says to reject (a parametersRef, an
+  unsupported address type: ``validators.objectrules.gatewayrefusals``) is ``Accepted=False`` with the
+  spec's reason (``InvalidParameters``, ``UnsupportedAddress``), whether an earlier generation keeps
+  serving or nothing does; a route reconcile served without a part gets ``PartiallyInvalid``.
 
 Pure: no I/O. The writer (``webhook.statuswriter``) compares the result with what is stored.
 """
@@ -32,6 +35,7 @@ from typing import Any
 from validators import codes
 from validators.crossobject import statuses
 from validators.findings import Finding
+from validators.objectrules import gatewayrefusals
 from validators.objects import GATEWAY_GROUP, KINDS, Obj, Ref, as_list, as_map, dig, kind_of, ref_of
 from validators.states import State
 from validators.views import attachments, closures
@@ -234,7 +238,21 @@ def _listener_owner(obj: Obj, ref: Ref, api_version: str, plural: str, generatio
                     held: str, facts: Facts, scoped: State, computed: Mapping[str, Any]) -> Target:
     conditions: list[dict[str, Any]] = list(found.get("conditions") or [])
     listeners: list[dict[str, Any]] = list(found.get("listeners") or [])
-    if held:
+    refused = gatewayrefusals.refusal(obj) if ref.kind == "Gateway" else None
+    if refused is not None:
+        # the stored generation is rejected as the spec says (Accepted=False, its reason); what runs is an
+        # earlier generation held back (webhook.leaveouts.refused_gateways) or nothing
+        kept = facts.partial.get(ref, "")
+        message = refused.message + (f"; the data plane keeps its {kept.removeprefix('held back at its ')}"
+                                     if kept.startswith("held back") else "")
+        conditions = [_condition("Accepted", False, refused.reason, message),
+                      _condition("Programmed", False, "Invalid", message)]
+        for listener in listeners:
+            listener["conditions"] = [
+                _condition("Programmed", False, "Invalid", message) if c["type"] == "Programmed" else c
+                for c in listener.get("conditions") or []]
+            listener["attachedRoutes"] = 0
+    elif held:
         message = f"not in the data plane: {held}"
         conditions = [_condition("Accepted", False, "Invalid", message),
                       _condition("Programmed", False, "Invalid", message)]

@@ -29,7 +29,7 @@ from tests.fakekube import FakeKube
 from tests.haproxy_check import dataplanes as dp
 from tests.reconcile.conftest import DATA
 from validators.objects import Obj, Ref
-from webhook import inputs
+from webhook import inputs, statusshapes
 from webhook.cluster import ClusterState
 from webhook.events import EventRecorder
 from webhook.following import follow
@@ -277,3 +277,56 @@ async def test_a_record_of_another_object_under_the_same_name_is_not_trusted(loo
     assert (left.ref.name, left.treatment) == ("a", Treatment.LEFT_OUT)
     served = loop.served()
     assert "a.example.com" not in served and "b.example.com" in served
+
+
+def _gateway(loop: Loop, name: str) -> dict[str, Any]:
+    got = loop.kube.get(GW, "gateways", "capture", name)
+    assert got is not None
+    return copy.deepcopy(dict(got))
+
+
+async def test_a_refused_gateway_edit_keeps_the_running_version_and_a_new_one_is_not_served(loop: Loop) -> None:
+    """A Gateway the Gateway API says to reject (here an infrastructure.parametersRef routegate cannot honour)
+    is not served; one the data plane runs is held back at its last promoted version, with a Warning Event
+    and Accepted=False (InvalidParameters) on the status, so one edit does not take every tenant down."""
+    assert (await loop.settled()).result is Result.PROMOTED
+    edge = _gateway(loop, "edge")
+    edge["spec"]["infrastructure"] = {"parametersRef": {"group": "", "kind": "ConfigMap", "name": "params"}}
+    loop.kube.update(edge)
+    fresh = _gateway(loop, "edge")
+    fresh["metadata"] = {"name": "fresh", "namespace": "capture"}
+    fresh["spec"]["listeners"][0]["port"] = dp.free_port()
+    loop.kube.create(fresh)
+    route = _route("to-fresh", "/fresh")
+    route["spec"]["parentRefs"] = [{"name": "fresh"}]
+    loop.kube.create(route)
+    outcome = await loop.settled()
+    assert outcome.result in (Result.PROMOTED, Result.UNCHANGED), outcome.rejection
+    treated = {x.ref.name: (x.treatment, x.kept_generation) for x in outcome.left_out}
+    assert treated == {"edge": (Treatment.HELD_BACK, 1), "fresh": (Treatment.LEFT_OUT, None)}
+    served = loop.served()
+    assert "a.example.com" in served and "to-fresh.example.com" not in served
+    assert f":{fresh['spec']['listeners'][0]['port']}" not in served
+    with loop.running():
+        assert loop.status("a.example.com", "/a-v1") == 200
+    [event] = [e for e in loop.events("edge") if e["involvedObject"]["kind"] == "Gateway"]
+    assert event["reason"] == "GatewayRefused" and "spec.infrastructure.parametersRef" in event["message"]
+    assert event["message"].endswith("held back at its last promoted version (generation 1)")
+
+    state = loop.cluster.snapshot()
+    facts = statusshapes.facts_from([(f.ref, f.findings) for f in outcome.faults],
+                                    [(x.ref, x.what, x.findings) for x in outcome.left_out],
+                                    dataplane=True, version="v")
+    targets = {t.ref.name: t for t in statusshapes.targets(state, {}, facts, loop.gate.scope)}
+    for name, kept in (("edge", True), ("fresh", False)):
+        accepted, programmed = targets[name].status["conditions"][:2]
+        assert (accepted["status"], accepted["reason"], programmed["status"]) == ("False", "InvalidParameters",
+                                                                                  "False")
+        assert ("the data plane keeps its last promoted version (generation 1)" in accepted["message"]) is kept
+
+    # the parametersRef removed: the Gateway is served as stored again
+    edge = _gateway(loop, "edge")
+    del edge["spec"]["infrastructure"]
+    loop.kube.update(edge)
+    outcome = await loop.settled()
+    assert [x.ref.name for x in outcome.left_out] == ["fresh"]
