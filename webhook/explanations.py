@@ -115,8 +115,9 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "configure). The rule keeps serving exactly as it would without its RequestMirror filters (its "
                 "other filters and backends apply; no copy is sent), rather than being dropped, so an upgrade takes "
                 "no live traffic down. Admission warns, reconcile writes a Warning Event, and the route's status "
-                "has PartiallyInvalid=True (UnsupportedValue) with a message that starts \"Fall Back\" naming the "
-                "rule and the filter; Accepted is unchanged.",
+                "has routegate.io/NotApplied=True (UnsupportedValue) naming the rule and the filter (not "
+                "PartiallyInvalid, which means a dropped rule or the route's last known good state); Accepted is "
+                "unchanged.",
                 "filters:\n- type: RequestMirror\n  requestMirror: {backendRef: {name: shadow, port: 80}}",
                 "Remove the filter; mirror outside the gateway (e.g. in the service mesh) if you need copies."),
     "RG0124": E("routegate renders no HAProxyRoutePolicy. The Gateway API says a custom filter is never "

@@ -22,7 +22,8 @@ of a stored status is ours to replace:
   the field and HAProxy's message; a Gateway the Gateway API says to reject (a parametersRef, an
   unsupported address type: ``validators.objectrules.gatewayrefusals``) is ``Accepted=False`` with the
   spec's reason (``InvalidParameters``, ``UnsupportedAddress``), whether an earlier generation keeps
-  serving or nothing does; a route reconcile served without a part gets ``PartiallyInvalid``.
+  serving or nothing does; a route reconcile served without a part gets ``routegate.io/NotApplied``
+  (``validators.crossobject.statuses.NOT_APPLIED`` says why not PartiallyInvalid).
 
 Pure: no I/O. The writer (``webhook.statuswriter``) compares the result with what is stored.
 """
@@ -368,14 +369,22 @@ def _route(obj: Obj, ref: Ref, api_version: str, plural: str, generation: int, f
             conditions = [_condition("Accepted", False, "UnsupportedValue", f"not in the data plane: {held}")
                           if c["type"] == "Accepted" else c for c in conditions]
         elif ref in facts.partial:
-            conditions.append(_condition("PartiallyInvalid", True, "UnsupportedValue",
-                                         f"served without {facts.partial[ref]}"))
+            conditions = _not_applied(conditions, f"served with {facts.partial[ref]}")
         parents.append({"parentRef": pref, "controllerName": controller,
                         "conditions": _stamp(conditions, generation)})
         if len(parents) == MAX_PARENTS:
             break
     return Target(ref, api_version, plural, generation, {"parents": parents}, controllers=controllers,
                   foreign=_foreign_parents(obj, scoped))
+
+
+def _not_applied(conditions: list[dict[str, Any]], said: str) -> list[dict[str, Any]]:
+    """``conditions`` with ``said`` in the route's routegate.io/NotApplied condition (one per type: a mirror's
+    may be there already; statuses.NOT_APPLIED says why it is not PartiallyInvalid)."""
+    for i, c in enumerate(conditions):
+        if c["type"] == statuses.NOT_APPLIED:
+            return [*conditions[:i], {**c, "message": f"{said}; {c['message']}"}, *conditions[i + 1:]]
+    return [*conditions, _condition(statuses.NOT_APPLIED, True, "UnsupportedValue", said)]
 
 
 def _foreign_parents(route: Obj, scoped: State) -> frozenset[tuple[str, str, str]]:

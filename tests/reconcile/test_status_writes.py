@@ -372,7 +372,7 @@ async def test_a_route_haproxy_rejects_is_not_accepted_with_haproxys_message(
     assert _status(kube, "gateways", "edge") == edge_before  # the last-known-good still describes it
 
 
-async def test_a_route_served_without_its_session_persistence_is_partially_invalid(
+async def test_a_route_served_without_its_session_persistence_says_it_is_not_applied(
         scoped_gate: Gate, kube: FakeKube, api: Any, tmp_path: Path) -> None:
     _populate(kube)
     route = copy.deepcopy(kube.get(GW, "httproutes", "default", "web"))
@@ -386,7 +386,7 @@ async def test_a_route_served_without_its_session_persistence_is_partially_inval
     [ours] = _status(kube, "httproutes", "web")["parents"][1:]
     found = _conditions(ours["conditions"])
     assert found["Accepted"] == ("True", "Accepted")
-    assert found["PartiallyInvalid"] == ("True", "UnsupportedValue")
+    assert found["routegate.io/NotApplied"] == ("True", "UnsupportedValue") and "PartiallyInvalid" not in found
 
 
 async def test_the_reconcile_process_writes_statuses_from_the_cluster_watch(kube: FakeKube, tmp_path: Path) -> None:

@@ -78,17 +78,25 @@ def _refused_parent(raw: Any, namespace: str, state: State) -> str:
            f"{refused.message}"
 
 
+#: The condition a route's parent entry carries when a rule serves without a part HAProxy cannot honour (a
+#: RequestMirror; reconcile adds an invalid sessionPersistence: webhook.statusshapes). Not the Gateway API's
+#: PartiallyInvalid: that condition MUST describe one of two approaches, "Dropped Rule" (the invalid rules
+#: are not served) or "Fall Back" (the route's last known good state is served), and routegate does
+#: neither: the current generation's rule serves with the part not applied. A tool or a reader taking "Fall
+#: Back" at its word would believe the latest generation is not live. Condition types of an implementation's
+#: own carry its domain (metav1.Condition); Accepted stays as it is.
+NOT_APPLIED = "routegate.io/NotApplied"
+
+
 def with_unmirrored_rules(conditions: list[dict[str, str]], mirrored: Sequence[unhonoured.Unhonoured],
                           ) -> list[dict[str, str]]:
     """An accepting parent's [Accepted, ResolvedRefs] when rules serve without the RequestMirror filters HAProxy
-    cannot honour (validators.objectrules.unhonoured.mirrored_rules): PartiallyInvalid=True, UnsupportedValue,
-    with a message that starts "Fall Back" (not "Dropped Rule": no rule is dropped) naming each rule and filter
-    and saying it serves without the mirror. The Gateway API's "Fall Back" is to the route's last known good
-    state; here it is to the rule without its mirrors, of the current generation. Accepted is left as it is."""
+    cannot honour (validators.objectrules.unhonoured.mirrored_rules): ``NOT_APPLIED``=True, UnsupportedValue,
+    naming each rule and filter and saying it serves without the mirror."""
     if not mirrored:
         return conditions
     said = "; ".join(f"{format_path(m.path)}: {m.message}" for m in mirrored)
-    return [*conditions, _condition("PartiallyInvalid", True, "UnsupportedValue", f"Fall Back: {said}")]
+    return [*conditions, _condition(NOT_APPLIED, True, "UnsupportedValue", said)]
 
 
 def statuses(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> dict[str, Any]:
