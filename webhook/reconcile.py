@@ -208,7 +208,8 @@ class Reconciler:
                  "statuses.json": (json.dumps(promoted_status, indent=2, sort_keys=True) + "\n").encode()}
         if live is not None and live.content_hash == content_hash(files) and self.promoter.live() is not None:
             self._last_good = view
-            await self._record(view, live)
+            if self._versions is not None and self._versions.recorded != live.content_hash:
+                await self._record(view, live)  # once per live version (unchanged runs render the same)
             return Outcome(Result.UNCHANGED, state.version, live, _faults(by_ref), tuple(left), (), timings)
         promoted = await self._timed("promote", timings, asyncio.to_thread(
             self.promoter.promote, files, state_version=state.version))

@@ -87,3 +87,20 @@ def test_the_view_to_judge_again_has_the_recorded_versions_and_hides_new_objects
     view = pv.view_with(now, {Ref("HTTPRoute", "t", "a"): copy.deepcopy(old)})
     assert [o["metadata"]["name"] for o in view.list("HTTPRoute")] == ["a"]
     assert view.get("HTTPRoute", "t", "a") == old
+
+
+def test_a_file_a_crash_cut_short_is_written_again_by_the_next_process(tmp_path: Path) -> None:
+    """Object files are not fsynced one by one: one cut short voids the record, is removed, and the next
+    promotion (of a new process, which reuses only files of the right size) writes it again."""
+    a, b = _route("a", "u1"), _route("b", "u2")
+    _saved(tmp_path, [a, b])
+    victim = tmp_path / "judged" / "objects" / (hashlib.sha256(pv.canonical(a)).hexdigest() + ".json")
+    victim.write_bytes(victim.read_bytes()[:10])
+    again = pv.PromotedVersions(tmp_path, IDENTITY)
+    again.save(MemoryState([a, b]), "h1")  # a size that does not match: written again
+    assert pv.PromotedVersions(tmp_path, IDENTITY).load("h1") == {Ref("HTTPRoute", "t", "a"): a,
+                                                                  Ref("HTTPRoute", "t", "b"): b}
+    victim.write_bytes(b"x" * victim.stat().st_size)  # the right size, wrong bytes: found on reading
+    assert pv.PromotedVersions(tmp_path, IDENTITY).load("h1") is None and not victim.exists()
+    pv.PromotedVersions(tmp_path, IDENTITY).save(MemoryState([a, b]), "h1")
+    assert pv.PromotedVersions(tmp_path, IDENTITY).load("h1") is not None

@@ -50,8 +50,8 @@ def route_status(route: Obj, state: State, *, http_ports: Sequence[int] = attach
     mirrored = unhonoured.mirrored_rules(route)
 
     def conditions(st: attachments.ParentStatus) -> list[dict[str, str]]:
-        refused = _refused_parent(parent_refs[st.parent_index], ref_of(route).namespace, state)
-        if st.accepted and refused:  # the Gateway is not served (gatewayrefusals): nothing attaches to it
+        refused = _refused_parent(parent_refs[st.parent_index], ref_of(route).namespace, state) if st.accepted else ""
+        if refused:  # the Gateway is not served (gatewayrefusals): nothing attaches to it
             return [_condition("Accepted", False, "NoMatchingParent", refused), dict(resolved)]
         found = [{"type": "Accepted", "status": "True" if st.accepted else "False", "reason": st.reason,
                   "message": st.message}, dict(resolved)]
