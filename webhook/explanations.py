@@ -175,7 +175,7 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "kind: TLSRoute\nspec: {parentRefs: [{name: edge, sectionName: pt}], "
                 "hostnames: [secure.example.com]}",
                 "Remove the hostname from the route, or ask the HTTPS listener's owner to remove theirs."),
-    "RG0129": E("The Gateway API says a Gateway whose infrastructure.parametersRef cannot be honoured is not "
+    "RG0130": E("The Gateway API says a Gateway whose infrastructure.parametersRef cannot be honoured is not "
                 "accepted (InvalidParameters), and neither is one asking for an address type the "
                 "implementation does not support (UnsupportedAddress). routegate takes no Gateway parameters "
                 "and binds IP addresses and hostnames only: such a Gateway is not served (its listeners, "

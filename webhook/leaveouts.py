@@ -112,7 +112,7 @@ def replacing(state: State, replaced: Mapping[Ref, Obj]) -> State:
 def refused_gateways(state: State, refused: Mapping[Ref, gatewayrefusals.Refusal], last_good: State | None,
                      found: Mapping[Ref, list[Finding]]) -> tuple[State, list[LeftOut]]:
     """``state`` with each refused Gateway the data plane runs held back at its promoted version (module
-    docstring), and a ``LeftOut`` for every refused one. ``found``: the audit's findings (RG0129 among them)."""
+    docstring), and a ``LeftOut`` for every refused one. ``found``: the audit's findings (RG0130 among them)."""
     replaced: dict[Ref, Obj] = {}
     left: list[LeftOut] = []
     for ref, refusal in sorted(refused.items()):

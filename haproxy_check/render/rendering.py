@@ -247,7 +247,7 @@ class Renderer:
     def _render(self, state: State, subject: Ref | None, previous: Description | None) -> RenderResult:
         stored = state
         # A Gateway the Gateway API says to reject is not served: hidden, its listeners bind nothing, its
-        # ListenerSets have no parent and routes attached only to it attach nowhere (the rule RG0129 says
+        # ListenerSets have no parent and routes attached only to it attach nowhere (the rule RG0130 says
         # so on the Gateway; validators.objectrules.gatewayrefusals). Its status is computed as stored.
         refused = gatewayrefusals.refused(state)
         if refused:

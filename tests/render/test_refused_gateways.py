@@ -92,9 +92,9 @@ def test_statuses_and_the_rule_say_why(refused: dict[str, Any], reason: str, fie
     assert (gone["status"], gone["reason"]) == ("False", "NoMatchingParent") and "ns/other" in gone["message"]
     both = [p["conditions"][0]["status"] for p in found["HTTPRoute ns/both"]["parents"]]
     assert both == ["True", "False"]
-    [finding] = [f for f in run(objects.get("Gateway", "ns", "other") or {}, _context()) if f.code == "RG0129"]
+    [finding] = [f for f in run(objects.get("Gateway", "ns", "other") or {}, _context()) if f.code == "RG0130"]
     assert (finding.field, str(finding.severity)) == (field, "warn")
-    assert not [f for f in run(objects.get("Gateway", "ns", "edge") or {}, _context()) if f.code == "RG0129"]
+    assert not [f for f in run(objects.get("Gateway", "ns", "edge") or {}, _context()) if f.code == "RG0130"]
 
 
 def test_supported_addresses_keep_the_gateway_accepted() -> None:

@@ -10,7 +10,7 @@
   types (``example.com/pool``) are not understood (conformance: GatewayStaticAddresses, Accepted=False
   with UnsupportedAddress).
 
-One source of truth for the rule (RG0129, an admission warning on the Gateway), the renderer (the Gateway
+One source of truth for the rule (RG0130, an admission warning on the Gateway), the renderer (the Gateway
 is hidden: its listeners are not bound, its ListenerSets have no parent, routes attached only to it are
 not served: ``haproxy_check.render.rendering``), the statuses (``Accepted=False`` with the reason:
 ``validators.crossobject.statuses``) and reconcile, which holds a Gateway the data plane runs back at
@@ -75,7 +75,7 @@ def refused(state: State) -> dict[Ref, Refusal]:
 
 
 def refused_gateway(obj: Obj, ctx: Context) -> Iterator[Finding]:
-    """RG0129: a Gateway the Gateway API says to reject (parametersRef, an unsupported address type)."""
+    """RG0130: a Gateway the Gateway API says to reject (parametersRef, an unsupported address type)."""
     found = refusal(obj)
     if found is not None:
         yield found.finding()
