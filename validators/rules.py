@@ -17,6 +17,7 @@ from validators.findings import Finding, Severity
 from validators.objectrules import (
     backendtlsrules,
     filters,
+    gatewayrefusals,
     listeners,
     names,
     policies,
@@ -60,7 +61,7 @@ RULES: Mapping[str, Sequence[Rule]] = {
     "TLSRoute": (*COMMON, listeners.tlsroute_hostnames),
     "TCPRoute": COMMON,
     "Gateway": (*COMMON, listeners.tcp_ports, listeners.tls_modes, listeners.pod_ports,
-                unhonoured.listener_tls_options),
+                unhonoured.listener_tls_options, gatewayrefusals.refused_gateway),
     "ListenerSet": (*COMMON, listeners.tcp_ports, listeners.tls_modes, listeners.pod_ports,
                     unhonoured.listener_tls_options),
     "BackendTLSPolicy": (*COMMON, backendtlsrules.subject_alt_names, backendtlsrules.trust),

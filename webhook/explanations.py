@@ -115,8 +115,9 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "configure). The rule keeps serving exactly as it would without its RequestMirror filters (its "
                 "other filters and backends apply; no copy is sent), rather than being dropped, so an upgrade takes "
                 "no live traffic down. Admission warns, reconcile writes a Warning Event, and the route's status "
-                "has PartiallyInvalid=True (UnsupportedValue) with a message that starts \"Fall Back\" naming the "
-                "rule and the filter; Accepted is unchanged.",
+                "has routegate.io/NotApplied=True (UnsupportedValue) naming the rule and the filter (not "
+                "PartiallyInvalid, which means a dropped rule or the route's last known good state); Accepted is "
+                "unchanged.",
                 "filters:\n- type: RequestMirror\n  requestMirror: {backendRef: {name: shadow, port: 80}}",
                 "Remove the filter; mirror outside the gateway (e.g. in the service mesh) if you need copies."),
     "RG0124": E("routegate renders no HAProxyRoutePolicy. The Gateway API says a custom filter is never "
@@ -174,6 +175,15 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "kind: TLSRoute\nspec: {parentRefs: [{name: edge, sectionName: pt}], "
                 "hostnames: [secure.example.com]}",
                 "Remove the hostname from the route, or ask the HTTPS listener's owner to remove theirs."),
+    "RG0130": E("The Gateway API says a Gateway whose infrastructure.parametersRef cannot be honoured is not "
+                "accepted (InvalidParameters), and neither is one asking for an address type the "
+                "implementation does not support (UnsupportedAddress). routegate takes no Gateway parameters "
+                "and binds IP addresses and hostnames only: such a Gateway is not served (its listeners, "
+                "ListenerSets and the routes attached only to it), and its status says Accepted=False with "
+                "the reason. A Gateway the data plane already runs keeps its last promoted version.",
+                "kind: Gateway\nspec:\n  infrastructure: {parametersRef: {group: '', kind: ConfigMap, "
+                "name: params}}",
+                "Remove spec.infrastructure.parametersRef, or use addresses of type IPAddress or Hostname."),
     "RG0300": E("The CRD's x-kubernetes-validations (CEL) rules run in the API server; a false rule rejects "
                 "the object at apply time.",
                 "(a Gateway listener with protocol HTTPS and no tls section)",

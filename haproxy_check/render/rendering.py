@@ -41,8 +41,9 @@ from haproxy_check.traffic import facts
 from validators.crossobject import statuses
 from validators.findings import Finding, PathPart, Severity
 from validators.limits import Limits
+from validators.objectrules import gatewayrefusals
 from validators.objects import Obj, Ref, dig, ref_of
-from validators.states import State
+from validators.states import State, Without
 from validators.views import attachments
 from validators.views.reads import Recording
 
@@ -244,6 +245,13 @@ class Renderer:
             return self._render(state, subject, previous)
 
     def _render(self, state: State, subject: Ref | None, previous: Description | None) -> RenderResult:
+        stored = state
+        # A Gateway the Gateway API says to reject is not served: hidden, its listeners bind nothing, its
+        # ListenerSets have no parent and routes attached only to it attach nowhere (the rule RG0130 says
+        # so on the Gateway; validators.objectrules.gatewayrefusals). Its status is computed as stored.
+        refused = gatewayrefusals.refused(state)
+        if refused:
+            state = Without(state, frozenset(refused))
         gen = self.cache.generation() if self.cache is not None else None
         sources = SourceMap(gen.origins if gen is not None else None)
         recorder = Recorder(base_lines=self.settings.base_lines(), sources=sources,
@@ -324,7 +332,7 @@ class Renderer:
             routing=facts.collect(fronts.values(), model.backends))
         return RenderResult(files=dict(sorted(files.items())), origins=origins, description=description,
                             findings=tuple(sorted(set(findings), key=lambda f: (f.about, f.field, f.code, f.message))),
-                            statuses=_statuses(state, subject, (self.settings.http_port, self.settings.https_port)))
+                            statuses=_statuses(stored, subject, (self.settings.http_port, self.settings.https_port)))
 
     def _route(self, route: Obj, state: State, fronts: dict[tuple[str, str], Any], model: HttpModel,
                ctx: httproutes.Context, subject: Ref | None, findings: list[Finding]) -> None:
