@@ -22,6 +22,7 @@ frontends are not modelled: such a table says so (``unmodelled``).
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ PROBE = "rg-probe"  # the label a sample host or path is made of, where the clas
 BACKEND, REDIRECT, ERROR, NOT_FOUND, REJECTED, NO_LISTENER = (
     "backend", "redirect", "error", "no route", "rejected", "no listener")
 WEIGHTED, FAIL = "@weighted", "@500"
+HTTPS_ENGINE = "https listeners"  # a TLS connection decrypted by the HTTP engine's HTTPS frontend
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -42,6 +44,7 @@ class Backend:
     name: str
     service: str = ""  # "ns/name:port"
     share: int = 100  # of 100 weight slots
+    address: str = ""  # "<address>:<port>" of a literal server (a custom Route's), where no Service is
 
     @property
     def owner(self) -> str:
@@ -69,6 +72,8 @@ class Destination:
             if len(self.backends) == 1:
                 return f"{self.backends[0].name}{who}"
             return ", ".join(f"{b.name} {b.share}%" for b in self.backends) + who
+        if self.outcome == HTTPS_ENGINE:
+            return f"{self.rule}{who}"
         if self.outcome in (REDIRECT, ERROR):
             return f"{self.outcome} {self.detail} by {self.rule}{who}".replace("  ", " ")
         return self.outcome
@@ -106,7 +111,7 @@ class RequestClass:
 
     def text(self) -> str:
         more = f" [{', '.join(self.matchers)}]" if self.matchers else ""
-        return f"{self.host} {self.path}{more}"
+        return f"{self.host} {self.path}{more}" if self.path else f"{self.host}{more}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"entry": self.entry, "host": self.host, "path": self.path, "matchers": list(self.matchers)}
@@ -119,6 +124,7 @@ class Row:
     sample: Request | None  # a request of the class (None: none could be made, e.g. an unusual regex)
     gateway: str  # the entry point's Gateway, "ns/name"
     listener: str  # the listener that admits the host: "Gateway ns/gw listener http"
+    connection: Any = None  # a TLS/TCP class's sample (``connections.Connection``; ``sample`` is None)
 
 
 @dataclass(slots=True)
@@ -165,6 +171,8 @@ class RoutingTable:
     def __init__(self, description: Description) -> None:
         routing: RoutingFacts = description.routing
         maps = _entries(description)
+        self.description_routing = routing
+        self._maps = maps
         self.frontends: dict[int, _Frontend] = {}
         by_token: dict[str, _Frontend] = {}
         for facts in routing.frontends:
@@ -211,8 +219,15 @@ class RoutingTable:
         self._weighted: dict[str, Counter[str]] | None = None
         self.redirects = {k: v.split("|", 1)[0] for k, v in _pairs(maps.get("gw-redirect.map", ()))}
         self.auth_fail = {k for k, v in _pairs(maps.get("gw-extauth.map", ())) if v == FAIL}
-        crd = [m for m in ("route-crd-exact.map", "route-crd-prefix.map") if maps.get(m)]
-        self.unmodelled = tuple(f"custom Route entries ({m}) are not modelled" for m in crd)
+        # custom Routes (seed 000): host+path keys tried where no Gateway rule matched, then "*"+path
+        self.crd_routes = {r.backend: r for r in routing.crd_routes}
+        self.crd_exact = dict(_pairs(maps.get("route-crd-exact.map", ()))) if self.crd_routes else {}
+        self.crd_prefix = tuple(_pairs(maps.get("route-crd-prefix.map", ()))) if self.crd_routes else ()
+        if routing.crd_port is not None and routing.crd_port not in self.frontends:
+            # the custom Routes' own frontend: no Gateway HTTP listener, no vhost, every request to them
+            own = FrontendFacts("routes-crd", "", "HTTP", routing.crd_port, routing.crd_port, "", (), ())
+            self.frontends[routing.crd_port] = _Frontend(own)
+        self.unmodelled: tuple[str, ...] = ()
         self._destinations: dict[str, Destination] = {}
         self._rule_keys: dict[str, tuple[Any, ...]] = {}
 
@@ -257,8 +272,49 @@ class RoutingTable:
                     break
         selected = selected or candidate
         if not selected:
-            return Destination(NOT_FOUND)
+            return self._crd(request) if self.crd_routes else Destination(NOT_FOUND)
         return self.destination(selected.split("|")[1])
+
+    def _crd(self, request: Request) -> Destination:
+        """A custom Route's answer to a request no Gateway rule selected (route-crd-exact/-prefix maps)."""
+        host = request.host.split(":", 1)[0].lower()
+        for key in (host + request.path, "*" + request.path):
+            backend = self.crd_exact.get(key)
+            if backend is None:
+                backend = next((be for prefix, be in self.crd_prefix if key.startswith(prefix)), None)
+            if backend is not None:
+                return self.crd_destination(backend)
+        return Destination(NOT_FOUND)
+
+    def crd_destination(self, backend: str) -> Destination:
+        route = self.crd_routes.get(backend)
+        if route is None:
+            return Destination(NOT_FOUND, detail=backend)
+        owner = route.route.split("/", 1)[0]
+        return Destination(BACKEND, f"Route {route.route}", owner, (Backend(backend, "", 100, route.address),))
+
+    def crd_classes(self, port: int) -> list[tuple[RequestClass, Request]]:
+        """One request class per custom Route key, on the HTTP frontend at ``port``: exact keys, then
+        prefixes (longest first), each with a sample request."""
+        fe = self.frontends.get(port)
+        if fe is None or not self.crd_routes:
+            return []
+        out = []
+        keys = [(k, "") for k in self.crd_exact] + [(k, "*") for k, _ in self.crd_prefix]
+        for key, star in keys:
+            cut = key.find("/")
+            host, path = key[:cut], key[cut:]
+            sample = f"{PROBE}-crd.invalid" if host == "*" else host
+            out.append((RequestClass(f"{fe.entry} (custom Routes)", host, path + star),
+                        Request(port, sample, path + (PROBE if star else ""))))
+        return out
+
+    @functools.cached_property
+    def l4(self) -> Any:
+        """The TLS/TCP entry points (``connections.L4Table``), read on first use."""
+        from haproxy_check.traffic import connections  # it reads this module's values
+
+        return connections.L4Table(self, self._maps)
 
     def _candidate(self, vh: str, found: _VHost | None, path: str) -> str | None:
         if found is not None:
@@ -389,6 +445,16 @@ class RoutingTable:
                 for cls, request, _ in ranked:
                     dest = self.resolve(request) if request is not None else Destination(NOT_FOUND)
                     out.append(Row(cls, dest, request, fe.facts.gateway, listener))
+            for cls, request in self.crd_classes(port):
+                out.append(Row(cls, self.resolve(request), request, fe.facts.gateway, ""))
+        l4 = self.l4
+        for port in l4.ports():
+            gateways, listeners = l4.owners_of(port)
+            taken = set(l4.patterns(port))
+            for pattern in l4.patterns(port):
+                conn = l4.sample(port, pattern, taken)
+                dest = l4.resolve(conn) if conn is not None else Destination(NOT_FOUND)
+                out.append(Row(l4.cls(port, pattern), dest, None, ", ".join(gateways), ", ".join(listeners), conn))
         return out
 
     def fingerprint(self, port: int, pattern: str) -> tuple[Any, ...] | None:
