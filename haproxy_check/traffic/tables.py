@@ -15,9 +15,12 @@ shipped ``400-http-frontends`` template does, step for step:
 5. the rule's answer: ``gw-redirect.map`` (a redirect), ``gw-extauth.map`` ``@500``, else
    ``rule-backend.map`` (a backend, ``@weighted``: the weight slots' backends, ``@500``).
 
+6. no rule selected: the custom Routes (seed 000) of ``route-crd-exact.map``/``route-crd-prefix.map``,
+   host+path then ``*``+path, else 404.
+
 ``rows`` lists every request class (entry point, host pattern, path match, matchers) with the route,
-rule and backends that serve it and their owners, in match order. Custom Route CRDs and L4 (TLS/TCP)
-frontends are not modelled: such a table says so (``unmodelled``).
+rule and backends that serve it and their owners, in match order; then each custom Route key and each
+TLS/TCP entry point's server-name classes (``connections``: what a connection by server name gets).
 """
 
 from __future__ import annotations
