@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 from validators.changes import Change, Operation  # noqa: E402
 from validators.crossobject import addressmoves  # noqa: E402
 from validators.objects import Obj  # noqa: E402
-from validators.states import MemoryState, Overlay  # noqa: E402
 from validators.podranges import PodRange  # noqa: E402
+from validators.states import MemoryState, Overlay  # noqa: E402
 
 PORTS = (80, 443)
 PODS = PodRange(20000, 10000)
