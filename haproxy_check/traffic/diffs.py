@@ -193,17 +193,22 @@ def moved(was: Destination, now: Destination) -> bool:
 
 
 def _same_rules(before: RoutingTable, after: RoutingTable) -> bool:
-    """Whether every rule answers alike in both tables (dictionaries compared in C)."""
-    return (before.targets == after.targets and before.weighted_lines == after.weighted_lines
+    """Whether every rule answers alike in both tables (dictionaries compared in C; the maps a change
+    left alone are the same parsed objects in both)."""
+    return ((before.targets is after.targets or before.targets == after.targets)
+            and before.weighted_lines == after.weighted_lines
             and before.redirects == after.redirects and before.auth_fail == after.auth_fail
-            and before.rules == after.rules and before.services == after.services)
+            and before.description_routing.rules == after.description_routing.rules
+            and before.services == after.services)
 
 
 def _same_frontend(before: RoutingTable, after: RoutingTable, port: int) -> bool:
-    was, now = before.frontends.get(port), after.frontends.get(port)
-    return (was is not None and now is not None and was.facts == now.facts and was.hosts == now.hosts
-            and was.wildcards == now.wildcards and was.vhosts == now.vhosts
-            and before.regexes == after.regexes)
+    """Whether the frontend at ``port`` has the same facts and map entries in both tables (compared as
+    the tables' cached per-token groups, without building the frontend)."""
+    was, now = before.frontends.facts.get(port), after.frontends.facts.get(port)
+    return (was is not None and now is not None and was == now
+            and (before.regexes is after.regexes or before.regexes == after.regexes)
+            and before.entries_of(was.token) == after.entries_of(now.token))
 
 
 def _hosts(table: RoutingTable, port: int) -> set[str]:

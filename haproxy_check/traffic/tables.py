@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,6 +168,78 @@ def _pairs(entries: Iterable[str]) -> Iterator[tuple[str, str]]:
             yield key, value
 
 
+# The parsed form of a map's entries, cached by content (``functools.lru_cache`` keys on the entries tuple:
+# hashed and compared in C): a review's table before the change and the one after share every map the
+# change left alone, and reviews against one cluster version share the table before. Read-only values.
+_CACHED = 48
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _grouped(entries: tuple[str, ...], path_keys: bool) -> dict[str, tuple[tuple[str, str], ...]]:
+    """(key, value) pairs by the frontend token of their key, in map order: ``host:token`` keys, or
+    (``path_keys``) ``host:token/path`` keys."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for line in entries:
+        key, _, value = line.rpartition(" ")
+        if not key:
+            continue
+        vh = key[:key.find("/")] if path_keys else key
+        out.setdefault(vh.rpartition(":")[2], []).append((key, value))
+    return {token: tuple(pairs) for token, pairs in out.items()}
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _regex_entries(entries: tuple[str, ...]) -> tuple[tuple[tuple[str, str, str], ...],
+                                                      dict[str, list[tuple[int, str, str]]],
+                                                      dict[str, tuple[tuple[str, str, str], ...]]]:
+    """Every regex in file order with the vhost text it is anchored on (HAProxy tries them all); the
+    same by that vhost text (with its order); and by frontend token."""
+    found: list[tuple[str, str, str]] = []  # (vhost literal, whole key, value)
+    at: dict[str, list[tuple[int, str, str]]] = {}
+    by_token: dict[str, list[tuple[str, str, str]]] = {}
+    for key, value in _pairs(entries):
+        cut = key.find("(?:")
+        if key.startswith("^") and cut > 0:
+            # pcre_escape's backslashes (a host has none of its own), without the path-start anchor
+            vh = key[1:cut].removesuffix("(?=/)").replace("\\", "")
+            found.append((vh, key, value))
+            at.setdefault(vh, []).append((len(found), key, value))
+            by_token.setdefault(vh.rpartition(":")[2], []).append((vh, key, value))
+    return tuple(found), at, {token: tuple(rows) for token, rows in by_token.items()}
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _pair_dict(entries: tuple[str, ...]) -> dict[str, str]:
+    return dict(_pairs(entries))
+
+
+_PATH_MAPS = (("path-exact.map", "exact"), ("path-prefix-exact.map", "prefix_exact"), ("path-prefix.map", "prefix"))
+
+
+class _Frontends(Mapping[int, _Frontend]):
+    """Port -> the frontend bound there, each built from its token's map entries on first use: a diff
+    reads only the ports whose entries differ."""
+
+    def __init__(self, facts: dict[int, FrontendFacts], build: Callable[[FrontendFacts], _Frontend]) -> None:
+        self.facts, self._build = facts, build
+        self._built: dict[int, _Frontend] = {}
+
+    def __getitem__(self, port: int) -> _Frontend:
+        got: _Frontend | None = self._built.get(port)
+        if got is None:
+            got = self._built[port] = self._build(self.facts[port])
+        return got
+
+    def __contains__(self, port: object) -> bool:
+        return port in self.facts
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.facts)
+
+    def __len__(self) -> int:
+        return len(self.facts)
+
+
 class RoutingTable:
     """What a render's HTTP frontends do with a request (module docstring). Immutable once built."""
 
@@ -176,63 +248,57 @@ class RoutingTable:
         maps = _entries(description)
         self.description_routing = routing
         self._maps = maps
-        self.frontends: dict[int, _Frontend] = {}
-        by_token: dict[str, _Frontend] = {}
-        for facts in routing.frontends:
-            fe = _Frontend(facts)
-            self.frontends[facts.port] = by_token[facts.token] = fe
-            for adv in facts.advanced:
-                for vh in adv.vhosts:
-                    fe.vhost(vh).advanced.append(adv)
+        facts = {f.port: f for f in routing.frontends}
+        if routing.crd_port is not None and routing.crd_port not in facts:
+            # the custom Routes' own frontend: no Gateway HTTP listener, no vhost, every request to them
+            facts[routing.crd_port] = FrontendFacts("routes-crd", "", "HTTP", routing.crd_port, routing.crd_port,
+                                                    "", (), ())
+        self.frontends = _Frontends(facts, self._frontend)
         self.rules = {r.rid: r for r in routing.rules}
         self.services = dict(routing.services)
-        for key, vh in _pairs(maps.get("host.map", ())):
-            owner = by_token.get(key.rpartition(":")[2])
-            if owner is not None:
-                owner.hosts[key.rpartition(":")[0]] = vh
-        for key, vh in _pairs(maps.get("host-wildcard.map", ())):
-            owner = by_token.get(key.rpartition(":")[2])
-            if owner is not None:
-                owner.wildcards.append((key.rpartition(":")[0], vh))
-        for name, attr in (("path-exact.map", "exact"), ("path-prefix-exact.map", "prefix_exact"),
-                           ("path-prefix.map", "prefix")):
-            for key, value in _pairs(maps.get(name, ())):
-                cut = key.find("/")
-                vh = key[:cut]
-                owner = by_token.get(vh.rpartition(":")[2])
-                if cut > 0 and owner is not None:
-                    getattr(owner.vhost(vh), attr)[key[cut:]] = value
-        # every regex in file order, with the vhost text it is anchored on (HAProxy tries them all)
-        self.regexes: list[tuple[str, str, str]] = []  # (vhost literal, whole key, value)
-        self._regex_at: dict[str, list[tuple[int, str, str]]] = {}  # vhost literal -> (order, key, value)
-        for key, value in _pairs(maps.get("path-regex.map", ())):
-            cut = key.find("(?:")
-            if key.startswith("^") and cut > 0:
-                # pcre_escape's backslashes (a host has none of its own), without the path-start anchor
-                vh = key[1:cut].removesuffix("(?=/)").replace("\\", "")
-                self.regexes.append((vh, key, value))
-                self._regex_at.setdefault(vh, []).append((len(self.regexes), key, value))
-                owner = by_token.get(vh.rpartition(":")[2])
-                if owner is not None:
-                    owner.vhost(vh).regex.append((key[cut:], value))
-        self.targets = dict(_pairs(maps.get("rule-backend.map", ())))
+        self.regexes, self._regex_at, self._regex_by_token = _regex_entries(maps.get("path-regex.map", ()))
+        self.targets = _pair_dict(maps.get("rule-backend.map", ()))
         # "<slot>:<rule id> <backend>", 100 lines per weighted rule (most of a render's map lines): read
         # when a weighted rule's answer is asked for (``weighted``), compared as text until then
         self.weighted_lines: tuple[str, ...] = tuple(maps.get("weighted-multi-backend.map", ()))
         self._weighted: dict[str, Counter[str]] | None = None
-        self.redirects = {k: v.split("|", 1)[0] for k, v in _pairs(maps.get("gw-redirect.map", ()))}
-        self.auth_fail = {k for k, v in _pairs(maps.get("gw-extauth.map", ())) if v == FAIL}
+        self.redirects = {k: v.split("|", 1)[0] for k, v in _pair_dict(maps.get("gw-redirect.map", ())).items()}
+        self.auth_fail = {k for k, v in _pair_dict(maps.get("gw-extauth.map", ())).items() if v == FAIL}
         # custom Routes (seed 000): host+path keys tried where no Gateway rule matched, then "*"+path
         self.crd_routes = {r.backend: r for r in routing.crd_routes}
         self.crd_exact = dict(_pairs(maps.get("route-crd-exact.map", ()))) if self.crd_routes else {}
         self.crd_prefix = tuple(_pairs(maps.get("route-crd-prefix.map", ()))) if self.crd_routes else ()
-        if routing.crd_port is not None and routing.crd_port not in self.frontends:
-            # the custom Routes' own frontend: no Gateway HTTP listener, no vhost, every request to them
-            own = FrontendFacts("routes-crd", "", "HTTP", routing.crd_port, routing.crd_port, "", (), ())
-            self.frontends[routing.crd_port] = _Frontend(own)
         self.unmodelled: tuple[str, ...] = ()
         self._destinations: dict[str, Destination] = {}
         self._rule_keys: dict[str, tuple[Any, ...]] = {}
+
+    def entries_of(self, token: str) -> tuple[Any, ...]:
+        """The map entries of the frontend with ``token`` (compared between tables: equal entries and
+        facts, equal answers on that frontend)."""
+        maps = self._maps
+        return (_grouped(maps.get("host.map", ()), False).get(token),
+                _grouped(maps.get("host-wildcard.map", ()), False).get(token),
+                *(_grouped(maps.get(name, ()), True).get(token) for name, _ in _PATH_MAPS),
+                self._regex_by_token.get(token))
+
+    def _frontend(self, facts: FrontendFacts) -> _Frontend:
+        fe = _Frontend(facts)
+        token, maps = facts.token, self._maps
+        for adv in facts.advanced:
+            for vh in adv.vhosts:
+                fe.vhost(vh).advanced.append(adv)
+        for key, vh in _grouped(maps.get("host.map", ()), False).get(token, ()):
+            fe.hosts[key.rpartition(":")[0]] = vh
+        for key, vh in _grouped(maps.get("host-wildcard.map", ()), False).get(token, ()):
+            fe.wildcards.append((key.rpartition(":")[0], vh))
+        for name, attr in _PATH_MAPS:
+            for key, value in _grouped(maps.get(name, ()), True).get(token, ()):
+                cut = key.find("/")
+                if cut > 0:
+                    getattr(fe.vhost(key[:cut]), attr)[key[cut:]] = value
+        for vh, key, value in self._regex_by_token.get(token, ()):
+            fe.vhost(vh).regex.append((key[key.find("(?:"):], value))
+        return fe
 
     @property
     def weighted(self) -> dict[str, Counter[str]]:
