@@ -179,6 +179,8 @@ def shared_with_others(routing: RoutingFacts, kind: str, namespace: str, name: s
     mine = [fe for fe in routing.frontends
             if me in fe.routes or (kind == "Gateway" and fe.gateway == f"{namespace}/{name}")
             or any(lst.source == me for lst in fe.listeners)]
+    if _l4_shared(routing, kind, namespace, f"{namespace}/{name}", me):
+        return True
     ports = {fe.public_port for fe in mine}
     for fe in routing.frontends:
         if fe in mine or fe.public_port in ports:
@@ -187,3 +189,16 @@ def shared_with_others(routing: RoutingFacts, kind: str, namespace: str, name: s
             if any(r.split(" ", 1)[1].split("/", 1)[0] != namespace for r in fe.routes):
                 return True
     return False
+
+
+def _l4_shared(routing: RoutingFacts, kind: str, namespace: str, name: str, me: str) -> bool:
+    """The same for the TLS/TCP entry points of the render (a closure): the object has a rule backend or
+    a listener there, and another owner has a Gateway, a listener or a route there."""
+    mine = any(b.kind == kind and b.route == name for b in routing.l4_backends) or (
+        kind == "Gateway" and any(name in fe.gateways for fe in routing.tls)) or any(
+        me in fe.listeners for fe in routing.tls)
+    if not mine:
+        return False
+    return (any(g.split("/", 1)[0] != namespace for fe in routing.tls for g in fe.gateways)
+            or any(s.split(" ", 1)[1].split("/", 1)[0] != namespace for fe in routing.tls for s in fe.listeners)
+            or any(b.route.split("/", 1)[0] != namespace for b in routing.l4_backends))
