@@ -171,24 +171,25 @@ def _pairs(entries: Iterable[str]) -> Iterator[tuple[str, str]]:
 # The parsed form of a map's entries, cached by content (``functools.lru_cache`` keys on the entries tuple:
 # hashed and compared in C): a review's table before the change and the one after share every map the
 # change left alone, and reviews against one cluster version share the table before. Read-only values.
-_CACHED = 48
+# A few versions of each map are kept: the grouping holds the map's own lines (pointers, no copies).
+_CACHED = 16
 
 
 @functools.lru_cache(maxsize=_CACHED)
-def _grouped(entries: tuple[str, ...], path_keys: bool) -> dict[str, tuple[tuple[str, str], ...]]:
-    """(key, value) pairs by the frontend token of their key, in map order: ``host:token`` keys, or
+def _grouped(entries: tuple[str, ...], path_keys: bool) -> dict[str, tuple[str, ...]]:
+    """The map's lines by the frontend token of their key, in map order: ``host:token`` keys, or
     (``path_keys``) ``host:token/path`` keys."""
-    out: dict[str, list[tuple[str, str]]] = {}
+    out: dict[str, list[str]] = {}
     for line in entries:
-        key, _, value = line.rpartition(" ")
+        key = line.rpartition(" ")[0]
         if not key:
             continue
         vh = key[:key.find("/")] if path_keys else key
-        out.setdefault(vh.rpartition(":")[2], []).append((key, value))
-    return {token: tuple(pairs) for token, pairs in out.items()}
+        out.setdefault(vh.rpartition(":")[2], []).append(line)
+    return {token: tuple(lines) for token, lines in out.items()}
 
 
-@functools.lru_cache(maxsize=_CACHED)
+@functools.lru_cache(maxsize=_CACHED // 2)
 def _regex_entries(entries: tuple[str, ...]) -> tuple[tuple[tuple[str, str, str], ...],
                                                       dict[str, list[tuple[int, str, str]]],
                                                       dict[str, tuple[tuple[str, str, str], ...]]]:
@@ -208,7 +209,7 @@ def _regex_entries(entries: tuple[str, ...]) -> tuple[tuple[tuple[str, str, str]
     return tuple(found), at, {token: tuple(rows) for token, rows in by_token.items()}
 
 
-@functools.lru_cache(maxsize=_CACHED)
+@functools.lru_cache(maxsize=_CACHED // 2)
 def _pair_dict(entries: tuple[str, ...]) -> dict[str, str]:
     return dict(_pairs(entries))
 
@@ -287,12 +288,12 @@ class RoutingTable:
         for adv in facts.advanced:
             for vh in adv.vhosts:
                 fe.vhost(vh).advanced.append(adv)
-        for key, vh in _grouped(maps.get("host.map", ()), False).get(token, ()):
+        for key, vh in _pairs(_grouped(maps.get("host.map", ()), False).get(token, ())):
             fe.hosts[key.rpartition(":")[0]] = vh
-        for key, vh in _grouped(maps.get("host-wildcard.map", ()), False).get(token, ()):
+        for key, vh in _pairs(_grouped(maps.get("host-wildcard.map", ()), False).get(token, ())):
             fe.wildcards.append((key.rpartition(":")[0], vh))
         for name, attr in _PATH_MAPS:
-            for key, value in _grouped(maps.get(name, ()), True).get(token, ()):
+            for key, value in _pairs(_grouped(maps.get(name, ()), True).get(token, ())):
                 cut = key.find("/")
                 if cut > 0:
                     getattr(fe.vhost(key[:cut]), attr)[key[cut:]] = value
