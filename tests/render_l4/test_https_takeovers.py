@@ -86,6 +86,25 @@ def test_the_gateway_owner_may_not_take_names_of_a_tenants_passthrough_listener(
     assert "ListenerSet team-a/pt" in found[0][3]
 
 
+def test_an_ssl_passthrough_http_routes_names_are_judged_the_same() -> None:
+    """team-a's HTTPRoute passing ``*.example.com`` through (SSLPassthrough) on infra's wildcard HTTPS
+    listener: team-b's ListenerSet adding an HTTPS listener for pay.example.com takes that name from it."""
+    objs = [*l4_services(), edge([l4_listener("wild", "HTTPS", 443, "*.example.com")]),
+            {"apiVersion": GW, "kind": "HTTPRoute", "metadata": {"name": "pass", "namespace": "team-a"},
+             "spec": {"parentRefs": [{"name": "edge", "namespace": "infra", "sectionName": "wild"}],
+                      "hostnames": ["*.example.com"],
+                      "rules": [{"filters": [{"type": "ExtensionRef", "extensionRef": {
+                          "group": "haproxy-haptic.org", "kind": "SSLPassthrough", "name": "on"}}],
+                                 "backendRefs": [{"name": "tcp0", "port": 80}]}]}}]
+    found = review(objs, Change(Operation.CREATE, https_set("team-b", "pay.example.com")))
+    assert [(c, s) for c, s, _, _ in found] == [(codes.HTTPS_OVER_PASSTHROUGH, "deny")]
+    assert "HTTPRoute team-a/pass" in found[0][3]
+    moved = diffs.diff(*(tables.table(RENDERER.render(MemoryState(o)).description)
+                         for o in (objs, [*objs, https_set("team-b", "pay.example.com")])))
+    assert [m.line() for m in moved.moves if m.cls.host == "pay.example.com"] == [
+        "TLS :443 pay.example.com -> gtw_tls_team-a_pass_0 (team-a) => HTTPS listeners of Gateway infra/edge (infra)"]
+
+
 @pytest.mark.parametrize("case", ["own route", "no overlap", "hostname unchanged", "not https"])
 def test_no_finding_where_no_other_owners_name_moves(case: str) -> None:
     objs = base(route_ns="team-b" if case == "own route" else "team-a")

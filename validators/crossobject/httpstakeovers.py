@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from validators import codes
-from validators.crossobject import crossobjects
+from validators.crossobject import crossobjects, passthroughs
 from validators.findings import Finding, Severity
 from validators.objects import Obj, Ref, as_list, dig, ref_of
 from validators.states import State
@@ -65,8 +65,9 @@ def findings(obj: Obj, base: State, proposed: State, *, http_ports: Sequence[int
         mine = [x for x in kept_after if x.source == me]
         if not mine:
             continue  # its HTTPS listeners are not reached through :<port> (a pod port, or not bound)
-        passing = [x for x in after_lsts if x.port == port and x.protocol == "TLS" and x.tls_mode == "Passthrough"
-                   and not x.conflicted]
+        # TLSRoutes pass names through on Passthrough TLS listeners, SSLPassthrough HTTPRoutes on HTTPS ones
+        passing = [x for x in after_lsts if x.port == port and not x.conflicted and (
+            (x.protocol == "TLS" and x.tls_mode == "Passthrough") or (x.protocol == "HTTPS" and x not in mine))]
         for route, through, host in _passed_names(proposed, passing, http_ports):
             was = {c.host for c in sniprecedence.https_claims(host, through, kept_before)}
             for claim in sniprecedence.https_claims(host, through, kept_after):
@@ -80,16 +81,17 @@ def findings(obj: Obj, base: State, proposed: State, *, http_ports: Sequence[int
 
 def _passed_names(state: State, passing: Sequence[attachments.Listener], http_ports: Sequence[int],
                   ) -> Iterator[tuple[Ref, attachments.Listener, str]]:
-    """(route, passthrough listener, hostname) of each name a TLSRoute passes through on ``passing``; a
-    name two routes claim once, for the oldest (the one the render gives it to)."""
+    """(route, listener, hostname) of each name a route passes through on ``passing``: a TLSRoute on a
+    Passthrough TLS listener, an HTTPRoute's SSLPassthrough rule on an HTTPS listener. A name two routes
+    claim counts once, for the one the render gives it to (SSLPassthrough HTTPRoutes first, then the oldest)."""
     sources = {x.source for x in passing}
-    routes = [r for src in sorted(sources, key=str) for r in crossobjects.mentioning(src, state)
-              if r.get("kind") == "TLSRoute"]
+    routes = {id(r): r for src in sorted(sources, key=str) for r in crossobjects.mentioning(src, state)
+              if r.get("kind") == "TLSRoute" or (r.get("kind") == "HTTPRoute" and passthroughs.passes_through(r))}
     claimed: set[tuple[int, str]] = set()
-    for route in sorted({id(r): r for r in routes}.values(), key=attachments.age_key):
+    for route in sorted(routes.values(), key=lambda r: (r.get("kind") != "HTTPRoute", attachments.age_key(r))):
         attached, _ = attachments.attach(route, state, http_ports=http_ports)
         for a in attached:
-            if a.listener not in passing:
+            if a.listener not in passing or (a.listener.protocol == "HTTPS") != (route.get("kind") == "HTTPRoute"):
                 continue
             for host in a.hostnames:
                 if (a.listener.port, host.lower()) not in claimed:
@@ -102,7 +104,7 @@ def _finding(me: Ref, port: int, claim: sniprecedence.HttpsClaim, route: Ref,
     https = claim.listener
     path = (*https.path, "hostname") if https.hostname else (*https.path, "port")
     what = (f"HTTPS listener {https.name!r} (hostname {https.hostname or 'unset: every name'}) on port {port} "
-            f"is more specific than passthrough listener {through.name!r} of {through.source} (hostname "
+            f"is more specific than the listener {through.name!r} of {through.source} (hostname "
             f"{through.hostname or 'unset: every name'}), so it takes the TLS connections for {claim.host} that "
             f"{route} (owner: namespace {route.namespace!r}) passes through, undecrypted, to its backend: they "
             "would be decrypted by this listener instead")
