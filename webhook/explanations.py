@@ -175,6 +175,15 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "kind: TLSRoute\nspec: {parentRefs: [{name: edge, sectionName: pt}], "
                 "hostnames: [secure.example.com]}",
                 "Remove the hostname from the route, or ask the HTTPS listener's owner to remove theirs."),
+    "RG0129": E("The most specific listener hostname wins, so an HTTPS listener added on a port where "
+                "passthrough routes serve names takes the names it is more specific for: their TLS connections "
+                "are decrypted by it instead of passed through. Where they enter through another owner's "
+                "passthrough listener and are served by another owner's route, the change is denied; through "
+                "the changer's own listener, it is allowed with a warning.",
+                "# team-a's ListenerSet pt, port 443: TLS Passthrough *.example.com, TLSRoute team-a/shop\n"
+                "# team-b's ListenerSet adds on the same Gateway:\n"
+                "listeners:\n- {name: web, port: 443, protocol: HTTPS, hostname: pay.example.com}",
+                "Use another hostname or port, or ask the route's owner to remove the name first."),
     "RG0130": E("The Gateway API says a Gateway whose infrastructure.parametersRef cannot be honoured is not "
                 "accepted (InvalidParameters), and neither is one asking for an address type the "
                 "implementation does not support (UnsupportedAddress). routegate takes no Gateway parameters "
