@@ -243,7 +243,7 @@ def test_cost_limit_per_expression() -> None:
 def test_runtime_budget_stops_the_rest() -> None:
     """RuntimeCELCostBudget (10,000,000) is shared by one policy's expressions: past it, the API server's
     message and no further validations."""
-    one = "object.spec.hostnames.all(a, object.spec.hostnames.all(b, true))"
+    one = "object.spec.hostnames.exists(a, object.spec.hostnames.exists(b, true))"  # cheap to run, dear to estimate
     big = route(hostnames=tuple(f"h{i}.example.com" for i in range(900)))  # each: ~950 nodes x 900, < 1,000,000
     assert judge([policy([{"expression": one}] * 10), binding()], big) == []
     assert judge([policy([{"expression": one}] * 15), binding()], big) == [

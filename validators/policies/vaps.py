@@ -370,11 +370,11 @@ def evaluate(policy: Policy, subject: Subject, param: Obj | None) -> list[_Failu
             out += failed(f"expression '{expr.text}' resulted in error: validation expression must evaluate to "
                           f"bool, got {type(result).__name__}")
             continue
-        out.append(_Failure(_message(validation, activation, meter), validation.reason, validation.path))
+        out.append(_Failure(message_of(validation, activation, meter), validation.reason, validation.path))
     return out
 
 
-def _message(validation: Validation, activation: Activation, meter: Meter) -> str:
+def message_of(validation: Validation, activation: Activation, meter: Meter) -> str:
     if validation.message_expression is not None and not validation.message_expression.unsupported:
         try:
             text = expressions.run(validation.message_expression, activation, meter)
