@@ -20,7 +20,8 @@ The same CEL and the same expression fields as a ValidatingAdmissionPolicy (``va
 
 Each policy has ``action: deny`` (RG0610, the default) or ``warn`` (RG0611) and optional ``kinds``
 (default: every kind routegate reviews). Messages name the policy: ``policy hosts-from-label:
-MESSAGE``; the field path is the expression's first ``object.a.b`` chain.
+MESSAGE``; the field path is a validation's ``fieldPath`` (``.spec.hostnames``), else the expression's
+first ``object.spec...`` chain (``vaps.path_of``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from validators.cel.celprograms import parse_field_path
 from validators.findings import Finding, Severity
 from validators.objects import REVIEWED_KINDS, Obj, as_list, as_map, dig, kind_of
 from validators.policies import expressions, policycodes, vaps
@@ -37,7 +39,7 @@ from validators.states import State
 from validators.views import attachments as views
 
 KEYS = ("name", "kinds", "action", "matchConditions", "variables", "validations")
-_VALIDATION_KEYS = ("expression", "message", "messageExpression")
+_VALIDATION_KEYS = ("expression", "message", "messageExpression", "fieldPath")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +131,12 @@ def parse(raw: Any) -> tuple[OwnPolicy, ...]:
             message = body.get("message") or ""
             if not isinstance(message, str):
                 raise SetupError(f"{who}: validations[{i}].message: expected a string")
-            validations.append(vaps.Validation(expr, message, message_expr, "Invalid", vaps.path_of(expr.text)))
+            field_path = body.get("fieldPath")
+            if field_path is not None and (not isinstance(field_path, str) or not parse_field_path(field_path)):
+                raise SetupError(f"{who}: validations[{i}].fieldPath: expected a path such as .spec.hostnames, "
+                                 f"got {field_path!r}")
+            path = parse_field_path(field_path) if field_path else vaps.path_of(expr.text)
+            validations.append(vaps.Validation(expr, message, message_expr, "Invalid", path))
         if not validations:
             raise SetupError(f"{who}: validations: at least one is required")
         out.append(OwnPolicy(name, frozenset(kinds), action, conditions, tuple(variables), tuple(validations)))

@@ -128,19 +128,22 @@ def _named_expressions(raw: Any, field: str, who: str, key: str, *, kind: str, d
 
 
 def path_of(text: str) -> tuple[PathPart, ...]:
-    """The field an expression is about, where it names one: ``object.spec.hostnames.all(...)`` ->
-    spec.hostnames (the first ``object.a.b`` chain, without a trailing function call)."""
+    """The field an expression is about, where it names one: its first ``object.spec...`` chain (else
+    its first ``object...`` chain), without a trailing method: ``object.spec.hostnames.all(...)`` ->
+    spec.hostnames."""
     from validators.cel import celfunctions
 
-    found = _OBJECT_PATH.search(celfunctions.strip_strings(text))
-    if found is None:
-        return ()
-    parts = [p.strip() for p in found.group(1).split(".") if p.strip()]
-    end = found.end()
-    rest = celfunctions.strip_strings(text)[end:].lstrip()
-    if rest.startswith("(") and parts:  # the last name is a method: size(), all(), startsWith()
-        parts.pop()
-    return tuple(parts)
+    blank = celfunctions.strip_strings(text)
+    chains: list[list[str]] = []
+    for found in _OBJECT_PATH.finditer(blank):
+        parts = [p.strip() for p in found.group(1).split(".") if p.strip()]
+        if blank[found.end():].lstrip().startswith("(") and parts:  # the last name is a method
+            parts.pop()
+        if parts:
+            chains.append(parts)
+    spec = [c for c in chains if c[0] == "spec"]
+    chosen = spec[0] if spec else chains[0] if chains else []
+    return tuple(chosen)
 
 
 def parse_policy(obj: Obj) -> Policy:
