@@ -314,7 +314,7 @@ class Gate:
             verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=_noted(prediction),
                               haproxy=self.binary, timings=timings, status=render.statuses.get(str(ref), {}),
                               prediction=prediction)
-            verdict = self._traffic_judged(original, full_state, trafficdiffs.judged(verdict, diff, render))
+            verdict = await self._traffic_judged(original, full_state, trafficdiffs.judged(verdict, diff, render))
             if verdict.allowed:
                 for passed in self.passed_observers:
                     passed(change, verdict)
@@ -322,10 +322,10 @@ class Gate:
         verdict = await self._judge_failure(change, state, findings, result, timings, started)
         return replace(verdict, status=render.statuses.get(str(ref), {}))
 
-    def _traffic_judged(self, change: Change, state: State, verdict: Verdict) -> Verdict:
-        for judge in self.traffic_judges:
+    async def _traffic_judged(self, change: Change, state: State, verdict: Verdict) -> Verdict:
+        for judge in self.traffic_judges:  # CEL on the diff: off the event loop, as the rules are
             if verdict.allowed and verdict.traffic is not None:
-                verdict = judge(change, state, verdict)
+                verdict = await asyncio.to_thread(judge, change, state, verdict)
         return verdict
 
     async def _traffic(self, state: State, render: RenderResult, timings: dict[str, float]) -> TrafficDiff:
@@ -435,7 +435,7 @@ class Gate:
                 await self._batch_traffic([items[i][0].ref for i in batch], batch, before, render, verdicts)
                 for i in batch:
                     if (verdict := verdicts[i]) is not None:
-                        verdicts[i] = self._traffic_judged(items[i][0], combined, verdict)
+                        verdicts[i] = await self._traffic_judged(items[i][0], combined, verdict)
             return
         settled = await self._settle_failing_batch(
             items, batch, combined, render, result,
@@ -572,7 +572,7 @@ class Gate:
         timings["total"] = self._clock() - item.started
         verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=_noted(prediction),
                           haproxy=self.binary, timings=timings, status=status, prediction=prediction)
-        verdict = self._traffic_judged(change, combined, trafficdiffs.judged(verdict, traffic, render))
+        verdict = await self._traffic_judged(change, combined, trafficdiffs.judged(verdict, traffic, render))
         if verdict.allowed:
             for passed in self.passed_observers:
                 passed(change, verdict)
