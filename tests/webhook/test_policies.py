@@ -227,3 +227,9 @@ async def test_check_all_audits_a_live_cluster_with_the_policies(tmp_path: Path)
     assert code == 1, out + err
     assert "HTTPRoute capture/astray: denied" in out and "policy hosts-from-namespace-label" in out
     assert "HTTPRoute capture/plain: denied" in out and "ValidatingAdmissionPolicy 'corp-hosts'" in out
+
+
+def test_explain_a_policy_finding() -> None:
+    for code, words in (("RG0600", "ValidatingAdmissionPolicy"), ("RG0610", "routegate policy")):
+        out = routegate("explain", code)
+        assert out.returncode == 0 and words in out.stdout and "Fix:" in out.stdout, out.stdout + out.stderr
