@@ -115,7 +115,7 @@ class Meter:
 
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> Meter:
-        size, width = _measure(values)
+        size, width = measure(values)
         return cls(size, width)
 
     def charge(self, expression: Expression) -> None:
@@ -129,23 +129,42 @@ class Meter:
         self.left -= cost
 
 
-def _measure(value: Any, depth: int = 0) -> tuple[int, int]:
-    """(nodes, widest list or map) of plain data; bounded by depth like every walk of objects here."""
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def measure(value: Any, depth: int = 0) -> tuple[int, int]:
+    """(nodes, widest list or map) of plain data; bounded by depth like every walk of objects here.
+    Objects from JSON and YAML are plain dicts, lists and scalars: told apart by type, not by ABC."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return 1, 0
+    if kind is not dict and kind is not list:
+        if isinstance(value, Mapping):
+            value = dict(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        else:
+            return 1, 0
     if depth > 100:
         return 1, 0
-    if isinstance(value, Mapping):
-        size, width = 1, len(value)
-        for item in value.values():
-            s, w = _measure(item, depth + 1)
-            size, width = size + s, max(width, w)
-        return size, width
-    if isinstance(value, list | tuple):
-        size, width = 1, len(value)
-        for item in value:
-            s, w = _measure(item, depth + 1)
-            size, width = size + s, max(width, w)
-        return size, width
-    return 1, 0
+    size, width = 1, len(value)
+    for item in value.values() if type(value) is dict else value:
+        if type(item) in _SCALARS:
+            size += 1
+            continue
+        s, w = measure(item, depth + 1)
+        size += s
+        if w > width:
+            width = w
+    return size, width
+
+
+def measured(*values: Any) -> tuple[int, int]:
+    size, width = 0, 0
+    for value in values:
+        s, w = measure(value)
+        size, width = size + s, max(width, w)
+    return size, width
 
 
 class Activation:

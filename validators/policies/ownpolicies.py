@@ -213,13 +213,14 @@ def judge(policies: Sequence[OwnPolicy], subject: vaps.Subject, extra: Mapping[s
     """Findings of ``policies`` on one request; ``extra``: ``attachments``, ``traffic``, ``lookup``."""
     kind = str(subject.request.get("kind", {}).get("kind", ""))
     findings: list[Finding] = []
+    size, width = expressions.measured(*extra.values())
     for policy in policies:
         if kind not in policy.kinds:
             continue
         values = {"object": subject.object, "oldObject": subject.old, "request": dict(subject.request),
                   "params": None, "namespaceObject": subject.namespace, "authorizer": None, **extra}
         activation = Activation(values, expressions.OWN_VARIABLES)
-        meter = Meter.of(values)
+        meter = Meter(subject.size + size, max(subject.width, width))
         findings += _one(policy, activation, meter)
     return findings
 

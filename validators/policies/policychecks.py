@@ -84,13 +84,15 @@ class PolicyChecks:
         if subject_obj.get("kind") not in REVIEWED_KINDS:
             return []
         obj = None if change.operation is Operation.DELETE else (defaulted or change.obj)
+        if self.vap is None and not self.own and not (served and self.own_traffic):
+            return []
+        subject = self._subject(change, state, obj)
         found: list[Finding] = []
         if self.vap is not None:
-            subject = self._subject(change, state, obj)
             found += self.vap.judge(subject) + vaps.unsupported_findings(self.vap, subject)
-        found += self._own(change, state, obj, self.own, (), False)
+        found += self._own(change, state, obj, self.own, (), False, subject)
         if served:
-            found += self._own(change, state, obj, self.own_traffic, (), True)
+            found += self._own(change, state, obj, self.own_traffic, (), True, subject)
         return found
 
     def _subject(self, change: Change, state: State, obj: Obj | None) -> vaps.Subject:
@@ -99,7 +101,8 @@ class PolicyChecks:
                                dry_run=change.dry_run)
 
     def _own(self, change: Change, state: State, obj: Obj | None, policies: Sequence[OwnPolicy],
-             traffic: Sequence[Mapping[str, Any]], served: bool) -> list[Finding]:
+             traffic: Sequence[Mapping[str, Any]], served: bool, subject: vaps.Subject | None = None,
+             ) -> list[Finding]:
         """``served``: ``traffic`` is what the object serves (the audit), not a diff."""
         if not policies or change.subject.get("kind") not in REVIEWED_KINDS:
             return []
@@ -107,7 +110,8 @@ class PolicyChecks:
         attached = ownpolicies.attachments_of(current, state, self.inner.http_ports)
         moves = ownpolicies.served_traffic(current, attached) if served else list(traffic)
         extra = {"attachments": attached, "traffic": moves, "lookup": ownpolicies.lookup_of(current, state)}
-        found = ownpolicies.judge(policies, self._subject(change, state, obj), extra)
+        subject = subject if subject is not None else self._subject(change, state, obj)
+        found = ownpolicies.judge(policies, subject, extra)
         ns = str(dig(current, "metadata", "namespace", default="") or "")
         return self.inner.enforcement.apply(found, namespace=ns)
 

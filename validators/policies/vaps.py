@@ -89,6 +89,8 @@ class Subject:
     request: Mapping[str, Any]
     namespace: Obj | None  # the namespace object; None: cluster-scoped
     match: matching.Request
+    size: int = 0  # nodes of object, oldObject, request and namespaceObject (the cost estimate's input)
+    width: int = 0  # their widest list or map
 
 
 def _name(obj: Obj) -> str:
@@ -324,7 +326,8 @@ def evaluate(policy: Policy, subject: Subject, param: Obj | None) -> list[_Failu
     values = {"object": subject.object, "oldObject": subject.old, "request": dict(subject.request),
               "params": param, "namespaceObject": subject.namespace, "authorizer": None}
     activation = Activation(values, expressions.VAP_VARIABLES)
-    meter = Meter.of({k: v for k, v in values.items() if k != "variables"})
+    size, width = expressions.measure(param)
+    meter = Meter(subject.size + size, max(subject.width, width))
     ignore = policy.failure_policy == "Ignore"
 
     def failed(error: str) -> list[_Failure]:
@@ -461,4 +464,6 @@ def subject_of(operation: str, obj: Obj | None, old: Obj | None, namespace: Obj 
                            {str(k): str(v) for k, v in labels.items()},
                            {str(k): str(v) for k, v in old_labels.items()} if old_labels is not None else None,
                            {str(k): str(v) for k, v in ns_labels.items()} if ns_labels is not None else None)
-    return Subject(obj, old, request, namespace if namespaced else None, req)
+    ns_obj = namespace if namespaced else None
+    size, width = expressions.measured(obj, old, request, ns_obj)
+    return Subject(obj, old, request, ns_obj, req, size, width)
