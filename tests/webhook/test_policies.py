@@ -36,8 +36,8 @@ NAMESPACES = load_objects(DATA / "namespaces.yaml")
 
 
 def review(hostnames: list[str], namespace: str = "capture") -> dict[str, Any]:
-    body = json.loads((need_shared("fixtures", "admission-reviews") / "03-httproute-create.json").read_text())
-    body = copy.deepcopy(body)
+    body: dict[str, Any] = json.loads(
+        (need_shared("fixtures", "admission-reviews") / "03-httproute-create.json").read_text())
     body["request"]["uid"] = "-".join(hostnames)
     body["request"]["object"]["spec"]["hostnames"] = hostnames
     body["request"]["namespace"] = namespace
@@ -181,7 +181,7 @@ async def test_check_reads_the_vaps_of_a_live_cluster(tmp_path: Path) -> None:
 
 
 def _stored(hostnames: list[str], name: str) -> dict[str, Any]:
-    obj = review(hostnames)["request"]["object"]
+    obj: dict[str, Any] = review(hostnames)["request"]["object"]
     obj["metadata"]["name"] = name
     return obj
 
@@ -209,7 +209,7 @@ def test_incremental_audit_sees_a_namespace_label_change(binary: HAProxyBinary, 
     route = _stored(["shop.example.com"], "astray")
     before = [*load_objects(STATE_DIR), *NAMESPACES, route]
     assert [str(r) for r, _ in cache.audit(MemoryState(before, version="1"))] == ["HTTPRoute capture/astray"]
-    relabelled = copy.deepcopy(NAMESPACES)
+    relabelled: list[dict[str, Any]] = copy.deepcopy(NAMESPACES)  # type: ignore[arg-type]
     relabelled[0]["metadata"]["labels"]["routegate.io/hosts"] = "shop.example.com"
     after = [*load_objects(STATE_DIR), *relabelled, route]
     assert cache.audit(MemoryState(after, version="2")) == audits.audit(gate.rules, MemoryState(after)) == []
