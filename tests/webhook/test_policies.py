@@ -209,7 +209,7 @@ def test_incremental_audit_sees_a_namespace_label_change(binary: HAProxyBinary, 
     route = _stored(["shop.example.com"], "astray")
     before = [*load_objects(STATE_DIR), *NAMESPACES, route]
     assert [str(r) for r, _ in cache.audit(MemoryState(before, version="1"))] == ["HTTPRoute capture/astray"]
-    relabelled: list[dict[str, Any]] = copy.deepcopy(NAMESPACES)  # type: ignore[arg-type]
+    relabelled: list[dict[str, Any]] = copy.deepcopy(NAMESPACES)
     relabelled[0]["metadata"]["labels"]["routegate.io/hosts"] = "shop.example.com"
     after = [*load_objects(STATE_DIR), *relabelled, route]
     assert cache.audit(MemoryState(after, version="2")) == audits.audit(gate.rules, MemoryState(after)) == []
