@@ -118,3 +118,27 @@ def test_setup_errors(raw: Any, words: str) -> None:
     with pytest.raises(SetupError) as caught:
         ownpolicies.parse(raw["policies"] if isinstance(raw, dict) else raw)
     assert words in str(caught.value)
+
+
+def test_policies_share_the_objects_cpu_budget_with_the_rules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The policies get what the rules left of the object's budget, not a budget of their own."""
+    from validators import cputime
+    from validators.checks import Result
+
+    clock = [0.0]
+
+    def now() -> float:
+        clock[0] += 1e-6
+        return clock[0]
+
+    class Slow(Checks):
+        def run(self, change: Change, state: Any) -> Result:
+            clock[0] += 1.5  # the rules used three quarters of the 2 s budget
+            return Result([], None)
+
+    monkeypatch.setattr(cputime, "now", now)
+    policy = ownpolicies.parse(one("true"))
+    change = Change(Operation.CREATE, route(), None)
+    assert PolicyChecks(Slow(schemas=None, cpu_budget_seconds=2.0), own=policy).run(change, STATE).findings == []
+    starved = PolicyChecks(Slow(schemas=None, cpu_budget_seconds=1.0), own=policy).run(change, STATE).findings
+    assert [f.code for f in starved] == ["RG0007"] and "admission policies" in starved[0].message

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from validators import budgets, codes
+from validators import budgets, codes, cputime
 from validators.changes import Change, Operation
 from validators.checks import Checks, Result
 from validators.findings import Finding, Severity, ordered
@@ -52,14 +52,16 @@ class PolicyChecks:
         return self.run(change, state).findings
 
     def run(self, change: Change, state: State) -> Result:
+        started = cputime.now()
         result = self.inner.run(change, state)
-        found = self._guarded(lambda: self._policies(change, state, result.defaulted, served=False))
+        found = self._guarded(lambda: self._policies(change, state, result.defaulted, served=False), started)
         return _merged(result, found)
 
     def audit_run(self, change: Change, state: State) -> Result:
         """``run`` for the reconcile audit: traffic policies see what the stored object serves."""
+        started = cputime.now()
         result = self.inner.run(change, state)
-        found = self._guarded(lambda: self._policies(change, state, result.defaulted, served=True))
+        found = self._guarded(lambda: self._policies(change, state, result.defaulted, served=True), started)
         return _merged(result, found)
 
     def traffic_findings(self, change: Change, state: State, moves: Sequence[Mapping[str, Any]]) -> list[Finding]:
@@ -68,9 +70,11 @@ class PolicyChecks:
             return []
         return self._guarded(lambda: self._own(change, state, change.obj, self.own_traffic, list(moves), False))
 
-    def _guarded(self, work: Any) -> list[Finding]:
+    def _guarded(self, work: Any, started: float | None = None) -> list[Finding]:
+        """``work`` within what is left of the object's CPU budget (the rules spent theirs since ``started``)."""
+        spent = cputime.now() - started if started is not None else 0.0
         try:
-            with budgets.limited(self.inner.cpu_budget_seconds):
+            with budgets.limited(max(0.0, self.inner.cpu_budget_seconds - spent)):
                 found: list[Finding] = work()
                 return found
         except budgets.OverBudget as exc:
