@@ -7,7 +7,7 @@
   ``serve``/``reconcile`` only from the files ``validatingAdmissionPolicies:`` of ``--config`` lists (off
   by default: the API server already evaluates the cluster's own, README "Policies").
 
-A policy that cannot be used is a :class:`~webhook.assembly.SetupError` naming it and the expression:
+A policy that cannot be used is a :class:`~webhook.setuperrors.SetupError` naming it and the expression:
 ``check`` exits 2, ``serve`` does not start (never a silent skip). The evaluation itself is pure and
 lives in ``validators.policies``; this module reads files and the cluster and installs
 :class:`~validators.policies.policychecks.PolicyChecks` as the Gate's rules, plus the judge of the
@@ -28,14 +28,13 @@ from validators.policies.expressions import SetupError as PolicySetupError
 from validators.policies.policychecks import PolicyChecks
 from validators.states import State
 from webhook import inputs, settingsfiles
+from webhook.setuperrors import SetupError
 from webhook.verdicts import Decision, Verdict
 
 LIVE_SECONDS = 30.0
 
 
 def _setup_error(exc: Exception) -> Exception:
-    from webhook.assembly import SetupError
-
     return SetupError(str(exc))
 
 
