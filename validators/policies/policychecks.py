@@ -46,6 +46,8 @@ class PolicyChecks:
         self.own_traffic = tuple(p for p in own if p.needs_traffic)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (a copy being built): never recurse
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     def check(self, change: Change, state: State) -> list[Finding]:
