@@ -192,6 +192,11 @@ CASES: list[tuple[str, list[dict[str, Any]], dict[str, Any], list[tuple[str, str
                                       "oldObject.spec.hostnames", "message": "hostnames are immutable"}]), binding()],
      {"old": route(hostnames=("old.example.com",)), "operation": "UPDATE"},
      [("RG0600", "deny", DENY + "hostnames are immutable")]),
+    # offline the user is nobody: an exemption for a group does not apply (and reading it is no error)
+    ("userInfo of nobody", [policy([{"expression": "'system:masters' in request.userInfo.groups || "
+                                     "request.userInfo.username == 'admin' || object.spec.hostnames.size() < 1",
+                                     "message": "only admins"}]), binding()], {},
+     [("RG0600", "deny", DENY + "only admins")]),
     # authorizer: cannot be asked offline, reported and not judged
     ("authorizer unsupported", [policy([{"expression": "authorizer.group('').resource('pods').check('get').allowed()"},
                                         {"expression": "true"}]), binding()], {},

@@ -388,9 +388,9 @@ def message_of(validation: Validation, activation: Activation, meter: Meter) -> 
             text = None  # the API server falls back to the static message
         if isinstance(text, str) and text.strip() and "\n" not in text and len(text) <= MESSAGE_LIMIT:
             return text.strip()
-    if validation.message:
-        return validation.message
-    return f"failed expression: {validation.expression.text}"
+    if validation.message.strip():
+        return validation.message.strip()
+    return f"failed expression: {validation.expression.text.strip()}"
 
 
 def _findings(policy: Policy, binding: Binding, failure: _Failure) -> Iterator[Finding]:
@@ -451,7 +451,10 @@ def subject_of(operation: str, obj: Obj | None, old: Obj | None, namespace: Obj 
         "requestKind": {"group": group, "version": version, "kind": kind},
         "requestResource": {"group": group, "version": version, "resource": resource},
         "name": name, "namespace": ns, "operation": operation,
-        "userInfo": dict(user or {}), "dryRun": dry_run,
+        # offline the user is not known: nobody's (no name, no groups), so an exemption for a user or
+        # group does not apply, as for a developer's own apply
+        "userInfo": {"username": "", "uid": "", "groups": [], "extra": {}, **dict(user or {})},
+        "dryRun": dry_run, "subResource": "", "options": None,
     }
     labels = as_map(dig(obj, "metadata", "labels")) if obj is not None else {}
     old_labels = as_map(dig(old, "metadata", "labels")) if old is not None else None
