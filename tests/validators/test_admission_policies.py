@@ -266,3 +266,15 @@ def test_codes_are_in_the_rule_table() -> None:
 
     codes = {i.code for i in rules.table()}
     assert {i.code for i in policycodes.RULE_INFOS} <= codes
+
+
+def test_yaml_timestamps_are_the_strings_the_api_server_sees() -> None:
+    """An unquoted YAML timestamp reaches the API server as a JSON string (kubectl converts the manifest)."""
+    import datetime
+
+    obj = route()
+    obj["metadata"]["creationTimestamp"] = datetime.datetime(2026, 11, 1, 10, 0, tzinfo=datetime.UTC)
+    obj["metadata"]["annotations"] = {"since": datetime.date(2026, 1, 1)}
+    objects = [policy([{"expression": "object.metadata.creationTimestamp == '2026-11-01T10:00:00Z' && "
+                                      "object.metadata.annotations.since == '2026-01-01'", "message": "m"}]), binding()]
+    assert judge(objects, obj) == []

@@ -16,6 +16,7 @@ cel-go would count). Past a limit the expression is not run and fails with the A
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -157,6 +158,37 @@ def measure(value: Any, depth: int = 0) -> tuple[int, int]:
         if w > width:
             width = w
     return size, width
+
+
+def as_json(value: Any, depth: int = 0) -> Any:
+    """``value`` as the API server sees it, in JSON: YAML's unquoted timestamps and dates are the strings
+    kubectl sends (``2026-11-01T10:00:00Z``), keys are strings, tuples are lists. The same object is
+    returned when nothing changes (the common case: objects from JSON or the cluster)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None and value.utcoffset() == datetime.timedelta(0):
+            return value.replace(tzinfo=None).isoformat() + "Z"
+        return value.isoformat()
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if depth > 100:
+        return value
+    if isinstance(value, Mapping):
+        changed = kind is not dict
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            new = as_json(item, depth + 1)
+            changed = changed or new is not item or type(key) is not str
+            out[key if type(key) is str else str(key)] = new
+        return out if changed else value
+    if isinstance(value, list | tuple):
+        items = [as_json(item, depth + 1) for item in value]
+        if kind is list and all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        return items
+    return value
 
 
 def measured(*values: Any) -> tuple[int, int]:

@@ -213,6 +213,7 @@ def judge(policies: Sequence[OwnPolicy], subject: vaps.Subject, extra: Mapping[s
     """Findings of ``policies`` on one request; ``extra``: ``attachments``, ``traffic``, ``lookup``."""
     kind = str(subject.request.get("kind", {}).get("kind", ""))
     findings: list[Finding] = []
+    extra = {name: expressions.as_json(value) for name, value in extra.items()}
     size, width = expressions.measured(*extra.values())
     for policy in policies:
         if kind not in policy.kinds:

@@ -324,7 +324,7 @@ class _ConfigError(Exception):
 def evaluate(policy: Policy, subject: Subject, param: Obj | None) -> list[_Failure]:
     """The failures of one policy on one request with one param (upstream validator.go's Validate)."""
     values = {"object": subject.object, "oldObject": subject.old, "request": dict(subject.request),
-              "params": param, "namespaceObject": subject.namespace, "authorizer": None}
+              "params": expressions.as_json(param), "namespaceObject": subject.namespace, "authorizer": None}
     activation = Activation(values, expressions.VAP_VARIABLES)
     size, width = expressions.measure(param)
     meter = Meter(subject.size + size, max(subject.width, width))
@@ -435,6 +435,7 @@ def unsupported_findings(policy_set: PolicySet, subject: Subject) -> list[Findin
 def subject_of(operation: str, obj: Obj | None, old: Obj | None, namespace: Obj | None, *,
                user: Mapping[str, Any] | None = None, dry_run: bool = False) -> Subject:
     """The request the API server would build for a change of a kind routegate knows."""
+    obj, old, namespace = expressions.as_json(obj), expressions.as_json(old), expressions.as_json(namespace)
     current = obj if obj is not None else old
     assert current is not None, "a change carries an object or an old object"
     api = str(current.get("apiVersion", ""))
