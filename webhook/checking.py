@@ -389,7 +389,8 @@ async def _check(args: argparse.Namespace) -> int:
     if prediction is not None and len(results) == 1:
         results = [(results[0][0], replace(results[0][1], prediction=prediction))]
     report = reports.Report(problems=sorted(problems, key=lambda p: (p.file, p.line, p.column)),
-                            warnings=[*loaded.warnings, *_cel_warning()], haproxy=binary, version=_version(),
+                            warnings=[*loaded.warnings, *_cel_warning(), *policyloading.warnings(vap)],
+                            haproxy=binary, version=_version(),
                             prediction=prediction, traffic=bool(getattr(args, "traffic", False)))
     for item, verdict in results:
         line, column = positions.of(item) if item.file != CLUSTER else (0, 0)

@@ -50,6 +50,17 @@ def vap_set(objects: Iterable[Obj]) -> vaps.PolicySet:
         raise _setup_error(exc) from None
 
 
+def warnings(policies: vaps.PolicySet) -> list[str]:
+    """What the API server would silently not enforce: a binding to a policy that does not exist, a
+    policy nothing binds (``check`` says so, so that a CI run does not pass for a policy that is off)."""
+    out = [f"ValidatingAdmissionPolicyBinding {b.name}: policy {b.policy!r} does not exist: the binding "
+           "enforces nothing" for b in policies.bindings if b.policy not in policies.policies]
+    bound = {b.policy for b in policies.bindings}
+    out += [f"ValidatingAdmissionPolicy {name}: no ValidatingAdmissionPolicyBinding names it: not enforced"
+            for name in sorted(policies.policies) if name not in bound]
+    return out
+
+
 def own_policies(settings: settingsfiles.Settings, path: str | None) -> tuple[ownpolicies.OwnPolicy, ...]:
     try:
         return ownpolicies.parse(settings.policies)

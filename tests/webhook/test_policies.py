@@ -233,3 +233,18 @@ def test_explain_a_policy_finding() -> None:
     for code, words in (("RG0600", "ValidatingAdmissionPolicy"), ("RG0610", "routegate policy")):
         out = routegate("explain", code)
         assert out.returncode == 0 and words in out.stdout and "Fix:" in out.stdout, out.stdout + out.stderr
+
+
+def test_check_says_which_policy_is_not_enforced(tmp_path: Path) -> None:
+    policy_only = tmp_path / "policy.yaml"
+    policy_only.write_text((DATA / "vaps.yaml").read_text().split("---")[0])
+    binding_only = tmp_path / "binding.yaml"
+    binding_only.write_text((DATA / "vaps.yaml").read_text().split("---")[1].replace("policyName: corp-hosts",
+                                                                                       "policyName: gone"))
+    route = _route(tmp_path, ["api.example.com"])
+    out = routegate("check", "--state", str(_state(tmp_path)), "-f", str(policy_only), "-f", str(binding_only),
+                    "-f", str(route))
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = out.stdout + out.stderr
+    assert "ValidatingAdmissionPolicy corp-hosts: no ValidatingAdmissionPolicyBinding names it: not enforced" in text
+    assert "ValidatingAdmissionPolicyBinding corp-hosts: policy 'gone' does not exist" in text

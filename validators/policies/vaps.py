@@ -247,7 +247,8 @@ class PolicySet:
         self.params = params
 
     def __bool__(self) -> bool:
-        return bool(self.bindings)
+        """Whether any policy is bound (an unbound policy enforces nothing)."""
+        return any(b.policy in self.policies for b in self.bindings)
 
     @classmethod
     def of(cls, objects: Iterable[Obj]) -> PolicySet:
