@@ -323,10 +323,22 @@ class Gate:
         return replace(verdict, status=render.statuses.get(str(ref), {}))
 
     async def _traffic_judged(self, change: Change, state: State, verdict: Verdict) -> Verdict:
-        for judge in self.traffic_judges:  # CEL on the diff: off the event loop, as the rules are
+        if not self.traffic_judges:
+            return verdict
+        # CEL on the diff: off the event loop, as the rules are
+        return await asyncio.to_thread(self._traffic_judged_now, change, state, verdict)
+
+    def _traffic_judged_now(self, change: Change, state: State, verdict: Verdict) -> Verdict:
+        for judge in self.traffic_judges:
             if verdict.allowed and verdict.traffic is not None:
-                verdict = await asyncio.to_thread(judge, change, state, verdict)
+                verdict = judge(change, state, verdict)
         return verdict
+
+    def _batch_traffic_judged(self, items: Sequence[tuple[Change, State]], batch: list[int], combined: State,
+                              verdicts: list[Verdict | None]) -> None:
+        for i in batch:
+            if (verdict := verdicts[i]) is not None:
+                verdicts[i] = self._traffic_judged_now(items[i][0], combined, verdict)
 
     async def _traffic(self, state: State, render: RenderResult, timings: dict[str, float]) -> TrafficDiff:
         """The traffic diff of ``render`` against the render of ``state`` (the closure without the change,
@@ -433,9 +445,8 @@ class Gate:
                                                         grouped, with_status)
             if self.traffic and before is not None and batch:
                 await self._batch_traffic([items[i][0].ref for i in batch], batch, before, render, verdicts)
-                for i in batch:
-                    if (verdict := verdicts[i]) is not None:
-                        verdicts[i] = await self._traffic_judged(items[i][0], combined, verdict)
+                if self.traffic_judges:  # one trip off the event loop for the whole batch
+                    await asyncio.to_thread(self._batch_traffic_judged, items, batch, combined, verdicts)
             return
         settled = await self._settle_failing_batch(
             items, batch, combined, render, result,
