@@ -244,7 +244,14 @@ class PolicySet:
                  params: Mapping[tuple[str, str], Sequence[Obj]]) -> None:
         self.policies = dict(policies)
         self.bindings = tuple(sorted(bindings, key=lambda b: b.name))
-        self.params = params
+        # by (API group, kind) and namespace: a binding looks in one namespace (and the cluster scope),
+        # never through every param object of the cluster (a live check lists all ConfigMaps)
+        self.params: dict[tuple[str, str], dict[str, list[Obj]]] = {}
+        for key, objects in params.items():
+            by_namespace = self.params.setdefault(key, {})
+            for obj in objects:
+                ns = str(dig(obj, "metadata", "namespace", default="") or "")
+                by_namespace.setdefault(ns, []).append(obj)
 
     def __bool__(self) -> bool:
         """Whether any policy is bound (an unbound policy enforces nothing)."""
@@ -303,8 +310,8 @@ class PolicySet:
         group = api.rpartition("/")[0]
         request_ns = str(subject.request.get("namespace") or "")
         namespace = ref.namespace or request_ns
-        candidates = [o for o in self.params.get((group, kind), ())
-                      if str(dig(o, "metadata", "namespace", default="") or "") in (namespace, "")]
+        by_namespace = self.params.get((group, kind), {})
+        candidates = [*by_namespace.get(namespace, ()), *(by_namespace.get("", ()) if namespace else ())]
         if ref.name:
             found = [o for o in candidates if _name(o) == ref.name]
         else:
