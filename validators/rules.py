@@ -28,6 +28,7 @@ from validators.objectrules import (
     unhonoured,
 )
 from validators.objects import Obj
+from validators.policies import policycodes
 
 Rule = Callable[[Obj, Context], Iterator[Finding]]
 
@@ -83,7 +84,7 @@ def run(obj: Obj, ctx: Context, rules: Mapping[str, Sequence[Rule]] = RULES) -> 
 
 def table() -> list[RuleInfo]:
     """Every code with its default severity and one line: ours, CEL's and the cross-object warnings."""
-    infos = [*INFOS, *celchecks.RULE_INFOS]
+    infos = [*INFOS, *celchecks.RULE_INFOS, *policycodes.RULE_INFOS]
     infos += [RuleInfo(c, Severity.WARN, s) for c, s in crossobjects.CODES.items()]
     return sorted({i.code: i for i in infos}.values(), key=lambda i: i.code)
 

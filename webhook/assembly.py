@@ -142,9 +142,16 @@ def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: Schema
         scratch_base=Path(settings.scratch_dir) if settings.scratch_dir else None,
     )
     # A user template may read any object (resources(), get()): its output has no closure to bound it.
-    return Gate(rules=rules, renderer=renderer, checker=checker, note_budget=settings.note_budget,
+    gate = Gate(rules=rules, renderer=renderer, checker=checker, note_budget=settings.note_budget,
                 delta=not settings.templates, dataplane_version=settings.dataplane_version,
                 scope=scope_of(settings))
+    # The settings file's own policies (and VAP files) are judged wherever this gate judges.
+    from webhook import policyloading
+
+    loaded = load_settings(settings.config)
+    policyloading.install(gate, vap=policyloading.configured_vaps(loaded, settings.config),
+                          own=policyloading.own_policies(loaded, settings.config))
+    return gate
 
 
 def with_file(settings: GateSettings) -> GateSettings:

@@ -207,6 +207,31 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "server too.",
                 "(a field a rule reads without has())",
                 "Set the field the rule reads."),
+    "RG0600": E("The cluster's ValidatingAdmissionPolicy rejects the object at apply time (validationActions "
+                "Deny); check evaluates the same policy, binding and params offline so CI fails first.",
+                "validations:\n- expression: \"object.spec.hostnames.all(h, h.endsWith('.corp.example'))\"\n"
+                "# HTTPRoute: hostnames: [api.example.com]",
+                "Change the object as the policy's message says, or the policy/binding if it is wrong."),
+    "RG0601": E("A binding with validationActions Warn: the API server admits the object with a warning.",
+                "validationActions: [Warn]",
+                "Change the object as the message says before the policy's owner turns it to Deny."),
+    "RG0602": E("A binding with validationActions Audit: the API server admits the object and records the "
+                "failure in the audit log (validation.policy.admission.k8s.io/validation_failure).",
+                "validationActions: [Audit]",
+                "Change the object as the message says; audits find it otherwise."),
+    "RG0603": E("An expression that asks the cluster's authorizers (authorizer.check(...)) cannot be answered "
+                "offline; routegate reports it instead of guessing allowed or denied.",
+                "validations:\n- expression: \"authorizer.group('').resource('pods').check('get').allowed()\"",
+                "Nothing in the object: the API server evaluates this expression at apply time."),
+    "RG0610": E("A routegate policy of the platform (--config policies, action deny) is false for the object: "
+                "it can read what only routegate knows (attachments, the traffic diff, namespace and Service "
+                "labels), at admission, in check and in the reconcile audit alike.",
+                "policies:\n- name: hosts-from-namespace-label\n  validations:\n"
+                "  - expression: \"attachments.hostnames.all(h, h in variables.allowed)\"",
+                "Change the object as the policy's message says (or ask the platform team)."),
+    "RG0611": E("A routegate policy with action: warn: the object is admitted with the policy's message.",
+                "policies:\n- name: max-hostnames\n  action: warn",
+                "Change the object as the policy's message says."),
     "RG0401": E("A route attached to no listener is not served; it was checked behind a synthetic listener "
                 "so that its own configuration is still judged.",
                 "parentRefs: [{name: no-such-gateway}]",
