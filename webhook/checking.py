@@ -339,7 +339,7 @@ async def _check(args: argparse.Namespace) -> int:
     source = resolved(args)
     # Connected (one request answered) before anything is read: an unreachable cluster fails in seconds.
     conn = await _connect(source, args) if source is not None else None
-    live_policies = await _live_policies(conn)
+    live_policies, policy_warnings = await _live_policies(conn)
     binary = await binaries.detect(args.haproxy)
     namespace = args.namespace or (conn.namespace if conn is not None else None) or "default"
     # Loading allocates the objects that live until the run ends, and no cycles to find: collections while
@@ -389,7 +389,8 @@ async def _check(args: argparse.Namespace) -> int:
     if prediction is not None and len(results) == 1:
         results = [(results[0][0], replace(results[0][1], prediction=prediction))]
     report = reports.Report(problems=sorted(problems, key=lambda p: (p.file, p.line, p.column)),
-                            warnings=[*loaded.warnings, *_cel_warning(), *policyloading.warnings(vap)],
+                            warnings=[*loaded.warnings, *_cel_warning(), *policyloading.warnings(vap),
+                                      *policy_warnings],
                             haproxy=binary, version=_version(),
                             prediction=prediction, traffic=bool(getattr(args, "traffic", False)))
     for item, verdict in results:
@@ -413,12 +414,22 @@ async def _check(args: argparse.Namespace) -> int:
     return code
 
 
-async def _live_policies(conn: Any) -> list[Obj]:
-    """The cluster's ValidatingAdmissionPolicies, bindings and their params (``webhook.policyloading``)."""
+async def _live_policies(conn: Any) -> tuple[list[Obj], list[str]]:
+    """The cluster's ValidatingAdmissionPolicies, bindings and their params (``webhook.policyloading``),
+    and a warning when the credentials may not read them: a CI account that may list routes but not
+    admission policies still gets its check, told that the cluster's policies were not applied."""
     if conn is None:
-        return []
+        return [], []
+    from webhook.cluster.clients import ApiError
+
     try:
-        return await policyloading.live_objects(conn)
+        return await policyloading.live_objects(conn), []
+    except ApiError as exc:
+        if exc.status != 403:
+            raise SetupError(f"cannot list the ValidatingAdmissionPolicies of the cluster at {conn.where()}: "
+                             f"HTTP {exc.status}") from None
+        return [], ["the cluster's ValidatingAdmissionPolicies could not be read (HTTP 403: these credentials "
+                    "may not list them): judged without them"]
     except Exception as exc:  # a cluster that cannot list them cannot say what it would enforce
         raise SetupError(f"cannot list the ValidatingAdmissionPolicies of the cluster at {conn.where()}: "
                          f"{type(exc).__name__}: {exc}") from None

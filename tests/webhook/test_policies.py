@@ -177,6 +177,19 @@ async def test_check_reads_the_vaps_of_a_live_cluster(tmp_path: Path) -> None:
     assert "ValidatingAdmissionPolicy 'corp-hosts' with binding 'corp-hosts' denied request" in out
 
 
+
+async def test_credentials_that_may_not_list_the_vaps_get_a_check_and_a_warning(tmp_path: Path) -> None:
+    """A CI account allowed to read routes but not admission policies: judged without them, told so."""
+    async with FakeKube() as kube:
+        install_gateway_api(kube)
+        for obj in [*load_objects(STATE_DIR), *NAMESPACES, *load_objects(DATA / "vaps.yaml")]:
+            kube.create(obj)
+        kube.forbid("validatingadmissionpolicies")
+        kubeconfig = kube.write_kubeconfig(tmp_path / "kubeconfig")
+        code, out, err = await run_check("--kubeconfig", kubeconfig, "-f", str(_route(tmp_path, ["api.example.com"])))
+    assert code == 0, out + err
+    assert "ValidatingAdmissionPolicies could not be read (HTTP 403" in out + err
+
 # --- reconcile audit --------------------------------------------------------------------------------------
 
 
