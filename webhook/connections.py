@@ -13,16 +13,28 @@ small guard protocol in front of aiohttp's own, with one timer whose meaning fol
   then at most LINGERING seconds in which aiohttp reads and drops what is left of it;
 - the handler itself: the review timeout (webhook.servers).
 
-A connection past ``max_connections`` is closed right after its handshake, so the cap holds whatever
-the fd limit. The defaults leave the apiserver's client alone: its idle connections live 90 s (Go's
-``IdleConnTimeout``), and the idle bound is above that so the server never closes a connection the
-client is about to reuse.
+Connections past ``max_connections`` are *answered*, not dropped: up to ``busy_connections`` more are
+served one answer each, HTTP 503 with ``Retry-After`` ("busy", a call failure the apiserver hands to
+the webhook's ``failurePolicy``, see webhook.reviews), and closed; only past both is a connection
+closed right after its handshake, so the hard bound holds whatever the fd limit. A dropped connection
+is worse than a 503 for the caller: Go's client reports it as a transport error with no reason, and
+a request that was already sent may be retried blindly or not at all.
+
+The cap is sized for the apiserver's client, which opens one HTTP/1.1 connection per call in flight
+(Go's transport keeps no limit per host for it): the apiserver admits at most
+``--max-requests-inflight`` + ``--max-mutating-requests-inflight`` requests at once (400 + 200 by
+default, the seats of API Priority and Fairness), and only writes reach a validating webhook, so one
+apiserver holds at most about 600 connections to one replica; 1,024 leaves room for a second
+apiserver's share or a burst that outlives a connection. The defaults leave the apiserver's client
+alone otherwise: its idle connections live 90 s (Go's ``IdleConnTimeout``), and the idle bound is
+above that so the server never closes a connection the client is about to reuse.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import resource
 import ssl
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -32,18 +44,49 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from webhook import reviews
+
 log = structlog.get_logger("routegate")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 LINGERING = 1.0  # aiohttp's default (10 s) would let a slow body hold the connection past its 408
 
 
+MAX_CONNECTIONS = 1024
+SPARE_FDS = 256  # descriptors kept for everything else: haproxy -c pipes, scratch files, watches, logs
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionLimits:
-    max_connections: int = 256
+    max_connections: int = MAX_CONNECTIONS
     header_timeout: float = 10.0
     body_timeout: float = 10.0
     idle_timeout: float = 100.0
+    busy_connections: int = -1  # connections answered "busy" past the cap; -1: a quarter of the cap
+
+    @property
+    def busy(self) -> int:
+        return self.busy_connections if self.busy_connections >= 0 else max(self.max_connections // 4, 16)
+
+    @property
+    def hard(self) -> int:
+        """Open connections at most: past this one is closed after its handshake without an answer."""
+        return self.max_connections + self.busy
+
+
+def descriptors_for(limits: ConnectionLimits) -> tuple[int, int]:
+    """(needed, available): file descriptors the limits need, and the soft RLIMIT_NOFILE after raising
+    it towards the hard limit (a container's default soft limit is often 1,024)."""
+    needed = limits.hard + SPARE_FDS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        wanted = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError):
+            pass
+    return needed, (needed if soft == resource.RLIM_INFINITY else soft)
 
 
 def runner_options(limits: ConnectionLimits) -> dict[str, Any]:
@@ -58,12 +101,14 @@ class _Phase(enum.Enum):
 
 
 class Guards:
-    """The live guarded connections of one listener, and counts of the ones cut or refused."""
+    """The live guarded connections of one listener, and counts of the ones cut, refused or answered
+    busy."""
 
     def __init__(self, limits: ConnectionLimits) -> None:
         self.limits = limits
         self._by_transport: dict[asyncio.BaseTransport, _Guard] = {}
-        self.cut: Counter[str] = Counter()  # "idle", "header", "body", "refused"
+        self._busy_open = 0  # live connections admitted past the cap (each gets one "busy" answer)
+        self.cut: Counter[str] = Counter()  # "idle", "header", "body", "refused"; "busy": answered 503
 
     def __len__(self) -> int:
         return len(self._by_transport)
@@ -85,6 +130,14 @@ class Guards:
         guard = self.of(request)
         if guard is not None:
             guard.enter(_Phase.HANDLING)
+            if guard.busy:
+                # Past the cap: answered at once, its body left to aiohttp's lingering read, closed.
+                self.cut["busy"] += 1
+                response = unavailable(
+                    f"routegate is busy: {self.limits.max_connections} connections are open "
+                    f"(--max-connections); retry")
+                response.force_close()
+                return response
         return await handler(request)
 
     async def _responding(self, request: web.Request, response: web.StreamResponse) -> None:
@@ -104,15 +157,20 @@ class _Guard(asyncio.Protocol):
         self.served = 0
         self._timer: asyncio.TimerHandle | None = None
         self._passed = False  # the inner protocol saw connection_made
+        self.busy = False  # admitted past the cap: its request is answered "busy" and it is closed
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        if len(self.guards) >= self.guards.limits.max_connections:
-            self.guards.cut["refused"] += 1
+        guards, limits = self.guards, self.guards.limits
+        if len(guards) >= limits.hard:
+            guards.cut["refused"] += 1
             transport.abort()
             return
-        self.guards._by_transport[transport] = self
+        if len(guards) - guards._busy_open >= limits.max_connections:
+            self.busy = True
+            guards._busy_open += 1
+        guards._by_transport[transport] = self
         self._passed = True
         self.inner.connection_made(transport)
         self._arm(self.guards.limits.header_timeout)
@@ -128,8 +186,8 @@ class _Guard(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
-        if self.transport is not None:
-            self.guards._by_transport.pop(self.transport, None)
+        if self.transport is not None and self.guards._by_transport.pop(self.transport, None) is not None:
+            self.guards._busy_open -= self.busy
         if self._passed:
             self.inner.connection_lost(exc)
 
@@ -163,6 +221,14 @@ class _Guard(asyncio.Protocol):
         self.guards.cut[what] += 1
         log.info("connection cut", reason=f"{what} timeout", peer=_peer(self.transport))
         self.transport.abort()
+
+
+def unavailable(message: str) -> web.Response:
+    """A call failure (HTTP 503, ``Retry-After``, a one-line reason): the apiserver hands the write to
+    the webhook's ``failurePolicy``. Past the cap, and for every review that could not decide
+    (webhook.servers)."""
+    return web.json_response(reviews.call_failure(message), status=503,
+                             headers={"Retry-After": str(reviews.RETRY_AFTER)})
 
 
 def _peer(transport: asyncio.BaseTransport) -> str:

@@ -23,7 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from validators.changes import Operation
 from validators.objects import REVIEWED_KINDS, Obj
-from webhook import admission, encodings, metrics, reviews
+from webhook import admission, connections, encodings, metrics, reviews
 from webhook.gates import Gate
 from webhook.selftests import Health, SelfTest
 from webhook.sources import StateSource
@@ -158,6 +158,8 @@ async def validate(request: web.Request) -> web.Response:
         duration=round(elapsed, 4), message=verdict.message or None,
         haproxy=verdict.haproxy.version if verdict.haproxy else None,
     )
+    if verdict.decision is Decision.ERROR:
+        return connections.unavailable(verdict.message)  # a call failure: failurePolicy applies
     return web.json_response(reviews.respond(review.uid, verdict))
 
 
