@@ -11,8 +11,12 @@ through the gate's own sandbox runner, median of 15, measured again before each 
 - P1: one-review latency, CREATE / UPDATE / DELETE, median and p99 over ``--reviews`` each (>= 30);
 - P2: ``routegate check`` of all N objects vs ``haproxy -c`` on the same full rendered config, the median
   ratio of ``--p2-runs`` alternating pairs;
-- P3: ``--burst`` concurrent reviews (at ``--burst-size`` routes): answers "could not decide", client
-  timeouts at 10 s, p99, and the worst /healthz and /metrics latency while the burst runs;
+- P3: ``--burst`` concurrent reviews (at ``--burst-size`` routes), one connection each as the apiserver
+  opens them: decided (allow or deny), busy (503 past the connection cap), could not decide (503),
+  dropped (closed without an answer), client timeouts at 10 s, the slowest answer and p99, the worst
+  /healthz and /metrics latency while the burst runs, and the server's peak RSS (issue 31's target:
+  ``--burst 1000 --burst-size 10000``: none dropped, >= 90 % decided, all within 10 s, /healthz < 1 s,
+  peak RSS <= 400 MiB);
 - P4: RSS of ``serve`` after 100 reviews; time from process start to ready, as a ratio to
   ``json.loads`` of the same objects;
 - P5: the traffic diff's share of a review (route CREATE/UPDATE and a Gateway UPDATE adding a listener,
@@ -246,6 +250,14 @@ class Server:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
+    def peak_rss_mib(self) -> float:
+        """The process's peak RSS so far (VmHWM)."""
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
@@ -264,22 +276,26 @@ def _free_port() -> int:
 
 async def post_review(server: Server, session: aiohttp.ClientSession, body: bytes,
                       timeout: float = CLIENT_TIMEOUT) -> tuple[float, str]:
-    """(seconds, outcome): outcome is allow, deny, undecided (could not decide) or timeout."""
+    """(seconds, outcome): allow, deny, undecided (a 503 "could not decide"), busy (a 503 past the
+    connection cap), dropped (the connection closed or reset without an answer) or timeout."""
     started = time.perf_counter()
     try:
         # The apiserver appends the webhook's timeoutSeconds to the URL the same way.
         async with session.post(f"{server.base}/validate?timeout={timeout:g}s", data=body, ssl=server.ssl,
                                 headers={"Content-Type": "application/json"},
                                 timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-            doc = await resp.json()
+            status, doc = resp.status, await resp.json()
     except (TimeoutError, aiohttp.ServerTimeoutError):
         return time.perf_counter() - started, "timeout"
+    except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, OSError):
+        return time.perf_counter() - started, "dropped"
     elapsed = time.perf_counter() - started
+    if status == 503:  # a call failure: the apiserver applies failurePolicy
+        return elapsed, "busy" if "routegate is busy" in doc.get("message", "") else "undecided"
     response = doc["response"]
     if response["allowed"]:
         return elapsed, "allow"
-    if response.get("status", {}).get("code") == 500 or "could not decide" in response.get("status", {}).get(
-            "message", ""):
+    if "could not decide" in response.get("status", {}).get("message", ""):  # a tree from before the 503
         return elapsed, "undecided"
     return elapsed, "deny"
 
@@ -368,11 +384,12 @@ async def p3(server: Server, session: aiohttp.ClientSession, n: int, burst: int)
     stop.touch()
     out, _ = await asyncio.to_thread(probe.communicate)
     probed = json.loads(out)
-    counts = {k: sum(1 for _, o in results if o == k) for k in ("allow", "deny", "undecided", "timeout")}
+    counts = {k: sum(1 for _, o in results if o == k)
+              for k in ("allow", "deny", "undecided", "busy", "dropped", "timeout")}
     # "when" counts from the probe's start, which is half a second before the burst.
     when = {k: v - 0.5 for k, v in probed["when"].items()}
     return {"counts": counts, "p99": pct([s for s, _ in results], 0.99), "wall": wall, **probed["worst"],
-            "when": when}
+            "when": when, "slowest": max(s for s, _ in results), "peak_rss": server.peak_rss_mib()}
 
 
 def run_cli(tree: Path, args: list[str], limit: float) -> float | None:
@@ -555,12 +572,15 @@ async def main() -> None:
                 if n == args.burst_size and "P3" in only:
                     got3 = await p3(server, session, n, args.burst)
                     c = got3["counts"]
-                    print(f"  P3 {args.burst} concurrent reviews: {c['undecided']} could not decide, "
-                          f"{c['timeout']} client timeouts (10 s), {c['allow']} allowed, {c['deny']} denied; "
-                          f"p99 {ratio(got3['p99'], base)}; wall {got3['wall']:.1f} s; worst /healthz "
-                          f"{got3['healthz'] * 1000:.0f} ms (sent at +{got3['when']['healthz']:.1f} s), worst "
-                          f"/metrics {got3['metrics'] * 1000:.0f} ms (at +{got3['when']['metrics']:.1f} s)",
-                          flush=True)
+                    decided = c["allow"] + c["deny"]
+                    print(f"  P3 {args.burst} concurrent reviews: decided {decided} ({decided / args.burst:.0%}: "
+                          f"{c['allow']} allowed, {c['deny']} denied), busy {c['busy']}, could not decide "
+                          f"{c['undecided']}, dropped {c['dropped']}, client timeouts (10 s) {c['timeout']}; "
+                          f"slowest answer {got3['slowest']:.1f} s, p99 {ratio(got3['p99'], base)}; wall "
+                          f"{got3['wall']:.1f} s; worst /healthz {got3['healthz'] * 1000:.0f} ms (sent at "
+                          f"+{got3['when']['healthz']:.1f} s), worst /metrics {got3['metrics'] * 1000:.0f} ms "
+                          f"(at +{got3['when']['metrics']:.1f} s); peak RSS {got3['peak_rss']:.0f} MiB; load "
+                          f"{os.getloadavg()[0]:.2f}", flush=True)
 
 
 if __name__ == "__main__":

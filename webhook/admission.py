@@ -26,11 +26,10 @@ No HTTP here: the request handler passes the deadline in and maps :class:`Refuse
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import statistics
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -107,6 +106,7 @@ class _Waiting:
     deadline: float
     verdict: asyncio.Future[Verdict]
     measured: bool = True  # whether its run's duration counts in the estimates
+    queued: bool = False  # in the waiting line
 
 
 class Batcher:
@@ -134,6 +134,8 @@ class Batcher:
         self.recheck = recheck
         self._clock = clock
         self._waiting: deque[_Waiting] = deque()
+        self._by_version: Counter[str] = Counter()  # waiting reviews per state version
+        self._sweeping: asyncio.TimerHandle | None = None
         self._runs: dict[asyncio.Task[None], tuple[float, float, int]] = {}  # run -> (started, expected end, n)
         self._lone: deque[float] = deque(maxlen=history)  # seconds of runs of one review
         self._per_item: deque[float] = deque(maxlen=history)  # extra seconds per review of batched runs
@@ -182,7 +184,7 @@ class Batcher:
         if len(self._runs) < self.concurrency and not self._waiting:
             self._start([item])
         else:
-            ahead = sum(1 for w in self._waiting if w.state.version == state.version)
+            ahead = self._by_version[state.version]
             expected = self._free_in() + self.estimate(min(ahead + 1, self.max_batch))
             # Refused on arrival only on measured costs: a lone run's, and a batch's per review when it
             # would go in with others (the guess from a lone run's steps is for sizing a first batch
@@ -191,21 +193,49 @@ class Batcher:
             if self._lone and (ahead == 0 or self._per_item) and expected > remaining:
                 raise Refused(f"{ahead + len(self._runs)} reviews are ahead of it and it would finish in about "
                               f"{expected:.1f}s, after its deadline ({remaining:.1f}s left); retry", reason="late")
-            self._waiting.append(item)
+            self._enqueue(item)
         try:
-            while True:
-                await asyncio.wait([verdict], timeout=self.recheck)
-                if verdict.done():
-                    return verdict.result()
-                if item in self._waiting and deadline - self._clock() < self.estimate(1):
-                    self._waiting.remove(item)
-                    raise Refused(f"its turn did not come in time ({max(deadline - self._clock(), 0):.1f}s "
-                                  f"left, less than a review takes now); retry", reason="late")
+            return await verdict
         finally:
             if not verdict.done():
                 verdict.cancel()
-            with contextlib.suppress(ValueError):
-                self._waiting.remove(item)
+            self._dequeue(item)
+
+    def _enqueue(self, item: _Waiting) -> None:
+        self._waiting.append(item)
+        item.queued = True
+        self._by_version[item.state.version] += 1
+        if self._sweeping is None:
+            self._sweeping = asyncio.get_running_loop().call_later(self.recheck, self._sweep)
+
+    def _dequeue(self, item: _Waiting, *, removed: bool = False) -> None:
+        """Take ``item`` out of the waiting line (``removed``: the caller took it out of the deque)."""
+        if not item.queued:
+            return
+        item.queued = False
+        if not removed:
+            self._waiting.remove(item)
+        self._by_version[item.state.version] -= 1
+        if not self._by_version[item.state.version]:
+            del self._by_version[item.state.version]
+
+    def _sweep(self) -> None:
+        """Every ``recheck`` seconds while reviews wait: refuse those that can no longer finish in time
+        (one pass over the line, not a timer per waiting review: a burst of a thousand would wake the
+        loop four thousand times a second)."""
+        self._sweeping = None
+        now, alone = self._clock(), self.estimate(1)
+        late = [w for w in self._waiting if w.deadline - now < alone]
+        if late:
+            self._waiting = deque(w for w in self._waiting if w.deadline - now >= alone)
+        for item in late:
+            self._dequeue(item, removed=True)
+            if not item.verdict.done():
+                item.verdict.set_exception(Refused(
+                    f"its turn did not come in time ({max(item.deadline - now, 0):.1f}s left, less than a "
+                    f"review takes now); retry", reason="late"))
+        if self._waiting:
+            self._sweeping = asyncio.get_running_loop().call_later(self.recheck, self._sweep)
 
     def _dispatch(self) -> None:
         while len(self._runs) < self.concurrency and self._waiting:
@@ -217,13 +247,13 @@ class Batcher:
         """The next batch: waiting reviews of the first one's state version, in order, as many as can
         finish before the earliest deadline among them; refuses the first when it cannot even alone."""
         while self._waiting and self._waiting[0].verdict.done():  # given up meanwhile
-            self._waiting.popleft()
+            self._dequeue(self._waiting.popleft(), removed=True)
         if not self._waiting:
             return []
         now = self._clock()
         first = self._waiting[0]
         if first.deadline - now < self.estimate(1):
-            self._waiting.popleft()
+            self._dequeue(self._waiting.popleft(), removed=True)
             first.verdict.set_exception(Refused(
                 f"its turn came with {max(first.deadline - now, 0):.1f}s left, less than a review takes now "
                 f"({self.estimate(1):.1f}s); retry", reason="late"))
@@ -240,8 +270,10 @@ class Batcher:
                 break
             batch.append(item)
             earliest = until
+        taken = set(map(id, batch))
+        self._waiting = deque(w for w in self._waiting if id(w) not in taken)  # one pass, not one per review
         for item in batch:
-            self._waiting.remove(item)
+            self._dequeue(item, removed=True)
         return batch
 
     def _start(self, batch: list[_Waiting]) -> None:

@@ -36,6 +36,8 @@ import asyncio
 import enum
 import resource
 import ssl
+import time
+from asyncio import sslproto
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -49,10 +51,12 @@ from webhook import reviews
 log = structlog.get_logger("routegate")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+RECEIVED = "routegate.received"  # request key: time.perf_counter() when the request began (see _Guard)
 LINGERING = 1.0  # aiohttp's default (10 s) would let a slow body hold the connection past its 408
 
 
 MAX_CONNECTIONS = 1024
+TLS_READ_BUFFER = 32 * 1024  # bytes a TLS connection reads at a time (asyncio's default: 256 KiB)
 SPARE_FDS = 256  # descriptors kept for everything else: haproxy -c pipes, scratch files, watches, logs
 
 
@@ -130,6 +134,7 @@ class Guards:
         guard = self.of(request)
         if guard is not None:
             guard.enter(_Phase.HANDLING)
+            request[RECEIVED] = guard.began
             if guard.busy:
                 # Past the cap: answered at once, its body left to aiohttp's lingering read, closed.
                 self.cut["busy"] += 1
@@ -158,6 +163,9 @@ class _Guard(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._passed = False  # the inner protocol saw connection_made
         self.busy = False  # admitted past the cap: its request is answered "busy" and it is closed
+        # When the current request began (time.perf_counter): the first one at the accept, before the
+        # TLS handshake, as the apiserver's timeout counts from its dial; a later one at its first byte.
+        self.began = time.perf_counter()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -178,6 +186,8 @@ class _Guard(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.phase is _Phase.WAITING:
             self.phase = _Phase.HEADERS
+            if self.served:
+                self.began = time.perf_counter()
             self._arm(self.guards.limits.header_timeout)
         self.inner.data_received(data)
 
@@ -241,8 +251,13 @@ class GuardedSite(web.BaseSite):
     handshake is bounded by the header timeout. The runner stops it at cleanup like any site."""
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, *, guards: Guards,
-                 ssl_context: ssl.SSLContext | None = None, backlog: int = 128) -> None:
-        super().__init__(runner, ssl_context=ssl_context, backlog=backlog)
+                 ssl_context: ssl.SSLContext | None = None, backlog: int | None = None) -> None:
+        # The listen queue holds every connection the limits admit: an apiserver that opens one per call
+        # opens hundreds at once, and a SYN past a full queue is dropped and retried by the client's
+        # kernel after 1, 3, 7 s, which alone spends a 10 s review budget (the kernel caps it at
+        # net.core.somaxconn).
+        super().__init__(runner, ssl_context=ssl_context,
+                         backlog=backlog if backlog is not None else max(128, guards.limits.hard))
         self.host, self.port, self.guards = host, port, guards
 
     @property
@@ -259,7 +274,28 @@ class GuardedSite(web.BaseSite):
         await super().start()  # registers the site with the runner
         server = self._runner.server
         assert server is not None
-        self._server = await asyncio.get_running_loop().create_server(
-            self.guards.factory(server), self.host, self.port, ssl=self._ssl_context, backlog=self._backlog,
-            ssl_handshake_timeout=self.guards.limits.header_timeout if self._ssl_context else None,
-        )
+        loop = asyncio.get_running_loop()
+        guarded = self.guards.factory(server)
+        context, bound = self._ssl_context, self.guards.limits.header_timeout
+
+        def factory() -> asyncio.BaseProtocol:
+            if context is None:
+                return guarded()
+            # What ``create_server(ssl=...)`` builds (a socket transport, asyncio's TLS protocol, the
+            # application's), with a smaller read buffer: see LeanTLS. No waiter: asyncio's TLS layer
+            # checks for None (typeshed asks a Future, and an int timeout where a float works).
+            return LeanTLS(loop, guarded(), context, None, server_side=True,  # type: ignore[arg-type]
+                           ssl_handshake_timeout=bound)  # type: ignore[arg-type]
+
+        self._server = await loop.create_server(factory, self.host, self.port, backlog=self._backlog)
+
+
+class LeanTLS(sslproto.SSLProtocol):
+    """asyncio's TLS layer, reading into a 32 KiB buffer instead of its 256 KiB one.
+
+    The buffer is allocated (and zeroed, so resident) for every connection when it is accepted: with the
+    cap sized for an apiserver that opens one connection per call, a burst of 1,000 held 250 MiB of
+    read buffers alone. A TLS record carries at most 16 KiB, so two fit; a larger body is read in more
+    turns, each as cheap as before."""
+
+    max_size = TLS_READ_BUFFER
