@@ -293,8 +293,11 @@ class Batcher:
                         self._unshared.append(sum(verdicts[0].timings[step] for step in UNSHARED))
                 else:
                     self.batches += 1
+                    # Reload notes (two renders of each change's closure) only when no review waits behind
+                    # this batch: under a burst they would cost more than the verdicts themselves.
+                    notes = NOTE_SHARE * (earliest - started) if not self._waiting else 0.0
                     verdicts = await self.gate.review_together([item.change for item in batch], state=batch[0].state,
-                                                               notes_for=NOTE_SHARE * (earliest - started))
+                                                               notes_for=notes)
             for item, verdict in zip(batch, verdicts, strict=True):
                 if not item.verdict.done():
                     item.verdict.set_result(verdict)

@@ -10,6 +10,7 @@ that nobody saw must not be allowed); any other change keeps its verdict, with a
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -84,6 +85,7 @@ def attributed(diff: TrafficDiff, refs: Sequence[Ref]) -> dict[Ref, TrafficDiff]
     per move and change. ``_attributed_by_scan`` is the plain definition it is tested against."""
     named: dict[Ref, list[Move]] = {ref: [] for ref in refs}
     position = {ref: i for i, ref in reversed(list(enumerate(refs)))}  # first position of each ref
+    listed = Counter(refs)
     routes: dict[str, list[Ref]] = {}
     entries: dict[str, list[Ref]] = {}  # "Gateway ns/name" / "ListenerSet ns/name" -> refs
     gateways: dict[str, list[Ref]] = {}  # "ns/name" -> Gateway refs
@@ -108,10 +110,8 @@ def attributed(diff: TrafficDiff, refs: Sequence[Ref]) -> dict[Ref, TrafficDiff]
         if not found:
             loose.append(move)
             continue
-        for ref in refs:  # in order, as often as listed (a ref listed twice gets the move twice)
-            if ref in found:
-                named[ref].append(move)
         for ref in found:
+            named[ref].extend((move,) * listed[ref])  # as often as listed, as the scan does
             holders.setdefault((move.cls.entry, move.cls.host), set()).add(ref)
     for move in loose:
         key = (move.cls.entry, move.cls.host)
