@@ -33,12 +33,13 @@ above that so the server never closes a connection the client is about to reuse.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import resource
 import ssl
 import time
 from asyncio import sslproto
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -51,11 +52,13 @@ from webhook import reviews
 log = structlog.get_logger("routegate")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-RECEIVED = "routegate.received"  # request key: time.perf_counter() when the request began (see _Guard)
+RECEIVED = web.RequestKey("received", float)  # time.perf_counter() when the request began (see _Guard)
 LINGERING = 1.0  # aiohttp's default (10 s) would let a slow body hold the connection past its 408
 
 
 MAX_CONNECTIONS = 1024
+HANDSHAKES = 32  # TLS handshakes in progress at once (see Handshakes)
+SLOT_SECONDS = 0.5  # how long one handshake holds its slot at most (a server-side handshake takes milliseconds)
 TLS_READ_BUFFER = 32 * 1024  # bytes a TLS connection reads at a time (asyncio's default: 256 KiB)
 SPARE_FDS = 256  # descriptors kept for everything else: haproxy -c pipes, scratch files, watches, logs
 
@@ -135,12 +138,14 @@ class Guards:
         if guard is not None:
             guard.enter(_Phase.HANDLING)
             request[RECEIVED] = guard.began
-            if guard.busy:
-                # Past the cap: answered at once, its body left to aiohttp's lingering read, closed.
+            if guard.busy or guard.waited:
+                # Past the cap, or too late to be judged in time: answered at once, its body left to
+                # aiohttp's lingering read, closed.
                 self.cut["busy"] += 1
                 response = unavailable(
                     f"routegate is busy: {self.limits.max_connections} connections are open "
-                    f"(--max-connections); retry")
+                    f"(--max-connections); retry" if guard.busy else
+                    f"routegate is busy: the connection waited {guard.waited:.1f}s for its TLS handshake; retry")
                 response.force_close()
                 return response
         return await handler(request)
@@ -163,6 +168,7 @@ class _Guard(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._passed = False  # the inner protocol saw connection_made
         self.busy = False  # admitted past the cap: its request is answered "busy" and it is closed
+        self.waited = 0.0  # seconds it waited for its TLS handshake's turn when that made it late (Handshakes)
         # When the current request began (time.perf_counter): the first one at the accept, before the
         # TLS handshake, as the apiserver's timeout counts from its dial; a later one at its first byte.
         self.began = time.perf_counter()
@@ -277,21 +283,55 @@ class GuardedSite(web.BaseSite):
         loop = asyncio.get_running_loop()
         guarded = self.guards.factory(server)
         context, bound = self._ssl_context, self.guards.limits.header_timeout
+        handshakes = Handshakes(HANDSHAKES, overdue=bound / 2)
 
         def factory() -> asyncio.BaseProtocol:
             if context is None:
                 return guarded()
             # What ``create_server(ssl=...)`` builds (a socket transport, asyncio's TLS protocol, the
-            # application's), with a smaller read buffer: see LeanTLS. No waiter: asyncio's TLS layer
-            # checks for None (typeshed asks a Future, and an int timeout where a float works).
-            return LeanTLS(loop, guarded(), context, None, server_side=True,  # type: ignore[arg-type]
-                           ssl_handshake_timeout=bound)  # type: ignore[arg-type]
+            # application's), with a smaller read buffer and a turn for the handshake: see LeanTLS. No
+            # waiter: asyncio's TLS layer checks for None.
+            return LeanTLS(loop, guarded(), context, None, server_side=True, ssl_handshake_timeout=bound,
+                           handshakes=handshakes)
 
         self._server = await loop.create_server(factory, self.host, self.port, backlog=self._backlog)
 
 
+class Handshakes:
+    """At most ``limit`` TLS handshakes in progress; the connections past it wait unread, in accept order.
+
+    Without it a burst's handshakes advance in lockstep: the loop answers every ClientHello before any
+    client's Finished, so no request is read until nearly all handshakes are done, and under a burst
+    the server can spend a review's whole budget there. In order, the first connections' requests are
+    judged while the later ones wait in the kernel's buffers (each still under the handshake bound)."""
+
+    def __init__(self, limit: int, *, overdue: float) -> None:
+        self.limit = limit
+        self.overdue = overdue  # seconds waited for a turn past which a connection is only told "busy"
+        self.running = 0
+        self._waiting: deque[LeanTLS] = deque()
+
+    def admit(self, tls: LeanTLS) -> bool:
+        if self.running < self.limit:
+            self.running += 1
+            return True
+        self._waiting.append(tls)
+        return False
+
+    def withdraw(self, tls: LeanTLS) -> None:
+        with contextlib.suppress(ValueError):
+            self._waiting.remove(tls)
+
+    def release(self) -> None:
+        self.running -= 1
+        while self._waiting and self.running < self.limit:
+            if self._waiting.popleft().proceed():
+                self.running += 1
+
+
 class LeanTLS(sslproto.SSLProtocol):
-    """asyncio's TLS layer, reading into a 32 KiB buffer instead of its 256 KiB one.
+    """asyncio's TLS layer, reading into a 32 KiB buffer instead of its 256 KiB one, and taking its turn
+    for the handshake (:class:`Handshakes`).
 
     The buffer is allocated (and zeroed, so resident) for every connection when it is accepted: with the
     cap sized for an apiserver that opens one connection per call, a burst of 1,000 held 250 MiB of
@@ -299,3 +339,68 @@ class LeanTLS(sslproto.SSLProtocol):
     turns, each as cheap as before."""
 
     max_size = TLS_READ_BUFFER
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, app_protocol: asyncio.BaseProtocol, *args: Any,
+                 handshakes: Handshakes | None = None, **kwargs: Any) -> None:
+        super().__init__(loop, app_protocol, *args, **kwargs)
+        self._guard = app_protocol
+        self._handshakes = handshakes
+        self._turn = False  # holds one of the handshake slots
+        self._accepted = time.perf_counter()
+        self._slot: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # arms the handshake bound (from the accept); nothing is read yet
+        if self._handshakes is None:
+            return
+        if self._handshakes.admit(self):
+            self._take_turn()
+        else:
+            assert isinstance(transport, asyncio.ReadTransport)
+            transport.pause_reading()  # its ClientHello waits in the socket until a slot is free
+
+    def proceed(self) -> bool:
+        """Its turn came: read on; False when the connection is gone meanwhile. One that waited past
+        ``overdue`` can no longer be judged in time: its request is answered "busy" (503) at once."""
+        transport = self._transport
+        if not isinstance(transport, asyncio.ReadTransport) or transport.is_closing():
+            return False
+        waited = time.perf_counter() - self._accepted
+        if self._handshakes is not None and waited > self._handshakes.overdue and isinstance(self._guard, _Guard):
+            self._guard.waited = waited
+        self._take_turn()
+        transport.resume_reading()
+        return True
+
+    def _take_turn(self) -> None:
+        self._turn = True
+        # A client that does not go on with its handshake keeps its slot only briefly: a few idle
+        # connections must not hold everyone else's handshakes up to the bound.
+        self._slot = self._loop.call_later(SLOT_SECONDS, self._give_turn_back)
+
+    def _give_turn_back(self) -> None:
+        self._slot = None
+        if self._turn and self._handshakes is not None:
+            self._turn = False
+            self._handshakes.release()  # its handshake goes on, outside the count
+
+    def _done(self) -> None:
+        if self._slot is not None:
+            self._slot.cancel()
+            self._slot = None
+        if self._handshakes is None:
+            return
+        if self._turn:
+            self._turn = False
+            self._handshakes.release()
+        else:
+            self._handshakes.withdraw(self)
+
+    # asyncio.sslproto's hook at the end of every handshake, passed or failed (3.11 to 3.13)
+    def _on_handshake_complete(self, handshake_exc: BaseException | None) -> None:
+        self._done()
+        super()._on_handshake_complete(handshake_exc)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._done()
+        super().connection_lost(exc)
