@@ -70,6 +70,7 @@ class ConnectionLimits:
     body_timeout: float = 10.0
     idle_timeout: float = 100.0
     busy_connections: int = -1  # connections answered "busy" past the cap; -1: a quarter of the cap
+    handshakes: int = HANDSHAKES  # TLS handshakes in progress at once
 
     @property
     def busy(self) -> int:
@@ -283,7 +284,7 @@ class GuardedSite(web.BaseSite):
         loop = asyncio.get_running_loop()
         guarded = self.guards.factory(server)
         context, bound = self._ssl_context, self.guards.limits.header_timeout
-        handshakes = Handshakes(HANDSHAKES, overdue=bound / 2)
+        handshakes = Handshakes(self.guards.limits.handshakes, overdue=bound / 2)
 
         def factory() -> asyncio.BaseProtocol:
             if context is None:

@@ -19,7 +19,15 @@ from tests.conftest import need_shared
 from tests.webhook.conftest import STATE_DIR, load_objects
 from validators.states import MemoryState
 from webhook import servers
-from webhook.connections import LINGERING, MAX_CONNECTIONS, ConnectionLimits, GuardedSite, Guards, runner_options
+from webhook.connections import (
+    LINGERING,
+    MAX_CONNECTIONS,
+    SLOT_SECONDS,
+    ConnectionLimits,
+    GuardedSite,
+    Guards,
+    runner_options,
+)
 from webhook.gates import Gate
 from webhook.sources import StaticSource
 
@@ -240,3 +248,50 @@ def test_the_default_cap_holds_a_burst_of_one_connection_per_call_and_the_cli_sa
     assert ConnectionLimits().max_connections == MAX_CONNECTIONS >= 1000  # the burst of issue 31
     args = parser().parse_args(["serve"])
     assert args.max_connections == MAX_CONNECTIONS
+
+
+async def _handshake_seconds(served: Served) -> float:
+    started = time.monotonic()
+    _, writer = await served.connect()
+    took = time.monotonic() - started
+    writer.close()
+    return took
+
+
+async def test_clients_that_never_start_their_handshake_do_not_hold_up_the_others(gate: Gate, tmp_path: Path) -> None:
+    """Handshakes take turns (a burst's handshakes must not advance in lockstep), but a connection that
+    sends no ClientHello holds its turn only briefly: a few idle connections cannot stall every other
+    client up to the handshake bound."""
+    limits = ConnectionLimits(max_connections=50, header_timeout=6.0, body_timeout=2.0, idle_timeout=10.0,
+                              handshakes=2)
+    async with serving(gate, tmp_path, limits) as served:
+        idle = [await asyncio.open_connection("127.0.0.1", served.port) for _ in range(4)]  # plain TCP: no TLS
+        took = await _handshake_seconds(served)
+        # two rounds of idle turns (0.5 s each) at most, far below the 6 s bound
+        assert SLOT_SECONDS == 0.5 and took < 2 * 0.5 + SLACK / 2 < limits.header_timeout, took
+        for _, writer in idle:
+            writer.close()
+
+
+async def test_a_connection_that_waited_too_long_for_its_handshake_is_answered_busy(gate: Gate, tmp_path: Path) -> None:
+    """One turn at a time and idle connections ahead of it: by its turn half the handshake bound has
+    passed, too late to be judged in time, so its review gets a 503 "busy" at once, not a drop."""
+    limits = ConnectionLimits(max_connections=50, header_timeout=2.0, body_timeout=2.0, idle_timeout=10.0,
+                              handshakes=1)
+    fixture = json.loads((need_shared("fixtures", "admission-reviews") / "03-httproute-create.json").read_text())
+    body = json.dumps(fixture).encode()
+    review = (b"POST /validate?timeout=10s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body)) + body
+    async with serving(gate, tmp_path, limits) as served:
+        idle = [await asyncio.open_connection("127.0.0.1", served.port) for _ in range(3)]  # 3 turns of 0.5 s
+        status, headers, answer = await _request(served, review)
+        assert status == 503 and headers["retry-after"] == "1", (status, answer)
+        message = json.loads(answer)["message"]
+        assert message.startswith("routegate is busy: the connection waited ") and "TLS handshake" in message
+        for _, writer in idle:
+            writer.close()
+        await asyncio.sleep(0.2)
+        # with no one ahead, the same review is judged
+        closing = review.replace(b"HTTP/1.1\r\n", b"HTTP/1.1\r\nConnection: close\r\n", 1)
+        status, _, answer = await _request(served, closing)
+        assert status == 200 and json.loads(answer)["response"]["allowed"] is True
