@@ -35,9 +35,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
+import structlog
+
 from validators.changes import Change
 from validators.states import State
 from webhook.verdicts import Verdict
+
+log = structlog.get_logger("routegate.admission")
 
 CONCURRENCY = 2
 WORKERS = 1
@@ -312,6 +316,8 @@ class Batcher:
                     item.verdict.set_exception(exc)
         finally:
             seconds = self._clock() - started
+            log.debug("run", reviews=len(batch), seconds=round(seconds, 3), waiting=len(self._waiting),
+                      deadline_in=round(earliest - started, 3))
             if all(item.measured for item in batch):
                 if len(batch) == 1:
                     self._lone.append(seconds)
