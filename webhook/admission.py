@@ -248,8 +248,14 @@ class Batcher:
                 self._start(batch)
 
     def _take(self) -> list[_Waiting]:
-        """The next batch: waiting reviews of the first one's state version, in order, as many as can
-        finish before the earliest deadline among them; refuses the first when it cannot even alone."""
+        """The next batch of waiting reviews of the first one's state version, all of which can finish
+        before the earliest deadline among them; refuses the first when it cannot even alone.
+
+        Two candidates: the line from its head, as many as fit (arrival order), and the most reviews
+        that fit together, those with the most time left. The second is taken only when it decides more
+        than the first and the batch the rest would still make after it: under a burst the oldest
+        reviews have the least time, and a batch of one for a review about to expire (a run costs about
+        a lone review plus a small share per further review) would let hundreds expire behind it."""
         while self._waiting and self._waiting[0].verdict.done():  # given up meanwhile
             self._dequeue(self._waiting.popleft(), removed=True)
         if not self._waiting:
@@ -262,23 +268,40 @@ class Batcher:
                 f"its turn came with {max(first.deadline - now, 0):.1f}s left, less than a review takes now "
                 f"({self.estimate(1):.1f}s); retry", reason="late"))
             return []
+        candidates = [w for w in self._waiting if not w.verdict.done() and w.state.version == first.state.version]
         batch: list[_Waiting] = []
         earliest = first.deadline
-        for item in list(self._waiting):
+        for item in candidates:
             if len(batch) >= self.max_batch:
                 break
-            if item.verdict.done() or item.state.version != first.state.version:
-                continue
             until = min(earliest, item.deadline)
             if self.estimate(len(batch) + 1) > until - now:
                 break
             batch.append(item)
             earliest = until
+        most = self._fitting(sorted((w.deadline - now for w in candidates), reverse=True))
+        if most > len(batch):
+            inline = set(map(id, batch))
+            after = self._fitting(sorted((w.deadline - now for w in candidates if id(w) not in inline), reverse=True),
+                                  spent=self.estimate(len(batch)))
+            if most > len(batch) + after:
+                threshold = sorted((w.deadline for w in candidates), reverse=True)[most - 1]
+                batch = [w for w in candidates if w.deadline >= threshold][:most]
         taken = set(map(id, batch))
         self._waiting = deque(w for w in self._waiting if id(w) not in taken)  # one pass, not one per review
         for item in batch:
             self._dequeue(item, removed=True)
         return batch
+
+    def _fitting(self, left: list[float], *, spent: float = 0.0) -> int:
+        """How many of the reviews with ``left`` seconds (most first) can finish together in a run that
+        starts ``spent`` seconds from now: the largest ``k`` whose ``k``-th most time covers a run of ``k``."""
+        size = 0
+        for k in range(1, min(len(left), self.max_batch) + 1):
+            if spent + self.estimate(k) > left[k - 1]:
+                break
+            size = k
+        return size
 
     def _start(self, batch: list[_Waiting]) -> None:
         started = self._clock()
