@@ -8,7 +8,9 @@ rewrites, redirects, regex and header matches) and starts ``routegate serve --st
 subprocess over HTTPS. Printed, each as a ratio to the floor (``haproxy -c`` of a trivial config, run
 through the gate's own sandbox runner, median of 15, measured again before each size):
 
-- P1: one-review latency, CREATE / UPDATE / DELETE, median and p99 over ``--reviews`` each (>= 30);
+- P1: one-review latency, CREATE / UPDATE / DELETE, median and p99 over ``--reviews`` each (>= 30), as
+  ratios to a bare ``haproxy -c`` of the trivial config (no sandbox, measured right after; issue 31's
+  target: <= 1.5x median, <= 3x p99 at 10,000 routes), with the sandboxed floor beside it;
 - P2: ``routegate check`` of all N objects vs ``haproxy -c`` on the same full rendered config, the median
   ratio of ``--p2-runs`` alternating pairs;
 - P3: ``--burst`` concurrent reviews (at ``--burst-size`` routes), one connection each as the apiserver
@@ -60,7 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 from certs import generation  # noqa: E402
 from haproxy_check.check import binaries  # noqa: E402
-from haproxy_check.check.sandboxes import Runner  # noqa: E402
+from haproxy_check.check.sandboxes import SANDBOX_ENV, Runner  # noqa: E402
 
 GW = "gateway.networking.k8s.io"
 NAMESPACES = 20
@@ -323,6 +325,24 @@ async def floor(binary_path: str, runs: int = 15) -> float:
     return statistics.median(times)
 
 
+async def bare_floor(binary_path: str, runs: int = 15) -> float:
+    """Median seconds of a bare ``haproxy -c -f`` of the trivial config: no sandbox, no scratch copy
+    (issue 31's floor for P1; the sandboxed runner's is ``floor``)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = Path(tmp, "haproxy.cfg")
+        cfg.write_text(TRIVIAL_CFG)  # noqa: ASYNC240 - before any timing
+        times = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            # the sandbox's environment (no openssl.cnf read, no $VAR), nothing else of it
+            proc = await asyncio.create_subprocess_exec(binary_path, "-c", "-f", str(cfg), cwd=tmp,
+                                                        env=dict(SANDBOX_ENV), stdout=subprocess.DEVNULL,
+                                                        stderr=subprocess.DEVNULL)
+            assert await proc.wait() == 0
+            times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
 async def p1(server: Server, session: aiohttp.ClientSession, n: int, reviews: int) -> dict[str, list[float]]:
     got: dict[str, list[float]] = {"CREATE": [], "UPDATE": [], "DELETE": []}
     outcomes: dict[str, set[str]] = {k: set() for k in got}
@@ -563,9 +583,14 @@ async def main() -> None:
                       f"({loads * 1000:.0f} ms)", flush=True)
                 if n in sizes and only & {"P1", "P4"}:
                     got = await p1(server, session, n, reviews)
+                    bare = await bare_floor(binary.path)  # both floors right after P1: the same load
+                    base = await floor(binary.path)
+                    print(f"  P1 floors: bare haproxy -c {bare * 1000:.1f} ms, sandboxed {base * 1000:.1f} ms "
+                          f"({base / bare:.2f}x); load {os.getloadavg()[0]:.2f}", flush=True)
                     for op, times in got.items():
-                        print(f"  P1 {op:<6} median {ratio(statistics.median(times), base)}  "
-                              f"p99 {ratio(pct(times, 0.99), base)}  ({len(times)} reviews)", flush=True)
+                        median = statistics.median(times)
+                        print(f"  P1 {op:<6} median {ratio(median, bare)} of bare ({median / base:.1f}x sandboxed)  "
+                              f"p99 {ratio(pct(times, 0.99), bare)} of bare  ({len(times)} reviews)", flush=True)
                     extra = max(0, 100 - 3 * reviews)
                     for k in range(extra):
                         await post_review(server, session, admission_review("CREATE", route(n + 50_000 + k), None),
