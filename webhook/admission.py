@@ -26,19 +26,22 @@ No HTTP here: the request handler passes the deadline in and maps :class:`Refuse
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import statistics
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
+import structlog
+
 from validators.changes import Change
 from validators.states import State
 from webhook.verdicts import Verdict
+
+log = structlog.get_logger("routegate.admission")
 
 CONCURRENCY = 2
 WORKERS = 1
@@ -107,6 +110,7 @@ class _Waiting:
     deadline: float
     verdict: asyncio.Future[Verdict]
     measured: bool = True  # whether its run's duration counts in the estimates
+    queued: bool = False  # in the waiting line
 
 
 class Batcher:
@@ -134,6 +138,8 @@ class Batcher:
         self.recheck = recheck
         self._clock = clock
         self._waiting: deque[_Waiting] = deque()
+        self._by_version: Counter[str] = Counter()  # waiting reviews per state version
+        self._sweeping: asyncio.TimerHandle | None = None
         self._runs: dict[asyncio.Task[None], tuple[float, float, int]] = {}  # run -> (started, expected end, n)
         self._lone: deque[float] = deque(maxlen=history)  # seconds of runs of one review
         self._per_item: deque[float] = deque(maxlen=history)  # extra seconds per review of batched runs
@@ -182,7 +188,7 @@ class Batcher:
         if len(self._runs) < self.concurrency and not self._waiting:
             self._start([item])
         else:
-            ahead = sum(1 for w in self._waiting if w.state.version == state.version)
+            ahead = self._by_version[state.version]
             expected = self._free_in() + self.estimate(min(ahead + 1, self.max_batch))
             # Refused on arrival only on measured costs: a lone run's, and a batch's per review when it
             # would go in with others (the guess from a lone run's steps is for sizing a first batch
@@ -191,21 +197,49 @@ class Batcher:
             if self._lone and (ahead == 0 or self._per_item) and expected > remaining:
                 raise Refused(f"{ahead + len(self._runs)} reviews are ahead of it and it would finish in about "
                               f"{expected:.1f}s, after its deadline ({remaining:.1f}s left); retry", reason="late")
-            self._waiting.append(item)
+            self._enqueue(item)
         try:
-            while True:
-                await asyncio.wait([verdict], timeout=self.recheck)
-                if verdict.done():
-                    return verdict.result()
-                if item in self._waiting and deadline - self._clock() < self.estimate(1):
-                    self._waiting.remove(item)
-                    raise Refused(f"its turn did not come in time ({max(deadline - self._clock(), 0):.1f}s "
-                                  f"left, less than a review takes now); retry", reason="late")
+            return await verdict
         finally:
             if not verdict.done():
                 verdict.cancel()
-            with contextlib.suppress(ValueError):
-                self._waiting.remove(item)
+            self._dequeue(item)
+
+    def _enqueue(self, item: _Waiting) -> None:
+        self._waiting.append(item)
+        item.queued = True
+        self._by_version[item.state.version] += 1
+        if self._sweeping is None:
+            self._sweeping = asyncio.get_running_loop().call_later(self.recheck, self._sweep)
+
+    def _dequeue(self, item: _Waiting, *, removed: bool = False) -> None:
+        """Take ``item`` out of the waiting line (``removed``: the caller took it out of the deque)."""
+        if not item.queued:
+            return
+        item.queued = False
+        if not removed:
+            self._waiting.remove(item)
+        self._by_version[item.state.version] -= 1
+        if not self._by_version[item.state.version]:
+            del self._by_version[item.state.version]
+
+    def _sweep(self) -> None:
+        """Every ``recheck`` seconds while reviews wait: refuse those that can no longer finish in time
+        (one pass over the line, not a timer per waiting review: a burst of a thousand would wake the
+        loop four thousand times a second)."""
+        self._sweeping = None
+        now, alone = self._clock(), self.estimate(1)
+        late = [w for w in self._waiting if w.deadline - now < alone]
+        if late:
+            self._waiting = deque(w for w in self._waiting if w.deadline - now >= alone)
+        for item in late:
+            self._dequeue(item, removed=True)
+            if not item.verdict.done():
+                item.verdict.set_exception(Refused(
+                    f"its turn did not come in time ({max(item.deadline - now, 0):.1f}s left, less than a "
+                    f"review takes now); retry", reason="late"))
+        if self._waiting:
+            self._sweeping = asyncio.get_running_loop().call_later(self.recheck, self._sweep)
 
     def _dispatch(self) -> None:
         while len(self._runs) < self.concurrency and self._waiting:
@@ -214,35 +248,60 @@ class Batcher:
                 self._start(batch)
 
     def _take(self) -> list[_Waiting]:
-        """The next batch: waiting reviews of the first one's state version, in order, as many as can
-        finish before the earliest deadline among them; refuses the first when it cannot even alone."""
+        """The next batch of waiting reviews of the first one's state version, all of which can finish
+        before the earliest deadline among them; refuses the first when it cannot even alone.
+
+        Two candidates: the line from its head, as many as fit (arrival order), and the most reviews
+        that fit together, those with the most time left. The second is taken only when it decides more
+        than the first and the batch the rest would still make after it: under a burst the oldest
+        reviews have the least time, and a batch of one for a review about to expire (a run costs about
+        a lone review plus a small share per further review) would let hundreds expire behind it."""
         while self._waiting and self._waiting[0].verdict.done():  # given up meanwhile
-            self._waiting.popleft()
+            self._dequeue(self._waiting.popleft(), removed=True)
         if not self._waiting:
             return []
         now = self._clock()
         first = self._waiting[0]
         if first.deadline - now < self.estimate(1):
-            self._waiting.popleft()
+            self._dequeue(self._waiting.popleft(), removed=True)
             first.verdict.set_exception(Refused(
                 f"its turn came with {max(first.deadline - now, 0):.1f}s left, less than a review takes now "
                 f"({self.estimate(1):.1f}s); retry", reason="late"))
             return []
+        candidates = [w for w in self._waiting if not w.verdict.done() and w.state.version == first.state.version]
         batch: list[_Waiting] = []
         earliest = first.deadline
-        for item in list(self._waiting):
+        for item in candidates:
             if len(batch) >= self.max_batch:
                 break
-            if item.verdict.done() or item.state.version != first.state.version:
-                continue
             until = min(earliest, item.deadline)
             if self.estimate(len(batch) + 1) > until - now:
                 break
             batch.append(item)
             earliest = until
+        most = self._fitting(sorted((w.deadline - now for w in candidates), reverse=True))
+        if most > len(batch):
+            inline = set(map(id, batch))
+            after = self._fitting(sorted((w.deadline - now for w in candidates if id(w) not in inline), reverse=True),
+                                  spent=self.estimate(len(batch)))
+            if most > len(batch) + after:
+                threshold = sorted((w.deadline for w in candidates), reverse=True)[most - 1]
+                batch = [w for w in candidates if w.deadline >= threshold][:most]
+        taken = set(map(id, batch))
+        self._waiting = deque(w for w in self._waiting if id(w) not in taken)  # one pass, not one per review
         for item in batch:
-            self._waiting.remove(item)
+            self._dequeue(item, removed=True)
         return batch
+
+    def _fitting(self, left: list[float], *, spent: float = 0.0) -> int:
+        """How many of the reviews with ``left`` seconds (most first) can finish together in a run that
+        starts ``spent`` seconds from now: the largest ``k`` whose ``k``-th most time covers a run of ``k``."""
+        size = 0
+        for k in range(1, min(len(left), self.max_batch) + 1):
+            if spent + self.estimate(k) > left[k - 1]:
+                break
+            size = k
+        return size
 
     def _start(self, batch: list[_Waiting]) -> None:
         started = self._clock()
@@ -261,8 +320,11 @@ class Batcher:
                         self._unshared.append(sum(verdicts[0].timings[step] for step in UNSHARED))
                 else:
                     self.batches += 1
+                    # Reload notes (two renders of each change's closure) only when no review waits behind
+                    # this batch: under a burst they would cost more than the verdicts themselves.
+                    notes = NOTE_SHARE * (earliest - started) if not self._waiting else 0.0
                     verdicts = await self.gate.review_together([item.change for item in batch], state=batch[0].state,
-                                                               notes_for=NOTE_SHARE * (earliest - started))
+                                                               notes_for=notes)
             for item, verdict in zip(batch, verdicts, strict=True):
                 if not item.verdict.done():
                     item.verdict.set_result(verdict)
@@ -277,6 +339,8 @@ class Batcher:
                     item.verdict.set_exception(exc)
         finally:
             seconds = self._clock() - started
+            log.debug("run", reviews=len(batch), seconds=round(seconds, 3), waiting=len(self._waiting),
+                      deadline_in=round(earliest - started, 3))
             if all(item.measured for item in batch):
                 if len(batch) == 1:
                     self._lone.append(seconds)

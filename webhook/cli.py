@@ -115,8 +115,10 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--client-ca", metavar="FILE",
                        help="require a client certificate signed by this CA bundle (the apiserver's) on the "
                             "webhook port; probes then use the metrics port")
-    serve.add_argument("--max-connections", type=flags.positive_int, default=256, metavar="N",
-                       help="open connections on the webhook port; more are closed at once (default 256)")
+    # webhook.connections.MAX_CONNECTIONS (not imported: the CLI starts without aiohttp)
+    serve.add_argument("--max-connections", type=flags.positive_int, default=1024, metavar="N",
+                       help="open connections on the webhook port (one per apiserver call in flight); a quarter "
+                       "more are answered 503 busy, more are closed at once (default 1024)")
     serve.add_argument("--header-timeout", type=flags.positive_seconds, default=10.0, metavar="SECONDS",
                        help="TLS handshake and request headers must arrive within this (default 10)")
     serve.add_argument("--body-timeout", type=flags.positive_seconds, default=10.0, metavar="SECONDS",

@@ -1,8 +1,13 @@
 """The AdmissionReview v1 wire contract: parse a request once at the edge, build the response.
 
-Two kinds of failure (kopf's split): a broken *request* raises :class:`BadReview` (HTTP 400 with a
-JSON error); a bad *object* is a Verdict with ``allowed: false``. Nothing past this module touches the
-wire dicts.
+Three kinds of answer besides allow: a broken *request* raises :class:`BadReview` (HTTP 400 with a
+JSON error); a bad *object* is a Verdict with ``allowed: false``; a review routegate *could not decide*
+(busy, out of time, still syncing) is a call failure (:func:`call_failure`, HTTP 503), never an
+AdmissionReview. The apiserver applies the webhook's ``failurePolicy`` only when the call fails (a
+transport error, a timeout, a non-2xx status, a body it cannot read: its validating dispatcher wraps
+any error of ``Do(ctx).Into(response)`` in ``ErrCallingWebhook``); a well-formed ``allowed: false`` is
+a rejection whatever its code, so "could not decide" answered that way would block every write even
+under ``failurePolicy: Ignore``. Nothing past this module touches the wire dicts.
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ from webhook.verdicts import Decision, Verdict
 
 API_VERSION = "admission.k8s.io/v1"
 MAX_WARNING = 256
+# Seconds a client is asked to wait before calling again after "could not decide" (Retry-After): a
+# burst drains in about that, and client-go retries a 503 carrying it within the webhook's timeout.
+RETRY_AFTER = 1
+MAX_REASON = 1024  # characters of a call failure's one-line reason (the apiserver logs and returns it)
 MAX_WARNINGS_TOTAL = 4096
 # Kubernetes objects are a few levels deep (managedFields mirrors the object plus one level); the
 # checks walk objects recursively, so a bound far below Python's recursion limit keeps a hostile
@@ -185,13 +194,29 @@ def clean_warnings(lines: list[str]) -> list[str]:
 
 
 def respond(uid: str, verdict: Verdict) -> dict[str, Any]:
+    """The AdmissionReview answering a judgement (allow or deny); "could not decide" is no judgement
+    and is answered with :func:`call_failure` instead."""
+    if verdict.decision is Decision.ERROR:
+        raise ValueError("could not decide is a call failure (call_failure), not an AdmissionReview")
     response: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
     if not verdict.allowed:
-        if verdict.decision is Decision.ERROR:
-            response["status"] = {"code": 500, "reason": "InternalError", "message": verdict.message}
-        else:
-            response["status"] = {"code": 403, "reason": "Forbidden", "message": verdict.message}
+        response["status"] = {"code": 403, "reason": "Forbidden", "message": verdict.message}
     warnings = clean_warnings(verdict.warnings)
     if warnings:
         response["warnings"] = warnings
     return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+def one_line(text: str, limit: int = MAX_REASON) -> str:
+    """``text`` on one line without control characters, at most ``limit`` characters."""
+    line = " ".join(_CONTROL.sub(" ", text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def call_failure(message: str) -> dict[str, Any]:
+    """The body of a 503 that tells the apiserver the call failed (its ``failurePolicy`` decides): a
+    ``metav1.Status``, which client-go decodes from an error response, so the one-line reason is what
+    the apiserver logs and, under ``failurePolicy: Fail``, returns to the user."""
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": one_line(message), "reason": "ServiceUnavailable", "code": 503,
+            "details": {"retryAfterSeconds": RETRY_AFTER}}

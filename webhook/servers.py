@@ -23,7 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from validators.changes import Operation
 from validators.objects import REVIEWED_KINDS, Obj
-from webhook import admission, encodings, metrics, reviews
+from webhook import admission, connections, encodings, metrics, reviews
 from webhook.gates import Gate
 from webhook.selftests import Health, SelfTest
 from webhook.sources import StateSource
@@ -134,7 +134,9 @@ def _error(status: int, message: str) -> web.Response:
 
 
 async def validate(request: web.Request) -> web.Response:
-    started = time.perf_counter()
+    # The review's budget counts from when the request began, its connection's TLS handshake included
+    # (webhook.connections): under a burst the handshakes queue, and the apiserver's timeout runs meanwhile.
+    started = request.get(connections.RECEIVED, time.perf_counter())
     body_or_error = await _read_body(request)
     if isinstance(body_or_error, web.Response):
         return body_or_error
@@ -158,6 +160,8 @@ async def validate(request: web.Request) -> web.Response:
         duration=round(elapsed, 4), message=verdict.message or None,
         haproxy=verdict.haproxy.version if verdict.haproxy else None,
     )
+    if verdict.decision is Decision.ERROR:
+        return connections.unavailable(verdict.message)  # a call failure: failurePolicy applies
     return web.json_response(reviews.respond(review.uid, verdict))
 
 

@@ -246,7 +246,10 @@ async def _serve(args: argparse.Namespace) -> int:
     checks = getattr(gate.rules, "inner", gate.rules)
     if isinstance(source, ClusterSource) and isinstance(checks, Checks):
         tasks.append(liveschemas.follow(source, checks, files=load_crd_documents(args.crds)))
-    queue = admission.Batcher(gate)
+    limits = connection_limits(args)
+    # Every connection under the cap may carry a review in flight: the queue holds as many, so a
+    # review is refused "busy" only past the cap (webhook.connections), never for want of queue room.
+    queue = admission.Batcher(gate, max_waiting=max(admission.MAX_WAITING, limits.max_connections))
     tasks.append(warming.keep_warm(queue, source))
     if getattr(args, "full_check_debounce", 0) > 0:
         full_check = fullchecks.FullChecker(gate, source, debounce=args.full_check_debounce,
@@ -266,7 +269,11 @@ async def _serve(args: argparse.Namespace) -> int:
         require_client_certificates(reloader.context, args.client_ca)
     app = servers.make_app(gate, source, certs=reloader, review_timeout=args.review_timeout, queue=queue,
                            body_timeout=args.body_timeout)
-    guards = connections.Guards(connection_limits(args))
+    needed, available = connections.descriptors_for(limits)
+    if available < needed:
+        log.warning("file descriptor limit below the connection limits: past it connections fail to open",
+                    needed=needed, limit=available, max_connections=limits.max_connections)
+    guards = connections.Guards(limits)
     guards.install(app)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=drain_bound(args),
                            **connections.runner_options(guards.limits), **servers.SERVER_OPTIONS)

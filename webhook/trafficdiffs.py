@@ -10,6 +10,7 @@ that nobody saw must not be allowed); any other change keeps its verdict, with a
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -73,10 +74,57 @@ def judged(verdict: Verdict, diff: TrafficDiff | None, after: RenderResult) -> V
 
 
 def attributed(diff: TrafficDiff, refs: Sequence[Ref]) -> dict[Ref, TrafficDiff]:
-    """One diff of many changes applied together (``check -f DIR``) split by change: a move goes to the
-    changes named in it (the route of its rule before or after, the Gateway or ListenerSet of its entry
-    point); a move none of them is named in (a route shadowed by another's new host) goes to the changes
-    with a named move on the same entry point and host, else to every change."""
+    """One diff of many changes applied together (``check -f DIR``, a batch of reviews) split by
+    change: a move goes to the changes named in it (the route of its rule before or after, the Gateway
+    or ListenerSet of its entry point); a move none of them is named in (a route shadowed by another's
+    new host) goes to the changes with a named move on the same entry point and host, else to every
+    change.
+
+    Indexed (the route named by a rule, the entry point and host of each change's moves): a batch of
+    hundreds of reviews whose diff has thousands of moves is split in one pass over the moves, not one
+    per move and change. ``_attributed_by_scan`` is the plain definition it is tested against."""
+    named: dict[Ref, list[Move]] = {ref: [] for ref in refs}
+    position = {ref: i for i, ref in reversed(list(enumerate(refs)))}  # first position of each ref
+    listed = Counter(refs)
+    routes: dict[str, list[Ref]] = {}
+    entries: dict[str, list[Ref]] = {}  # "Gateway ns/name" / "ListenerSet ns/name" -> refs
+    gateways: dict[str, list[Ref]] = {}  # "ns/name" -> Gateway refs
+    for ref in refs:
+        routes.setdefault(f"{ref.kind} {ref.namespace}/{ref.name}", []).append(ref)
+        if ref.kind in ("Gateway", "ListenerSet"):
+            entries.setdefault(str(ref), []).append(ref)
+        if ref.kind == "Gateway":
+            gateways.setdefault(f"{ref.namespace}/{ref.name}", []).append(ref)
+    holders: dict[tuple[str, str], set[Ref]] = {}  # (entry point, host) -> refs with a move on it
+    loose: list[Move] = []
+    for move in diff.moves:
+        found: set[Ref] = set()
+        for rule in (move.before.rule, move.after.rule):
+            head, sep, _ = rule.partition(" rule ")
+            if sep:
+                found.update(routes.get(head, ()))
+        for listener in move.listeners:
+            found.update(entries.get(listener, ()))
+        for gateway in move.gateways:
+            found.update(gateways.get(gateway, ()))
+        if not found:
+            loose.append(move)
+            continue
+        for ref in found:
+            named[ref].extend((move,) * listed[ref])  # as often as listed, as the scan does
+            holders.setdefault((move.cls.entry, move.cls.host), set()).add(ref)
+    for move in loose:
+        key = (move.cls.entry, move.cls.host)
+        near = sorted(holders.get(key, ()), key=position.__getitem__)
+        for ref in near or refs:
+            named[ref].append(move)
+            holders.setdefault(key, set()).add(ref)
+    return {ref: replace(diff, moves=tuple(moves)) for ref, moves in named.items()}
+
+
+def _attributed_by_scan(diff: TrafficDiff, refs: Sequence[Ref]) -> dict[Ref, TrafficDiff]:
+    """:func:`attributed` by its definition, each move against each change (the differential tests'
+    reference)."""
     named: dict[Ref, list[Move]] = {ref: [] for ref in refs}
     loose: list[Move] = []
     for move in diff.moves:

@@ -101,7 +101,7 @@ async def test_watches_that_drop_and_answer_410_keep_reviews_judged_and_ready(
             added = {**route("shop"), "metadata": {**route("shop")["metadata"], "name": f"late-{round_}"}}
             kube.create(added)
             out = await post(client, review(route("shop"), uid=f"chaos-{round_}"))
-            assert "could not decide" not in out.get("status", {}).get("message", ""), out
+            assert not out.get("undecided"), out
             assert out["allowed"] is True, out  # judged: the state stays ready while it re-lists
             ready = await client.get("/readyz")
             assert ready.status == 200, await ready.text()
@@ -120,8 +120,8 @@ async def test_losing_every_watch_past_the_bound_makes_reviews_could_not_decide_
         kube.drop_watches()  # the apiserver goes away
         await eventually(lambda: not state.ready, within=10, what="stale past the 1 s bound")
         out = await post(client, review(route("shop"), uid="stale-1"))
-        assert out["allowed"] is False and out["status"]["code"] == 500, out
-        assert "stale (every watch failing; bound 1s)" in out["status"]["message"], out
+        assert out.get("undecided"), out
+        assert "stale (every watch failing; bound 1s)" in out["message"], out
         ready = await client.get("/readyz")
         body = await ready.json()
         assert ready.status == 503 and any("stale" in r for r in body["reasons"]), body

@@ -208,7 +208,16 @@ def case(rng: random.Random) -> Case:
 
 
 def check_answer(status: int, body: bytes, sent: bytes) -> str:
-    """"" when the answer keeps the contract, else what is wrong with it."""
+    """"" when the answer keeps the contract, else what is wrong with it. A 503 is the contract's call
+    failure ("could not decide", busy): a metav1.Status with a one-line message, never another 5xx."""
+    if status == 503:
+        try:
+            failure = json.loads(body)
+        except ValueError:
+            return f"HTTP 503 with a body that is not JSON: {body[:120]!r}"
+        ok = (isinstance(failure, dict) and failure.get("kind") == "Status" and failure.get("code") == 503
+              and isinstance(failure.get("message"), str) and "\n" not in failure["message"])
+        return "" if ok else f"HTTP 503 without a one-line Status: {body[:200]!r}"
     if status >= 500:
         return f"HTTP {status}"
     if status not in (200, 400, 408, 413):

@@ -160,6 +160,29 @@ async def test_a_batch_holds_only_the_reviews_that_can_finish_before_its_earlies
     assert gate.runs[-3:] == [["r10"], ["r20", "r21", "r22"], ["r23", "r24", "r25"]], gate.runs
 
 
+async def test_under_a_burst_the_batch_is_the_most_reviews_that_fit_not_the_head_alone() -> None:
+    """The oldest review has the least time left: a batch limited by its deadline would hold six, and
+    the fourteen behind it would expire while it runs. The batch is the twenty with more time (a run
+    costs 1 s plus 0.01 s per further review), and only the one about to expire is refused."""
+    clock = FakeClock()
+    gate = TimedGate(clock, lone=1.0, per_item=0.01)
+    queue = Batcher(gate, concurrency=1, clock=clock)
+    await seed(queue)
+    await asyncio.gather(*(queue.review(change(i), STATE, deadline=clock.now + 1000) for i in range(3)))  # a batch
+    gate.release.clear()
+    holder = asyncio.ensure_future(queue.review(change(10), STATE, deadline=clock.now + 1000))
+    await asyncio.sleep(0)
+    # after the 1 s run ahead: r20 has 1.05 s left, r21..r40 1.5 s each
+    tasks = [asyncio.ensure_future(queue.review(change(20 + i), STATE, deadline=clock.now + (2.05 if i == 0 else 2.5)))
+             for i in range(21)]
+    await asyncio.sleep(0)
+    gate.release.set()
+    await holder
+    answers = await asyncio.gather(*tasks, return_exceptions=True)
+    assert gate.runs[-2:] == [["r10"], [f"r{20 + i}" for i in range(1, 21)]], gate.runs
+    assert isinstance(answers[0], Refused) and all(isinstance(a, Verdict) and a.allowed for a in answers[1:])
+
+
 async def test_a_full_queue_refuses_at_once() -> None:
     gate = TimedGate()
     gate.release.clear()

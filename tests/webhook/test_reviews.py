@@ -96,10 +96,18 @@ def test_a_denial_answers_403_with_the_object_and_field() -> None:
         'HTTPRoute default/api: spec.rules[0].sessionPersistence.sessionName: "a b" has a space'}
 
 
-def test_could_not_decide_is_not_a_plain_deny() -> None:
-    out = reviews.respond("u", Verdict(Decision.ERROR, Ref("HTTPRoute", "d", "a"), error="haproxy timed out"))
-    assert out["response"]["status"]["code"] == 500
-    assert "could not decide: haproxy timed out" in out["response"]["status"]["message"]
+def test_could_not_decide_is_no_admission_review_but_a_call_failure() -> None:
+    """The apiserver applies failurePolicy only to a failed call: "could not decide" must not be an
+    AdmissionReview (an allowed: false one is a rejection whatever its code)."""
+    verdict = Verdict(Decision.ERROR, Ref("HTTPRoute", "d", "a"), error="haproxy timed out\nafter 5s")
+    with pytest.raises(ValueError, match="call failure"):
+        reviews.respond("u", verdict)
+    out = reviews.call_failure(verdict.message)
+    assert out["kind"] == "Status" and out["apiVersion"] == "v1" and out["status"] == "Failure"
+    assert out["code"] == 503 and out["reason"] == "ServiceUnavailable"
+    assert out["message"] == "HTTPRoute d/a: routegate could not decide: haproxy timed out after 5s"
+    assert out["details"]["retryAfterSeconds"] == reviews.RETRY_AFTER
+    assert len(reviews.call_failure("x " * 5000)["message"]) == reviews.MAX_REASON
 
 
 def test_an_allowed_review_has_no_status_and_carries_warnings() -> None:

@@ -215,13 +215,14 @@ async def test_not_ready_state_denies_with_retry(gate: Gate) -> None:
         async with aiohttp.ClientSession() as session:
             async with session.post(f"http://127.0.0.1:{server.port}/validate",
                                     data=json.dumps(review(route("shop")))) as resp:
-                out = await resp.json()
+                status, retry_after, out = resp.status, resp.headers.get("Retry-After"), await resp.json()
             async with session.get(f"http://127.0.0.1:{server.port}/readyz") as ready:
                 assert ready.status == 503
     finally:
         await server.close()
-    assert out["response"]["allowed"] is False
-    assert "still syncing cluster state; retry" in out["response"]["status"]["message"]
+    # a call failure, so that the apiserver's failurePolicy applies (an AdmissionReview would reject)
+    assert status == 503 and retry_after == "1" and out["kind"] == "Status" and out["code"] == 503
+    assert out["message"] == "HTTPRoute capture/shop: routegate could not decide: still syncing cluster state; retry"
 
 
 async def test_metrics_count_reviews_with_bounded_labels(client: Client) -> None:

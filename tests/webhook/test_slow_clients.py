@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import ssl
 import time
@@ -14,8 +15,19 @@ import pytest
 from aiohttp import web
 
 from certs import bootstrap, reloading
+from tests.conftest import need_shared
+from tests.webhook.conftest import STATE_DIR, load_objects
+from validators.states import MemoryState
 from webhook import servers
-from webhook.connections import LINGERING, ConnectionLimits, GuardedSite, Guards, runner_options
+from webhook.connections import (
+    LINGERING,
+    MAX_CONNECTIONS,
+    SLOT_SECONDS,
+    ConnectionLimits,
+    GuardedSite,
+    Guards,
+    runner_options,
+)
 from webhook.gates import Gate
 from webhook.sources import StaticSource
 
@@ -36,23 +48,33 @@ class Served:
         return await asyncio.open_connection("127.0.0.1", self.port, ssl=self.trust, server_hostname="localhost")
 
 
-@pytest.fixture
-async def served(gate: Gate, tmp_path: Path) -> AsyncIterator[Served]:
+@contextlib.asynccontextmanager
+async def serving(gate: Gate, tmp_path: Path, limits: ConnectionLimits) -> AsyncIterator[Served]:
     paths = bootstrap.ensure_self_signed(tmp_path / "certs")
     reloader = reloading.CertReloader(paths.cert, paths.key)
     reloader.load()
-    app = servers.make_app(gate, StaticSource(), certs=reloader, body_timeout=LIMITS.body_timeout)
-    guards = Guards(LIMITS)
+    state = MemoryState(load_objects(STATE_DIR), version="test")
+    app = servers.make_app(gate, StaticSource(state, origin=str(STATE_DIR)), certs=reloader,
+                           body_timeout=limits.body_timeout)
+    guards = Guards(limits)
     guards.install(app)
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, **runner_options(LIMITS),
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, **runner_options(limits),
                            **servers.SERVER_OPTIONS)
     await runner.setup()
     site = GuardedSite(runner, "127.0.0.1", 0, guards=guards, ssl_context=reloader.context)
     await site.start()
     port = site.bound_port
     trust = ssl.create_default_context(cafile=str(paths.ca))
-    yield Served(port, trust, guards)
-    await runner.cleanup()
+    try:
+        yield Served(port, trust, guards)
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def served(gate: Gate, tmp_path: Path) -> AsyncIterator[Served]:
+    async with serving(gate, tmp_path, LIMITS) as out:
+        yield out
 
 
 async def closed_after(reader: asyncio.StreamReader, *, within: float) -> float:
@@ -76,7 +98,9 @@ async def test_idle_tls_connections_are_capped_and_cut(served: Served) -> None:
     waits = await asyncio.gather(*(closed_after(r, within=LIMITS.header_timeout + SLACK + 5) for r, _ in conns))
     elapsed = time.monotonic() - started
     cut = served.guards.cut
-    assert cut["idle"] <= LIMITS.max_connections and cut["refused"] >= 200 - LIMITS.max_connections - unshaken, cut
+    # up to the cap, and a quarter more that would be answered busy, are held until the header bound
+    assert LIMITS.hard == LIMITS.max_connections + LIMITS.max_connections // 4 < 200
+    assert cut["idle"] <= LIMITS.hard and cut["refused"] >= 200 - LIMITS.hard - unshaken, cut
     assert cut["idle"] + cut["refused"] + unshaken == 200, (cut, unshaken)
     assert max(waits) < LIMITS.header_timeout + SLACK and elapsed < LIMITS.header_timeout + SLACK
     assert len(served.guards) == 0
@@ -162,3 +186,112 @@ async def test_an_idle_keep_alive_connection_is_closed_after_the_idle_bound(serv
     assert LIMITS.idle_timeout - 0.1 < idle_for < LIMITS.idle_timeout + SLACK
     assert served.guards.cut["idle"] == 1
     writer.close()
+
+
+async def _request(served: Served, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers and body of the one answer on a new connection, which the server then closes."""
+    reader, writer = await served.connect()
+    writer.write(request)
+    async with asyncio.timeout(LIMITS.header_timeout + SLACK):
+        answer = await reader.read()
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return int(lines[0].split()[1]), headers, body
+
+
+async def test_connections_past_the_cap_are_answered_busy_and_reviews_under_it_are_judged(
+        gate: Gate, tmp_path: Path) -> None:
+    """Past the cap the apiserver gets a call failure it hands to failurePolicy (503, Retry-After, a
+    reason), not a dropped connection; past the cap and its busy share, connections are closed."""
+    limits = ConnectionLimits(max_connections=3, busy_connections=2, header_timeout=5.0, body_timeout=2.0,
+                              idle_timeout=10.0)
+    fixture = json.loads((need_shared("fixtures", "admission-reviews") / "03-httproute-create.json").read_text())
+    body = json.dumps(fixture).encode()
+    review = (b"POST /validate?timeout=10s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body)) + body
+    async with serving(gate, tmp_path, limits) as served:
+        under = [await served.connect() for _ in range(limits.max_connections)]  # every slot taken
+        status, headers, answer = await _request(served, review)
+        assert status == 503 and headers["retry-after"] == "1", (status, headers, answer)
+        doc = json.loads(answer)
+        assert doc["kind"] == "Status" and doc["code"] == 503 and doc["reason"] == "ServiceUnavailable"
+        assert doc["message"] == "routegate is busy: 3 connections are open (--max-connections); retry"
+        assert served.guards.cut["busy"] == 1
+        # the busy share full too: the next connection is closed at once
+        busy = [await served.connect() for _ in range(limits.busy)]
+        reader, writer = await served.connect()
+        assert await closed_after(reader, within=SLACK) < SLACK
+        writer.close()
+        assert served.guards.cut["refused"] == 1 and served.guards.cut["busy"] == 1
+        # a connection under the cap is still judged: 200 and an AdmissionReview
+        r0, w0 = under[0]
+        w0.write(review)
+        head = await r0.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), head
+        length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
+        assert json.loads(await r0.readexactly(length))["response"]["allowed"] is True
+        for _, w in under + busy:
+            w.close()
+        await asyncio.sleep(0.2)
+        assert len(served.guards) == 0
+        # the slots are free again: judged, not busy
+        closing = review.replace(b"HTTP/1.1\r\n", b"HTTP/1.1\r\nConnection: close\r\n", 1)
+        status, _, answer = await _request(served, closing)
+        assert status == 200 and json.loads(answer)["response"]["allowed"] is True
+
+
+def test_the_default_cap_holds_a_burst_of_one_connection_per_call_and_the_cli_says_so() -> None:
+    from webhook.cli import parser
+
+    assert ConnectionLimits().max_connections == MAX_CONNECTIONS >= 1000  # the burst of issue 31
+    args = parser().parse_args(["serve"])
+    assert args.max_connections == MAX_CONNECTIONS
+
+
+async def _handshake_seconds(served: Served) -> float:
+    started = time.monotonic()
+    _, writer = await served.connect()
+    took = time.monotonic() - started
+    writer.close()
+    return took
+
+
+async def test_clients_that_never_start_their_handshake_do_not_hold_up_the_others(gate: Gate, tmp_path: Path) -> None:
+    """Handshakes take turns (a burst's handshakes must not advance in lockstep), but a connection that
+    sends no ClientHello holds its turn only briefly: a few idle connections cannot stall every other
+    client up to the handshake bound."""
+    limits = ConnectionLimits(max_connections=50, header_timeout=6.0, body_timeout=2.0, idle_timeout=10.0,
+                              handshakes=2)
+    async with serving(gate, tmp_path, limits) as served:
+        idle = [await asyncio.open_connection("127.0.0.1", served.port) for _ in range(4)]  # plain TCP: no TLS
+        took = await _handshake_seconds(served)
+        # two rounds of idle turns (0.5 s each) at most, far below the 6 s bound
+        assert SLOT_SECONDS == 0.5 and took < 2 * 0.5 + SLACK / 2 < limits.header_timeout, took
+        for _, writer in idle:
+            writer.close()
+
+
+async def test_a_connection_that_waited_too_long_for_its_handshake_is_answered_busy(gate: Gate, tmp_path: Path) -> None:
+    """One turn at a time and idle connections ahead of it: by its turn half the handshake bound has
+    passed, too late to be judged in time, so its review gets a 503 "busy" at once, not a drop."""
+    limits = ConnectionLimits(max_connections=50, header_timeout=2.0, body_timeout=2.0, idle_timeout=10.0,
+                              handshakes=1)
+    fixture = json.loads((need_shared("fixtures", "admission-reviews") / "03-httproute-create.json").read_text())
+    body = json.dumps(fixture).encode()
+    review = (b"POST /validate?timeout=10s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body)) + body
+    async with serving(gate, tmp_path, limits) as served:
+        idle = [await asyncio.open_connection("127.0.0.1", served.port) for _ in range(3)]  # 3 turns of 0.5 s
+        status, headers, answer = await _request(served, review)
+        assert status == 503 and headers["retry-after"] == "1", (status, answer)
+        message = json.loads(answer)["message"]
+        assert message.startswith("routegate is busy: the connection waited ") and "TLS handshake" in message
+        for _, writer in idle:
+            writer.close()
+        await asyncio.sleep(0.2)
+        # with no one ahead, the same review is judged
+        closing = review.replace(b"HTTP/1.1\r\n", b"HTTP/1.1\r\nConnection: close\r\n", 1)
+        status, _, answer = await _request(served, closing)
+        assert status == 200 and json.loads(answer)["response"]["allowed"] is True
