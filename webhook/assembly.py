@@ -116,7 +116,10 @@ def check_scratch_dir(path: str) -> None:
         raise SetupError(f"--scratch-dir {path}: {exc}") from None
 
 
-def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: SchemaSet | None = None) -> Gate:
+def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: SchemaSet | None = None,
+               policy_errors: list[str] | None = None) -> Gate:
+    """The Gate ``settings`` describe. ``policy_errors``: where a policy of ``--config`` that cannot be
+    used is reported instead of raised (``serve`` runs not ready with it); the gate then judges no policy."""
     settings = with_file(settings)
     # What the render writes for: only what both the checker and the data plane accept.
     version = dataplanes.target(binary.version_tuple, settings.dataplane_version)
@@ -149,8 +152,13 @@ def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: Schema
     from webhook import policyloading
 
     loaded = load_settings(settings.config)
-    policyloading.install(gate, vap=policyloading.configured_vaps(loaded, settings.config),
-                          own=policyloading.own_policies(loaded, settings.config))
+    try:
+        policyloading.install(gate, vap=policyloading.configured_vaps(loaded, settings.config),
+                              own=policyloading.own_policies(loaded, settings.config))
+    except policyloading.PolicyError as exc:
+        if policy_errors is None:
+            raise
+        policy_errors.append(str(exc))
     return gate
 
 

@@ -34,8 +34,13 @@ from webhook.verdicts import Decision, Verdict
 LIVE_SECONDS = 30.0
 
 
+class PolicyError(SetupError):
+    """A policy that cannot be used (does not compile, an unknown variable or key): ``check`` exits 2 with
+    it; ``serve`` runs not ready with it (``webhook.servers.UNUSABLE``)."""
+
+
 def _setup_error(exc: Exception) -> Exception:
-    return SetupError(str(exc))
+    return PolicyError(str(exc))
 
 
 def is_policy(obj: Obj) -> bool:

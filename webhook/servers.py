@@ -68,12 +68,16 @@ VERDICTS = web.AppKey("verdicts", VerdictCache)
 SCHEMA_GENERATION = web.AppKey("schema_generation", list[Any])  # [the schema set last seen, its number]
 SELFTEST = web.AppKey("selftest", SelfTest)
 BODY_TIMEOUT = web.AppKey("body_timeout", float)
+# Why nothing can be judged as configured (a policy of --config that does not compile): every review is
+# "could not decide" (503, so failurePolicy applies) and /readyz says why, until a fixed config is rolled out.
+UNUSABLE = web.AppKey("unusable", str)
 
 
 def make_app(gate: Gate, source: StateSource, *, certs: CertStatus | None = None,
              review_timeout: float = 9.0, queue: admission.Batcher | None = None,
-             selftest: SelfTest | None = None, body_timeout: float = 10.0) -> web.Application:
+             selftest: SelfTest | None = None, body_timeout: float = 10.0, unusable: str = "") -> web.Application:
     app = web.Application(client_max_size=MAX_BODY)
+    app[UNUSABLE] = unusable
     app[BODY_TIMEOUT] = body_timeout
     app[GATE] = gate
     app[SELFTEST] = selftest or default_selftest(gate)
@@ -123,6 +127,7 @@ def add_probes(target: web.Application, webhook: web.Application) -> None:
     """Serve ``/healthz`` and ``/readyz`` of ``webhook`` on ``target`` too (the plain-HTTP metrics
     listener): kubelet probes present no client certificate, which ``--client-ca`` requires."""
     target[GATE], target[SOURCE], target[SELFTEST] = webhook[GATE], webhook[SOURCE], webhook[SELFTEST]
+    target[UNUSABLE] = webhook.get(UNUSABLE, "")
     if CERTS in webhook:
         target[CERTS] = webhook[CERTS]
     target.router.add_get("/healthz", healthz)
@@ -202,6 +207,8 @@ async def _read_body(request: web.Request) -> bytes | web.Response:
 async def _judge(app: web.Application, review: reviews.Review, budget: float) -> Verdict:
     source = app[SOURCE]
     change, ref = review.change, review.change.ref
+    if app[UNUSABLE]:
+        return Verdict(Decision.ERROR, ref, error=app[UNUSABLE])
     if not source.ready:
         return Verdict(Decision.ERROR, ref, error=_not_ready_reason(source))
     started = time.monotonic()
@@ -281,10 +288,11 @@ def readiness(app: web.Application, health: Health | None = None) -> tuple[bool,
         valid = certs.loaded and (not_after is None or not_after > datetime.now(UTC))
         cert_info = {"loaded": valid, "notAfter": not_after.isoformat() if not_after else None}
     checked = health is None or health.ready
-    ready = source.ready and bool(cert_info["loaded"]) and checked
+    unusable = app.get(UNUSABLE, "")
+    ready = source.ready and bool(cert_info["loaded"]) and checked and not unusable
     body = {
         "ready": ready,
-        "reasons": _reasons(source, cert_info, health),
+        "reasons": [*([unusable] if unusable else []), *_reasons(source, cert_info, health)],
         "haproxy": {"path": gate.binary.path, "version": gate.binary.version},
         "dataplane": gate.dataplane_info(),
         "selftest": health.as_dict() if health is not None else None,

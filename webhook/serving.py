@@ -237,7 +237,15 @@ async def _serve(args: argparse.Namespace) -> int:
     from webhook import reconciling
 
     settings = reconciling.gate_settings(args)
-    gate = build_gate(binary, settings)
+    # A policy that cannot be used leaves the webhook running but not ready, every review answered
+    # "could not decide" (so failurePolicy applies) with the reason on /readyz, rather than a crash loop
+    # whose reason only the logs hold; a rollout of the fixed --config makes it ready.
+    policy_errors: list[str] = []
+    # (serve --reconcile promotes too: it starts only with every policy usable, as reconcile does)
+    gate = build_gate(binary, settings, policy_errors=None if getattr(args, "reconcile", False) else policy_errors)
+    unusable = f"cannot judge as configured: {policy_errors[0]}" if policy_errors else ""
+    if unusable:
+        log.error("not ready: a policy of --config cannot be used", reason=policy_errors[0])
     # Which isolation keeps haproxy -c off the network (a network namespace, or init-addr none in the
     # checked copy where namespaces cannot be made): /readyz shows it too.
     log.info("haproxy -c isolation", isolation=getattr(gate.checker, "isolation", "unknown"))
@@ -268,7 +276,7 @@ async def _serve(args: argparse.Namespace) -> int:
     if args.client_ca:
         require_client_certificates(reloader.context, args.client_ca)
     app = servers.make_app(gate, source, certs=reloader, review_timeout=args.review_timeout, queue=queue,
-                           body_timeout=args.body_timeout)
+                           body_timeout=args.body_timeout, unusable=unusable)
     needed, available = connections.descriptors_for(limits)
     if available < needed:
         log.warning("file descriptor limit below the connection limits: past it connections fail to open",

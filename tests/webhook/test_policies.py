@@ -5,19 +5,22 @@ tests/data/policies/config.yaml; the namespace ``capture`` may serve api.example
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from haproxy_check.results import HAProxyBinary
 from tests.cluster.clusterkit import install_gateway_api
 from tests.conftest import need_shared
 from tests.fakekube import FakeKube
-from tests.webhook.clirun import routegate
+from tests.webhook.clirun import closed_port, env, routegate
 from tests.webhook.conftest import STATE_DIR, load_objects
 from tests.webhook.test_admission_server import Client, serving
 from tests.webhook.test_cli_cluster import run_check
@@ -105,6 +108,37 @@ def test_serve_refuses_a_policy_that_does_not_compile(binary: HAProxyBinary, tmp
     with pytest.raises(assembly.SetupError, match=r"policy unknown: .*unknown variable 'variables\.nope'"):
         assembly.build_gate(binary, assembly.GateSettings(config=str(config)))
 
+
+
+async def test_serve_with_a_policy_that_does_not_compile_runs_not_ready(tmp_path: Path) -> None:
+    """The real ``routegate serve``: up, not ready with the reason on /readyz, and every review a call
+    failure (503) so that the API server's failurePolicy decides, until a fixed --config is rolled out."""
+    config = tmp_path / "config.yaml"
+    config.write_text("policies:\n- name: broken\n  validations:\n  - expression: 'object.spec.hostnames.all(h,'\n")
+    port, metrics_port = closed_port(), closed_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "webhook", "serve", "--state", str(STATE_DIR), "--config", str(config),
+        "--cert-dir", str(tmp_path / "certs"), "--listen", f"127.0.0.1:{port}",
+        "--metrics-listen", f"127.0.0.1:{metrics_port}", stderr=asyncio.subprocess.PIPE, env=env())
+    try:
+        assert proc.stderr is not None
+        async with asyncio.timeout(120):
+            while b"listening on https://" not in (line := await proc.stderr.readline()):
+                assert line, "serve exited before listening"
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{metrics_port}/readyz") as ready:
+                body = await ready.json()
+            assert ready.status == 503 and body["ready"] is False
+            assert "policy broken: validations[0].expression" in body["reasons"][0], body
+            async with session.post(f"https://127.0.0.1:{port}/validate", json=review(["api.example.com"]),
+                                    ssl=False) as answer:
+                status = await answer.json()
+            assert answer.status == 503 and "Retry-After" in answer.headers
+            assert "could not decide: cannot judge as configured: --config" in status["message"], status
+            assert "policy broken: validations[0].expression" in status["message"], status
+    finally:
+        proc.terminate()
+        await proc.wait()
 
 # --- check ------------------------------------------------------------------------------------------------
 
