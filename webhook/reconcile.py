@@ -25,9 +25,10 @@ given. A check that could not decide (timeout) promotes nothing and is not a rej
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -45,6 +46,7 @@ from validators.objects import Ref, dig
 from validators.states import State
 from webhook import audits, events, isolating, leaveouts, metrics, shrinkguard
 from webhook.gates import Gate
+from webhook.promotedmemory import SEEN_AT, Kept, PromotedMemory, observe_propagation
 from webhook.verdicts import Decision, Verdict
 
 log = structlog.get_logger("routegate.reconcile")
@@ -103,7 +105,8 @@ class Outcome:
 class Reconciler:
     def __init__(self, gate: Gate, promoter: Promoter | None, *, recorder: events.EventRecorder | None = None,
                  on_promoted: list[OnPromoted] | None = None, clock: Callable[[], float] = time.perf_counter,
-                 shrink: shrinkguard.Limits | None = None, on_outcome: list[OnOutcome] | None = None) -> None:
+                 shrink: shrinkguard.Limits | None = None, on_outcome: list[OnOutcome] | None = None,
+                 memory: PromotedMemory | None = None) -> None:
         self.gate = gate
         self.promoter = promoter
         self.recorder = recorder
@@ -113,6 +116,8 @@ class Reconciler:
         self._lock = asyncio.Lock()
         self.last: Outcome | None = None
         self._described: tuple[str, Description | None] | None = None  # the live version's, parsed once
+        # what this process promoted, handed to the hooks in memory (they read files only after a restart)
+        self.memory = memory if memory is not None else PromotedMemory()
         # re-judges only objects whose content or reads changed; other controllers' objects not at all
         self._audits = audits.AuditCache(gate.rules, gate.scope)
         # the view last promoted: each object's last promoted version, which an object whose update breaks
@@ -120,22 +125,33 @@ class Reconciler:
         self._last_good: State | None = None
         self.shrink = shrinkguard.ShrinkGuard(shrink)
 
-    async def reconcile(self, state: State) -> Outcome:
-        """One run over ``state``; runs are serialized (a promotion is never interleaved with another)."""
+    async def reconcile(self, state: State, *, seen_at: float | None = None) -> Outcome:
+        """One run over ``state``; runs are serialized (a promotion is never interleaved with another).
+        ``seen_at``: when the first change it carries was seen (``time.monotonic()``), for the end-to-end
+        propagation histogram."""
         async with self._lock:
-            outcome = await self._run(state)
-            metrics.RECONCILES.labels(str(outcome.result)).inc()
-            if outcome.result in (Result.PROMOTED, Result.UNCHANGED):
-                self.shrink.live_is(self.gate.scope.view(state))  # what later drops are measured against
-            if outcome.result in (Result.PROMOTED, Result.UNCHANGED, Result.HELD):
-                metrics.SHRINK_HELD.set(outcome.result is Result.HELD)
-            await self._report(outcome, state)
-            self.last = outcome  # once its findings are logged, counted and written as Events
-            for hook in self.on_outcome:
-                try:
-                    await hook(outcome, state)
-                except Exception as exc:  # a hook (status writing) failing never undoes the run
-                    log.error("after-reconcile hook failed", hook=type(hook).__name__, error=repr(exc))
+            token = SEEN_AT.set(seen_at)
+            mark = self._clock()
+            try:
+                outcome = await self._run(state)
+                metrics.RECONCILES.labels(str(outcome.result)).inc()
+                steps = _Steps(self._clock, outcome.timings)
+                with steps.step("report"):
+                    if outcome.result in (Result.PROMOTED, Result.UNCHANGED):
+                        self.shrink.live_is(self.gate.scope.view(state))  # what later drops are measured against
+                    if outcome.result in (Result.PROMOTED, Result.UNCHANGED, Result.HELD):
+                        metrics.SHRINK_HELD.set(outcome.result is Result.HELD)
+                    await self._report(outcome, state)
+                self.last = outcome  # once its findings are logged, counted and written as Events
+                with steps.step("outcome"):
+                    for hook in self.on_outcome:
+                        try:
+                            await hook(outcome, state)
+                        except Exception as exc:  # a hook (status writing) failing never undoes the run
+                            log.error("after-reconcile hook failed", hook=type(hook).__name__, error=repr(exc))
+                steps.finish(self._clock() - mark)
+            finally:
+                SEEN_AT.reset(token)
         return outcome
 
     async def judge(self, state: State) -> Outcome:
@@ -155,14 +171,20 @@ class Reconciler:
 
     async def _run(self, state: State, *, promote: bool = True) -> Outcome:
         timings: dict[str, float] = {}
-        live = self.promoter.last_known_good() if self.promoter is not None else None
-        provenance = getattr(state, "provenance", None)  # the source's own account, before scoping hides it
-        state = self.gate.scope.view(state)  # our GatewayClasses only, as admission judges them
+        steps = _Steps(self._clock, timings)
+        with steps.step("scope"):
+            live = self.promoter.last_known_good() if self.promoter is not None else None
+            provenance = getattr(state, "provenance", None)  # the source's own account, before scoping hides it
+            state = self.gate.scope.view(state)  # our GatewayClasses only, as admission judges them
         audited = await self._timed("audit", timings, asyncio.to_thread(self._audits.audit, state))
         assert isinstance(audited, list)
-        view, left = leaveouts.apply(state, audited)
-        by_ref: dict[Ref, list[Finding]] = {ref: list(found) for ref, found in audited}
-        previous = await asyncio.to_thread(self._live_description, live)
+        with steps.step("leaveouts"):
+            view, left = leaveouts.apply(state, audited)
+            by_ref: dict[Ref, list[Finding]] = {ref: list(found) for ref, found in audited}
+            previous = self._live_description(live)
+            if previous is None and live is not None and (self._described is None
+                                                          or self._described[0] != live.version):
+                previous = await asyncio.to_thread(self._read_live_description, live)
         try:
             attempt = await self._attempt(view, previous, timings)
         except CheckTimedOut as exc:
@@ -185,31 +207,42 @@ class Reconciler:
         view = attempt.view
         render, checked = attempt.render, attempt.checked
         assert render is not None and checked is not None
-        self._add_render_findings(render, by_ref, state)
+        with steps.step("findings"):
+            self._add_render_findings(render, by_ref, state)
         if not promote or self.promoter is None:
             return Outcome(Result.PASSED, state.version, live, _faults(by_ref), tuple(left), (), timings)
-        held = self.shrink.judge(previous, render.description, state, provenance)
+        with steps.step("shrink"):
+            held = self.shrink.judge(previous, render.description, state, provenance)
         if held is not None:
             metrics.SHRINK_HOLDS.inc()
             return Outcome(Result.HELD, state.version, live, _faults(by_ref), tuple(left), (held.message,), timings)
         # the Gateway API status of what is promoted (validators.crossobject.statuses), beside the
         # configuration it describes
-        promoted_status = await asyncio.to_thread(self._statuses, view, state)
-        files = {**render.files, "description.json": _description(render),
-                 "statuses.json": (json.dumps(promoted_status, indent=2, sort_keys=True) + "\n").encode()}
-        if live is not None and live.content_hash == content_hash(files) and self.promoter.live() is not None:
+        promoted_status = await self._timed("statuses", timings, asyncio.to_thread(self._statuses, view, state))
+        assert isinstance(promoted_status, dict)
+        with steps.step("serialize"):
+            files = {**render.files, "description.json": _description(render),
+                     "statuses.json": _json_bytes(promoted_status, sort_keys=True)}
+            digest = content_hash(files)
+        if live is not None and live.content_hash == digest and self.promoter.live() is not None:
             self._last_good = view
             return Outcome(Result.UNCHANGED, state.version, live, _faults(by_ref), tuple(left), (), timings)
         promoted = await self._timed("promote", timings, asyncio.to_thread(
             self.promoter.promote, files, state_version=state.version))
         assert isinstance(promoted, Promoted)
         self._last_good = view  # what each object's last promoted version is (webhook.isolating)
+        self.memory.remember(promoted.version, Kept(render.description, files, promoted_status))
+        self._described = (promoted.version, render.description)
         metrics.LAST_PROMOTION.set(promoted.promoted_at)
-        for hook in self.on_promoted:
-            try:
-                await hook(live, promoted)
-            except Exception as exc:  # a hook (runtime apply) failing never un-promotes the files
-                log.error("after-promotion hook failed", hook=getattr(hook, "__name__", repr(hook)), error=repr(exc))
+        with steps.step("dataplane"):
+            for hook in self.on_promoted:
+                try:
+                    await hook(live, promoted)
+                except Exception as exc:  # a hook (runtime apply) failing never un-promotes the files
+                    log.error("after-promotion hook failed", hook=getattr(hook, "__name__", repr(hook)),
+                              error=repr(exc))
+            if not any(getattr(hook, "updates_dataplane", False) for hook in self.on_promoted):
+                observe_propagation("promoted", SEEN_AT.get())  # the reload wrapper loads what is promoted
         return Outcome(Result.PROMOTED, state.version, promoted, _faults(by_ref), tuple(left), (), timings)
 
     async def _attempt(self, view: State, previous: Description | None,
@@ -261,12 +294,18 @@ class Reconciler:
         return Outcome(Result.REJECTED, state.version, live, _faults(by_ref), tuple(left), tuple(lines), timings)
 
     def _live_description(self, live: Promoted | None) -> Description | None:
+        """The live version's description from memory (promoted by this process), else None."""
         if live is None:
-            return None
-        if self.promoter is None:
             return None
         if self._described is not None and self._described[0] == live.version:
             return self._described[1]
+        kept = self.memory.get(live.version)
+        return kept.description if kept is not None else None
+
+    def _read_live_description(self, live: Promoted) -> Description | None:
+        """The live version's description.json, read once after a restart (blocking: run it in a thread)."""
+        if self.promoter is None:
+            return None
         try:
             text = (self.promoter.output / live.version / "description.json").read_text(encoding="utf-8")
             description: Description | None = Description.from_dict(json.loads(text))
@@ -377,4 +416,40 @@ def _faults(by_ref: dict[Ref, list[Finding]]) -> tuple[Fault, ...]:
 
 
 def _description(render: RenderResult) -> bytes:
-    return (json.dumps(render.description.as_dict(), indent=2) + "\n").encode()
+    return _json_bytes(render.description.as_dict())
+
+
+def _json_bytes(data: Any, *, sort_keys: bool = False) -> bytes:
+    """JSON for the wrapper and for humans: one line per top-level member. Not ``indent=``: that makes json
+    fall back from its C encoder to pure Python, seconds per run at 10,000 routes."""
+    if not isinstance(data, dict):
+        return (json.dumps(data, sort_keys=sort_keys) + "\n").encode()
+    keys = sorted(data) if sort_keys else list(data)
+    members = [f"  {json.dumps(k)}: {json.dumps(data[k], sort_keys=sort_keys)}" for k in keys]
+    return ("{\n" + ",\n".join(members) + "\n}\n").encode() if members else b"{}\n"
+
+
+class _Steps:
+    """A run's step timings: each step adds its seconds (a step can run in parts); ``finish`` adds the
+    whole run and what no step covered, and exports them all (``routegate_reconcile_step_duration_seconds``)."""
+
+    def __init__(self, clock: Callable[[], float], timings: dict[str, float]) -> None:
+        self._clock = clock
+        self.timings = timings
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        mark = self._clock()
+        try:
+            yield
+        finally:
+            seconds = self._clock() - mark
+            self.timings[name] = self.timings.get(name, 0.0) + seconds
+            metrics.RECONCILE_SECONDS.labels(name).observe(seconds)
+
+    def finish(self, total: float) -> None:
+        covered = sum(self.timings.values())
+        self.timings["total"] = total
+        self.timings["unattributed"] = max(total - covered, 0.0)
+        metrics.RECONCILE_SECONDS.labels("total").observe(total)
+        metrics.RECONCILE_SECONDS.labels("unattributed").observe(self.timings["unattributed"])
