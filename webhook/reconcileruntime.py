@@ -352,8 +352,9 @@ class RuntimeApplier:
             deferred = self._defer(promoted, reason, prediction, planned_from or "")
             if deferred is not None:
                 return replace(deferred, timings=timings)
-            return replace(await self._reload(promoted, reason), prediction=prediction,
-                           planned_from=planned_from or "", timings={**timings})
+            reloaded = await self._reload(promoted, reason)
+            return replace(reloaded, prediction=prediction, planned_from=planned_from or "",
+                           timings={**timings, **reloaded.timings})
         mark = time.perf_counter()
         result = await runtimeapi.apply(plan, self.socket_path, files=files, timeout=self.timeout)
         timings["runtime"] = time.perf_counter() - mark
@@ -364,8 +365,9 @@ class RuntimeApplier:
             log.warning("runtime update failed; reloading", version=promoted.version, error=result.error,
                         applied=result.applied, of=len(plan.commands))
             # at once, not deferred: what runs is in part the new version now
-            return replace(await self._reload(promoted, f"runtime command failed: {result.error}"),
-                           prediction=prediction, planned_from=planned_from or "", timings=timings)
+            reloaded = await self._reload(promoted, f"runtime command failed: {result.error}")
+            return replace(reloaded, prediction=prediction, planned_from=planned_from or "",
+                           timings={**timings, **reloaded.timings})
         self._running = promoted.version
         log.info("applied at runtime", version=promoted.version, commands=len(plan.commands))
         return Applied(promoted.version, "runtime", result.applied, prediction=prediction,
