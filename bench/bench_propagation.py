@@ -245,15 +245,26 @@ def _wait_for(probe: Probe, seconds: float) -> bool:
     return False
 
 
+def _start(haproxy: str, pidfile: Path, out: Path, work: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([haproxy, "-W", "-db", "-p", str(pidfile), "-f", str(out / "haproxy.cfg")],
+                            cwd=work, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=(work / "haproxy.log").open("wb"))
+
+
+def _reconciled(reconciler: Reconciler, version: str) -> Probe:
+    return lambda: reconciler.last is not None and reconciler.last.state_version == version
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
 
 
-async def run_size(n: int, haproxy: str, rounds: int, work: Path) -> None:
+async def run_size(n: int, haproxy: str, rounds: int, work: Path, check_timeout: float) -> None:
     binary = await binaries.detect(haproxy)
     sock = str(work / "admin.sock")
-    gate = assembly.build_gate(binary, assembly.GateSettings(render={"stats_socket": sock}))
+    gate = assembly.build_gate(binary, assembly.GateSettings(render={"stats_socket": sock},
+                                                             check_timeout=check_timeout))
     out, pidfile = work / "out", work / "haproxy.pid"
     promoter, memory = Promoter(out, keep=3), PromotedMemory()
     applier = RuntimeApplier(promoter, sock, dataplane_version=binary.version_tuple,
@@ -264,9 +275,7 @@ async def run_size(n: int, haproxy: str, rounds: int, work: Path) -> None:
     started = time.perf_counter()
     first = await reconciler.reconcile(source.snapshot())
     print(f"  {n} routes: first reconcile {first.result} in {time.perf_counter() - started:.1f}s", flush=True)
-    master = subprocess.Popen([haproxy, "-W", "-db", "-p", str(pidfile), "-f", str(out / "haproxy.cfg")],
-                              cwd=work, start_new_session=True, stdout=subprocess.DEVNULL,
-                              stderr=(work / "haproxy.log").open("wb"))
+    master = await asyncio.to_thread(_start, haproxy, pidfile, out, work)
     steady = Steady()
     loop: asyncio.Task[None] | None = None
     try:
@@ -296,8 +305,7 @@ async def run_size(n: int, haproxy: str, rounds: int, work: Path) -> None:
                     print(kind, on, _get(HOST, f"/api/{PROBE}"), _get("extra.edge.example.com", f"/api/{PROBE}"),
                           (work / "haproxy.log").read_text()[-600:], flush=True)
                 latencies.append(time.monotonic() - mark if served else float("inf"))
-                await asyncio.to_thread(_wait_for, lambda: reconciler.last is not None
-                                        and reconciler.last.state_version == f"v{version}", 30)
+                await asyncio.to_thread(_wait_for, _reconciled(reconciler, f"v{version}"), 30)
                 hows.append(applier.last.action if applier.last else "?")
                 for k, v in (reconciler.last.timings if reconciler.last else {}).items():
                     steps.setdefault(k, []).append(v)
@@ -327,7 +335,7 @@ async def main(args: argparse.Namespace) -> None:
     with echo_servers():
         for n in args.sizes:
             with tempfile.TemporaryDirectory() as tmp:
-                await run_size(n, args.haproxy, args.rounds, Path(tmp))
+                await run_size(n, args.haproxy, args.rounds, Path(tmp), args.check_timeout)
     print(f"load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
 
 
@@ -336,6 +344,8 @@ if __name__ == "__main__":
     parser.add_argument("--sizes", type=lambda t: [int(x) for x in t.split(",")], default=[100, 2000])
     parser.add_argument("--rounds", type=lambda t: int(t) + int(t) % 2, default=6,
                         help="changes per kind, back and forth (rounded up to even: each kind ends as it started)")
+    parser.add_argument("--check-timeout", type=float, default=5.0,
+                        help="the gate's haproxy -c timeout (default 5, as routegate's; raise it on a loaded machine)")
     parser.add_argument("--haproxy", default=os.environ.get("ROUTEGATE_HAPROXY_34", "/work/h34/haproxy"))
     parsed = parser.parse_args()
     if os.environ.get("BENCH_NETNS") != "1":  # a private network namespace: only our loopback
