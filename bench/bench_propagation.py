@@ -288,7 +288,9 @@ async def run_size(n: int, haproxy: str, rounds: int, work: Path, check_timeout:
         print(f"  {'kind':<22} {'median':>8} {'p95':>8}  {'how':<16} {'reloads':>7}  reconcile steps (median s)",
               flush=True)
         for kind, (change, probe) in kinds().items():
-            latencies, hows, steps = [], [], {}
+            latencies: list[float] = []
+            hows: list[str] = []
+            steps: dict[str, list[float]] = {}
             reloads = applier.reloads
             for r in range(rounds):
                 on = r % 2 == 0
