@@ -13,7 +13,12 @@ steps, never copies of them:
   -> the shrink guard (``webhook.shrinkguard``): a mass drop of routes or backends the source cannot
      vouch for (a short list, a forbidden kind, a lost CRD) is held, and last-known-good stays live
   -> passed: promote atomically (``haproxy_check.runtime.promotion``), then call the ``on_promoted`` hooks
-     with the previous and the new version (the place where Runtime API application plugs in).
+     with the previous and the new version (the place where Runtime API application plugs in)
+  -> the Gateway API statuses of what is promoted, once the data plane has it (they never delay traffic):
+     in memory for the status writer (``webhook.promotedmemory``), and ``statuses.json`` beside it.
+
+Every step is timed (``routegate_reconcile_step_duration_seconds``, with ``total`` and ``unattributed``), and
+the run's first change to the data plane updated is ``routegate_reconcile_propagation_seconds``.
 
 With a GatewayClass scope, only our objects are audited, get findings, Events and statuses.
 
@@ -27,10 +32,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -216,22 +223,19 @@ class Reconciler:
         if held is not None:
             metrics.SHRINK_HOLDS.inc()
             return Outcome(Result.HELD, state.version, live, _faults(by_ref), tuple(left), (held.message,), timings)
-        # the Gateway API status of what is promoted (validators.crossobject.statuses), beside the
-        # configuration it describes
-        promoted_status = await self._timed("statuses", timings, asyncio.to_thread(self._statuses, view, state))
-        assert isinstance(promoted_status, dict)
         with steps.step("serialize"):
-            files = {**render.files, "description.json": _description(render),
-                     "statuses.json": _json_bytes(promoted_status, sort_keys=True)}
+            files = {**render.files, "description.json": _description(render)}
             digest = content_hash(files)
         if live is not None and live.content_hash == digest and self.promoter.live() is not None:
             self._last_good = view
+            # what the data plane runs is the same, what the statuses say may not be
+            await self._statuses_beside(live, view, state, Kept(render.description, files, {}), timings)
             return Outcome(Result.UNCHANGED, state.version, live, _faults(by_ref), tuple(left), (), timings)
         promoted = await self._timed("promote", timings, asyncio.to_thread(
             self.promoter.promote, files, state_version=state.version))
         assert isinstance(promoted, Promoted)
         self._last_good = view  # what each object's last promoted version is (webhook.isolating)
-        self.memory.remember(promoted.version, Kept(render.description, files, promoted_status))
+        self.memory.remember(promoted.version, Kept(render.description, files, {}))
         self._described = (promoted.version, render.description)
         metrics.LAST_PROMOTION.set(promoted.promoted_at)
         with steps.step("dataplane"):
@@ -243,7 +247,24 @@ class Reconciler:
                               error=repr(exc))
             if not any(getattr(hook, "updates_dataplane", False) for hook in self.on_promoted):
                 observe_propagation("promoted", SEEN_AT.get())  # the reload wrapper loads what is promoted
+        await self._statuses_beside(promoted, view, state, Kept(render.description, files, {}), timings)
         return Outcome(Result.PROMOTED, state.version, promoted, _faults(by_ref), tuple(left), (), timings)
+
+    async def _statuses_beside(self, version: Promoted, view: State, state: State, kept: Kept,
+                               timings: dict[str, float]) -> None:
+        """The Gateway API status of what is promoted (validators.crossobject.statuses), computed once the
+        data plane has the version (statuses do not delay traffic), kept in memory for the status writer
+        and written as ``statuses.json`` beside the configuration it describes (for humans: not part of
+        the version's content hash, so a change only statuses see promotes no new version)."""
+        promoted_status = await self._timed("statuses", timings, asyncio.to_thread(self._statuses, view, state))
+        assert isinstance(promoted_status, dict)
+        self.memory.remember(version.version, replace(kept, statuses=promoted_status))
+        assert self.promoter is not None
+        target = self.promoter.output / version.version / "statuses.json"
+        try:
+            await asyncio.to_thread(_write_replacing, target, _json_bytes(promoted_status, sort_keys=True))
+        except OSError as exc:  # the version was pruned by hand: the writer has the statuses in memory
+            log.warning("statuses.json not written", version=version.version, error=str(exc))
 
     async def _attempt(self, view: State, previous: Description | None,
                        timings: dict[str, float] | None = None) -> isolating.Attempt:
@@ -417,6 +438,13 @@ def _faults(by_ref: dict[Ref, list[Finding]]) -> tuple[Fault, ...]:
 
 def _description(render: RenderResult) -> bytes:
     return _json_bytes(render.description.as_dict())
+
+
+def _write_replacing(path: Path, data: bytes) -> None:
+    """Readers see the old file or the new one, never a part."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 def _json_bytes(data: Any, *, sort_keys: bool = False) -> bytes:
