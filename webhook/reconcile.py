@@ -43,7 +43,7 @@ from typing import Any
 import structlog
 
 from haproxy_check.check.checker import CheckTimedOut
-from haproxy_check.descriptions import Description
+from haproxy_check.descriptions import BackendDesc, Description
 from haproxy_check.results import RenderError, RenderResult
 from haproxy_check.runtime.promotion import Promoted, Promoter, content_hash
 from validators import codes
@@ -127,6 +127,7 @@ class Reconciler:
         self.memory = memory if memory is not None else PromotedMemory()
         # re-judges only objects whose content or reads changed; other controllers' objects not at all
         self._audits = audits.AuditCache(gate.rules, gate.scope)
+        self._description_json = DescriptionJson()  # description.json, each unchanged backend's text reused
         # the view last promoted: each object's last promoted version, which an object whose update breaks
         # haproxy -c is held back at (webhook.isolating); None until the first promotion of this process
         self._last_good: State | None = None
@@ -224,7 +225,7 @@ class Reconciler:
             metrics.SHRINK_HOLDS.inc()
             return Outcome(Result.HELD, state.version, live, _faults(by_ref), tuple(left), (held.message,), timings)
         with steps.step("serialize"):
-            files = {**render.files, "description.json": _description(render)}
+            files = {**render.files, "description.json": self._description_json.of(render.description)}
             digest = content_hash(files)
         if live is not None and live.content_hash == digest and self.promoter.live() is not None:
             self._last_good = view
@@ -438,6 +439,29 @@ def _faults(by_ref: dict[Ref, list[Finding]]) -> tuple[Fault, ...]:
 
 def _description(render: RenderResult) -> bytes:
     return _json_bytes(render.description.as_dict())
+
+
+class DescriptionJson:
+    """``description.json`` as ``_json_bytes(description.as_dict())`` writes it, byte for byte, with each
+    backend's JSON text reused from the previous run when the render reused its record (the incremental
+    renderer keeps the very ``BackendDesc`` of an unchanged backend): O(changed backends), not O(state)."""
+
+    def __init__(self) -> None:
+        self._texts: dict[int, tuple[BackendDesc, str]] = {}  # id -> (the record, held so the id stays its)
+
+    def of(self, description: Description) -> bytes:
+        texts: dict[int, tuple[BackendDesc, str]] = {}
+        parts = []
+        for backend in sorted(description.backends, key=lambda b: b.name):
+            known = self._texts.get(id(backend))
+            text = known[1] if known is not None and known[0] is backend else json.dumps(backend.as_dict())
+            texts[id(backend)] = (backend, text)
+            parts.append(text)
+        self._texts = texts
+        rest = description.as_dict(backends=False)
+        members = [f"  {json.dumps('backends')}: [" + ", ".join(parts) + "]",
+                   *(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in rest.items())]
+        return ("{\n" + ",\n".join(members) + "\n}\n").encode()
 
 
 def _write_replacing(path: Path, data: bytes) -> None:
