@@ -480,22 +480,52 @@ def _entry(line: str) -> tuple[str, str]:
     return (match.group(1), match.group(2)) if match else ("", "")
 
 
-_UNIQUE_KEYS: OrderedDict[int, tuple[tuple[str, ...], bool]] = OrderedDict()
-_UNIQUE_KEYS_KEPT = 256
+_KEYS: OrderedDict[int, tuple[tuple[str, ...], frozenset[str] | None]] = OrderedDict()
+_KEYS_KEPT = 256
 
 
-def _unique_keys(entries: tuple[str, ...]) -> bool:
-    """No two lines of the map share a key; remembered per entries tuple (a map's entries are planned
-    from twice: as the new version, then as the running one), so an unchanged map costs nothing."""
-    found = _UNIQUE_KEYS.get(id(entries))
+def _known_keys(entries: tuple[str, ...]) -> tuple[bool, frozenset[str] | None]:
+    """(whether remembered, the map's keys or None when two lines share a key). Remembered per entries
+    tuple (holding it keeps its id from being reused): a map is planned from twice, as the new version
+    and then as the running one."""
+    found = _KEYS.get(id(entries))
     if found is not None and found[0] is entries:
-        _UNIQUE_KEYS.move_to_end(id(entries))
-        return found[1]
-    unique = len({_entry(e)[0] for e in entries}) == len(entries)
-    _UNIQUE_KEYS[id(entries)] = (entries, unique)  # holding the tuple keeps its id from being reused
-    while len(_UNIQUE_KEYS) > _UNIQUE_KEYS_KEPT:
-        _UNIQUE_KEYS.popitem(last=False)
-    return unique
+        _KEYS.move_to_end(id(entries))
+        return True, found[1]
+    return False, None
+
+
+def _remember_keys(entries: tuple[str, ...], keys: frozenset[str] | None) -> frozenset[str] | None:
+    _KEYS[id(entries)] = (entries, keys)
+    while len(_KEYS) > _KEYS_KEPT:
+        _KEYS.popitem(last=False)
+    return keys
+
+
+def _keys(entries: tuple[str, ...]) -> frozenset[str] | None:
+    """The map's keys, None when two lines share one (O(map) once per entries tuple)."""
+    known, keys = _known_keys(entries)
+    if known:
+        return keys
+    listed = [_entry(e)[0] for e in entries]
+    found = frozenset(listed)
+    return _remember_keys(entries, found if len(found) == len(listed) else None)
+
+
+def _keys_after(new: tuple[str, ...], old: tuple[str, ...], old_keys: frozenset[str],
+                old_only: Mapping[str, str], new_only: Sequence[tuple[str, str, str]]) -> frozenset[str] | None:
+    """The keys of ``new`` from those of ``old`` and the lines that differ (O(change) but for set copies in C):
+    the lines both hold keep their keys. Counted lines tell a repeated common line (then read it all)."""
+    known, keys = _known_keys(new)
+    if known:
+        return keys
+    if len(new) != len(old) - len(old_only) + len(new_only):
+        return _keys(new)
+    added = [k for _, k, _ in new_only]
+    common = old_keys.difference(old_only)
+    fresh = frozenset(added)
+    unique = len(fresh) == len(added) and common.isdisjoint(fresh)
+    return _remember_keys(new, common | fresh if unique else None)
 
 
 def _maps(old: Description, new: Description, draft: _Draft, elsewhere: frozenset[str]) -> None:
@@ -518,13 +548,17 @@ def _map_change(old: MapDesc, new: MapDesc, draft: _Draft) -> None:
     rank = _map_rank(new.path)
     if old.entries == new.entries:
         return
-    if not new.ordered and _unique_keys(old.entries) and _unique_keys(new.entries):
+    old_keys = _keys(old.entries) if not new.ordered else None
+    if old_keys is not None:
         # O(change): only the lines that differ are read. With unique keys on both sides, a line both
         # versions hold adds, changes and removes nothing, and a differing line's key is in the other
         # version only if a differing line of that version has it.
         old_lines, new_lines = set(old.entries), set(new.entries)
         old_only = dict(_entry(e) for e in old.entries if e not in new_lines)
         new_only = [(e, *_entry(e)) for e in new.entries if e not in old_lines]
+        if _keys_after(new.entries, old.entries, old_keys, old_only, new_only) is None:
+            draft.map_updates.append((rank, new.path, _replace_map(new)))
+            return
         new_only_keys = {k for _, k, _ in new_only}
         added = [e for e, k, _ in new_only if k not in old_only]
         changed = [(k, v) for _, k, v in new_only if k in old_only and old_only[k] != v]
