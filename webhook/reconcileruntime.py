@@ -39,7 +39,7 @@ import os
 import shlex
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -198,6 +198,8 @@ class RuntimeApplier:
         self._deferred_to: tuple[Promoted, str, float | None] | None = None  # version, reason, first seen
         self._serial = asyncio.Lock()  # a deferred reload firing never interleaves with an apply
         self.reloads = 0  # signalled (for tests and the benchmark)
+        # called once a deferred reload was signalled (the status writer says Programmed again)
+        self.after_deferred: list[Callable[[], Awaitable[None]]] = []
         # called with what the data plane runs after each promotion (Published, or None when unknown)
         self.publish = publish
         self.socket_path = socket_path
@@ -272,6 +274,11 @@ class RuntimeApplier:
                                 planned_from=self.last.planned_from if self.last else "")
             self._done(self.last, seen)
             await self._publish_timed(self.last)
+        for hook in self.after_deferred:
+            try:
+                await hook()
+            except Exception as exc:  # a status refresh failing never undoes the reload
+                log.error("after-deferred-reload hook failed", error=repr(exc))
 
     async def close(self) -> None:
         """Stop a pending reload's timer (the process is ending; the next start plans from what runs)."""

@@ -70,6 +70,8 @@ def reconciler_for(gate: Gate, args: argparse.Namespace, api: Any, source: State
     hooks: list[OnPromoted] = [applier] if applier is not None else []
     outcome_hooks: list[OnOutcome] = ([status_hook(gate, promoter, args, api, applier, source, memory)]
                                       if api is not None else [])
+    if applier is not None:  # a deferred reload's version is Programmed once it is signalled
+        applier.after_deferred += [hook.refresh for hook in outcome_hooks if isinstance(hook, OutcomeStatuses)]
     limits = shrinkguard.Limits(share=getattr(args, "shrink_limit", 50.0) / 100,
                                 minimum=getattr(args, "shrink_minimum", shrinkguard.DEFAULT_MINIMUM),
                                 allow=getattr(args, "allow_mass_delete", False))

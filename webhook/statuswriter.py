@@ -249,6 +249,7 @@ class OutcomeStatuses:
                  memory: PromotedMemory | None = None) -> None:
         self.writer = writer
         self.memory = memory if memory is not None else PromotedMemory()  # the reconciler's, when wired
+        self._last: tuple[Outcome, State] | None = None  # the last outcome handed over, for ``refresh``
         self.scope = scope
         self.output = output
         self.dataplane = dataplane
@@ -280,11 +281,17 @@ class OutcomeStatuses:
         return f"{left} statuses could not be written" if left else ""
 
     async def __call__(self, outcome: Outcome, state: State) -> None:
+        self._last = (outcome, state)
         found = await asyncio.to_thread(self.targets, outcome, state)
         if found is None:
             return
         targets, complete = found
         self.writer.submit(targets, complete=complete)
+
+    async def refresh(self) -> None:
+        """The last outcome's statuses again: the data plane loaded its version since (a deferred reload)."""
+        if self._last is not None:
+            await self(*self._last)
 
     def targets(self, outcome: Outcome, state: State) -> tuple[list[statusshapes.Target], bool] | None:
         """(targets, whether they cover every object we report on); None: nothing to say."""

@@ -6,6 +6,7 @@ statuses.json are written for the reload wrapper and for humans, never read back
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import time
 from pathlib import Path
@@ -100,3 +101,50 @@ async def test_the_hooks_read_nothing_back(tmp_path: Path, gate: Gate, monkeypat
     assert not any(name.endswith((".pem", ".crt")) for name in read), read
     written = (tmp_path / "out" / outcome.promoted.version / "description.json").read_text()  # type: ignore[union-attr]
     assert written.startswith("{\n") and '"backends": [' in written  # still written, for the wrapper and humans
+
+
+class Recorded:
+    """A reload that only records what it was asked for."""
+
+    def __init__(self) -> None:
+        self.versions: list[str] = []
+
+    def describe(self) -> str:
+        return "recorded"
+
+    async def reload(self, promoted: Any, reason: str) -> str:
+        self.versions.append(promoted.version)
+        return ""
+
+
+def _header(objs: list[dict[str, Any]], value: str) -> list[dict[str, Any]]:
+    out = copy.deepcopy(objs)
+    rule = next(o for o in out if o["kind"] == "HTTPRoute")["spec"]["rules"][0]
+    rule["filters"] = [{"type": "ResponseHeaderModifier",  # a frontend line: a reload on every version
+                        "responseHeaderModifier": {"set": [{"name": f"X-{value}", "value": "1"}]}}]
+    return out
+
+
+async def test_a_reload_within_the_interval_waits_and_takes_the_newest_version(tmp_path: Path, gate: Gate) -> None:
+    promoter, memory, reload = Promoter(tmp_path / "out", keep=4), PromotedMemory(), Recorded()
+    applier = RuntimeApplier(promoter, str(tmp_path / "no.sock"), dataplane_version=(3, 4), reload=reload,
+                             memory=memory, min_reload_interval=1.0)
+    refreshed = asyncio.Event()
+
+    async def refresh() -> None:
+        assert not refreshed.is_set()
+        refreshed.set()
+
+    applier.after_deferred.append(refresh)
+    reconciler = Reconciler(gate, promoter, on_promoted=[applier], memory=memory)
+    first = await reconciler.reconcile(MemoryState(_header(_objects(), "One"), version="a"))
+    assert applier.last is not None and not applier.last.deferred  # nothing ran: reloaded at once
+    second = await reconciler.reconcile(MemoryState(_header(_objects(), "Two"), version="b"))
+    third = await reconciler.reconcile(MemoryState(_header(_objects(), "Three"), version="c"))
+    assert applier.last.deferred  # within the interval: put off, and the two are one reload
+    assert first.promoted and second.promoted and third.promoted
+    assert reload.versions == [first.promoted.version]
+    await asyncio.wait_for(refreshed.wait(), 10)
+    assert reload.versions == [first.promoted.version, third.promoted.version]  # one reload, to the newest
+    assert not applier.last.deferred and applier.last.version == third.promoted.version
+    await applier.close()
