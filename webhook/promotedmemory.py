@@ -23,14 +23,15 @@ from webhook import metrics
 @dataclass(frozen=True, slots=True)
 class Kept:
     description: Description
-    files: Mapping[str, bytes]  # the promoted files (certificate payloads for ``set ssl``)
+    files: Mapping[str, bytes]  # the promoted certificate and CA files (payloads of ``set ssl``)
     statuses: dict[str, Any]  # what statuses.json holds
 
 
 class PromotedMemory:
-    """The last ``keep`` promoted versions by directory name, newest last."""
+    """The last ``keep`` promoted versions by directory name, newest last (the live one and the one before:
+    what the data plane runs while the next is applied)."""
 
-    def __init__(self, keep: int = 3) -> None:
+    def __init__(self, keep: int = 2) -> None:
         self.keep = max(keep, 1)
         self._kept: OrderedDict[str, Kept] = OrderedDict()
 

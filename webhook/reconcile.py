@@ -230,13 +230,13 @@ class Reconciler:
         if live is not None and live.content_hash == digest and self.promoter.live() is not None:
             self._last_good = view
             # what the data plane runs is the same, what the statuses say may not be
-            await self._statuses_beside(live, view, state, Kept(render.description, files, {}), timings)
+            await self._statuses_beside(live, view, state, _kept(render, files), timings)
             return Outcome(Result.UNCHANGED, state.version, live, _faults(by_ref), tuple(left), (), timings)
         promoted = await self._timed("promote", timings, asyncio.to_thread(
             self.promoter.promote, files, state_version=state.version))
         assert isinstance(promoted, Promoted)
         self._last_good = view  # what each object's last promoted version is (webhook.isolating)
-        self.memory.remember(promoted.version, Kept(render.description, files, {}))
+        self.memory.remember(promoted.version, _kept(render, files))
         self._described = (promoted.version, render.description)
         metrics.LAST_PROMOTION.set(promoted.promoted_at)
         with steps.step("dataplane"):
@@ -248,7 +248,7 @@ class Reconciler:
                               error=repr(exc))
             if not any(getattr(hook, "updates_dataplane", False) for hook in self.on_promoted):
                 observe_propagation("promoted", SEEN_AT.get())  # the reload wrapper loads what is promoted
-        await self._statuses_beside(promoted, view, state, Kept(render.description, files, {}), timings)
+        await self._statuses_beside(promoted, view, state, _kept(render, files), timings)
         return Outcome(Result.PROMOTED, state.version, promoted, _faults(by_ref), tuple(left), (), timings)
 
     async def _statuses_beside(self, version: Promoted, view: State, state: State, kept: Kept,
@@ -462,6 +462,13 @@ class DescriptionJson:
         members = [f"  {json.dumps('backends')}: [" + ", ".join(parts) + "]",
                    *(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in rest.items())]
         return ("{\n" + ",\n".join(members) + "\n}\n").encode()
+
+
+def _kept(render: RenderResult, files: dict[str, bytes]) -> Kept:
+    """What the hooks need of a promoted version: the description, and of the files only the certificate
+    and CA payloads (``set ssl``); haproxy.cfg and the maps stay on disk, not in memory twice."""
+    payloads = {f.path: files[f.path] for f in render.description.files if f.kind != "other" and f.path in files}
+    return Kept(render.description, payloads, {})
 
 
 def _write_replacing(path: Path, data: bytes) -> None:

@@ -481,7 +481,7 @@ def _entry(line: str) -> tuple[str, str]:
 
 
 _KEYS: OrderedDict[int, tuple[tuple[str, ...], frozenset[str] | None]] = OrderedDict()
-_KEYS_KEPT = 256
+_KEYS_KEPT = 64  # about two versions of every map of a few Gateways; a miss reads the map once
 
 
 def _known_keys(entries: tuple[str, ...]) -> tuple[bool, frozenset[str] | None]:
