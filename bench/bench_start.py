@@ -1,6 +1,7 @@
-"""Start-up: ``routegate --help`` / ``--version``, and ``routegate serve --state`` with 10,000 routes
-until it listens, as ratios to floors measured in the same run (``python -c pass``; ``json.loads`` of
-the same objects).
+"""Start-up: ``routegate --help`` / ``--version``, ``check`` against a cluster that is down (a closed port:
+kubectl answers "connection refused" at once; the first-hour promise is under 5 s), and
+``routegate serve --state`` with 10,000 routes until it listens, as ratios to floors measured in the
+same run (``python -c pass``; ``json.loads`` of the same objects).
 
     python bench/bench_start.py [--routes 10000] [--tree PATH]   # --tree: measure another checkout
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -26,12 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_render
 
 
-def median_run(argv: list[str], env: dict[str, str], cwd: str, runs: int = 5) -> float | None:
-    """Median wall time, or None when the command fails (an older checkout without the flag)."""
+def median_run(argv: list[str], env: dict[str, str], cwd: str, runs: int = 5, expect: int = 0) -> float | None:
+    """Median wall time, or None when the command does not exit ``expect`` (an older checkout without the
+    flag)."""
     times = []
     for _ in range(runs):
         started = time.perf_counter()
-        if subprocess.run(argv, env=env, cwd=cwd, capture_output=True).returncode != 0:
+        if subprocess.run(argv, env=env, cwd=cwd, capture_output=True).returncode != expect:
             return None
         times.append(time.perf_counter() - started)
     return statistics.median(times)
@@ -51,6 +54,19 @@ def until_listening(argv: list[str], env: dict[str, str], cwd: str) -> float:
         proc.wait(timeout=30)
 
 
+def closed_port_kubeconfig(folder: Path) -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again on return: nothing listens there
+    path = folder / "down.kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "down",
+        "clusters": [{"name": "down", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "down", "context": {"cluster": "down", "user": "u"}}]}))
+    return str(path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--routes", type=int, default=10_000)
@@ -66,6 +82,13 @@ def main() -> None:
             print(f"routegate {' '.join(flags):12} not supported by this checkout")
             continue
         print(f"routegate {' '.join(flags):12} {seconds * 1000:6.0f} ms = {seconds / floor:.1f}x the floor")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        down = closed_port_kubeconfig(Path(tmp))
+        seconds = median_run([py, "-m", "webhook", "check", "-f", str(Path(args.tree, "examples")), "--kubeconfig",
+                              down], env, args.tree, expect=2)
+        print(f"routegate check, cluster down: {seconds * 1000:6.0f} ms = {seconds / floor:.1f}x the floor"
+              if seconds is not None else "routegate check, cluster down: did not exit 2")
 
     objects = bench_render.objects(args.routes)
     with tempfile.TemporaryDirectory() as tmp:

@@ -64,6 +64,9 @@ BUILTINS = (
     Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False),
     Resource("", "v1", "events", "Event", True),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
+    Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", False),
+    Resource("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+             "ValidatingAdmissionPolicyBinding", False),
 )
 # POST (create), merge PATCH and PUT (replace, resourceVersion-checked) served for these only
 WRITABLE = frozenset({("", "events"), ("coordination.k8s.io", "leases")})

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from validators import budgets, codes, rules
 from validators.changes import Change, Operation
 from validators.contexts import Context
-from validators.crossobject import addressmoves, crossobjects
+from validators.crossobject import addressmoves, crossobjects, httpstakeovers
 from validators.enforcement import Enforcement
 from validators.findings import Finding, Severity, ordered
 from validators.objects import Obj, group_of, kind_of, namespace_of
@@ -135,6 +135,7 @@ class Checks:
             proposed = Overlay(state, Change(change.operation, subject, change.old, change.dry_run))
         yield from crossobjects.findings(subject, proposed, http_ports=self.http_ports)
         yield from addressmoves.findings(subject, state, proposed, http_ports=self.http_ports, pods=self.pod_ports)
+        yield from httpstakeovers.findings(subject, state, proposed, http_ports=self.http_ports)
 
 
 def _internal(stage: str, error: Exception) -> Finding:

@@ -62,6 +62,8 @@ TLS_OPTION = "RG0125"
 POD_PORT_RESERVED = "RG0126"
 ADDRESS_MOVED = "RG0127"
 PASSTHROUGH_OVER_HTTPS = "RG0128"
+HTTPS_OVER_PASSTHROUGH = "RG0129"
+GATEWAY_REFUSED = "RG0130"
 
 RENDER_UNATTACHED = "RG0401"
 RENDER_BACKEND_UNSERVED = "RG0402"
@@ -138,6 +140,11 @@ INFOS: tuple[RuleInfo, ...] = (
              "A Gateway/ListenerSet change moves another Gateway's listener address (its port or pod port)."),
     RuleInfo(PASSTHROUGH_OVER_HTTPS, DENY,
              "A passthrough route names a host a more specific HTTPS listener on the same port owns."),
+    RuleInfo(HTTPS_OVER_PASSTHROUGH, DENY,
+             "A Gateway/ListenerSet change's HTTPS listener takes passthrough names from another owner's routes."),
+    RuleInfo(GATEWAY_REFUSED, WARN,
+             "A Gateway with an infrastructure.parametersRef or an unsupported address type: not accepted, not served.",
+             "GatewayRefused"),
     RuleInfo(RENDER_UNATTACHED, WARN,
              "Render: the route attaches to no listener (checked behind a synthetic listener)."),
     RuleInfo(RENDER_BACKEND_UNSERVED, WARN,

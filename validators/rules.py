@@ -17,6 +17,7 @@ from validators.findings import Finding, Severity
 from validators.objectrules import (
     backendtlsrules,
     filters,
+    gatewayrefusals,
     listeners,
     names,
     policies,
@@ -27,6 +28,7 @@ from validators.objectrules import (
     unhonoured,
 )
 from validators.objects import Obj
+from validators.policies import policycodes
 
 Rule = Callable[[Obj, Context], Iterator[Finding]]
 
@@ -60,7 +62,7 @@ RULES: Mapping[str, Sequence[Rule]] = {
     "TLSRoute": (*COMMON, listeners.tlsroute_hostnames),
     "TCPRoute": COMMON,
     "Gateway": (*COMMON, listeners.tcp_ports, listeners.tls_modes, listeners.pod_ports,
-                unhonoured.listener_tls_options),
+                unhonoured.listener_tls_options, gatewayrefusals.refused_gateway),
     "ListenerSet": (*COMMON, listeners.tcp_ports, listeners.tls_modes, listeners.pod_ports,
                     unhonoured.listener_tls_options),
     "BackendTLSPolicy": (*COMMON, backendtlsrules.subject_alt_names, backendtlsrules.trust),
@@ -82,7 +84,7 @@ def run(obj: Obj, ctx: Context, rules: Mapping[str, Sequence[Rule]] = RULES) -> 
 
 def table() -> list[RuleInfo]:
     """Every code with its default severity and one line: ours, CEL's and the cross-object warnings."""
-    infos = [*INFOS, *celchecks.RULE_INFOS]
+    infos = [*INFOS, *celchecks.RULE_INFOS, *policycodes.RULE_INFOS]
     infos += [RuleInfo(c, Severity.WARN, s) for c, s in crossobjects.CODES.items()]
     return sorted({i.code: i for i in infos}.values(), key=lambda i: i.code)
 

@@ -27,10 +27,7 @@ from validators.states import MemoryState
 from validators.views.scopes import Scope
 from webhook import inputs, settingsfiles
 from webhook.gates import Gate
-
-
-class SetupError(ValueError):
-    """A setting or settings file that cannot be used; the CLI exits 2 with the message."""
+from webhook.setuperrors import SetupError
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,9 +142,16 @@ def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: Schema
         scratch_base=Path(settings.scratch_dir) if settings.scratch_dir else None,
     )
     # A user template may read any object (resources(), get()): its output has no closure to bound it.
-    return Gate(rules=rules, renderer=renderer, checker=checker, note_budget=settings.note_budget,
+    gate = Gate(rules=rules, renderer=renderer, checker=checker, note_budget=settings.note_budget,
                 delta=not settings.templates, dataplane_version=settings.dataplane_version,
                 scope=scope_of(settings))
+    # The settings file's own policies (and VAP files) are judged wherever this gate judges.
+    from webhook import policyloading
+
+    loaded = load_settings(settings.config)
+    policyloading.install(gate, vap=policyloading.configured_vaps(loaded, settings.config),
+                          own=policyloading.own_policies(loaded, settings.config))
+    return gate
 
 
 def with_file(settings: GateSettings) -> GateSettings:

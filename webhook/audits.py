@@ -53,7 +53,9 @@ def ours_in(scope: Scope | None, state: State) -> Callable[[Obj], bool] | None:
 
 
 def _judge(rules: RuleChecks, obj: Obj, state: State) -> Sequence[Finding]:
-    return rules.run(Change(Operation.CREATE, obj, None, dry_run=True), state).findings
+    # Admission policies that read ``traffic`` judge a stored object by what it serves (audit_run).
+    run = getattr(rules, "audit_run", rules.run)
+    return run(Change(Operation.CREATE, obj, None, dry_run=True), state).findings
 
 
 def _collect(state: State, judge: Callable[[Obj], Sequence[Finding]], ours: Callable[[Obj], bool] | None,

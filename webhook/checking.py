@@ -1,9 +1,9 @@
 """``routegate check`` and ``routegate render``: the Gate offline, on manifests, for CI.
 
 All inputs are applied together on top of the state (``--state`` files, or a live cluster found as
-kubectl finds it: ``cluster_source``), as ``kubectl apply -f DIR`` would, and each input object is judged as the
-admission subject against the state holding all the others. With ``--each`` every file is its own
-apply set instead, judged against the state alone, as separate applies would be (a folder of
+kubectl finds it: ``checktargets.cluster_source``), as ``kubectl apply -f DIR`` would, and each input
+object is judged as the admission subject against the state holding all the others. With ``--each``
+every file is its own apply set instead, judged against the state alone, as separate applies would be (a folder of
 independent scenarios, such as the Gateway API project's examples). An AdmissionReview file is a replay of
 one admission request: its ``request.object`` is judged against that state plus its ``oldObject``.
 
@@ -32,10 +32,12 @@ from validators.changes import Change, Operation
 from validators.findings import Severity, denies
 from validators.objects import KINDS, REVIEWED_KINDS, Obj, Ref, ref_of
 from validators.states import MemoryState, Overlay, State
-from webhook import inputs, plans, progress, reports, ruleworkers
-from webhook.assembly import GateSettings, SetupError, build_gate, load_state, with_namespace
+from webhook import inputs, plans, policyloading, progress, reports, ruleworkers
+from webhook.assembly import GateSettings, build_gate, load_state, with_namespace
+from webhook.checktargets import resolved
 from webhook.gates import HAPROXY_REJECTED, Gate
 from webhook.positions import Positions
+from webhook.setuperrors import SetupError
 from webhook.verdicts import Decision, Verdict
 
 EXIT_OK, EXIT_DENIED, EXIT_INPUT = 0, 1, 2
@@ -128,42 +130,6 @@ def _apply_sets(located: list[inputs.Located], *, each: bool) -> list[list[input
     for item in located:
         sets.setdefault(item.file, []).append(item)
     return list(sets.values())
-
-
-def cluster_source(args: argparse.Namespace) -> Any:
-    """The kubeconfig source ``check`` reads the cluster from (``kubeconfigs.Source``), or None: offline.
-
-    Live when ``--kubeconfig``, ``--context``, ``-n``, ``-A``, ``--all`` or ``--in-cluster`` is given or
-    ``$KUBECONFIG`` is set; the kubectl plugin also follows ``~/.kube/config``, as kubectl does. ``--state``
-    files stand for the cluster, so they win over ``$KUBECONFIG`` and ``-n``; ``--offline`` wins over all."""
-    from webhook.cluster import kubeconfigs
-
-    asked = [flag for flag, given in (
-        ("--kubeconfig", args.kubeconfig), ("--in-cluster", args.in_cluster), ("--context", args.context),
-        ("-A", args.all_namespaces), ("--all", args.all)) if given]
-    if args.offline:
-        if asked:
-            raise SetupError(f"--offline and {asked[0]} contradict each other: give one")
-        return None
-    if args.in_cluster and args.kubeconfig:
-        raise SetupError("--in-cluster and --kubeconfig are two clusters: give one")
-    if args.state:
-        if asked:
-            raise SetupError(f"--state and {asked[0]} are two sources of the cluster state: give one")
-        return None
-    if args.in_cluster:
-        return kubeconfigs.IN_CLUSTER
-    if args.kubeconfig:
-        return kubeconfigs.flag_source(args.kubeconfig)
-    source = kubeconfigs.default_source()
-    if asked or args.namespace or os.environ.get("KUBECONFIG"):
-        return source
-    if getattr(args, "kubectl_plugin", False):
-        if kubeconfigs.exists(source):
-            return source
-        print(f"kubectl routegate: no kubeconfig ($KUBECONFIG, ~/.kube/config): judged against "
-              f"{'the files' if not args.state else '--state'} only", file=sys.stderr)
-    return None
 
 
 async def _connect(source: Any, args: argparse.Namespace) -> Any:
@@ -370,9 +336,10 @@ async def _check(args: argparse.Namespace) -> int:
         raise SetupError("check needs -f PATH (files, directories or - for stdin), or --all (-A) to audit a cluster")
     if args.all_namespaces and args.namespace:
         raise SetupError("-A (every namespace) and -n NAME (one namespace) contradict each other: give one")
-    source = cluster_source(args)
+    source = resolved(args)
     # Connected (one request answered) before anything is read: an unreachable cluster fails in seconds.
     conn = await _connect(source, args) if source is not None else None
+    live_policies = await _live_policies(conn)
     binary = await binaries.detect(args.haproxy)
     namespace = args.namespace or (conn.namespace if conn is not None else None) or "default"
     # Loading allocates the objects that live until the run ends, and no cycles to find: collections while
@@ -391,6 +358,9 @@ async def _check(args: argparse.Namespace) -> int:
         # rescanning it (a few % of a 1,000-route check, more with more objects), and forked rule workers
         # share its pages instead of copying them as the collector touches them.
         gcpause.keep_lifelong()
+    # ValidatingAdmissionPolicies and bindings among the inputs are policies to apply, not changes to judge.
+    vap = policyloading.vap_set([*live_policies, *base_objects, *(i.obj for i in loaded.objects)])
+    loaded.objects = [i for i in loaded.objects if not policyloading.is_policy(i.obj)]
     audited = _cluster_items(base_objects, loaded.objects, args.namespace) if args.all else []
     located = [*loaded.objects, *audited]
     skip = frozenset().union(*args.skip_kinds)
@@ -402,10 +372,12 @@ async def _check(args: argparse.Namespace) -> int:
     # machine, and N one-by-one reviews follow: the deadline grows with the inputs instead.
     timeout = max(args.check_timeout, COMBINED_CHECK_SECONDS_PER_OBJECT * len(located))
     gate = _one_shot(build_gate(binary, replace(settings_from(args), check_timeout=timeout)))
+    policyloading.install(gate, vap=vap)
     workers = ruleworkers.worker_count() if args.jobs is None else args.jobs
     # Only the json and yaml reports show each object's status.
     with_status = args.output in reports.WITH_STATUS
-    traffic = bool(getattr(args, "traffic", False)) or args.output in reports.WITH_STATUS
+    traffic = bool(getattr(args, "traffic", False)) or args.output in reports.WITH_STATUS \
+        or policyloading.needs_traffic(gate)
     results: list[tuple[inputs.Located, Verdict]] = []
     async with progress.shown(sum(i.obj.get("kind") not in skip for i in located)) as tally:
         for group in _apply_sets(located, each=args.each):
@@ -417,7 +389,8 @@ async def _check(args: argparse.Namespace) -> int:
     if prediction is not None and len(results) == 1:
         results = [(results[0][0], replace(results[0][1], prediction=prediction))]
     report = reports.Report(problems=sorted(problems, key=lambda p: (p.file, p.line, p.column)),
-                            warnings=[*loaded.warnings, *_cel_warning()], haproxy=binary, version=_version(),
+                            warnings=[*loaded.warnings, *_cel_warning(), *policyloading.warnings(vap)],
+                            haproxy=binary, version=_version(),
                             prediction=prediction, traffic=bool(getattr(args, "traffic", False)))
     for item, verdict in results:
         line, column = positions.of(item) if item.file != CLUSTER else (0, 0)
@@ -438,6 +411,17 @@ async def _check(args: argparse.Namespace) -> int:
     if getattr(args, "exit_when_done", False):
         exit_now(code)
     return code
+
+
+async def _live_policies(conn: Any) -> list[Obj]:
+    """The cluster's ValidatingAdmissionPolicies, bindings and their params (``webhook.policyloading``)."""
+    if conn is None:
+        return []
+    try:
+        return await policyloading.live_objects(conn)
+    except Exception as exc:  # a cluster that cannot list them cannot say what it would enforce
+        raise SetupError(f"cannot list the ValidatingAdmissionPolicies of the cluster at {conn.where()}: "
+                         f"{type(exc).__name__}: {exc}") from None
 
 
 def exit_now(code: int) -> NoReturn:

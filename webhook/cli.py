@@ -222,9 +222,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "routegate", exit_whe
     args = top.parse_args(argv)
     args.exit_when_done = exit_when_done
     args.kubectl_plugin = kubectl_plugin
-    from haproxy_check.check import binaries
-    from webhook import inputs
-    from webhook.assembly import SetupError
+    from webhook.setuperrors import SetupError
 
     try:
         if args.command == "serve":
@@ -234,6 +232,10 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "routegate", exit_whe
 
             return asyncio.run(serving.serve(args))
         if args.command in ("check", "render"):
+            if args.command == "check":
+                from webhook import checktargets
+
+                checktargets.fail_fast(args)  # before a second of imports, as kubectl would
             import asyncio
 
             from webhook import checking
@@ -259,15 +261,25 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "routegate", exit_whe
             from certs import commands as cert_commands
 
             return cert_commands.run(args)
-    except binaries.BinaryNotFound as exc:
+    except SetupError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (SetupError, inputs.InputError) as exc:
+    except _input_failures() as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     return EXIT_USAGE
+
+
+def _input_failures() -> tuple[type[Exception], ...]:
+    """The other failures that are one line and exit 2. Imported only once one is raised (an ``except``
+    clause is evaluated then): their modules bring asyncio and the render's results, most of a second on a
+    busy machine, which a command failing at its first step must not pay."""
+    from haproxy_check.check import binaries
+    from webhook import inputs
+
+    return (binaries.BinaryNotFound, inputs.InputError)
 
 
 def print_version() -> int:

@@ -115,8 +115,9 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "configure). The rule keeps serving exactly as it would without its RequestMirror filters (its "
                 "other filters and backends apply; no copy is sent), rather than being dropped, so an upgrade takes "
                 "no live traffic down. Admission warns, reconcile writes a Warning Event, and the route's status "
-                "has PartiallyInvalid=True (UnsupportedValue) with a message that starts \"Fall Back\" naming the "
-                "rule and the filter; Accepted is unchanged.",
+                "has routegate.io/NotApplied=True (UnsupportedValue) naming the rule and the filter (not "
+                "PartiallyInvalid, which means a dropped rule or the route's last known good state); Accepted is "
+                "unchanged.",
                 "filters:\n- type: RequestMirror\n  requestMirror: {backendRef: {name: shadow, port: 80}}",
                 "Remove the filter; mirror outside the gateway (e.g. in the service mesh) if you need copies."),
     "RG0124": E("routegate renders no HAProxyRoutePolicy. The Gateway API says a custom filter is never "
@@ -174,6 +175,24 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "kind: TLSRoute\nspec: {parentRefs: [{name: edge, sectionName: pt}], "
                 "hostnames: [secure.example.com]}",
                 "Remove the hostname from the route, or ask the HTTPS listener's owner to remove theirs."),
+    "RG0129": E("The most specific listener hostname wins, so an HTTPS listener added on a port where "
+                "passthrough routes serve names takes the names it is more specific for: their TLS connections "
+                "are decrypted by it instead of passed through. Where they enter through another owner's "
+                "passthrough listener and are served by another owner's route, the change is denied; through "
+                "the changer's own listener, it is allowed with a warning.",
+                "# team-a's ListenerSet pt, port 443: TLS Passthrough *.example.com, TLSRoute team-a/shop\n"
+                "# team-b's ListenerSet adds on the same Gateway:\n"
+                "listeners:\n- {name: web, port: 443, protocol: HTTPS, hostname: pay.example.com}",
+                "Use another hostname or port, or ask the route's owner to remove the name first."),
+    "RG0130": E("The Gateway API says a Gateway whose infrastructure.parametersRef cannot be honoured is not "
+                "accepted (InvalidParameters), and neither is one asking for an address type the "
+                "implementation does not support (UnsupportedAddress). routegate takes no Gateway parameters "
+                "and binds IP addresses and hostnames only: such a Gateway is not served (its listeners, "
+                "ListenerSets and the routes attached only to it), and its status says Accepted=False with "
+                "the reason. A Gateway the data plane already runs keeps its last promoted version.",
+                "kind: Gateway\nspec:\n  infrastructure: {parametersRef: {group: '', kind: ConfigMap, "
+                "name: params}}",
+                "Remove spec.infrastructure.parametersRef, or use addresses of type IPAddress or Hostname."),
     "RG0300": E("The CRD's x-kubernetes-validations (CEL) rules run in the API server; a false rule rejects "
                 "the object at apply time.",
                 "(a Gateway listener with protocol HTTPS and no tls section)",
@@ -188,6 +207,31 @@ EXPLANATIONS: dict[str, Explanation] = {
                 "server too.",
                 "(a field a rule reads without has())",
                 "Set the field the rule reads."),
+    "RG0600": E("The cluster's ValidatingAdmissionPolicy rejects the object at apply time (validationActions "
+                "Deny); check evaluates the same policy, binding and params offline so CI fails first.",
+                "validations:\n- expression: \"object.spec.hostnames.all(h, h.endsWith('.corp.example'))\"\n"
+                "# HTTPRoute: hostnames: [api.example.com]",
+                "Change the object as the policy's message says, or the policy/binding if it is wrong."),
+    "RG0601": E("A binding with validationActions Warn: the API server admits the object with a warning.",
+                "validationActions: [Warn]",
+                "Change the object as the message says before the policy's owner turns it to Deny."),
+    "RG0602": E("A binding with validationActions Audit: the API server admits the object and records the "
+                "failure in the audit log (validation.policy.admission.k8s.io/validation_failure).",
+                "validationActions: [Audit]",
+                "Change the object as the message says; audits find it otherwise."),
+    "RG0603": E("An expression that asks the cluster's authorizers (authorizer.check(...)) cannot be answered "
+                "offline; routegate reports it instead of guessing allowed or denied.",
+                "validations:\n- expression: \"authorizer.group('').resource('pods').check('get').allowed()\"",
+                "Nothing in the object: the API server evaluates this expression at apply time."),
+    "RG0610": E("A routegate policy of the platform (--config policies, action deny) is false for the object: "
+                "it can read what only routegate knows (attachments, the traffic diff, namespace and Service "
+                "labels), at admission, in check and in the reconcile audit alike.",
+                "policies:\n- name: hosts-from-namespace-label\n  validations:\n"
+                "  - expression: \"attachments.hostnames.all(h, h in variables.allowed)\"",
+                "Change the object as the policy's message says (or ask the platform team)."),
+    "RG0611": E("A routegate policy with action: warn: the object is admitted with the policy's message.",
+                "policies:\n- name: max-hostnames\n  action: warn",
+                "Change the object as the policy's message says."),
     "RG0401": E("A route attached to no listener is not served; it was checked behind a synthetic listener "
                 "so that its own configuration is still judged.",
                 "parentRefs: [{name: no-such-gateway}]",

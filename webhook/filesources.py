@@ -18,7 +18,8 @@ import structlog
 
 from validators.states import MemoryState, State
 from webhook import inputs
-from webhook.assembly import SetupError, load_state
+from webhook.assembly import load_state
+from webhook.setuperrors import SetupError
 
 log = structlog.get_logger("routegate.state")
 

@@ -168,6 +168,9 @@ class Gate:
         # Called with every allow whose rendered configuration passed haproxy -c (webhook.fullchecks
         # compares the delta check's clean allows with the background full check).
         self.passed_observers: list[Callable[[Change, Verdict], None]] = []
+        # Called with every allow that carries its traffic diff, before the observers: judges that read
+        # the diff (routegate policies on ``traffic``: webhook.policyloading) may turn it into a deny.
+        self.traffic_judges: list[Callable[[Change, State, Verdict], Verdict]] = []
         self._full: Gate | None = None
         self._clock = clock
         self._baselines: OrderedDict[str, asyncio.Future[CheckResult]] = OrderedDict()
@@ -311,13 +314,31 @@ class Gate:
             verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=_noted(prediction),
                               haproxy=self.binary, timings=timings, status=render.statuses.get(str(ref), {}),
                               prediction=prediction)
-            verdict = trafficdiffs.judged(verdict, diff, render)
+            verdict = await self._traffic_judged(original, full_state, trafficdiffs.judged(verdict, diff, render))
             if verdict.allowed:
                 for passed in self.passed_observers:
                     passed(change, verdict)
             return verdict
         verdict = await self._judge_failure(change, state, findings, result, timings, started)
         return replace(verdict, status=render.statuses.get(str(ref), {}))
+
+    async def _traffic_judged(self, change: Change, state: State, verdict: Verdict) -> Verdict:
+        if not self.traffic_judges:
+            return verdict
+        # CEL on the diff: off the event loop, as the rules are
+        return await asyncio.to_thread(self._traffic_judged_now, change, state, verdict)
+
+    def _traffic_judged_now(self, change: Change, state: State, verdict: Verdict) -> Verdict:
+        for judge in self.traffic_judges:
+            if verdict.allowed and verdict.traffic is not None:
+                verdict = judge(change, state, verdict)
+        return verdict
+
+    def _batch_traffic_judged(self, items: Sequence[tuple[Change, State]], batch: list[int], combined: State,
+                              verdicts: list[Verdict | None]) -> None:
+        for i in batch:
+            if (verdict := verdicts[i]) is not None:
+                verdicts[i] = self._traffic_judged_now(items[i][0], combined, verdict)
 
     async def _traffic(self, state: State, render: RenderResult, timings: dict[str, float]) -> TrafficDiff:
         """The traffic diff of ``render`` against the render of ``state`` (the closure without the change,
@@ -424,6 +445,8 @@ class Gate:
                                                         grouped, with_status)
             if self.traffic and before is not None and batch:
                 await self._batch_traffic([items[i][0].ref for i in batch], batch, before, render, verdicts)
+                if self.traffic_judges:  # one trip off the event loop for the whole batch
+                    await asyncio.to_thread(self._batch_traffic_judged, items, batch, combined, verdicts)
             return
         settled = await self._settle_failing_batch(
             items, batch, combined, render, result,
@@ -560,7 +583,7 @@ class Gate:
         timings["total"] = self._clock() - item.started
         verdict = Verdict(Decision.ALLOW, ref, findings=tuple(findings), notes=_noted(prediction),
                           haproxy=self.binary, timings=timings, status=status, prediction=prediction)
-        verdict = trafficdiffs.judged(verdict, traffic, render)
+        verdict = await self._traffic_judged(change, combined, trafficdiffs.judged(verdict, traffic, render))
         if verdict.allowed:
             for passed in self.passed_observers:
                 passed(change, verdict)

@@ -8,6 +8,14 @@ Admission denies these; an object stored anyway is rendered as the seed says:
   the renderer serves that backend without servers rather than in plaintext. A policy without any
   trust (RG0105) is blocked by the renderer already.
 
+A Gateway the Gateway API says to reject (an ``infrastructure.parametersRef``, an address type routegate
+cannot bind: ``validators.objectrules.gatewayrefusals``) is not served: the renderer hides it. One the data
+plane runs already, at a version that is not refused, is held back at that version (``refused_gateways``):
+the spec rejects the new generation (its status says ``Accepted=False`` with the reason), and nothing in
+it asks to tear down what an earlier, accepted generation programmed; dropping it would take every
+tenant's routes on it down for one edit and hand its ports to whichever listener lost them to it (the
+traffic-ownership rule). A new Gateway, or one whose promoted version is refused too, is not served.
+
 Everything else is rendered as stored: whether HAProxy accepts it is the check's call. When it does
 not, reconcile isolates the objects at fault (``webhook.isolating``): each is held back at its last
 promoted version or left out, and recorded here as a ``LeftOut`` too, with its ``treatment``.
@@ -23,6 +31,7 @@ from enum import StrEnum
 from validators import codes
 from validators.changes import Change, Operation
 from validators.findings import Finding
+from validators.objectrules import gatewayrefusals
 from validators.objects import Obj, Ref, dig
 from validators.states import Overlay, State
 from webhook.audits import Audited
@@ -98,3 +107,24 @@ def replacing(state: State, replaced: Mapping[Ref, Obj]) -> State:
         old = state.get(ref.kind, ref.namespace, ref.name)
         view = Overlay(view, Change(Operation.UPDATE, replaced[ref], old))
     return view
+
+
+def refused_gateways(state: State, refused: Mapping[Ref, gatewayrefusals.Refusal], last_good: State | None,
+                     found: Mapping[Ref, list[Finding]]) -> tuple[State, list[LeftOut]]:
+    """``state`` with each refused Gateway the data plane runs held back at its promoted version (module
+    docstring), and a ``LeftOut`` for every refused one. ``found``: the audit's findings (RG0130 among them)."""
+    replaced: dict[Ref, Obj] = {}
+    left: list[LeftOut] = []
+    for ref, refusal in sorted(refused.items()):
+        told = tuple(f for f in found.get(ref, ()) if f.code == codes.GATEWAY_REFUSED) or (refusal.finding(),)
+        good = last_good.get(ref.kind, ref.namespace, ref.name) if last_good is not None else None
+        if good is not None and gatewayrefusals.refusal(good) is None:
+            replaced[ref] = good
+            generation = dig(good, "metadata", "generation")
+            generation = generation if isinstance(generation, int) and not isinstance(generation, bool) else None
+            named = f" (generation {generation})" if generation is not None else ""
+            left.append(LeftOut(ref, f"held back at its last promoted version{named}", told, Treatment.HELD_BACK,
+                                kept_generation=generation))
+        else:
+            left.append(LeftOut(ref, "not served (not accepted)", told, Treatment.LEFT_OUT))
+    return (replacing(state, replaced) if replaced else state), left

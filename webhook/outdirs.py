@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
 from haproxy_check.check import scratches
-from webhook.assembly import SetupError
+from webhook.setuperrors import SetupError
 
 PRIVATE, PUBLIC = 0o600, 0o644
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0)

@@ -49,9 +49,10 @@ from haproxy_check.runtime.promotion import Promoted, Promoter, content_hash
 from validators import codes
 from validators.crossobject import statuses
 from validators.findings import Finding, Severity, denies
+from validators.objectrules import gatewayrefusals
 from validators.objects import Ref, dig
 from validators.states import State
-from webhook import audits, events, isolating, leaveouts, metrics, shrinkguard
+from webhook import audits, events, isolating, leaveouts, metrics, promotedversions, shrinkguard
 from webhook.gates import Gate
 from webhook.promotedmemory import SEEN_AT, Kept, PromotedMemory, observe_propagation
 from webhook.verdicts import Decision, Verdict
@@ -131,6 +132,11 @@ class Reconciler:
         # the view last promoted: each object's last promoted version, which an object whose update breaks
         # haproxy -c is held back at (webhook.isolating); None until the first promotion of this process
         self._last_good: State | None = None
+        # ... kept on disk beside the promoted versions, so a restart still holds back (webhook.promotedversions)
+        self._versions = (promotedversions.PromotedVersions(
+            promoter.output, promotedversions.identity_of(gate.scope, getattr(gate.renderer, "settings", None)))
+            if promoter is not None else None)
+        self._restore_tried = False
         self.shrink = shrinkguard.ShrinkGuard(shrink)
 
     async def reconcile(self, state: State, *, seen_at: float | None = None) -> Outcome:
@@ -194,13 +200,18 @@ class Reconciler:
                                                           or self._described[0] != live.version):
                 previous = await asyncio.to_thread(self._read_live_description, live)
         try:
+            with steps.step("refused"):
+                view, left = await self._refused_gateways(view, left, live, previous, by_ref)
             attempt = await self._attempt(view, previous, timings)
         except CheckTimedOut as exc:
             return self._undecided(exc, state, by_ref, left, live, timings)
         if not attempt.ok:
             try:
+                with steps.step("restore"):
+                    last_good = self._last_good if self._last_good is not None else \
+                        await self._restored(view, live, previous)
                 isolated = await self._timed("isolate", timings, isolating.isolate(
-                    view, attempt, lambda v: self._attempt(v, previous), last_good=self._last_good,
+                    view, attempt, lambda v: self._attempt(v, previous), last_good=last_good,
                     alert_finding=self.gate._alert_finding))
             except CheckTimedOut as exc:
                 return self._undecided(exc, state, by_ref, left, live, timings)
@@ -231,6 +242,9 @@ class Reconciler:
             self._last_good = view
             # what the data plane runs is the same, what the statuses say may not be
             await self._statuses_beside(live, view, state, _kept(render, files), timings)
+            if self._versions is not None and self._versions.recorded != live.content_hash:
+                with steps.step("record"):
+                    await self._record(view, live)  # once per live version (unchanged runs render the same)
             return Outcome(Result.UNCHANGED, state.version, live, _faults(by_ref), tuple(left), (), timings)
         promoted = await self._timed("promote", timings, asyncio.to_thread(
             self.promoter.promote, files, state_version=state.version))
@@ -248,6 +262,8 @@ class Reconciler:
                               error=repr(exc))
             if not any(getattr(hook, "updates_dataplane", False) for hook in self.on_promoted):
                 observe_propagation("promoted", SEEN_AT.get())  # the reload wrapper loads what is promoted
+        with steps.step("record"):  # after the data plane has it: the objects on disk are for a restart
+            await self._record(view, promoted)
         await self._statuses_beside(promoted, view, state, _kept(render, files), timings)
         return Outcome(Result.PROMOTED, state.version, promoted, _faults(by_ref), tuple(left), (), timings)
 
@@ -286,6 +302,46 @@ class Reconciler:
         finally:
             self._timing("check", mark, timings)
         return isolating.Attempt(view, render, checked=checked)
+
+    async def _refused_gateways(self, view: State, left: list[leaveouts.LeftOut], live: Promoted | None,
+                                previous: Description | None, by_ref: dict[Ref, list[Finding]],
+                                ) -> tuple[State, list[leaveouts.LeftOut]]:
+        """Gateways the Gateway API says to reject: held back where the data plane runs them (webhook.leaveouts)."""
+        refused = gatewayrefusals.refused(view)
+        if not refused:
+            return view, left
+        last_good = self._last_good if self._last_good is not None else await self._restored(view, live, previous)
+        view, kept = leaveouts.refused_gateways(view, refused, last_good, by_ref)
+        return view, [*left, *kept]
+
+    async def _record(self, view: State, promoted: Promoted) -> None:
+        """Keep the promoted view's objects on disk (webhook.promotedversions); failing never un-promotes."""
+        if self._versions is None:
+            return
+        try:
+            await asyncio.to_thread(self._versions.save, view, promoted.content_hash)
+        except OSError as exc:
+            log.error("could not record the promoted versions; a restart will not hold back", error=repr(exc))
+
+    async def _restored(self, view: State, live: Promoted | None, previous: Description | None) -> State | None:
+        """The promoted versions a previous process recorded, once per process, when they still pass
+        ``haproxy -c`` with everything else as stored now (webhook.promotedversions). Raises CheckTimedOut."""
+        if self._versions is None or self._restore_tried:
+            return None
+        recorded = await asyncio.to_thread(self._versions.load, live.content_hash if live is not None else None)
+        if recorded is None:
+            self._restore_tried = True
+            return None
+        recorded = promotedversions.same_objects(recorded, view)
+        judged = await self._attempt(promotedversions.view_with(view, recorded), previous)
+        self._restore_tried = True
+        if not judged.ok:
+            log.warning("promoted versions on disk do not pass haproxy -c with the objects stored now; not used",
+                        decided=judged.decided)
+            return None
+        log.info("holding back at the promoted versions on disk", objects=len(recorded))
+        self._last_good = promotedversions.as_state(recorded, f"recorded:{live.content_hash[:12] if live else ''}")
+        return self._last_good
 
     def _timing(self, step: str, mark: float, timings: dict[str, float] | None) -> None:
         if timings is not None:

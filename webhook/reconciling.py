@@ -24,7 +24,7 @@ from haproxy_check.check import binaries
 from haproxy_check.runtime.promotion import Promoter
 from validators.objects import dig
 from webhook import following, logs, metrics, servers, shrinkguard
-from webhook.assembly import GateSettings, SetupError, build_gate
+from webhook.assembly import GateSettings, build_gate
 from webhook.checking import settings_from
 from webhook.filesources import FileSource
 from webhook.gates import Gate
@@ -40,6 +40,7 @@ from webhook.reconcileruntime import (
     RuntimeApplier,
     TriggerReload,
 )
+from webhook.setuperrors import SetupError
 from webhook.sources import StateSource
 from webhook.statusshapes import BUNDLE_VERSION
 from webhook.statuswriter import OutcomeStatuses, StatusWriter, together

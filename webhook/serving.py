@@ -37,7 +37,8 @@ from webhook import (
     sharedstrings,
     warming,
 )
-from webhook.assembly import SetupError, build_gate, load_crd_documents, load_state
+from webhook.assembly import build_gate, load_crd_documents, load_state
+from webhook.setuperrors import SetupError
 from webhook.sources import StateSource, StaticSource
 
 log = structlog.get_logger("routegate")
@@ -241,8 +242,10 @@ async def _serve(args: argparse.Namespace) -> int:
     # checked copy where namespaces cannot be made): /readyz shows it too.
     log.info("haproxy -c isolation", isolation=getattr(gate.checker, "isolation", "unknown"))
     log.info("gateway scope", judging=gate.scope.describe())
-    if isinstance(source, ClusterSource) and isinstance(gate.rules, Checks):
-        tasks.append(liveschemas.follow(source, gate.rules, files=load_crd_documents(args.crds)))
+    # the rules under any admission policies (webhook.policyloading) hold the schemas
+    checks = getattr(gate.rules, "inner", gate.rules)
+    if isinstance(source, ClusterSource) and isinstance(checks, Checks):
+        tasks.append(liveschemas.follow(source, checks, files=load_crd_documents(args.crds)))
     queue = admission.Batcher(gate)
     tasks.append(warming.keep_warm(queue, source))
     if getattr(args, "full_check_debounce", 0) > 0:

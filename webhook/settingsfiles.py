@@ -9,6 +9,9 @@ docs/CONFIG.md documents every key. Sections:
   value must have the field's type (a string, a whole number, true/false).
 - ``dataplaneVersion``, ``gatewayClasses``, ``controllerNames``: the same as ``--dataplane-version``,
   ``--gateway-class`` and ``--controller-name`` (a flag given on the command line wins).
+- ``policies``: routegate's own CEL policies (``validators.policies.ownpolicies``, compiled by
+  ``webhook.policyloading``); ``validatingAdmissionPolicies``: files of ValidatingAdmissionPolicies and
+  bindings the webhook and the reconcile audit evaluate too (off when absent: README "Policies").
 
 Every mistake raises :class:`SettingsError` naming the key (``render.debugHeaders: expected true or
 false, got 'yes'``), so a typo never silently leaves a default in place.
@@ -32,7 +35,8 @@ from validators import enforcement
 from webhook import inputs, yamlloading
 
 SCOPE_KEYS = ("dataplaneVersion", "gatewayClasses", "controllerNames")
-KEYS = (*enforcement.KEYS, "render", *SCOPE_KEYS)
+POLICY_KEYS = ("policies", "validatingAdmissionPolicies")
+KEYS = (*enforcement.KEYS, "render", *SCOPE_KEYS, *POLICY_KEYS)
 #: RenderSettings fields the process sets itself, never a settings file: the version comes from
 #: ``dataplaneVersion`` and the binary, the CA bundle from the distribution, limits from ``limits``, the
 #: admin socket from ``reconcile --stats-socket``.
@@ -50,6 +54,8 @@ class Settings:
     dataplane_version: tuple[int, ...] | None = None
     gateway_classes: tuple[str, ...] = ()
     controller_names: tuple[str, ...] = ()
+    policies: Any = None  # the raw ``policies:`` list (webhook.policyloading compiles it)
+    admission_policy_files: tuple[str, ...] = ()  # ``validatingAdmissionPolicies:`` paths
 
 
 def camel(name: str) -> str:
@@ -93,6 +99,8 @@ def parse(data: Mapping[str, Any]) -> Settings:
         dataplane_version=_version(data.get("dataplaneVersion")),
         gateway_classes=_names("gatewayClasses", data.get("gatewayClasses")),
         controller_names=_names("controllerNames", data.get("controllerNames")),
+        policies=data.get("policies"),
+        admission_policy_files=_names("validatingAdmissionPolicies", data.get("validatingAdmissionPolicies")),
     )
 
 

@@ -15,8 +15,15 @@ of a stored status is ours to replace:
 - a BackendTLSPolicy reports per ancestor (``status.ancestors[]``): each of our Gateways with a route
   that sends traffic to a Service the policy targets;
 - ``Programmed`` is True only when the data plane has the version (``dataplane`` below);
+- a custom Route (routegate.io, seed 000) is ours wholly: ``status.conditions`` with ``Accepted`` (False
+  when it is not rendered or not in the data plane), ``Programmed`` and ``Conflicted`` (a host/path
+  another Route claimed first, reason ``HostPathConflict``), each with ``observedGeneration``;
 - an object reconcile held back (HAProxy rejected it, the renderer refused it) is not Accepted, with
-  the field and HAProxy's message; a route reconcile served without a part gets ``PartiallyInvalid``.
+  the field and HAProxy's message; a Gateway the Gateway API says to reject (a parametersRef, an
+  unsupported address type: ``validators.objectrules.gatewayrefusals``) is ``Accepted=False`` with the
+  spec's reason (``InvalidParameters``, ``UnsupportedAddress``), whether an earlier generation keeps
+  serving or nothing does; a route reconcile served without a part gets ``routegate.io/NotApplied``
+  (``validators.crossobject.statuses.NOT_APPLIED`` says why not PartiallyInvalid).
 
 Pure: no I/O. The writer (``webhook.statuswriter``) compares the result with what is stored.
 """
@@ -32,6 +39,7 @@ from typing import Any
 from validators import codes
 from validators.crossobject import statuses
 from validators.findings import Finding
+from validators.objectrules import gatewayrefusals
 from validators.objects import GATEWAY_GROUP, KINDS, Obj, Ref, as_list, as_map, dig, kind_of, ref_of
 from validators.states import State
 from validators.views import attachments, closures
@@ -42,7 +50,11 @@ from validators.views.scopes import Scope
 HELD_BACK = frozenset({codes.HAPROXY_REJECTED, codes.RENDER_REFUSED})
 #: The kinds whose statuses are written, in the order they are written (classes and Gateways first:
 #: what a route's status points at is visible by the time the route's is).
-WRITTEN_KINDS = ("GatewayClass", "Gateway", "ListenerSet", *attachments.ROUTE_KINDS, "BackendTLSPolicy")
+WRITTEN_KINDS = ("GatewayClass", "Gateway", "ListenerSet", *attachments.ROUTE_KINDS, "BackendTLSPolicy", "Route")
+#: Render findings about a custom Route (routegate.io; haproxy_check.render.l4.crdroutes): not rendered, and a
+#: host/path another Route claimed first (the loser's finding names its own field; the winner's, ``spec``).
+ROUTE_NOT_RENDERED = "RG0519"
+ROUTE_CONFLICT = "RG0523"
 MAX_PARENTS = 32  # status.parents maxItems
 MAX_ANCESTORS = 16  # status.ancestors maxItems
 MAX_MESSAGE = 32768  # condition message maxLength
@@ -79,6 +91,7 @@ class Facts:
     version: str = ""  # the live version (for messages)
     addresses: tuple[str, ...] = ()  # the data plane's addresses, reported on every Gateway
     bundle_version: str | None = None  # the installed Gateway API CRDs' bundle version (None: unknown)
+    routes: Mapping[Ref, tuple[Finding, ...]] = field(default_factory=dict)  # findings of custom Routes
 
 
 def held_message(findings: Iterable[Finding]) -> str:
@@ -172,6 +185,8 @@ def _target(obj: Obj, ref: Ref, plural: str, scoped: State, computed: Mapping[st
         conditions = _class_conditions(obj, facts.bundle_version)
         return Target(ref, api_version, plural, generation, {"conditions": _stamp(conditions, generation)},
                       keep=("supportedFeatures",))
+    if ref.kind == "Route":
+        return _custom_route(ref, api_version, plural, generation, facts)
     found = computed.get(str(ref))
     if found is None:
         found = statuses.status_of(obj, scoped)
@@ -186,6 +201,29 @@ def _target(obj: Obj, ref: Ref, plural: str, scoped: State, computed: Mapping[st
     if ref.kind == "BackendTLSPolicy":
         return _policy(obj, ref, api_version, plural, generation, found, held, facts, scoped, controllers)
     return None
+
+
+def _custom_route(ref: Ref, api_version: str, plural: str, generation: int, facts: Facts) -> Target:
+    """A custom Route's status (routegate.io/v1alpha1: ours wholly, no parents): Accepted, Programmed and
+    Conflicted, in the shape of a Gateway API condition list."""
+    found = facts.routes.get(ref, ())
+    held = facts.held.get(ref, "")
+    refused = [f for f in found if f.code == ROUTE_NOT_RENDERED]
+    lost = [f for f in found if f.code == ROUTE_CONFLICT and f.path != ("spec",)]
+    if held:
+        accepted = _condition("Accepted", False, "Invalid", f"not in the data plane: {held}")
+    elif refused:
+        accepted = _condition("Accepted", False, "Invalid", "; ".join(f.message for f in refused))
+    else:
+        accepted = _condition("Accepted", True, "Accepted", "Accepted")
+    programmed = (_condition("Programmed", True, "Programmed", "Programmed") if accepted["status"] == "True" else
+                  _condition("Programmed", False, "Invalid", accepted["message"]))
+    conflicted = (_condition("Conflicted", True, "HostPathConflict",
+                             "; ".join(f"{f.field}: {f.message}" for f in lost)) if lost else
+                  _condition("Conflicted", False, "NoConflicts", "No conflicts"))
+    conditions = [accepted, programmed, conflicted]
+    _programmed(conditions, facts, str(ref))
+    return Target(ref, api_version, plural, generation, {"conditions": _stamp(conditions, generation)})
 
 
 def _class_conditions(gateway_class: Obj, bundle_version: str | None) -> list[dict[str, Any]]:
@@ -234,7 +272,21 @@ def _listener_owner(obj: Obj, ref: Ref, api_version: str, plural: str, generatio
                     held: str, facts: Facts, scoped: State, computed: Mapping[str, Any]) -> Target:
     conditions: list[dict[str, Any]] = list(found.get("conditions") or [])
     listeners: list[dict[str, Any]] = list(found.get("listeners") or [])
-    if held:
+    refused = gatewayrefusals.refusal(obj) if ref.kind == "Gateway" else None
+    if refused is not None:
+        # the stored generation is rejected as the spec says (Accepted=False, its reason); what runs is an
+        # earlier generation held back (webhook.leaveouts.refused_gateways) or nothing
+        kept = facts.partial.get(ref, "")
+        message = refused.message + (f"; the data plane keeps its {kept.removeprefix('held back at its ')}"
+                                     if kept.startswith("held back") else "")
+        conditions = [_condition("Accepted", False, refused.reason, message),
+                      _condition("Programmed", False, "Invalid", message)]
+        for listener in listeners:
+            listener["conditions"] = [
+                _condition("Programmed", False, "Invalid", message) if c["type"] == "Programmed" else c
+                for c in listener.get("conditions") or []]
+            listener["attachedRoutes"] = 0
+    elif held:
         message = f"not in the data plane: {held}"
         conditions = [_condition("Accepted", False, "Invalid", message),
                       _condition("Programmed", False, "Invalid", message)]
@@ -317,14 +369,22 @@ def _route(obj: Obj, ref: Ref, api_version: str, plural: str, generation: int, f
             conditions = [_condition("Accepted", False, "UnsupportedValue", f"not in the data plane: {held}")
                           if c["type"] == "Accepted" else c for c in conditions]
         elif ref in facts.partial:
-            conditions.append(_condition("PartiallyInvalid", True, "UnsupportedValue",
-                                         f"served without {facts.partial[ref]}"))
+            conditions = _not_applied(conditions, f"served with {facts.partial[ref]}")
         parents.append({"parentRef": pref, "controllerName": controller,
                         "conditions": _stamp(conditions, generation)})
         if len(parents) == MAX_PARENTS:
             break
     return Target(ref, api_version, plural, generation, {"parents": parents}, controllers=controllers,
                   foreign=_foreign_parents(obj, scoped))
+
+
+def _not_applied(conditions: list[dict[str, Any]], said: str) -> list[dict[str, Any]]:
+    """``conditions`` with ``said`` in the route's routegate.io/NotApplied condition (one per type: a mirror's
+    may be there already; statuses.NOT_APPLIED says why it is not PartiallyInvalid)."""
+    for i, c in enumerate(conditions):
+        if c["type"] == statuses.NOT_APPLIED:
+            return [*conditions[:i], {**c, "message": f"{said}; {c['message']}"}, *conditions[i + 1:]]
+    return [*conditions, _condition(statuses.NOT_APPLIED, True, "UnsupportedValue", said)]
 
 
 def _foreign_parents(route: Obj, scoped: State) -> frozenset[tuple[str, str, str]]:
@@ -453,14 +513,17 @@ def facts_from(faults: Iterable[tuple[Ref, Sequence[Finding]]], left_out: Iterab
     """Facts from a reconcile outcome's faults and left-out parts."""
     held: dict[Ref, str] = {}
     partial: dict[Ref, str] = {}
+    routes: dict[Ref, tuple[Finding, ...]] = {}
     for ref, found in faults:
         message = held_message(found)
         if message:
             held[ref] = message
+        if ref.kind == "Route":
+            routes[ref] = tuple(found)
     for ref, what, found in left_out:
         message = held_message(found)
         if message:
             held[ref] = held.get(ref) or message
         elif ref not in held:
             partial[ref] = what
-    return Facts(held, partial, dataplane, version, tuple(addresses), bundle_version)
+    return Facts(held, partial, dataplane, version, tuple(addresses), bundle_version, routes)

@@ -41,8 +41,9 @@ from haproxy_check.traffic import facts
 from validators.crossobject import statuses
 from validators.findings import Finding, PathPart, Severity
 from validators.limits import Limits
+from validators.objectrules import gatewayrefusals
 from validators.objects import Obj, Ref, dig, ref_of
-from validators.states import State
+from validators.states import State, Without
 from validators.views import attachments
 from validators.views.reads import Recording
 
@@ -244,6 +245,13 @@ class Renderer:
             return self._render(state, subject, previous)
 
     def _render(self, state: State, subject: Ref | None, previous: Description | None) -> RenderResult:
+        stored = state
+        # A Gateway the Gateway API says to reject is not served: hidden, its listeners bind nothing, its
+        # ListenerSets have no parent and routes attached only to it attach nowhere (the rule RG0130 says
+        # so on the Gateway; validators.objectrules.gatewayrefusals). Its status is computed as stored.
+        refused = gatewayrefusals.refused(state)
+        if refused:
+            state = Without(state, frozenset(refused))
         gen = self.cache.generation() if self.cache is not None else None
         sources = SourceMap(gen.origins if gen is not None else None)
         recorder = Recorder(base_lines=self.settings.base_lines(), sources=sources,
@@ -282,6 +290,7 @@ class Renderer:
         memo = l4contexts.direct if gen is None else functools.partial(increments.RouteCache.model, gen)
         context.update(l4contexts.template_globals(state, self.settings, recorder, findings, memo))
         context["resources"] = l4contexts.resources_of(visible)
+        l4: l4contexts.Models = context["l4"]
         parts: list[str] = []
         for name in self.snippets:
             try:
@@ -321,10 +330,18 @@ class Renderer:
         findings += routelines.oversized_pairs(sources.line_pairs(), self.settings.limits.lines_per_route, subject)
         description = dataclasses.replace(
             recorder.description(map_texts, frame=frames.digest(clean_cfg, recorder.backends, recorder.profiles)),
-            routing=facts.collect(fronts.values(), model.backends))
+            routing=facts.collect(fronts.values(), model.backends, tls=l4.built("tls"), tcp=l4.built("tcp"),
+                                  crd=l4.built("crd"), crd_port=self._crd_port(fronts)))
         return RenderResult(files=dict(sorted(files.items())), origins=origins, description=description,
                             findings=tuple(sorted(set(findings), key=lambda f: (f.about, f.field, f.code, f.message))),
-                            statuses=_statuses(state, subject, (self.settings.http_port, self.settings.https_port)))
+                            statuses=_statuses(stored, subject, (self.settings.http_port, self.settings.https_port)))
+
+    def _crd_port(self, fronts: dict[tuple[str, str], Any]) -> int | None:
+        """Where the custom Routes' own frontend binds: the HTTP port, when no Gateway HTTP frontend
+        selects them (500-route-crd-frontends)."""
+        if any(fe.protocol == "HTTP" for fe in fronts.values()):
+            return None
+        return int(self.settings.http_port)
 
     def _route(self, route: Obj, state: State, fronts: dict[tuple[str, str], Any], model: HttpModel,
                ctx: httproutes.Context, subject: Ref | None, findings: list[Finding]) -> None:

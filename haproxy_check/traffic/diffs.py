@@ -17,17 +17,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from haproxy_check.traffic.connections import Connection
 from haproxy_check.traffic.tables import (
     NO_LISTENER,
     NOT_FOUND,
     PROBE,
+    REJECTED,
     Destination,
     Request,
     RequestClass,
     RoutingTable,
 )
 
-_NOTHING = (NOT_FOUND, NO_LISTENER)
+_NOTHING = (NOT_FOUND, NO_LISTENER, REJECTED)
 _CHECK_EVERY = 32  # comparisons between two looks at the clock
 
 
@@ -43,6 +45,7 @@ class Move:
     request: Request | None
     gateways: tuple[str, ...] = ()  # "ns/name" of the Gateways serving the entry point, before and after
     listeners: tuple[str, ...] = ()  # "Gateway ns/name" / "ListenerSet ns/name" declaring its listeners
+    connection: Connection | None = None  # a TLS/TCP class's sample connection (``request`` is None)
 
     @property
     def kind(self) -> str:
@@ -62,7 +65,9 @@ class Move:
 
     def as_dict(self) -> dict[str, Any]:
         return {**self.cls.as_dict(), "change": self.kind, "before": self.before.as_dict(),
-                "after": self.after.as_dict(), "gateways": list(self.gateways), "listeners": list(self.listeners)}
+                "after": self.after.as_dict(), "gateways": list(self.gateways), "listeners": list(self.listeners),
+                "connection": {"port": self.connection.port, "sni": self.connection.sni}
+                if self.connection is not None else None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +124,66 @@ def diff(before: RoutingTable, after: RoutingTable, *, deadline: float | None = 
                     was, now = before.resolve(request), after.resolve(request)
                     if moved(was, now):
                         moves[cls] = Move(cls, was, now, request, gateways, sources)
+    compared = _crd_moves(before, after, same_rules, moves, compared, deadline, clock)
+    compared = _l4_moves(before, after, moves, compared, deadline, clock)
     unmodelled = tuple(sorted(set(before.unmodelled) | set(after.unmodelled)))
     return TrafficDiff(tuple(moves[c] for c in sorted(moves)), compared=compared, unmodelled=unmodelled)
+
+
+def _crd_moves(before: RoutingTable, after: RoutingTable, same_rules: bool, moves: dict[RequestClass, Move],
+               compared: int, deadline: float | None, clock: Callable[[], float]) -> int:
+    """Custom Routes: when their maps, or the HTTP frontends or rules they fall back from, differ, a
+    sample of every custom Route key of either table on every HTTP port (a Gateway route's new class
+    that takes a custom Route's request is found by the host patterns already)."""
+    if not (before.crd_routes or after.crd_routes):
+        return compared
+    if (before.crd_routes == after.crd_routes and before.crd_exact == after.crd_exact
+            and before.crd_prefix == after.crd_prefix and same_rules and before.ports() == after.ports()
+            and all(_same_frontend(before, after, port) for port in before.ports())):
+        return compared
+    for port in sorted(set(before.ports()) | set(after.ports())):
+        samples = dict.fromkeys([*before.crd_classes(port), *after.crd_classes(port)])
+        gateways = tuple(sorted({t.frontends[port].facts.gateway for t in (before, after)
+                                 if port in t.frontends} - {""}))
+        for cls, request in samples:
+            compared += 1
+            if deadline is not None and compared % _CHECK_EVERY == 0 and clock() > deadline:
+                raise OverBudget(f"after {compared} requests")
+            if cls in moves:
+                continue
+            was, now = before.resolve(request), after.resolve(request)
+            if moved(was, now):
+                moves[cls] = Move(cls, was, now, request, gateways)
+    return compared
+
+
+def _l4_moves(before: RoutingTable, after: RoutingTable, moves: dict[RequestClass, Move], compared: int,
+              deadline: float | None, clock: Callable[[], float]) -> int:
+    """TLS and TCP entry points: on a port whose frontends, SNI maps or rule backends differ, a
+    connection for every server-name pattern of either table (and one for any other name)."""
+    was_l4, now_l4 = before.l4, after.l4
+    ports = sorted(set(was_l4.ports()) | set(now_l4.ports()))
+    engines = [tuple(t.frontends[p].facts.gateway if p in t.frontends else "" for p in ports) for t in (before, after)]
+    if was_l4.key == now_l4.key and engines[0] == engines[1]:
+        return compared
+    for port in ports:
+        patterns = dict.fromkeys([*was_l4.patterns(port), *now_l4.patterns(port)])
+        gateways = tuple(sorted({*was_l4.owners_of(port)[0], *now_l4.owners_of(port)[0]}))
+        sources = tuple(sorted({*was_l4.owners_of(port)[1], *now_l4.owners_of(port)[1]}))
+        taken = set(patterns)
+        for pattern in patterns:
+            conns = {c for t in (was_l4, now_l4) if (c := t.sample(port, pattern, taken)) is not None}
+            cls = (was_l4 if port in was_l4.ports() else now_l4).cls(port, pattern)
+            for conn in sorted(conns, key=lambda c: (c.port, c.sni or "")):
+                compared += 1
+                if deadline is not None and compared % _CHECK_EVERY == 0 and clock() > deadline:
+                    raise OverBudget(f"after {compared} connections")
+                if cls in moves:
+                    continue
+                was, now = was_l4.resolve(conn), now_l4.resolve(conn)
+                if moved(was, now):
+                    moves[cls] = Move(cls, was, now, None, gateways, sources, conn)
+    return compared
 
 
 def moved(was: Destination, now: Destination) -> bool:
@@ -130,17 +193,22 @@ def moved(was: Destination, now: Destination) -> bool:
 
 
 def _same_rules(before: RoutingTable, after: RoutingTable) -> bool:
-    """Whether every rule answers alike in both tables (dictionaries compared in C)."""
-    return (before.targets == after.targets and before.weighted_lines == after.weighted_lines
+    """Whether every rule answers alike in both tables (dictionaries compared in C; the maps a change
+    left alone are the same parsed objects in both)."""
+    return ((before.targets is after.targets or before.targets == after.targets)
+            and before.weighted_lines == after.weighted_lines
             and before.redirects == after.redirects and before.auth_fail == after.auth_fail
-            and before.rules == after.rules and before.services == after.services)
+            and before.description_routing.rules == after.description_routing.rules
+            and before.services == after.services)
 
 
 def _same_frontend(before: RoutingTable, after: RoutingTable, port: int) -> bool:
-    was, now = before.frontends.get(port), after.frontends.get(port)
-    return (was is not None and now is not None and was.facts == now.facts and was.hosts == now.hosts
-            and was.wildcards == now.wildcards and was.vhosts == now.vhosts
-            and before.regexes == after.regexes)
+    """Whether the frontend at ``port`` has the same facts and map entries in both tables (compared as
+    the tables' cached per-token groups, without building the frontend)."""
+    was, now = before.frontends.facts.get(port), after.frontends.facts.get(port)
+    return (was is not None and now is not None and was == now
+            and (before.regexes is after.regexes or before.regexes == after.regexes)
+            and before.entries_of(was.token) == after.entries_of(now.token))
 
 
 def _hosts(table: RoutingTable, port: int) -> set[str]:

@@ -15,15 +15,19 @@ shipped ``400-http-frontends`` template does, step for step:
 5. the rule's answer: ``gw-redirect.map`` (a redirect), ``gw-extauth.map`` ``@500``, else
    ``rule-backend.map`` (a backend, ``@weighted``: the weight slots' backends, ``@500``).
 
+6. no rule selected: the custom Routes (seed 000) of ``route-crd-exact.map``/``route-crd-prefix.map``,
+   host+path then ``*``+path, else 404.
+
 ``rows`` lists every request class (entry point, host pattern, path match, matchers) with the route,
-rule and backends that serve it and their owners, in match order. Custom Route CRDs and L4 (TLS/TCP)
-frontends are not modelled: such a table says so (``unmodelled``).
+rule and backends that serve it and their owners, in match order; then each custom Route key and each
+TLS/TCP entry point's server-name classes (``connections``: what a connection by server name gets).
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +39,7 @@ PROBE = "rg-probe"  # the label a sample host or path is made of, where the clas
 BACKEND, REDIRECT, ERROR, NOT_FOUND, REJECTED, NO_LISTENER = (
     "backend", "redirect", "error", "no route", "rejected", "no listener")
 WEIGHTED, FAIL = "@weighted", "@500"
+HTTPS_ENGINE = "https listeners"  # a TLS connection decrypted by the HTTP engine's HTTPS frontend
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -42,6 +47,7 @@ class Backend:
     name: str
     service: str = ""  # "ns/name:port"
     share: int = 100  # of 100 weight slots
+    address: str = ""  # "<address>:<port>" of a literal server (a custom Route's), where no Service is
 
     @property
     def owner(self) -> str:
@@ -69,6 +75,8 @@ class Destination:
             if len(self.backends) == 1:
                 return f"{self.backends[0].name}{who}"
             return ", ".join(f"{b.name} {b.share}%" for b in self.backends) + who
+        if self.outcome == HTTPS_ENGINE:
+            return f"{self.rule}{who}"
         if self.outcome in (REDIRECT, ERROR):
             return f"{self.outcome} {self.detail} by {self.rule}{who}".replace("  ", " ")
         return self.outcome
@@ -106,7 +114,7 @@ class RequestClass:
 
     def text(self) -> str:
         more = f" [{', '.join(self.matchers)}]" if self.matchers else ""
-        return f"{self.host} {self.path}{more}"
+        return f"{self.host} {self.path}{more}" if self.path else f"{self.host}{more}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"entry": self.entry, "host": self.host, "path": self.path, "matchers": list(self.matchers)}
@@ -119,6 +127,7 @@ class Row:
     sample: Request | None  # a request of the class (None: none could be made, e.g. an unusual regex)
     gateway: str  # the entry point's Gateway, "ns/name"
     listener: str  # the listener that admits the host: "Gateway ns/gw listener http"
+    connection: Any = None  # a TLS/TCP class's sample (``connections.Connection``; ``sample`` is None)
 
 
 @dataclass(slots=True)
@@ -159,62 +168,138 @@ def _pairs(entries: Iterable[str]) -> Iterator[tuple[str, str]]:
             yield key, value
 
 
+# The parsed form of a map's entries, cached by content (``functools.lru_cache`` keys on the entries tuple:
+# hashed and compared in C): a review's table before the change and the one after share every map the
+# change left alone, and reviews against one cluster version share the table before. Read-only values.
+# A few versions of each map are kept: the grouping holds the map's own lines (pointers, no copies).
+_CACHED = 16
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _grouped(entries: tuple[str, ...], path_keys: bool) -> dict[str, tuple[str, ...]]:
+    """The map's lines by the frontend token of their key, in map order: ``host:token`` keys, or
+    (``path_keys``) ``host:token/path`` keys."""
+    out: dict[str, list[str]] = {}
+    for line in entries:
+        key = line.rpartition(" ")[0]
+        if not key:
+            continue
+        vh = key[:key.find("/")] if path_keys else key
+        out.setdefault(vh.rpartition(":")[2], []).append(line)
+    return {token: tuple(lines) for token, lines in out.items()}
+
+
+@functools.lru_cache(maxsize=_CACHED // 2)
+def _regex_entries(entries: tuple[str, ...]) -> tuple[tuple[tuple[str, str, str], ...],
+                                                      dict[str, list[tuple[int, str, str]]],
+                                                      dict[str, tuple[tuple[str, str, str], ...]]]:
+    """Every regex in file order with the vhost text it is anchored on (HAProxy tries them all); the
+    same by that vhost text (with its order); and by frontend token."""
+    found: list[tuple[str, str, str]] = []  # (vhost literal, whole key, value)
+    at: dict[str, list[tuple[int, str, str]]] = {}
+    by_token: dict[str, list[tuple[str, str, str]]] = {}
+    for key, value in _pairs(entries):
+        cut = key.find("(?:")
+        if key.startswith("^") and cut > 0:
+            # pcre_escape's backslashes (a host has none of its own), without the path-start anchor
+            vh = key[1:cut].removesuffix("(?=/)").replace("\\", "")
+            found.append((vh, key, value))
+            at.setdefault(vh, []).append((len(found), key, value))
+            by_token.setdefault(vh.rpartition(":")[2], []).append((vh, key, value))
+    return tuple(found), at, {token: tuple(rows) for token, rows in by_token.items()}
+
+
+@functools.lru_cache(maxsize=_CACHED // 2)
+def _pair_dict(entries: tuple[str, ...]) -> dict[str, str]:
+    return dict(_pairs(entries))
+
+
+_PATH_MAPS = (("path-exact.map", "exact"), ("path-prefix-exact.map", "prefix_exact"), ("path-prefix.map", "prefix"))
+
+
+class _Frontends(Mapping[int, _Frontend]):
+    """Port -> the frontend bound there, each built from its token's map entries on first use: a diff
+    reads only the ports whose entries differ."""
+
+    def __init__(self, facts: dict[int, FrontendFacts], build: Callable[[FrontendFacts], _Frontend]) -> None:
+        self.facts, self._build = facts, build
+        self._built: dict[int, _Frontend] = {}
+
+    def __getitem__(self, port: int) -> _Frontend:
+        got: _Frontend | None = self._built.get(port)
+        if got is None:
+            got = self._built[port] = self._build(self.facts[port])
+        return got
+
+    def __contains__(self, port: object) -> bool:
+        return port in self.facts
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.facts)
+
+    def __len__(self) -> int:
+        return len(self.facts)
+
+
 class RoutingTable:
     """What a render's HTTP frontends do with a request (module docstring). Immutable once built."""
 
     def __init__(self, description: Description) -> None:
         routing: RoutingFacts = description.routing
         maps = _entries(description)
-        self.frontends: dict[int, _Frontend] = {}
-        by_token: dict[str, _Frontend] = {}
-        for facts in routing.frontends:
-            fe = _Frontend(facts)
-            self.frontends[facts.port] = by_token[facts.token] = fe
-            for adv in facts.advanced:
-                for vh in adv.vhosts:
-                    fe.vhost(vh).advanced.append(adv)
+        self.description_routing = routing
+        self._maps = maps
+        facts = {f.port: f for f in routing.frontends}
+        if routing.crd_port is not None and routing.crd_port not in facts:
+            # the custom Routes' own frontend: no Gateway HTTP listener, no vhost, every request to them
+            facts[routing.crd_port] = FrontendFacts("routes-crd", "", "HTTP", routing.crd_port, routing.crd_port,
+                                                    "", (), ())
+        self.frontends = _Frontends(facts, self._frontend)
         self.rules = {r.rid: r for r in routing.rules}
         self.services = dict(routing.services)
-        for key, vh in _pairs(maps.get("host.map", ())):
-            owner = by_token.get(key.rpartition(":")[2])
-            if owner is not None:
-                owner.hosts[key.rpartition(":")[0]] = vh
-        for key, vh in _pairs(maps.get("host-wildcard.map", ())):
-            owner = by_token.get(key.rpartition(":")[2])
-            if owner is not None:
-                owner.wildcards.append((key.rpartition(":")[0], vh))
-        for name, attr in (("path-exact.map", "exact"), ("path-prefix-exact.map", "prefix_exact"),
-                           ("path-prefix.map", "prefix")):
-            for key, value in _pairs(maps.get(name, ())):
-                cut = key.find("/")
-                vh = key[:cut]
-                owner = by_token.get(vh.rpartition(":")[2])
-                if cut > 0 and owner is not None:
-                    getattr(owner.vhost(vh), attr)[key[cut:]] = value
-        # every regex in file order, with the vhost text it is anchored on (HAProxy tries them all)
-        self.regexes: list[tuple[str, str, str]] = []  # (vhost literal, whole key, value)
-        self._regex_at: dict[str, list[tuple[int, str, str]]] = {}  # vhost literal -> (order, key, value)
-        for key, value in _pairs(maps.get("path-regex.map", ())):
-            cut = key.find("(?:")
-            if key.startswith("^") and cut > 0:
-                # pcre_escape's backslashes (a host has none of its own), without the path-start anchor
-                vh = key[1:cut].removesuffix("(?=/)").replace("\\", "")
-                self.regexes.append((vh, key, value))
-                self._regex_at.setdefault(vh, []).append((len(self.regexes), key, value))
-                owner = by_token.get(vh.rpartition(":")[2])
-                if owner is not None:
-                    owner.vhost(vh).regex.append((key[cut:], value))
-        self.targets = dict(_pairs(maps.get("rule-backend.map", ())))
+        self.regexes, self._regex_at, self._regex_by_token = _regex_entries(maps.get("path-regex.map", ()))
+        self.targets = _pair_dict(maps.get("rule-backend.map", ()))
         # "<slot>:<rule id> <backend>", 100 lines per weighted rule (most of a render's map lines): read
         # when a weighted rule's answer is asked for (``weighted``), compared as text until then
         self.weighted_lines: tuple[str, ...] = tuple(maps.get("weighted-multi-backend.map", ()))
         self._weighted: dict[str, Counter[str]] | None = None
-        self.redirects = {k: v.split("|", 1)[0] for k, v in _pairs(maps.get("gw-redirect.map", ()))}
-        self.auth_fail = {k for k, v in _pairs(maps.get("gw-extauth.map", ())) if v == FAIL}
-        crd = [m for m in ("route-crd-exact.map", "route-crd-prefix.map") if maps.get(m)]
-        self.unmodelled = tuple(f"custom Route entries ({m}) are not modelled" for m in crd)
+        self.redirects = {k: v.split("|", 1)[0] for k, v in _pair_dict(maps.get("gw-redirect.map", ())).items()}
+        self.auth_fail = {k for k, v in _pair_dict(maps.get("gw-extauth.map", ())).items() if v == FAIL}
+        # custom Routes (seed 000): host+path keys tried where no Gateway rule matched, then "*"+path
+        self.crd_routes = {r.backend: r for r in routing.crd_routes}
+        self.crd_exact = dict(_pairs(maps.get("route-crd-exact.map", ()))) if self.crd_routes else {}
+        self.crd_prefix = tuple(_pairs(maps.get("route-crd-prefix.map", ()))) if self.crd_routes else ()
+        self.unmodelled: tuple[str, ...] = ()
         self._destinations: dict[str, Destination] = {}
         self._rule_keys: dict[str, tuple[Any, ...]] = {}
+
+    def entries_of(self, token: str) -> tuple[Any, ...]:
+        """The map entries of the frontend with ``token`` (compared between tables: equal entries and
+        facts, equal answers on that frontend)."""
+        maps = self._maps
+        return (_grouped(maps.get("host.map", ()), False).get(token),
+                _grouped(maps.get("host-wildcard.map", ()), False).get(token),
+                *(_grouped(maps.get(name, ()), True).get(token) for name, _ in _PATH_MAPS),
+                self._regex_by_token.get(token))
+
+    def _frontend(self, facts: FrontendFacts) -> _Frontend:
+        fe = _Frontend(facts)
+        token, maps = facts.token, self._maps
+        for adv in facts.advanced:
+            for vh in adv.vhosts:
+                fe.vhost(vh).advanced.append(adv)
+        for key, vh in _pairs(_grouped(maps.get("host.map", ()), False).get(token, ())):
+            fe.hosts[key.rpartition(":")[0]] = vh
+        for key, vh in _pairs(_grouped(maps.get("host-wildcard.map", ()), False).get(token, ())):
+            fe.wildcards.append((key.rpartition(":")[0], vh))
+        for name, attr in _PATH_MAPS:
+            for key, value in _pairs(_grouped(maps.get(name, ()), True).get(token, ())):
+                cut = key.find("/")
+                if cut > 0:
+                    getattr(fe.vhost(key[:cut]), attr)[key[cut:]] = value
+        for vh, key, value in self._regex_by_token.get(token, ()):
+            fe.vhost(vh).regex.append((key[key.find("(?:"):], value))
+        return fe
 
     @property
     def weighted(self) -> dict[str, Counter[str]]:
@@ -257,8 +342,49 @@ class RoutingTable:
                     break
         selected = selected or candidate
         if not selected:
-            return Destination(NOT_FOUND)
+            return self._crd(request) if self.crd_routes else Destination(NOT_FOUND)
         return self.destination(selected.split("|")[1])
+
+    def _crd(self, request: Request) -> Destination:
+        """A custom Route's answer to a request no Gateway rule selected (route-crd-exact/-prefix maps)."""
+        host = request.host.split(":", 1)[0].lower()
+        for key in (host + request.path, "*" + request.path):
+            backend = self.crd_exact.get(key)
+            if backend is None:
+                backend = next((be for prefix, be in self.crd_prefix if key.startswith(prefix)), None)
+            if backend is not None:
+                return self.crd_destination(backend)
+        return Destination(NOT_FOUND)
+
+    def crd_destination(self, backend: str) -> Destination:
+        route = self.crd_routes.get(backend)
+        if route is None:
+            return Destination(NOT_FOUND, detail=backend)
+        owner = route.route.split("/", 1)[0]
+        return Destination(BACKEND, f"Route {route.route}", owner, (Backend(backend, "", 100, route.address),))
+
+    def crd_classes(self, port: int) -> list[tuple[RequestClass, Request]]:
+        """One request class per custom Route key, on the HTTP frontend at ``port``: exact keys, then
+        prefixes (longest first), each with a sample request."""
+        fe = self.frontends.get(port)
+        if fe is None or not self.crd_routes:
+            return []
+        out = []
+        keys = [(k, "") for k in self.crd_exact] + [(k, "*") for k, _ in self.crd_prefix]
+        for key, star in keys:
+            cut = key.find("/")
+            host, path = key[:cut], key[cut:]
+            sample = f"{PROBE}-crd.invalid" if host == "*" else host
+            out.append((RequestClass(f"{fe.entry} (custom Routes)", host, path + star),
+                        Request(port, sample, path + (PROBE if star else ""))))
+        return out
+
+    @functools.cached_property
+    def l4(self) -> Any:
+        """The TLS/TCP entry points (``connections.L4Table``), read on first use."""
+        from haproxy_check.traffic import connections  # it reads this module's values
+
+        return connections.L4Table(self, self._maps)
 
     def _candidate(self, vh: str, found: _VHost | None, path: str) -> str | None:
         if found is not None:
@@ -389,6 +515,16 @@ class RoutingTable:
                 for cls, request, _ in ranked:
                     dest = self.resolve(request) if request is not None else Destination(NOT_FOUND)
                     out.append(Row(cls, dest, request, fe.facts.gateway, listener))
+            for cls, request in self.crd_classes(port):
+                out.append(Row(cls, self.resolve(request), request, fe.facts.gateway, ""))
+        l4 = self.l4
+        for port in l4.ports():
+            gateways, listeners = l4.owners_of(port)
+            taken = set(l4.patterns(port))
+            for pattern in l4.patterns(port):
+                conn = l4.sample(port, pattern, taken)
+                dest = l4.resolve(conn) if conn is not None else Destination(NOT_FOUND)
+                out.append(Row(l4.cls(port, pattern), dest, None, ", ".join(gateways), ", ".join(listeners), conn))
         return out
 
     def fingerprint(self, port: int, pattern: str) -> tuple[Any, ...] | None:

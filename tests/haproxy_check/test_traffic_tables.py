@@ -138,6 +138,21 @@ def test_shared_entry_points_are_told_apart() -> None:
     assert not facts.shared_with_others(routing, "HTTPRoute", "team-b", "pay")
 
 
+def test_shared_tls_entry_points_are_told_apart() -> None:
+    """A TLSRoute on another owner's passthrough port is on a shared entry point (a diff past its budget:
+    could not decide); the Gateway owner's own route on its own port is not."""
+    from tests.render.test_traffic_live import edge, l4_listener, l4_route, l4_services
+
+    gw = edge([l4_listener("pt", "TLS", 443, None, "Passthrough")])
+    tenant = l4_route("TLSRoute", "shop", "team-a", "2026-01-02T00:00:00Z", "pt", ["a.example.com"], "tcp0")
+    routing = RENDERER.render(MemoryState([*l4_services(), gw, tenant])).description.routing
+    assert facts.shared_with_others(routing, "TLSRoute", "team-a", "shop")
+    assert facts.shared_with_others(routing, "Gateway", "infra", "edge")
+    own = l4_route("TLSRoute", "shop", "infra", "2026-01-02T00:00:00Z", "pt", ["a.example.com"], "tcp0")
+    routing = RENDERER.render(MemoryState([*l4_services(), gw, own])).description.routing
+    assert not facts.shared_with_others(routing, "TLSRoute", "infra", "shop")
+
+
 def test_the_closure_of_an_exact_host_holds_the_wildcard_route_it_shadows() -> None:
     pay = route("pay", "team-b", ["pay.shop.example"], "/api", "pay")
     members = closures.closure(MemoryState(BASE), Change(Operation.CREATE, pay))

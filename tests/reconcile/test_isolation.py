@@ -29,7 +29,7 @@ from tests.fakekube import FakeKube
 from tests.haproxy_check import dataplanes as dp
 from tests.reconcile.conftest import DATA
 from validators.objects import Obj, Ref
-from webhook import inputs
+from webhook import inputs, statusshapes
 from webhook.cluster import ClusterState
 from webhook.events import EventRecorder
 from webhook.following import follow
@@ -57,9 +57,30 @@ def _with_bad_regex(route: Obj) -> Obj:
 
 
 class Loop:
-    def __init__(self, kube: FakeKube, cluster: ClusterState, reconciler: Reconciler, out: Path, port: int) -> None:
-        self.kube, self.cluster, self.reconciler, self.out = kube, cluster, reconciler, out
+    """The cluster watch and the reconcile loop of one routegate process, over one output directory."""
+
+    def __init__(self, kube: FakeKube, api: Any, gate: Gate, out: Path, port: int) -> None:
+        self.kube, self.api, self.gate, self.out = kube, api, gate, out
         self.port = port  # the Gateway's listener, on loopback
+        self.tasks: list[asyncio.Future[None]] = []
+        self.start()
+
+    def start(self) -> None:
+        self.cluster = ClusterState(self.api, resync_backoff_cap=0.05)
+        self.reconciler = Reconciler(self.gate, Promoter(self.out, keep=3), recorder=EventRecorder(self.api))
+        self.tasks = [asyncio.ensure_future(self.cluster.run()),
+                      asyncio.ensure_future(follow(self.cluster, self.reconciler, debounce=0.1, poll=0.05))]
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def restart(self) -> None:
+        """A new process: nothing kept in memory, only what is on disk and in the cluster."""
+        await self.stop()
+        self.start()
 
     def stored(self, name: str) -> Obj:
         got = self.kube.get(GW, "httproutes", "capture", name)
@@ -125,17 +146,11 @@ async def loop(tmp_path: Path, gate: Gate, kube: FakeKube, api: Any, backend_por
         kube.create(obj)
     kube.create(_route("a", "/a-v1"))
     kube.create(_route("b", "/b-v1"))
-    cluster = ClusterState(api, resync_backoff_cap=0.05)
-    reconciler = Reconciler(gate, Promoter(tmp_path / "out", keep=3), recorder=EventRecorder(api))
-    tasks = [asyncio.ensure_future(cluster.run()),
-             asyncio.ensure_future(follow(cluster, reconciler, debounce=0.1, poll=0.05))]
+    running = Loop(kube, api, gate, tmp_path / "out", port)
     try:
-        yield Loop(kube, cluster, reconciler, tmp_path / "out", port)
+        yield running
     finally:
-        for task in tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await running.stop()
 
 
 async def test_a_broken_tenant_never_stops_the_others(loop: Loop) -> None:
@@ -204,3 +219,114 @@ async def test_a_broken_tenant_never_stops_the_others(loop: Loop) -> None:
     with loop.running():
         assert loop.status("a.example.com", "/a-v2") == 200 and loop.status("a.example.com", "/a-v1") == 404
         assert loop.status("broken.example.com", "/broken") == 200
+
+
+async def test_a_restart_still_holds_a_broken_update_back(loop: Loop) -> None:
+    """The last promoted versions are on disk (webhook.promotedversions): a new process that meets a broken
+    update of a live route holds it back at the version the previous process promoted, it does not take
+    the route out of traffic."""
+    first = await loop.settled()
+    assert first.result is Result.PROMOTED
+    await loop.restart()
+    again = await loop.settled()
+    assert again.result is Result.UNCHANGED and not again.left_out
+
+    a = _with_bad_regex(loop.stored("a"))
+    a["spec"]["rules"][0]["matches"][0]["path"]["value"] = "/a-v2"
+    loop.kube.update(a)
+    b = loop.stored("b")
+    b["spec"]["rules"][0]["matches"][0]["path"]["value"] = "/b-v2"
+    loop.kube.update(b)
+    await loop.restart()  # the broken update is first seen by a process that never promoted anything
+    outcome = await loop.settled()
+    assert outcome.result is Result.PROMOTED, outcome.rejection
+    [held] = outcome.left_out
+    assert (held.ref, held.treatment) == (Ref("HTTPRoute", "capture", "a"), Treatment.HELD_BACK)
+    assert held.kept_generation == 1
+    served = loop.served()
+    assert "/a-v1" in served and "/a-v2" not in served and "/b-v2" in served
+    with loop.running():
+        assert loop.status("a.example.com", "/a-v1") == 200 and loop.status("a.example.com", "/a-v2") == 404
+        assert loop.status("b.example.com", "/b-v2") == 200
+
+    # and again after one more restart: the record names the version held back, not the broken one
+    await loop.restart()
+    b = loop.stored("b")
+    b["spec"]["rules"][0]["matches"][0]["path"]["value"] = "/b-v3"
+    loop.kube.update(b)
+    outcome = await loop.settled()
+    assert outcome.result is Result.PROMOTED, outcome.rejection
+    assert [(x.ref.name, x.treatment) for x in outcome.left_out] == [("a", Treatment.HELD_BACK)]
+    assert "/a-v1" in loop.served() and "/b-v3" in loop.served()
+
+
+async def test_a_record_of_another_object_under_the_same_name_is_not_trusted(loop: Loop) -> None:
+    """A route deleted and created again while routegate was down is another object (another uid): the
+    recorded version of the old one is not held back at; the new broken one is left out."""
+    assert (await loop.settled()).result is Result.PROMOTED
+    await loop.stop()
+    old = loop.stored("a")
+    loop.kube.delete(f"{GW}/v1", "HTTPRoute", "a", "capture")
+    again = _with_bad_regex(_route("a", "/a-v2"))
+    loop.kube.create(again)
+    assert loop.stored("a")["metadata"]["uid"] != old["metadata"]["uid"]
+    loop.start()
+    outcome = await loop.settled()
+    assert outcome.result is Result.PROMOTED, outcome.rejection
+    [left] = outcome.left_out
+    assert (left.ref.name, left.treatment) == ("a", Treatment.LEFT_OUT)
+    served = loop.served()
+    assert "a.example.com" not in served and "b.example.com" in served
+
+
+def _gateway(loop: Loop, name: str) -> dict[str, Any]:
+    got = loop.kube.get(GW, "gateways", "capture", name)
+    assert got is not None
+    return copy.deepcopy(dict(got))
+
+
+async def test_a_refused_gateway_edit_keeps_the_running_version_and_a_new_one_is_not_served(loop: Loop) -> None:
+    """A Gateway the Gateway API says to reject (here an infrastructure.parametersRef routegate cannot honour)
+    is not served; one the data plane runs is held back at its last promoted version, with a Warning Event
+    and Accepted=False (InvalidParameters) on the status, so one edit does not take every tenant down."""
+    assert (await loop.settled()).result is Result.PROMOTED
+    edge = _gateway(loop, "edge")
+    edge["spec"]["infrastructure"] = {"parametersRef": {"group": "", "kind": "ConfigMap", "name": "params"}}
+    loop.kube.update(edge)
+    fresh = _gateway(loop, "edge")
+    fresh["metadata"] = {"name": "fresh", "namespace": "capture"}
+    fresh["spec"]["listeners"][0]["port"] = dp.free_port()
+    loop.kube.create(fresh)
+    route = _route("to-fresh", "/fresh")
+    route["spec"]["parentRefs"] = [{"name": "fresh"}]
+    loop.kube.create(route)
+    outcome = await loop.settled()
+    assert outcome.result in (Result.PROMOTED, Result.UNCHANGED), outcome.rejection
+    treated = {x.ref.name: (x.treatment, x.kept_generation) for x in outcome.left_out}
+    assert treated == {"edge": (Treatment.HELD_BACK, 1), "fresh": (Treatment.LEFT_OUT, None)}
+    served = loop.served()
+    assert "a.example.com" in served and "to-fresh.example.com" not in served
+    assert f":{fresh['spec']['listeners'][0]['port']}" not in served
+    with loop.running():
+        assert loop.status("a.example.com", "/a-v1") == 200
+    [event] = [e for e in loop.events("edge") if e["involvedObject"]["kind"] == "Gateway"]
+    assert event["reason"] == "GatewayRefused" and "spec.infrastructure.parametersRef" in event["message"]
+    assert event["message"].endswith("held back at its last promoted version (generation 1)")
+
+    state = loop.cluster.snapshot()
+    facts = statusshapes.facts_from([(f.ref, f.findings) for f in outcome.faults],
+                                    [(x.ref, x.what, x.findings) for x in outcome.left_out],
+                                    dataplane=True, version="v")
+    targets = {t.ref.name: t for t in statusshapes.targets(state, {}, facts, loop.gate.scope)}
+    for name, kept in (("edge", True), ("fresh", False)):
+        accepted, programmed = targets[name].status["conditions"][:2]
+        assert (accepted["status"], accepted["reason"], programmed["status"]) == ("False", "InvalidParameters",
+                                                                                  "False")
+        assert ("the data plane keeps its last promoted version (generation 1)" in accepted["message"]) is kept
+
+    # the parametersRef removed: the Gateway is served as stored again
+    edge = _gateway(loop, "edge")
+    del edge["spec"]["infrastructure"]
+    loop.kube.update(edge)
+    outcome = await loop.settled()
+    assert [x.ref.name for x in outcome.left_out] == ["fresh"]

@@ -207,3 +207,48 @@ def test_conflicting_backend_tls_policies_the_older_wins() -> None:
                         "with-section-1": ("True", "Accepted"), "with-section-2": ("False", "Conflicted"),
                         "not-conflicted-with-section": ("True", "Accepted"),
                         "not-conflicted-without-section": ("True", "Accepted")}
+
+
+def _listener_status(listener: dict[str, Any], **spec: Any) -> tuple[list[str], dict[str, tuple[str, str]], int]:
+    gateway = {"apiVersion": f"{GW}/v1", "kind": "Gateway", "metadata": {"name": "g", "namespace": "infra"},
+               "spec": {"gatewayClassName": "haproxy", "listeners": [listener], **spec}}
+    found = statuses.all_statuses(MemoryState([gateway]))["Gateway infra/g"]
+    [status] = found["listeners"]
+    return [k["kind"] for k in status["supportedKinds"]], _conditions(status["conditions"]), status["attachedRoutes"]
+
+
+def test_supported_kinds_as_the_suite_asserts() -> None:
+    """GatewayInvalidTLSConfiguration: a listener whose certificateRef is missing, of another group or kind,
+    keeps HTTPRoute in supportedKinds (the suite's list is a subset the implementation must include), with
+    ResolvedRefs=False InvalidCertificateRef and no attached route; GatewayInvalidRouteKind /
+    GatewayUnsupportedRouteKind: a listener asking only for kinds it cannot serve has none, one asking for
+    some it can keeps those, ResolvedRefs=False InvalidRouteKinds either way."""
+    for ref in ({"name": "missing"}, {"group": "wrong.group", "kind": "Secret", "name": "cert"},
+                {"group": "", "kind": "WrongKind", "name": "cert"}):
+        kinds, conditions, attached = _listener_status(
+            {"name": "https", "protocol": "HTTPS", "port": 443, "tls": {"certificateRefs": [ref]}})
+        assert "HTTPRoute" in kinds and attached == 0
+        assert conditions["ResolvedRefs"] == ("False", "InvalidCertificateRef"), ref
+    for asked, expected in (([{"kind": "FooRoute"}], []), ([{"kind": "TCPRoute"}], []),
+                            ([{"kind": "HTTPRoute"}, {"kind": "FooRoute"}], ["HTTPRoute"])):
+        kinds, conditions, _ = _listener_status({"name": "http", "protocol": "HTTP", "port": 80,
+                                                 "allowedRoutes": {"kinds": asked}})
+        assert kinds == expected and conditions["ResolvedRefs"] == ("False", "InvalidRouteKinds"), asked
+
+
+def test_gateway_invalid_parameters_ref_and_unsupported_addresses() -> None:
+    """GatewayInvalidParametersRef: Accepted=False InvalidParameters; GatewayStaticAddresses: an address type
+    the implementation does not support is Accepted=False UnsupportedAddress, and without it the Gateway
+    is accepted (validators.objectrules.gatewayrefusals)."""
+    listener = {"name": "http", "protocol": "HTTP", "port": 8080}
+    for spec, reason in (({"infrastructure": {"parametersRef": {"group": "", "kind": "ConfigMap", "name": "x"}}},
+                          "InvalidParameters"),
+                         ({"addresses": [{"type": "test/fake-invalid-type", "value": "fake"},
+                                         {"type": "IPAddress", "value": "192.0.2.1"}]}, "UnsupportedAddress"),
+                         ({"addresses": [{"type": "NamedAddress", "value": "pool"}]}, "UnsupportedAddress"),
+                         ({"addresses": [{"type": "IPAddress", "value": "192.0.2.1"}]}, "Accepted")):
+        gateway = {"apiVersion": f"{GW}/v1", "kind": "Gateway", "metadata": {"name": "g", "namespace": "infra"},
+                   "spec": {"gatewayClassName": "haproxy", "listeners": [listener], **spec}}
+        found = statuses.all_statuses(MemoryState([gateway]))["Gateway infra/g"]
+        accepted = _conditions(found["conditions"])["Accepted"]
+        assert accepted == (("True" if reason == "Accepted" else "False"), reason), spec

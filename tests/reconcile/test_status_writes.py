@@ -372,7 +372,7 @@ async def test_a_route_haproxy_rejects_is_not_accepted_with_haproxys_message(
     assert _status(kube, "gateways", "edge") == edge_before  # the last-known-good still describes it
 
 
-async def test_a_route_served_without_its_session_persistence_is_partially_invalid(
+async def test_a_route_served_without_its_session_persistence_says_it_is_not_applied(
         scoped_gate: Gate, kube: FakeKube, api: Any, tmp_path: Path) -> None:
     _populate(kube)
     route = copy.deepcopy(kube.get(GW, "httproutes", "default", "web"))
@@ -386,7 +386,7 @@ async def test_a_route_served_without_its_session_persistence_is_partially_inval
     [ours] = _status(kube, "httproutes", "web")["parents"][1:]
     found = _conditions(ours["conditions"])
     assert found["Accepted"] == ("True", "Accepted")
-    assert found["PartiallyInvalid"] == ("True", "UnsupportedValue")
+    assert found["routegate.io/NotApplied"] == ("True", "UnsupportedValue") and "PartiallyInvalid" not in found
 
 
 async def test_the_reconcile_process_writes_statuses_from_the_cluster_watch(kube: FakeKube, tmp_path: Path) -> None:
@@ -528,3 +528,56 @@ async def _ready(port: int) -> bool:
             return resp.status == 200
     except aiohttp.ClientError:
         return False
+
+
+def _crd_route(name: str, paths: list[str]) -> dict[str, Any]:
+    return {"apiVersion": "routegate.io/v1alpha1", "kind": "Route", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"backend": {"address": "10.0.0.1", "port": 8080}, "hostnames": ["crd.example.com"],
+                     "paths": paths}}
+
+
+def _route_status(kube: FakeKube, name: str) -> Any:
+    obj = kube.get("routegate.io", "routes", "default", name)
+    assert obj is not None
+    return obj.get("status")
+
+
+async def test_custom_routes_get_a_status_through_the_subresource(scoped_gate: Gate, kube: FakeKube, api: Any,
+                                                                  tmp_path: Path) -> None:
+    """The custom Route CRD (routegate.io, seed 000) is ours wholly: Accepted, Programmed (Pending until the
+    data plane has the version) and Conflicted (a host/path another Route claimed first), written once
+    through routes/status, and not Accepted when HAProxy rejects it."""
+    _populate(kube)
+    for obj in (_crd_route("alpha", ["/api"]), _crd_route("beta", ["/other", "/api/"])):
+        kube.create(obj)
+    loaded: set[str] = set()
+    reconciler, writer = _reconciler(scoped_gate, tmp_path, api, dataplane=lambda version: version in loaded)
+    outcome = await reconciler.reconcile(_state(kube))
+    assert outcome.result is Result.PROMOTED and outcome.promoted is not None
+    assert await writer.flush() == 0
+    alpha = _route_status(kube, "alpha")["conditions"]
+    assert _conditions(alpha) == {"Accepted": ("True", "Accepted"), "Programmed": ("False", "Pending"),
+                                  "Conflicted": ("False", "NoConflicts")}
+    assert {c["observedGeneration"] for c in alpha} == {1} and all(c["lastTransitionTime"] for c in alpha)
+    beta = _route_status(kube, "beta")["conditions"]
+    assert _conditions(beta)["Conflicted"] == ("True", "HostPathConflict")
+    assert "spec.paths[1]" in next(c["message"] for c in beta if c["type"] == "Conflicted")
+    loaded.add(outcome.promoted.version)
+    await reconciler.reconcile(_state(kube, "2"))
+    assert await writer.flush() == 0
+    for name in ("alpha", "beta"):  # beta serves what it did not lose (/other)
+        assert _conditions(_route_status(kube, name)["conditions"])["Programmed"] == ("True", "Programmed")
+    written = len([w for w in _writes(kube) if "/routes/" in w])
+    assert written == 4, _writes(kube)  # each once Pending, once Programmed
+    await reconciler.reconcile(_state(kube, "3"))
+    assert await writer.flush() == 0
+    assert len([w for w in _writes(kube) if "/routes/" in w]) == written  # nothing changed: no write
+
+    # stored despite the CRD's rule (a control character in a header value): not rendered, not Accepted
+    broken = _crd_route("gamma", ["/gamma"])
+    broken["spec"]["requestHeaders"] = [{"name": "X-Team", "value": "a\x01b"}]
+    kube.create(broken)
+    outcome = await reconciler.reconcile(_state(kube, "4"))
+    assert await writer.flush() == 0
+    gamma = _conditions(_route_status(kube, "gamma")["conditions"])
+    assert gamma["Accepted"] == ("False", "Invalid") and gamma["Programmed"] == ("False", "Invalid"), gamma

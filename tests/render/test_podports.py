@@ -261,3 +261,100 @@ def test_the_reviews_shortcut_equals_the_whole_assignment() -> None:
         short = addressmoves._proposed_sources(before, ref, change.obj, proposed, ports, pods)
         whole = addressmoves._sources(proposed, ports, pods)
         assert addressmoves._addresses(short, pods) == addressmoves._addresses(whole, pods), (case, change)
+
+
+def test_the_incremental_assignment_equals_the_from_scratch_one() -> None:
+    """RG0127 patches the base state's assignment with the change's pairs (``podassignments``: O(the pairs
+    that move), not O(pairs)); on random states and changes (ports added and removed, ListenerSets, objects
+    deleted, small pod ranges: long collision chains) every address and every move equals the whole
+    proposed state's from-scratch assignment."""
+    from validators.crossobject import addressmoves
+    from validators.states import Overlay
+    from validators.views import podassignments
+
+    ports = (80, 443)
+    rng = random.Random(2929)
+    checked = 0
+    for case in range(400):
+        pods = PodRange(20000, rng.choice([6, 8, 16]))
+        objs: list[Obj] = []
+        for i in range(rng.randint(2, 9)):
+            objs.append(gateway(f"g{i}", rng.choice(["n", "m"]), f"2024-01-{rng.randint(1, 9):02d}T00:00:00Z",
+                                *rng.sample([80, 81, 82, 83], rng.randint(1, 3))))
+        for j in range(rng.randint(0, 3)):
+            objs.append(listener_set(f"s{j}", "t", f"2024-01-{rng.randint(1, 9):02d}T00:00:00Z",
+                                     Ref("Gateway", objs[0]["metadata"]["namespace"], "g0"), rng.choice([80, 81, 84])))
+        state = MemoryState(objs, version=f"i{case}")
+        old = rng.choice(objs)
+        new = json.loads(json.dumps(old))
+        for _ in range(rng.randint(1, 2)):
+            if rng.random() < 0.6:
+                new["spec"]["listeners"].append({"name": f"x{rng.random()}", "protocol": "HTTP",
+                                                 "port": rng.choice([80, 81, 82, 85])})
+            elif new["spec"]["listeners"]:
+                new["spec"]["listeners"].pop(rng.randrange(len(new["spec"]["listeners"])))
+        change = (Change(Operation.DELETE, None, old) if rng.random() < 0.15 else Change(Operation.UPDATE, new, old))
+        proposed = Overlay(state, change)
+        ref = Ref(old["kind"], old["metadata"]["namespace"], old["metadata"]["name"])
+        before = addressmoves._sources(state, ports, pods)
+        whole = addressmoves._sources(proposed, ports, pods)
+        try:
+            want_after = addressmoves._addresses(whole, pods)
+            want_before = addressmoves._addresses(before, pods)
+        except ValueError:  # more pairs than pod ports: the render refuses it too
+            continue
+        mine = [pair for pair, by in before.items() if ref in by]
+        if change.operation is Operation.DELETE and ref.kind == "Gateway":
+            changed = {pair: whole.get(pair, {}) for pair in {*before, *whole} if whole.get(pair) != before.get(pair)}
+        else:
+            changed = addressmoves._changed_sources(ref, change.obj, proposed, before, mine, pods)
+        assert {p: by for p, by in changed.items() if by != before.get(p)} == {
+            p: whole.get(p, {}) for p in {*before, *whole} if whole.get(p) != before.get(p)}, (case, change)
+        patched = addressmoves._patched(podassignments.Assignment(
+            {pair: min(by.values()) for pair, by in before.items()}, base=pods.base, span=pods.span), before, changed)
+        assert {p: patched.address(p) for p in whole} == want_after, (case, change)
+        assert patched.moved() == {p: (a, want_after.get(p)) for p, a in want_before.items()
+                                   if want_after.get(p) != a}, (case, change)
+        checked += 1
+    assert checked > 250
+
+
+def test_patched_assignments_equal_from_scratch_on_dense_ranges() -> None:
+    """``podassignments.Patched`` alone, on dense pod ranges (long probe chains, primaries changing
+    hands): pairs inserted, removed and re-aged in any order give ``podports.assign_ages``'s addresses."""
+    from validators.views import podassignments
+
+    rng = random.Random(290)
+    checked = 0
+    for _ in range(3000):
+        span = rng.choice([5, 8, 12])
+        gws = [Ref("Gateway", "n", f"g{i}") for i in range(rng.randint(2, 14))]
+        ages = {(g, port): (f"2024-01-{rng.randint(1, 28):02d}", g.namespace, g.name)
+                for g in gws for port in rng.sample([80, 81], rng.randint(1, 2))}
+        try:
+            base = podassignments.Assignment(ages, base=1000, span=span)
+        except ValueError:
+            continue
+        after = dict(ages)
+        removed: list[podports.Pair] = []
+        inserted: dict[podports.Pair, podports.Age] = {}
+        for _ in range(rng.randint(1, 3)):
+            if rng.random() < 0.5 and after:
+                pair = rng.choice(sorted(after, key=str))
+                del after[pair]
+                inserted.pop(pair, None)
+            else:
+                g = rng.choice(gws)
+                pair = (g, rng.choice([80, 81, 82]))
+                after[pair] = inserted[pair] = (f"2024-01-{rng.randint(1, 28):02d}", g.namespace, g.name)
+            if pair in ages and pair not in removed:
+                removed.append(pair)
+        try:
+            want = podports.assign_ages(after, base=1000, span=span)
+        except ValueError:
+            continue
+        patched = podassignments.Patched(base)
+        patched.apply(removed, inserted)
+        assert {p: patched.address(p) for p in after} == {p: want.get(p, p[1]) for p in after}
+        checked += 1
+    assert checked > 1000

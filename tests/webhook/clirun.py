@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -21,3 +22,10 @@ def routegate(*args: str, stdin: str | None = None, timeout: float = 120, cwd: P
     return subprocess.run([sys.executable, "-m", "webhook", *args], capture_output=True, text=True,
                           input=stdin if stdin is not None else "", timeout=timeout, env=env(**extra_env),
                           cwd=cwd or REPO)
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed again when this returns)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -60,11 +60,12 @@ class Client:
             return out
 
 
-async def serving(gate: Gate, tmp_path: Path, queue: Batcher | None = None) -> AsyncIterator[Client]:
+async def serving(gate: Gate, tmp_path: Path, queue: Batcher | None = None,
+                  state_objects: Sequence[dict[str, Any]] = ()) -> AsyncIterator[Client]:
     paths = bootstrap.ensure_self_signed(tmp_path / "certs")
     reloader = reloading.CertReloader(paths.cert, paths.key)
     reloader.load()
-    state = MemoryState(load_objects(STATE_DIR), version="test")
+    state = MemoryState([*load_objects(STATE_DIR), *state_objects], version="test")
     app = servers.make_app(gate, StaticSource(state, origin=str(STATE_DIR)), certs=reloader, queue=queue)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server(ssl=reloader.context)

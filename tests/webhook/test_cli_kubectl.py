@@ -17,7 +17,7 @@ import yaml
 
 from tests.cluster.clusterkit import install_gateway_api
 from tests.fakekube import FakeKube
-from tests.webhook.clirun import env
+from tests.webhook.clirun import closed_port, env
 from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
 from webhook.cluster import ClusterConfigError, kubeconfigs
 
@@ -63,12 +63,6 @@ def _kubeconfig(path: Path, *, current: str | None, contexts: dict[str, tuple[st
     return str(path)
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])  # closed again when this returns: nothing listens there
-
-
 @pytest.fixture
 async def kube(tmp_path: Path) -> Any:
     async with FakeKube() as fake:
@@ -110,7 +104,7 @@ async def test_home_kubeconfig_is_followed_by_the_plugin_only(kube: FakeKube, tm
 
 async def test_KUBECONFIG_list_merged_as_kubectl_does_and_context_without_kubeconfig(
         kube: FakeKube, tmp_path: Path) -> None:
-    dead = f"http://127.0.0.1:{_closed_port()}"
+    dead = f"http://127.0.0.1:{closed_port()}"
     # The first file to set current-context wins (the dead cluster); its "shared" cluster entry wins
     # over the second file's; a missing file in the list is skipped, as kubectl skips it.
     first = _kubeconfig(tmp_path / "a", current="dead", contexts={"dead": ("shared", None)},
@@ -154,7 +148,7 @@ async def test_namespace_flags(kube: FakeKube, tmp_path: Path) -> None:
 
 
 async def test_a_closed_port_fails_at_once_in_one_line(tmp_path: Path) -> None:
-    port = _closed_port()
+    port = closed_port()
     kubeconfig = _kubeconfig(tmp_path / "kc", current="c", contexts={"c": ("c", None)},
                              clusters={"c": f"https://127.0.0.1:{port}"})
     code, out, err, _ = await _run("-f", str(INPUTS / "good.yaml"), home=tmp_path, plugin=True,

@@ -10,7 +10,7 @@ costs as much as running a rule, and one node carries up to ~15 rules. Evaluatio
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -157,7 +157,7 @@ class CppEngine:
 
     name = "cel-expr-python"
 
-    def __init__(self) -> None:
+    def __init__(self, variables: Sequence[str] = VARIABLES) -> None:
         from cel_expr_python import cel
         from cel_expr_python.ext import ext_bindings, ext_encoders, ext_math, ext_optional, ext_strings
 
@@ -172,8 +172,8 @@ class CppEngine:
                 fn.overload, types[fn.result], [types[p] for p in fn.params], is_member=fn.member,
                 impl=fn.impl))
         k8s = cel.CelExtension("kubernetes", [cel.FunctionDecl(n, o) for n, o in decls.items()])
-        variables = {v: cel.Type.DYN for v in VARIABLES} | {"__hasOld": cel.Type.BOOL}
-        self._env = cel.NewEnv(variables=variables, extensions=[
+        declared = {v: cel.Type.DYN for v in variables} | {"__hasOld": cel.Type.BOOL}
+        self._env = cel.NewEnv(variables=declared, extensions=[
             ext_strings.ExtStrings(), ext_optional.ExtOptional(), ext_bindings.ExtBindings(),
             ext_math.ExtMath(), ext_encoders.ExtEncoders(), k8s])
         self._result_ok = (cel.Type.BOOL, cel.Type.DYN, cel.Type.STRING)
@@ -315,9 +315,11 @@ def _dispatch(fns: list[celfunctions.Fn], fallback: Callable[..., Any] | None) -
     return call
 
 
-def load(prefer: str | None = None) -> Engine:
-    """The first engine that imports; ``prefer`` names one explicitly (tests, benchmarks)."""
-    order: list[Callable[[], Engine]] = [CppEngine, RustEngine]
+def load(prefer: str | None = None, *, variables: Sequence[str] = VARIABLES) -> Engine:
+    """The first engine that imports; ``prefer`` names one explicitly (tests, benchmarks). ``variables``:
+    the names an expression may use (CRD rules: ``self``...; admission policies declare their own);
+    the C++ engine refuses any other name at compile time, the Rust one when it runs."""
+    order: list[Callable[[], Engine]] = [lambda: CppEngine(variables), RustEngine]
     if prefer == RustEngine.name:
         order.reverse()
     errors = []

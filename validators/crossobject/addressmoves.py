@@ -19,7 +19,7 @@ from validators import codes
 from validators.findings import Finding, Severity
 from validators.objects import Obj, Ref, as_list, dig, ref_of
 from validators.states import State
-from validators.views import attachments, indexes, podports
+from validators.views import attachments, indexes, podassignments, podports
 
 Pair = podports.Pair
 
@@ -83,6 +83,62 @@ def _owns(me: Ref, pair: Pair, sources: set[Ref]) -> bool:
     return sources <= {me}
 
 
+def _assignment(base: State, ports: tuple[int, ...], pods: podports.PodRange,
+                sources: Sources) -> podassignments.Assignment:
+    """The base state's pod-port assignment, with each object's pairs: once per state version."""
+    def build(_: State) -> podassignments.Assignment:
+        done = podassignments.Assignment({pair: min(by.values()) for pair, by in sources.items()},
+                                         base=pods.base, span=pods.span)
+        return done
+
+    return indexes.index_reading(base, f"pod-assignment{ports}{pods}", attachments.LISTENER_KINDS, build)
+
+
+def _pairs_of(base: State, ports: tuple[int, ...], pods: podports.PodRange, sources: Sources) -> dict[Ref, list[Pair]]:
+    """Each declaring object -> the pairs it declares listeners of: once per state version."""
+    def build(_: State) -> dict[Ref, list[Pair]]:
+        out: dict[Ref, list[Pair]] = {}
+        for pair, by in sources.items():
+            for ref in by:
+                out.setdefault(ref, []).append(pair)
+        return out
+
+    return indexes.index_reading(base, f"pod-pairs-by-source{ports}{pods}", attachments.LISTENER_KINDS, build)
+
+
+def _changed_sources(me: Ref, obj: Obj | None, proposed: State, before: Sources, mine: Sequence[Pair],
+                     pods: podports.PodRange) -> Sources:
+    """The sources, after the change, of the pairs it touches (``{}``: the pair is gone): the pairs the
+    changed object declared and declares; ``_proposed_sources`` restricted to them, O(its listeners)."""
+    out: Sources = {pair: {ref: age for ref, age in before[pair].items() if ref != me} for pair in mine}
+    if obj is None:
+        return out
+    gateway = me if me.kind == "Gateway" else attachments.listener_set_parent(obj)
+    if gateway is None or (me.kind == "ListenerSet" and not attachments.listener_set_status(obj, proposed).accepted):
+        return out
+    age = attachments.age_key(obj)
+    for raw in as_list(dig(obj, "spec", "listeners")):
+        port = dig(raw, "port")
+        if dig(raw, "protocol") in ("HTTP", "HTTPS") and isinstance(port, int) and port not in pods:
+            pair = (gateway, port)
+            if pair not in out:
+                out[pair] = dict(before.get(pair, {}))
+            out[pair][me] = age
+    return out
+
+
+def _patched(assignment: podassignments.Assignment, before: Sources, changed: Sources) -> podassignments.Patched:
+    """``assignment`` (of ``before``) with the pairs whose sources ``changed`` removed and re-inserted at
+    their new ages (a pair is as old as its oldest declaring object)."""
+    patched = podassignments.Patched(assignment)
+    removed = [pair for pair, by in changed.items() if pair in before
+               and (not by or min(by.values()) != min(before[pair].values()))]
+    inserted = {pair: min(by.values()) for pair, by in changed.items() if by
+                and (pair not in before or min(by.values()) != min(before[pair].values()))}
+    patched.apply(removed, inserted)
+    return patched
+
+
 def findings(obj: Obj, base: State, proposed: State, *, http_ports: Sequence[int],
              pods: podports.PodRange) -> Iterator[Finding]:
     """RG0127 for the change of ``obj`` from ``base`` (the state before) to ``proposed``."""
@@ -99,20 +155,22 @@ def findings(obj: Obj, base: State, proposed: State, *, http_ports: Sequence[int
     before_sources = _sources(base, ports, pods)
     if me.kind == "Gateway" and (now_obj is None or repr(dig(stored, "spec", "allowedListeners")) != repr(
             dig(now_obj, "spec", "allowedListeners"))):
-        after_sources = _sources(proposed, ports, pods)  # which ListenerSets count may change: all of them
-    else:
-        after_sources = _proposed_sources(before_sources, me, now_obj, proposed, ports, pods)
-    before = indexes.index_reading(base, f"pod-addresses{ports}{pods}", attachments.LISTENER_KINDS,
-                                   lambda _: _addresses(before_sources, pods))
-    after = _addresses(after_sources, pods)
-    deleted = proposed.get(me.kind, me.namespace, me.name) is None
-    holder = {address: pair for pair, address in after.items()}
-    for pair, was in sorted(before.items(), key=lambda kv: (kv[0][0].namespace, kv[0][0].name, kv[0][1])):
-        now = after.get(pair)
-        if now is None or now == was or _owns(me, pair, {*before_sources[pair], *after_sources.get(pair, {})}):
+        # which ListenerSets count may change: all of them (rare: a Gateway's deletion or admission change)
+        whole = _sources(proposed, ports, pods)
+        changed = {pair: whole.get(pair, {}) for pair in {*before_sources, *whole}
+                   if whole.get(pair) != before_sources.get(pair)}
+    else:  # the common case, and every port-adding update: O(the object's pairs) plus the moves it causes
+        mine = _pairs_of(base, ports, pods, before_sources).get(me, [])
+        changed = _changed_sources(me, now_obj, proposed, before_sources, mine, pods)
+    patched = _patched(_assignment(base, ports, pods, before_sources), before_sources, changed)
+    deleted = now_obj is None
+    for pair, (was, now) in sorted(patched.moved().items(), key=lambda kv: (kv[0][0].namespace, kv[0][0].name,
+                                                                            kv[0][1])):
+        after_by = changed.get(pair, before_sources[pair])
+        if now is None or _owns(me, pair, {*before_sources[pair], *after_by}):
             continue
         gateway, port = pair
-        taker = holder.get(was)
+        taker = patched.holder_of(was)
         took = (f"; {was} would be bound by the listeners of {taker[0]} on port {taker[1]}, so that traffic would "
                 f"reach a frontend namespace {taker[0].namespace!r} owns") if taker is not None else ""
         where = "port" if was == port else "pod port"

@@ -19,7 +19,7 @@ from validators.states import State
 from validators.views import attachments, sniprecedence
 
 
-def _passes_through(route: Obj) -> bool:
+def passes_through(route: Obj) -> bool:
     """An HTTPRoute rule with the SSLPassthrough ExtensionRef (as the render finds them)."""
     return any(dig(f, "type") == "ExtensionRef" and dig(f, "extensionRef", "kind") == "SSLPassthrough"
                for rule in as_list(dig(route, "spec", "rules")) for f in as_list(dig(rule, "filters")))
@@ -31,7 +31,7 @@ def findings(route: Obj, state: State, *, http_ports: Sequence[int]) -> Iterator
     kind = kind_of(route)
     if kind == "TLSRoute":
         passing = ("TLS", "Passthrough")
-    elif kind == "HTTPRoute" and _passes_through(route):
+    elif kind == "HTTPRoute" and passes_through(route):
         passing = ("HTTPS", "Terminate")
     else:
         return

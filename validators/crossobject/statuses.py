@@ -17,7 +17,7 @@ from typing import Any
 from validators.contexts import Context
 from validators.crossobject import backendpolicies, backendrefs, frontendtrust
 from validators.findings import format_path
-from validators.objectrules import backendtlsrules, unhonoured
+from validators.objectrules import backendtlsrules, gatewayrefusals, unhonoured
 from validators.objects import GATEWAY_GROUP, Obj, Ref, as_list, as_map, created_at, dig, kind_of, ref_of
 from validators.states import Overlay, State
 from validators.views import attachments, indexes
@@ -50,6 +50,9 @@ def route_status(route: Obj, state: State, *, http_ports: Sequence[int] = attach
     mirrored = unhonoured.mirrored_rules(route)
 
     def conditions(st: attachments.ParentStatus) -> list[dict[str, str]]:
+        refused = _refused_parent(parent_refs[st.parent_index], ref_of(route).namespace, state) if st.accepted else ""
+        if refused:  # the Gateway is not served (gatewayrefusals): nothing attaches to it
+            return [_condition("Accepted", False, "NoMatchingParent", refused), dict(resolved)]
         found = [{"type": "Accepted", "status": "True" if st.accepted else "False", "reason": st.reason,
                   "message": st.message}, dict(resolved)]
         return with_unmirrored_rules(found, mirrored) if st.accepted else found
@@ -58,17 +61,42 @@ def route_status(route: Obj, state: State, *, http_ports: Sequence[int] = attach
                         for st in statuses if st.reason != attachments.FOREIGN_PARENT]}  # foreign: theirs to report
 
 
+def _refused_parent(raw: Any, namespace: str, state: State) -> str:
+    """Why the Gateway a parentRef names (itself, or a ListenerSet's parent) is not served; "" when it is."""
+    ref = as_map(raw)
+    kind = str(ref.get("kind") or "Gateway")
+    target = state.get(kind, str(ref.get("namespace") or namespace), str(ref.get("name") or ""))
+    if target is not None and kind == "ListenerSet":
+        parent = attachments.listener_set_parent(target)
+        target = state.get("Gateway", parent.namespace, parent.name) if parent is not None else None
+    elif kind != "Gateway":
+        return ""
+    refused = gatewayrefusals.refusal(target) if target is not None else None
+    if refused is None or target is None:
+        return ""
+    return f"Gateway {ref_of(target).namespace}/{ref_of(target).name} is not accepted ({refused.reason}): " \
+           f"{refused.message}"
+
+
+#: The condition a route's parent entry carries when a rule serves without a part HAProxy cannot honour (a
+#: RequestMirror; reconcile adds an invalid sessionPersistence: webhook.statusshapes). Not the Gateway API's
+#: PartiallyInvalid: that condition MUST describe one of two approaches, "Dropped Rule" (the invalid rules
+#: are not served) or "Fall Back" (the route's last known good state is served), and routegate does
+#: neither: the current generation's rule serves with the part not applied. A tool or a reader taking "Fall
+#: Back" at its word would believe the latest generation is not live. Condition types of an implementation's
+#: own carry its domain (metav1.Condition); Accepted stays as it is.
+NOT_APPLIED = "routegate.io/NotApplied"
+
+
 def with_unmirrored_rules(conditions: list[dict[str, str]], mirrored: Sequence[unhonoured.Unhonoured],
                           ) -> list[dict[str, str]]:
     """An accepting parent's [Accepted, ResolvedRefs] when rules serve without the RequestMirror filters HAProxy
-    cannot honour (validators.objectrules.unhonoured.mirrored_rules): PartiallyInvalid=True, UnsupportedValue,
-    with a message that starts "Fall Back" (not "Dropped Rule": no rule is dropped) naming each rule and filter
-    and saying it serves without the mirror. The Gateway API's "Fall Back" is to the route's last known good
-    state; here it is to the rule without its mirrors, of the current generation. Accepted is left as it is."""
+    cannot honour (validators.objectrules.unhonoured.mirrored_rules): ``NOT_APPLIED``=True, UnsupportedValue,
+    naming each rule and filter and saying it serves without the mirror."""
     if not mirrored:
         return conditions
     said = "; ".join(f"{format_path(m.path)}: {m.message}" for m in mirrored)
-    return [*conditions, _condition("PartiallyInvalid", True, "UnsupportedValue", f"Fall Back: {said}")]
+    return [*conditions, _condition(NOT_APPLIED, True, "UnsupportedValue", said)]
 
 
 def statuses(state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS) -> dict[str, Any]:
@@ -133,8 +161,21 @@ def _owner_status(owner: Obj, state: State, http_ports: Sequence[int],
                   counts: Mapping[tuple[Ref, str], int]) -> dict[str, Any]:
     if kind_of(owner) == "Gateway":
         listeners = _listener_statuses(owner, state, http_ports, counts)
+        refused = gatewayrefusals.refusal(owner)
+        if refused is not None:  # not served (the renderer hides it): nothing of it is programmed
+            return {"conditions": [_condition("Accepted", False, refused.reason, refused.message),
+                                   _condition("Programmed", False, "Invalid", refused.message)],
+                    "listeners": [_unprogrammed(x, refused.message) for x in listeners]}
         return {"conditions": _owner_conditions(listeners, "Gateway"), "listeners": listeners}
     listener_set = owner
+    parent = attachments.listener_set_parent(listener_set)
+    gateway = state.get("Gateway", parent.namespace, parent.name) if parent is not None else None
+    refused = gatewayrefusals.refusal(gateway) if gateway is not None else None
+    if refused is not None:
+        message = f"the parent Gateway is not accepted ({refused.reason}): {refused.message}"
+        return {"conditions": [_condition("Accepted", False, "ParentNotAccepted", message),
+                               _condition("Programmed", False, "ParentNotAccepted", message)],
+                "listeners": []}
     admitted = attachments.listener_set_status(listener_set, state)
     if not admitted.accepted:
         parent_missing = not admitted.parent.name or state.get("Gateway", admitted.parent.namespace,
@@ -145,6 +186,12 @@ def _owner_status(owner: Obj, state: State, http_ports: Sequence[int],
                 "listeners": []}
     listeners = _listener_statuses(listener_set, state, http_ports, counts)
     return {"conditions": _owner_conditions(listeners, "ListenerSet"), "listeners": listeners}
+
+
+def _unprogrammed(listener: dict[str, Any], message: str) -> dict[str, Any]:
+    conditions = [_condition("Programmed", False, "Invalid", message) if c["type"] == "Programmed" else c
+                  for c in listener["conditions"]]
+    return {**listener, "attachedRoutes": 0, "conditions": conditions}
 
 
 def _owner_conditions(listeners: list[dict[str, Any]], kind: str) -> list[dict[str, str]]:

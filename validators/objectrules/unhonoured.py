@@ -7,7 +7,9 @@ the route statuses (``validators.crossobject.statuses``):
   agent (spoa-mirror or a SPOA hub mirror plugin) that routegate does not configure. Dropping the rule (the
   Gateway API's "Dropped Rule") would take the rule's live traffic down on upgrade for want of a copy, so
   the rule serves exactly as it would without its mirrors (its other filters apply), and the route's
-  status says so: ``PartiallyInvalid`` with a message that starts "Fall Back".
+  status says so: ``routegate.io/NotApplied`` (``validators.crossobject.statuses.NOT_APPLIED``: the
+  Gateway API's PartiallyInvalid means a dropped rule or the last known good route, neither of which
+  this is).
 - ``ExtensionRef`` to ``HAProxyRoutePolicy`` (RG0124). routegate renders no HAProxyRoutePolicy; the
   Gateway API says a custom filter is never skipped: the requests it would process get an HTTP error.
   The rule answers 500.

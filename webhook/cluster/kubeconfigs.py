@@ -25,45 +25,13 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.config import kube_config
 
 from webhook.cluster.clients import ApiError, ClusterConfigError, get_json
-
-#: A cluster that does not answer fails within this (kubectl answers "connection refused" at once; a
-#: black-holed address must not hold a CI job for a minute).
-CONNECT_SECONDS = 4.0
-SEPARATOR = kube_config.ENV_KUBECONFIG_PATH_SEPARATOR
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where the configuration comes from, as errors name it (``--kubeconfig FILE``, ``$KUBECONFIG``)."""
-
-    label: str
-    paths: tuple[str, ...] = ()  # kubeconfig files in kubectl's order; () for the pod's service account
-
-    @property
-    def in_cluster(self) -> bool:
-        return not self.paths
-
-
-IN_CLUSTER = Source("--in-cluster")
-
-
-def default_source(environ: dict[str, str] | None = None) -> Source:
-    """``$KUBECONFIG`` when set (and not empty), else ``~/.kube/config`` (kubectl's order after the flag)."""
-    env = os.environ if environ is None else environ
-    listed = env.get("KUBECONFIG", "")
-    if listed:
-        return Source(f"$KUBECONFIG ({listed})", tuple(p for p in listed.split(SEPARATOR) if p))
-    home = os.path.expanduser("~/.kube/config")
-    return Source(f"kubeconfig {home}", (home,))
-
-
-def flag_source(path: str) -> Source:
-    return Source(f"--kubeconfig {path}", (path,))
-
-
-def exists(source: Source) -> bool:
-    """Whether any of the source's files exists (kubectl skips missing files of a ``$KUBECONFIG`` list)."""
-    return source.in_cluster or any(os.path.exists(os.path.expanduser(p)) for p in source.paths)
+from webhook.cluster.kubeconfigfiles import CONNECT_SECONDS as CONNECT_SECONDS
+from webhook.cluster.kubeconfigfiles import IN_CLUSTER as IN_CLUSTER
+from webhook.cluster.kubeconfigfiles import SEPARATOR as SEPARATOR
+from webhook.cluster.kubeconfigfiles import Source as Source
+from webhook.cluster.kubeconfigfiles import default_source as default_source
+from webhook.cluster.kubeconfigfiles import exists as exists
+from webhook.cluster.kubeconfigfiles import flag_source as flag_source
 
 
 @dataclass

@@ -73,6 +73,10 @@ class Models:
         self._findings.extend(model.findings)
         return model
 
+    def built(self, name: str) -> Any:
+        """The ``tls``/``tcp``/``crd`` model if a template read it (what the render bound), else None."""
+        return self.__dict__.get(name)
+
     def backend_tls(self, service: Obj, port: int) -> ServerTLS:
         return servertls.server_tls(self._state, service, port, self._files, settings=self._settings)
 

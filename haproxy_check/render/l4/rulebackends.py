@@ -37,6 +37,7 @@ class RefOutcome:
     weight: int
     servers: int
     problem: str  # "" when the ref serves
+    service: str = ""  # "ns/name:port" of the Service it names (the routing table names its owner)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +115,7 @@ def build(state: State, route: Obj, rule_index: int, name: str, files: FileSink,
     return RuleBackend(
         name=name, route=ref_of(route), rule_index=rule_index,
         servers=tuple(out), body=reject_rule(total, total - serving),
-        refs=tuple(RefOutcome(ref.path, ref.weight, len(servers), problem)
+        refs=tuple(RefOutcome(ref.path, ref.weight, len(servers), problem, f"{ref.namespace}/{ref.name}:{ref.port}")
                    for ref, servers, problem in per_ref),
         findings=tuple(capped))
 
