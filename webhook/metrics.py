@@ -113,9 +113,9 @@ DELTA_DISAGREEMENTS = Counter(
     ("kind",), registry=REGISTRY,
 )
 RECONCILE_SECONDS = Histogram(
-    "routegate_reconcile_step_duration_seconds", "Time of one reconcile step: scope, audit, leaveouts, render, "
-    "check, isolate, findings, shrink, statuses, serialize, promote, dataplane (plan, runtime, reload, publish), "
-    "report, outcome; total is the whole run and unattributed what no step covers.",
+    "routegate_reconcile_step_duration_seconds", "Time of one reconcile step: scope, audit, leaveouts, refused, "
+    "render, check, restore, isolate, findings, shrink, serialize, promote, dataplane (plan, runtime, reload, "
+    "publish), record, statuses, report, outcome; total is the whole run and unattributed what no step covers.",
     ("step",), buckets=(*_BUCKETS, 30.0, 60.0), registry=REGISTRY,
 )
 RECONCILES = Counter(
