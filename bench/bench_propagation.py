@@ -189,9 +189,8 @@ def kinds() -> dict[str, tuple[Callable[[list[dict[str, Any]], bool], None], Cal
     def hostname_probe(on: bool) -> Probe:
         return lambda: (_get("extra.edge.example.com", f"/api/{PROBE}")[0] == 200) == on
 
-    def weights_probe(on: bool) -> Probe:
-        return lambda: _get(HOST, f"/api/{PROBE}")[1].startswith("127.0.0.3" if on else "127.0.0.1")  \
-            or (not on and _get(HOST, f"/api/{PROBE}")[1].startswith("127.0.0.2"))
+    def weights_probe(on: bool) -> Probe:  # one request: svc-20's endpoint, or one of svc-0's two
+        return lambda: _get(HOST, f"/api/{PROBE}")[1].startswith(("127.0.0.3",) if on else ("127.0.0.1", "127.0.0.2"))
 
     def new_route_probe(on: bool) -> Probe:
         return lambda: (_get("new.edge.example.com", "/")[1].startswith("127.0.0.4")) == on
@@ -260,7 +259,8 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
 
 
-async def run_size(n: int, haproxy: str, rounds: int, work: Path, check_timeout: float) -> None:
+async def run_size(n: int, haproxy: str, rounds: int, work: Path, check_timeout: float,
+                   only: list[str]) -> None:
     binary = await binaries.detect(haproxy)
     sock = str(work / "admin.sock")
     gate = assembly.build_gate(binary, assembly.GateSettings(render={"stats_socket": sock},
@@ -288,6 +288,8 @@ async def run_size(n: int, haproxy: str, rounds: int, work: Path, check_timeout:
         print(f"  {'kind':<22} {'median':>8} {'p95':>8}  {'how':<16} {'reloads':>7}  reconcile steps (median s)",
               flush=True)
         for kind, (change, probe) in kinds().items():
+            if only and kind not in only:
+                continue
             latencies: list[float] = []
             hows: list[str] = []
             steps: dict[str, list[float]] = {}
@@ -304,8 +306,11 @@ async def run_size(n: int, haproxy: str, rounds: int, work: Path, check_timeout:
                 source.set(MemoryState(copy.deepcopy(objs), version=f"v{version}"))
                 served = await asyncio.to_thread(_wait_for, probe(on), 30)
                 if not served and os.environ.get("BENCH_DEBUG"):
-                    print(kind, on, _get(HOST, f"/api/{PROBE}"), _get("extra.edge.example.com", f"/api/{PROBE}"),
-                          (work / "haproxy.log").read_text()[-600:], flush=True)
+                    from haproxy_check.runtime.runtimeapi import send
+                    print(kind, on, _get(HOST, f"/api/{PROBE}"), applier.last,
+                          [line for line in (await send(sock, "show map maps/rule-backend.map")).splitlines()
+                           if "route-0_" in line],
+                          await send(sock, "show servers state gw_h_team-00_route-0_svc-20_8080"), flush=True)
                 latencies.append(time.monotonic() - mark if served else float("inf"))
                 await asyncio.to_thread(_wait_for, _reconciled(reconciler, f"v{version}"), 30)
                 hows.append(applier.last.action if applier.last else "?")
@@ -337,7 +342,7 @@ async def main(args: argparse.Namespace) -> None:
     with echo_servers():
         for n in args.sizes:
             with tempfile.TemporaryDirectory() as tmp:
-                await run_size(n, args.haproxy, args.rounds, Path(tmp), args.check_timeout)
+                await run_size(n, args.haproxy, args.rounds, Path(tmp), args.check_timeout, args.kinds)
     print(f"load after: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
 
 
@@ -346,6 +351,8 @@ if __name__ == "__main__":
     parser.add_argument("--sizes", type=lambda t: [int(x) for x in t.split(",")], default=[100, 2000])
     parser.add_argument("--rounds", type=lambda t: int(t) + int(t) % 2, default=6,
                         help="changes per kind, back and forth (rounded up to even: each kind ends as it started)")
+    parser.add_argument("--kinds", type=lambda t: t.split(","), default=[],
+                        help="only these change kinds (comma-separated names as printed)")
     parser.add_argument("--check-timeout", type=float, default=5.0,
                         help="the gate's haproxy -c timeout (default 5, as routegate's; raise it on a loaded machine)")
     parser.add_argument("--haproxy", default=os.environ.get("ROUTEGATE_HAPROXY_34", "/work/h34/haproxy"))
