@@ -113,7 +113,9 @@ DELTA_DISAGREEMENTS = Counter(
     ("kind",), registry=REGISTRY,
 )
 RECONCILE_SECONDS = Histogram(
-    "routegate_reconcile_step_duration_seconds", "Time of one reconcile step (audit, render, check, promote).",
+    "routegate_reconcile_step_duration_seconds", "Time of one reconcile step: scope, audit, leaveouts, refused, "
+    "render, check, restore, isolate, findings, shrink, serialize, promote, dataplane (plan, runtime, reload, "
+    "publish), record, statuses, report, outcome; total is the whole run and unattributed what no step covers.",
     ("step",), buckets=(*_BUCKETS, 30.0, 60.0), registry=REGISTRY,
 )
 RECONCILES = Counter(
@@ -149,6 +151,17 @@ OBJECTS_AT_FAULT = Gauge(
 VIOLATIONS = Gauge(
     "routegate_violations", "Findings on stored objects by rule code and severity, in the last audit.",
     ("code", "severity"), registry=REGISTRY,
+)
+PROPAGATION_SECONDS = Histogram(
+    "routegate_reconcile_propagation_seconds", "From the first change the reconciler saw (watch event or file "
+    "change) to the data plane updated: runtime commands answered, reload signalled (reload), or promoted (no "
+    "--runtime-socket: promotion is the load); none when the data plane already ran it.",
+    ("how",), buckets=(0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 30.0),
+    registry=REGISTRY,
+)
+RELOADS_DEFERRED = Counter(
+    "routegate_reloads_deferred_total", "Reloads put off because the previous one was less than "
+    "--min-reload-interval ago (coalesced into one reload at the end of the interval).", registry=REGISTRY,
 )
 DATAPLANE_UPDATES = Counter(
     "routegate_dataplane_updates_total", "How promotions reached the data plane (--runtime-socket): none (it runs "

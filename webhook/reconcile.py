@@ -13,7 +13,12 @@ steps, never copies of them:
   -> the shrink guard (``webhook.shrinkguard``): a mass drop of routes or backends the source cannot
      vouch for (a short list, a forbidden kind, a lost CRD) is held, and last-known-good stays live
   -> passed: promote atomically (``haproxy_check.runtime.promotion``), then call the ``on_promoted`` hooks
-     with the previous and the new version (the place where Runtime API application plugs in).
+     with the previous and the new version (the place where Runtime API application plugs in)
+  -> the Gateway API statuses of what is promoted, once the data plane has it (they never delay traffic):
+     in memory for the status writer (``webhook.promotedmemory``), and ``statuses.json`` beside it.
+
+Every step is timed (``routegate_reconcile_step_duration_seconds``, with ``total`` and ``unattributed``), and
+the run's first change to the data plane updated is ``routegate_reconcile_propagation_seconds``.
 
 With a GatewayClass scope, only our objects are audited, get findings, Events and statuses.
 
@@ -25,17 +30,20 @@ given. A check that could not decide (timeout) promotes nothing and is not a rej
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 import structlog
 
 from haproxy_check.check.checker import CheckTimedOut
-from haproxy_check.descriptions import Description
+from haproxy_check.descriptions import BackendDesc, Description
 from haproxy_check.results import RenderError, RenderResult
 from haproxy_check.runtime.promotion import Promoted, Promoter, content_hash
 from validators import codes
@@ -46,6 +54,7 @@ from validators.objects import Ref, dig
 from validators.states import State
 from webhook import audits, events, isolating, leaveouts, metrics, promotedversions, shrinkguard
 from webhook.gates import Gate
+from webhook.promotedmemory import SEEN_AT, Kept, PromotedMemory, observe_propagation
 from webhook.verdicts import Decision, Verdict
 
 log = structlog.get_logger("routegate.reconcile")
@@ -104,7 +113,8 @@ class Outcome:
 class Reconciler:
     def __init__(self, gate: Gate, promoter: Promoter | None, *, recorder: events.EventRecorder | None = None,
                  on_promoted: list[OnPromoted] | None = None, clock: Callable[[], float] = time.perf_counter,
-                 shrink: shrinkguard.Limits | None = None, on_outcome: list[OnOutcome] | None = None) -> None:
+                 shrink: shrinkguard.Limits | None = None, on_outcome: list[OnOutcome] | None = None,
+                 memory: PromotedMemory | None = None) -> None:
         self.gate = gate
         self.promoter = promoter
         self.recorder = recorder
@@ -114,8 +124,11 @@ class Reconciler:
         self._lock = asyncio.Lock()
         self.last: Outcome | None = None
         self._described: tuple[str, Description | None] | None = None  # the live version's, parsed once
+        # what this process promoted, handed to the hooks in memory (they read files only after a restart)
+        self.memory = memory if memory is not None else PromotedMemory()
         # re-judges only objects whose content or reads changed; other controllers' objects not at all
         self._audits = audits.AuditCache(gate.rules, gate.scope)
+        self._description_json = DescriptionJson()  # description.json, each unchanged backend's text reused
         # the view last promoted: each object's last promoted version, which an object whose update breaks
         # haproxy -c is held back at (webhook.isolating); None until the first promotion of this process
         self._last_good: State | None = None
@@ -126,22 +139,33 @@ class Reconciler:
         self._restore_tried = False
         self.shrink = shrinkguard.ShrinkGuard(shrink)
 
-    async def reconcile(self, state: State) -> Outcome:
-        """One run over ``state``; runs are serialized (a promotion is never interleaved with another)."""
+    async def reconcile(self, state: State, *, seen_at: float | None = None) -> Outcome:
+        """One run over ``state``; runs are serialized (a promotion is never interleaved with another).
+        ``seen_at``: when the first change it carries was seen (``time.monotonic()``), for the end-to-end
+        propagation histogram."""
         async with self._lock:
-            outcome = await self._run(state)
-            metrics.RECONCILES.labels(str(outcome.result)).inc()
-            if outcome.result in (Result.PROMOTED, Result.UNCHANGED):
-                self.shrink.live_is(self.gate.scope.view(state))  # what later drops are measured against
-            if outcome.result in (Result.PROMOTED, Result.UNCHANGED, Result.HELD):
-                metrics.SHRINK_HELD.set(outcome.result is Result.HELD)
-            await self._report(outcome, state)
-            self.last = outcome  # once its findings are logged, counted and written as Events
-            for hook in self.on_outcome:
-                try:
-                    await hook(outcome, state)
-                except Exception as exc:  # a hook (status writing) failing never undoes the run
-                    log.error("after-reconcile hook failed", hook=type(hook).__name__, error=repr(exc))
+            token = SEEN_AT.set(seen_at)
+            mark = self._clock()
+            try:
+                outcome = await self._run(state)
+                metrics.RECONCILES.labels(str(outcome.result)).inc()
+                steps = _Steps(self._clock, outcome.timings)
+                with steps.step("report"):
+                    if outcome.result in (Result.PROMOTED, Result.UNCHANGED):
+                        self.shrink.live_is(self.gate.scope.view(state))  # what later drops are measured against
+                    if outcome.result in (Result.PROMOTED, Result.UNCHANGED, Result.HELD):
+                        metrics.SHRINK_HELD.set(outcome.result is Result.HELD)
+                    await self._report(outcome, state)
+                self.last = outcome  # once its findings are logged, counted and written as Events
+                with steps.step("outcome"):
+                    for hook in self.on_outcome:
+                        try:
+                            await hook(outcome, state)
+                        except Exception as exc:  # a hook (status writing) failing never undoes the run
+                            log.error("after-reconcile hook failed", hook=type(hook).__name__, error=repr(exc))
+                steps.finish(self._clock() - mark)
+            finally:
+                SEEN_AT.reset(token)
         return outcome
 
     async def judge(self, state: State) -> Outcome:
@@ -161,23 +185,31 @@ class Reconciler:
 
     async def _run(self, state: State, *, promote: bool = True) -> Outcome:
         timings: dict[str, float] = {}
-        live = self.promoter.last_known_good() if self.promoter is not None else None
-        provenance = getattr(state, "provenance", None)  # the source's own account, before scoping hides it
-        state = self.gate.scope.view(state)  # our GatewayClasses only, as admission judges them
+        steps = _Steps(self._clock, timings)
+        with steps.step("scope"):
+            live = self.promoter.last_known_good() if self.promoter is not None else None
+            provenance = getattr(state, "provenance", None)  # the source's own account, before scoping hides it
+            state = self.gate.scope.view(state)  # our GatewayClasses only, as admission judges them
         audited = await self._timed("audit", timings, asyncio.to_thread(self._audits.audit, state))
         assert isinstance(audited, list)
-        view, left = leaveouts.apply(state, audited)
-        by_ref: dict[Ref, list[Finding]] = {ref: list(found) for ref, found in audited}
-        previous = await asyncio.to_thread(self._live_description, live)
+        with steps.step("leaveouts"):
+            view, left = leaveouts.apply(state, audited)
+            by_ref: dict[Ref, list[Finding]] = {ref: list(found) for ref, found in audited}
+            previous = self._live_description(live)
+            if previous is None and live is not None and (self._described is None
+                                                          or self._described[0] != live.version):
+                previous = await asyncio.to_thread(self._read_live_description, live)
         try:
-            view, left = await self._refused_gateways(view, left, live, previous, by_ref)
+            with steps.step("refused"):
+                view, left = await self._refused_gateways(view, left, live, previous, by_ref)
             attempt = await self._attempt(view, previous, timings)
         except CheckTimedOut as exc:
             return self._undecided(exc, state, by_ref, left, live, timings)
         if not attempt.ok:
             try:
-                last_good = self._last_good if self._last_good is not None else \
-                    await self._restored(view, live, previous)
+                with steps.step("restore"):
+                    last_good = self._last_good if self._last_good is not None else \
+                        await self._restored(view, live, previous)
                 isolated = await self._timed("isolate", timings, isolating.isolate(
                     view, attempt, lambda v: self._attempt(v, previous), last_good=last_good,
                     alert_finding=self.gate._alert_finding))
@@ -194,35 +226,62 @@ class Reconciler:
         view = attempt.view
         render, checked = attempt.render, attempt.checked
         assert render is not None and checked is not None
-        self._add_render_findings(render, by_ref, state)
+        with steps.step("findings"):
+            self._add_render_findings(render, by_ref, state)
         if not promote or self.promoter is None:
             return Outcome(Result.PASSED, state.version, live, _faults(by_ref), tuple(left), (), timings)
-        held = self.shrink.judge(previous, render.description, state, provenance)
+        with steps.step("shrink"):
+            held = self.shrink.judge(previous, render.description, state, provenance)
         if held is not None:
             metrics.SHRINK_HOLDS.inc()
             return Outcome(Result.HELD, state.version, live, _faults(by_ref), tuple(left), (held.message,), timings)
-        # the Gateway API status of what is promoted (validators.crossobject.statuses), beside the
-        # configuration it describes
-        promoted_status = await asyncio.to_thread(self._statuses, view, state)
-        files = {**render.files, "description.json": _description(render),
-                 "statuses.json": (json.dumps(promoted_status, indent=2, sort_keys=True) + "\n").encode()}
-        if live is not None and live.content_hash == content_hash(files) and self.promoter.live() is not None:
+        with steps.step("serialize"):
+            files = {**render.files, "description.json": self._description_json.of(render.description)}
+            digest = content_hash(files)
+        if live is not None and live.content_hash == digest and self.promoter.live() is not None:
             self._last_good = view
+            # what the data plane runs is the same, what the statuses say may not be
+            await self._statuses_beside(live, view, state, _kept(render, files), timings)
             if self._versions is not None and self._versions.recorded != live.content_hash:
-                await self._record(view, live)  # once per live version (unchanged runs render the same)
+                with steps.step("record"):
+                    await self._record(view, live)  # once per live version (unchanged runs render the same)
             return Outcome(Result.UNCHANGED, state.version, live, _faults(by_ref), tuple(left), (), timings)
         promoted = await self._timed("promote", timings, asyncio.to_thread(
             self.promoter.promote, files, state_version=state.version))
         assert isinstance(promoted, Promoted)
         self._last_good = view  # what each object's last promoted version is (webhook.isolating)
-        await self._record(view, promoted)
+        self.memory.remember(promoted.version, _kept(render, files))
+        self._described = (promoted.version, render.description)
         metrics.LAST_PROMOTION.set(promoted.promoted_at)
-        for hook in self.on_promoted:
-            try:
-                await hook(live, promoted)
-            except Exception as exc:  # a hook (runtime apply) failing never un-promotes the files
-                log.error("after-promotion hook failed", hook=getattr(hook, "__name__", repr(hook)), error=repr(exc))
+        with steps.step("dataplane"):
+            for hook in self.on_promoted:
+                try:
+                    await hook(live, promoted)
+                except Exception as exc:  # a hook (runtime apply) failing never un-promotes the files
+                    log.error("after-promotion hook failed", hook=getattr(hook, "__name__", repr(hook)),
+                              error=repr(exc))
+            if not any(getattr(hook, "updates_dataplane", False) for hook in self.on_promoted):
+                observe_propagation("promoted", SEEN_AT.get())  # the reload wrapper loads what is promoted
+        with steps.step("record"):  # after the data plane has it: the objects on disk are for a restart
+            await self._record(view, promoted)
+        await self._statuses_beside(promoted, view, state, _kept(render, files), timings)
         return Outcome(Result.PROMOTED, state.version, promoted, _faults(by_ref), tuple(left), (), timings)
+
+    async def _statuses_beside(self, version: Promoted, view: State, state: State, kept: Kept,
+                               timings: dict[str, float]) -> None:
+        """The Gateway API status of what is promoted (validators.crossobject.statuses), computed once the
+        data plane has the version (statuses do not delay traffic), kept in memory for the status writer
+        and written as ``statuses.json`` beside the configuration it describes (for humans: not part of
+        the version's content hash, so a change only statuses see promotes no new version)."""
+        promoted_status = await self._timed("statuses", timings, asyncio.to_thread(self._statuses, view, state))
+        assert isinstance(promoted_status, dict)
+        self.memory.remember(version.version, replace(kept, statuses=promoted_status))
+        assert self.promoter is not None
+        target = self.promoter.output / version.version / "statuses.json"
+        try:
+            await asyncio.to_thread(_write_replacing, target, _json_bytes(promoted_status, sort_keys=True))
+        except OSError as exc:  # the version was pruned by hand: the writer has the statuses in memory
+            log.warning("statuses.json not written", version=version.version, error=str(exc))
 
     async def _attempt(self, view: State, previous: Description | None,
                        timings: dict[str, float] | None = None) -> isolating.Attempt:
@@ -313,12 +372,18 @@ class Reconciler:
         return Outcome(Result.REJECTED, state.version, live, _faults(by_ref), tuple(left), tuple(lines), timings)
 
     def _live_description(self, live: Promoted | None) -> Description | None:
+        """The live version's description from memory (promoted by this process), else None."""
         if live is None:
-            return None
-        if self.promoter is None:
             return None
         if self._described is not None and self._described[0] == live.version:
             return self._described[1]
+        kept = self.memory.get(live.version)
+        return kept.description if kept is not None else None
+
+    def _read_live_description(self, live: Promoted) -> Description | None:
+        """The live version's description.json, read once after a restart (blocking: run it in a thread)."""
+        if self.promoter is None:
+            return None
         try:
             text = (self.promoter.output / live.version / "description.json").read_text(encoding="utf-8")
             description: Description | None = Description.from_dict(json.loads(text))
@@ -429,4 +494,77 @@ def _faults(by_ref: dict[Ref, list[Finding]]) -> tuple[Fault, ...]:
 
 
 def _description(render: RenderResult) -> bytes:
-    return (json.dumps(render.description.as_dict(), indent=2) + "\n").encode()
+    return _json_bytes(render.description.as_dict())
+
+
+class DescriptionJson:
+    """``description.json`` as ``_json_bytes(description.as_dict())`` writes it, byte for byte, with each
+    backend's JSON text reused from the previous run when the render reused its record (the incremental
+    renderer keeps the very ``BackendDesc`` of an unchanged backend): O(changed backends), not O(state)."""
+
+    def __init__(self) -> None:
+        self._texts: dict[int, tuple[BackendDesc, str]] = {}  # id -> (the record, held so the id stays its)
+
+    def of(self, description: Description) -> bytes:
+        texts: dict[int, tuple[BackendDesc, str]] = {}
+        parts = []
+        for backend in sorted(description.backends, key=lambda b: b.name):
+            known = self._texts.get(id(backend))
+            text = known[1] if known is not None and known[0] is backend else json.dumps(backend.as_dict())
+            texts[id(backend)] = (backend, text)
+            parts.append(text)
+        self._texts = texts
+        rest = description.as_dict(backends=False)
+        members = [f"  {json.dumps('backends')}: [" + ", ".join(parts) + "]",
+                   *(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in rest.items())]
+        return ("{\n" + ",\n".join(members) + "\n}\n").encode()
+
+
+def _kept(render: RenderResult, files: dict[str, bytes]) -> Kept:
+    """What the hooks need of a promoted version: the description, and of the files only the certificate
+    and CA payloads (``set ssl``); haproxy.cfg and the maps stay on disk, not in memory twice."""
+    payloads = {f.path: files[f.path] for f in render.description.files if f.kind != "other" and f.path in files}
+    return Kept(render.description, payloads, {})
+
+
+def _write_replacing(path: Path, data: bytes) -> None:
+    """Readers see the old file or the new one, never a part."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _json_bytes(data: Any, *, sort_keys: bool = False) -> bytes:
+    """JSON for the wrapper and for humans: one line per top-level member. Not ``indent=``: that makes json
+    fall back from its C encoder to pure Python, seconds per run at 10,000 routes."""
+    if not isinstance(data, dict):
+        return (json.dumps(data, sort_keys=sort_keys) + "\n").encode()
+    keys = sorted(data) if sort_keys else list(data)
+    members = [f"  {json.dumps(k)}: {json.dumps(data[k], sort_keys=sort_keys)}" for k in keys]
+    return ("{\n" + ",\n".join(members) + "\n}\n").encode() if members else b"{}\n"
+
+
+class _Steps:
+    """A run's step timings: each step adds its seconds (a step can run in parts); ``finish`` adds the
+    whole run and what no step covered, and exports them all (``routegate_reconcile_step_duration_seconds``)."""
+
+    def __init__(self, clock: Callable[[], float], timings: dict[str, float]) -> None:
+        self._clock = clock
+        self.timings = timings
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        mark = self._clock()
+        try:
+            yield
+        finally:
+            seconds = self._clock() - mark
+            self.timings[name] = self.timings.get(name, 0.0) + seconds
+            metrics.RECONCILE_SECONDS.labels(name).observe(seconds)
+
+    def finish(self, total: float) -> None:
+        covered = sum(self.timings.values())
+        self.timings["total"] = total
+        self.timings["unattributed"] = max(total - covered, 0.0)
+        metrics.RECONCILE_SECONDS.labels("total").observe(total)
+        metrics.RECONCILE_SECONDS.labels("unattributed").observe(self.timings["unattributed"])

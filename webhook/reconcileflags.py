@@ -38,10 +38,16 @@ def add_reconcile_options(parser: argparse.ArgumentParser, *, required: bool) ->
                         help="promote mass drops whatever their cause (a deliberate mass delete)")
     parser.add_argument("--keep", type=flags.positive_int, default=5, metavar="N",
                         help="promoted versions kept (default 5)")
-    parser.add_argument("--debounce", type=flags.nonnegative_seconds, default=1.0, metavar="SECONDS",
-                        help="reconcile once the state stayed unchanged this long (default 1)")
-    parser.add_argument("--max-wait", type=flags.positive_seconds, default=30.0, metavar="SECONDS",
-                        help="reconcile at the latest this long after the first pending change (default 30)")
+    parser.add_argument("--debounce", type=flags.nonnegative_seconds, default=0.25, metavar="SECONDS",
+                        help="a change after this long without one is reconciled at once; a change that comes "
+                             "sooner (a burst) waits until the state stayed unchanged this long (default 0.25)")
+    parser.add_argument("--max-wait", type=flags.positive_seconds, default=2.0, metavar="SECONDS",
+                        help="a burst is reconciled at the latest this long after its first pending change, "
+                             "even while changes keep coming (default 2)")
+    parser.add_argument("--min-reload-interval", type=flags.nonnegative_seconds, default=2.0, metavar="SECONDS",
+                        help="with --runtime-socket: a reload asked for sooner than this after the previous one "
+                             "waits until then, and the reloads asked for meanwhile are one; runtime updates "
+                             "never wait (default 2; 0 reloads every time)")
     parser.add_argument("--gateway-address", dest="gateway_addresses", action="append", default=[], metavar="ADDR",
                         help="with a cluster: the data plane's address (IP or hostname, e.g. its Service's load "
                              "balancer), reported in every Gateway's status.addresses (repeatable)")

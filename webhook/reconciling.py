@@ -29,6 +29,7 @@ from webhook.checking import settings_from
 from webhook.filesources import FileSource
 from webhook.gates import Gate
 from webhook.leaveouts import Treatment
+from webhook.promotedmemory import PromotedMemory
 from webhook.reconcile import OnOutcome, OnPromoted, Reconciler, Result
 from webhook.reconcileruntime import (
     PUBLISHED,
@@ -65,19 +66,23 @@ def reconciler_for(gate: Gate, args: argparse.Namespace, api: Any, source: State
 
         recorder = EventRecorder(api, host=socket.gethostname())
     promoter = Promoter(Path(args.output_dir), keep=max(args.keep, 2))  # the previous version stays to plan from
-    applier = runtime_applier(gate, promoter, args) if getattr(args, "runtime_socket", "") else None
+    memory = PromotedMemory()  # what is promoted reaches the hooks in memory, not read back from the files
+    applier = runtime_applier(gate, promoter, args, memory) if getattr(args, "runtime_socket", "") else None
     hooks: list[OnPromoted] = [applier] if applier is not None else []
-    outcome_hooks: list[OnOutcome] = ([status_hook(gate, promoter, args, api, applier, source)]
+    outcome_hooks: list[OnOutcome] = ([status_hook(gate, promoter, args, api, applier, source, memory)]
                                       if api is not None else [])
+    if applier is not None:  # a deferred reload's version is Programmed once it is signalled
+        applier.after_deferred += [hook.refresh for hook in outcome_hooks if isinstance(hook, OutcomeStatuses)]
     limits = shrinkguard.Limits(share=getattr(args, "shrink_limit", 50.0) / 100,
                                 minimum=getattr(args, "shrink_minimum", shrinkguard.DEFAULT_MINIMUM),
                                 allow=getattr(args, "allow_mass_delete", False))
     return Reconciler(gate, promoter, recorder=recorder, on_promoted=hooks, shrink=limits,
-                      on_outcome=outcome_hooks)
+                      on_outcome=outcome_hooks, memory=memory)
 
 
 def status_hook(gate: Gate, promoter: Promoter, args: argparse.Namespace, api: Any,
-                applier: RuntimeApplier | None, source: StateSource | None = None) -> OutcomeStatuses:
+                applier: RuntimeApplier | None, source: StateSource | None = None,
+                memory: PromotedMemory | None = None) -> OutcomeStatuses:
     """The Gateway API statuses of what is promoted, written by this process (the one that promotes)."""
     writer = StatusWriter(api, rate=getattr(args, "status_rate", 20))
     elector = None
@@ -94,11 +99,11 @@ def status_hook(gate: Gate, promoter: Promoter, args: argparse.Namespace, api: A
         if applier is None:
             return True  # promotion is the load: the reload wrapper follows the ..data link
         last = applier.last  # Programmed only once the running HAProxy has it (runtime or reloaded)
-        return last is not None and last.version == version and not last.error
+        return last is not None and last.version == version and not last.error and not last.deferred
 
     return OutcomeStatuses(writer, gate.scope, promoter.output, dataplane=dataplane,
                            addresses=getattr(args, "gateway_addresses", ()), elector=elector,
-                           bundle_version=lambda: bundle_version(source))
+                           bundle_version=lambda: bundle_version(source), memory=memory)
 
 
 def bundle_version(source: StateSource | None) -> str | None:
@@ -129,7 +134,8 @@ def status_writers(reconciler: Reconciler) -> list[OutcomeStatuses]:
     return [hook for hook in reconciler.on_outcome if isinstance(hook, OutcomeStatuses)]
 
 
-def runtime_applier(gate: Gate, promoter: Promoter, args: argparse.Namespace) -> RuntimeApplier:
+def runtime_applier(gate: Gate, promoter: Promoter, args: argparse.Namespace,
+                    memory: PromotedMemory | None = None) -> RuntimeApplier:
     """``--runtime-socket``: plan and apply each promotion for the data plane's version (``--dataplane-version``,
     else the checker binary's); reload by ``--reload-pidfile``, ``--reload-command`` or the trigger file."""
     reload: Reload
@@ -150,7 +156,8 @@ def runtime_applier(gate: Gate, promoter: Promoter, args: argparse.Namespace) ->
     log.info("runtime updates on", socket=args.runtime_socket, dataplane=".".join(map(str, version)),
              reload=reload.describe())
     return RuntimeApplier(promoter, args.runtime_socket, dataplane_version=version, reload=reload,
-                          publish=gate.loaded.publish)  # serve --reconcile: predictions plan against it
+                          publish=gate.loaded.publish,  # serve --reconcile: predictions plan against it
+                          memory=memory, min_reload_interval=getattr(args, "min_reload_interval", 0.0))
 
 
 def alongside(gate: Gate, source: StateSource, api: Any, args: argparse.Namespace) -> Awaitable[None]:

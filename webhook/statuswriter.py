@@ -34,6 +34,7 @@ from validators.objects import Ref, as_map, dig
 from validators.states import State
 from validators.views.scopes import Scope
 from webhook import metrics, statusshapes
+from webhook.promotedmemory import PromotedMemory
 from webhook.reconcile import Outcome, Result
 
 if TYPE_CHECKING:
@@ -244,8 +245,11 @@ class OutcomeStatuses:
 
     def __init__(self, writer: StatusWriter, scope: Scope, output: Path, *,
                  dataplane: Callable[[str], bool] = lambda version: True, addresses: Sequence[str] = (),
-                 elector: Elector | None = None, bundle_version: Callable[[], str | None] = lambda: None) -> None:
+                 elector: Elector | None = None, bundle_version: Callable[[], str | None] = lambda: None,
+                 memory: PromotedMemory | None = None) -> None:
         self.writer = writer
+        self.memory = memory if memory is not None else PromotedMemory()  # the reconciler's, when wired
+        self._last: tuple[Outcome, State] | None = None  # the last outcome handed over, for ``refresh``
         self.scope = scope
         self.output = output
         self.dataplane = dataplane
@@ -277,11 +281,17 @@ class OutcomeStatuses:
         return f"{left} statuses could not be written" if left else ""
 
     async def __call__(self, outcome: Outcome, state: State) -> None:
+        self._last = (outcome, state)
         found = await asyncio.to_thread(self.targets, outcome, state)
         if found is None:
             return
         targets, complete = found
         self.writer.submit(targets, complete=complete)
+
+    async def refresh(self) -> None:
+        """The last outcome's statuses again: the data plane loaded its version since (a deferred reload)."""
+        if self._last is not None:
+            await self(*self._last)
 
     def targets(self, outcome: Outcome, state: State) -> tuple[list[statusshapes.Target], bool] | None:
         """(targets, whether they cover every object we report on); None: nothing to say."""
@@ -302,6 +312,9 @@ class OutcomeStatuses:
         return statusshapes.targets(scoped, computed, facts, self.scope), True
 
     def _promoted_statuses(self, version: str) -> dict[str, Any] | None:
+        kept = self.memory.get(version)
+        if kept is not None:  # promoted by this process: not read back from statuses.json
+            return kept.statuses
         try:
             data = json.loads((self.output / version / "statuses.json").read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:

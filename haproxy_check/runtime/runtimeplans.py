@@ -39,6 +39,7 @@ the plan a reload.
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -95,6 +96,14 @@ def payload_line(value: str, *, what: str) -> str:
     if _CONTROL.search(value.replace("\t", " ")):
         raise UnsafeValue(f"{what} {value!r} has a control character")
     return value
+
+
+def _payload_lines(values: tuple[str, ...], *, what: str) -> tuple[str, ...]:
+    """``payload_line`` on every value, checked at once (a whole map is tens of thousands of lines); a
+    value that fails is found and named by the one-by-one check."""
+    if all(map(str.strip, values)) and not _CONTROL.search(" ".join(values).replace("\t", " ")):
+        return values
+    return tuple(payload_line(v, what=what) for v in values)
 
 
 class Action(StrEnum):
@@ -272,6 +281,8 @@ def _backends(old: Description, new: Description, loaded: set[str], profiles: Ma
             continue
         draft.old_backends += _delete_backend(backend, draft.version)
     for name in sorted(before.keys() & after.keys()):
+        if before[name] is after[name] or before[name] == after[name]:
+            continue  # unchanged (often the very record: the incremental render reuses it)
         _backend_change(before[name], after[name], profiles.get(after[name].profile, ()), draft)
 
 
@@ -460,8 +471,61 @@ _ENTRY = re.compile(r"\s*(\S+)\s*(.*?)\s*$")
 
 def _entry(line: str) -> tuple[str, str]:
     """A map line as HAProxy reads it: the key up to the first blank, the value the rest, trimmed."""
+    if "\n" not in line:  # the common case, at C speed: str.split's blanks are the regex's \s (str.isspace)
+        parts = line.split(None, 1)
+        if not parts:
+            return ("", "")
+        return (parts[0], parts[1].rstrip() if len(parts) > 1 else "")
     match = _ENTRY.match(line)
     return (match.group(1), match.group(2)) if match else ("", "")
+
+
+_KEYS: OrderedDict[int, tuple[tuple[str, ...], frozenset[str] | None]] = OrderedDict()
+_KEYS_KEPT = 64  # about two versions of every map of a few Gateways; a miss reads the map once
+
+
+def _known_keys(entries: tuple[str, ...]) -> tuple[bool, frozenset[str] | None]:
+    """(whether remembered, the map's keys or None when two lines share a key). Remembered per entries
+    tuple (holding it keeps its id from being reused): a map is planned from twice, as the new version
+    and then as the running one."""
+    found = _KEYS.get(id(entries))
+    if found is not None and found[0] is entries:
+        _KEYS.move_to_end(id(entries))
+        return True, found[1]
+    return False, None
+
+
+def _remember_keys(entries: tuple[str, ...], keys: frozenset[str] | None) -> frozenset[str] | None:
+    _KEYS[id(entries)] = (entries, keys)
+    while len(_KEYS) > _KEYS_KEPT:
+        _KEYS.popitem(last=False)
+    return keys
+
+
+def _keys(entries: tuple[str, ...]) -> frozenset[str] | None:
+    """The map's keys, None when two lines share one (O(map) once per entries tuple)."""
+    known, keys = _known_keys(entries)
+    if known:
+        return keys
+    listed = [_entry(e)[0] for e in entries]
+    found = frozenset(listed)
+    return _remember_keys(entries, found if len(found) == len(listed) else None)
+
+
+def _keys_after(new: tuple[str, ...], old: tuple[str, ...], old_keys: frozenset[str],
+                old_only: Mapping[str, str], new_only: Sequence[tuple[str, str, str]]) -> frozenset[str] | None:
+    """The keys of ``new`` from those of ``old`` and the lines that differ (O(change) but for set copies in C):
+    the lines both hold keep their keys. Counted lines tell a repeated common line (then read it all)."""
+    known, keys = _known_keys(new)
+    if known:
+        return keys
+    if len(new) != len(old) - len(old_only) + len(new_only):
+        return _keys(new)
+    added = [k for _, k, _ in new_only]
+    common = old_keys.difference(old_only)
+    fresh = frozenset(added)
+    unique = len(fresh) == len(added) and common.isdisjoint(fresh)
+    return _remember_keys(new, common | fresh if unique else None)
 
 
 def _maps(old: Description, new: Description, draft: _Draft, elsewhere: frozenset[str]) -> None:
@@ -484,16 +548,23 @@ def _map_change(old: MapDesc, new: MapDesc, draft: _Draft) -> None:
     rank = _map_rank(new.path)
     if old.entries == new.entries:
         return
-    old_pairs = [_entry(e) for e in old.entries]
-    new_pairs = [_entry(e) for e in new.entries]
-    old_keys = dict(old_pairs)
-    new_keys = dict(new_pairs)
-    if not new.ordered and len(old_keys) == len(old_pairs) and len(new_keys) == len(new_pairs):
-        if old_keys == new_keys:
+    old_keys = _keys(old.entries) if not new.ordered else None
+    if old_keys is not None:
+        # O(change): only the lines that differ are read. With unique keys on both sides, a line both
+        # versions hold adds, changes and removes nothing, and a differing line's key is in the other
+        # version only if a differing line of that version has it.
+        old_lines, new_lines = set(old.entries), set(new.entries)
+        old_only = dict(_entry(e) for e in old.entries if e not in new_lines)
+        new_only = [(e, *_entry(e)) for e in new.entries if e not in old_lines]
+        if _keys_after(new.entries, old.entries, old_keys, old_only, new_only) is None:
+            draft.map_updates.append((rank, new.path, _replace_map(new)))
+            return
+        new_only_keys = {k for _, k, _ in new_only}
+        added = [e for e, k, _ in new_only if k not in old_only]
+        changed = [(k, v) for _, k, v in new_only if k in old_only and old_only[k] != v]
+        removed = [k for k in old_only if k not in new_only_keys]
+        if not added and not changed and not removed:
             return  # the same entries in another order: an unordered map's lookups do not change
-        added = [e for e, (k, _) in zip(new.entries, new_pairs, strict=True) if k not in old_keys]
-        changed = [(k, v) for k, v in new_pairs if k in old_keys and old_keys[k] != v]
-        removed = [k for k, _ in old_pairs if k not in new_keys]
         if len(changed) + len(removed) <= UNORDERED_REPLACE_AFTER:
             path = cli_word(new.path, what="map path")
             updates: list[Command] = []
@@ -520,7 +591,7 @@ def _replace_map(new: MapDesc) -> list[Command]:
     cmds = [Command(f"prepare map {path}", r"^New version created: (\d+)$", 8, why, captures_version=True)]
     if new.entries:
         cmds.append(Command(f"add map {path}", r"^$", 8, why, versioned=True,
-                            payload=tuple(payload_line(e, what=f"map {new.path} entry") for e in new.entries)))
+                            payload=_payload_lines(new.entries, what=f"map {new.path} entry")))
     cmds.append(Command(f"commit map {path}", r"^$", 8, why, versioned=True))
     return cmds
 

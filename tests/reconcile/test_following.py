@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 from validators.states import MemoryState
@@ -28,7 +29,7 @@ class Recording:
     def __init__(self) -> None:
         self.versions: list[str] = []
 
-    async def reconcile(self, state: MemoryState) -> None:
+    async def reconcile(self, state: MemoryState, *, seen_at: float | None = None) -> None:
         self.versions.append(state.version)
 
 
@@ -56,6 +57,54 @@ async def test_a_burst_is_one_run_on_the_newest_state() -> None:
         assert runs.versions == ["0", "5"]
         await asyncio.sleep(0.6)
         assert runs.versions == ["0", "5"]  # nothing new, nothing run
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_lone_change_after_a_calm_runs_at_once() -> None:
+    """The leading edge: a change that comes after ``debounce`` seconds of calm does not wait for it."""
+    source, runs = Source(), Recording()
+    task = await _running(source, runs, debounce=1.0, max_wait=30)
+    try:
+        await _until(lambda: runs.versions == ["0"])
+        await asyncio.sleep(1.1)  # calm for longer than the debounce
+        loop = asyncio.get_running_loop()
+        source.version = 1
+        changed = loop.time()
+        await _until(lambda: runs.versions == ["0", "1"])
+        assert loop.time() - changed < 0.5  # not the 1 s debounce
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+class Timed(Recording):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[float | None] = []
+
+    async def reconcile(self, state: MemoryState, *, seen_at: float | None = None) -> None:
+        self.seen.append(seen_at)
+        await super().reconcile(state)
+
+
+async def test_a_burst_is_told_when_its_first_change_was_seen() -> None:
+    """The propagation metric counts from the burst's first change, not from the run."""
+    source, runs = Source(), Timed()
+    task = await _running(source, runs, debounce=0.3, max_wait=30)
+    try:
+        await _until(lambda: runs.versions == ["0"])
+        first = time.monotonic()
+        for v in range(1, 4):
+            source.version = v
+            await asyncio.sleep(0.05)
+        await _until(lambda: len(runs.versions) > 1)
+        assert runs.versions == ["0", "3"]
+        seen = runs.seen[-1]
+        assert seen is not None and first - 0.05 <= seen <= first + 0.05
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -92,7 +141,7 @@ async def test_not_ready_waits() -> None:
 
 
 class FailingOnce(Recording):
-    async def reconcile(self, state: MemoryState) -> None:
+    async def reconcile(self, state: MemoryState, *, seen_at: float | None = None) -> None:
         if not self.versions:
             self.versions.append("failed")
             raise OSError("No space left on device")
