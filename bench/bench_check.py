@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +60,9 @@ BROKEN_RULE = {"matches": [{"path": {"type": "RegularExpression", "value": "/a{2
                "backendRefs": [{"name": "app0", "port": 80}]}
 
 
-def broken_objects(count: int) -> list[dict[str, Any]]:
+def broken_objects(count: int) -> list[Any]:
     """About ``count`` objects (5 per route) with two routes that ``haproxy -c`` rejects."""
-    objects = bench_render.objects(max(2, count // 5))
+    objects: list[Any] = bench_render.objects(max(2, count // 5))
     routes = [o for o in objects if o["kind"] == "HTTPRoute"]
     for route in (routes[len(routes) // 3], routes[2 * len(routes) // 3]):
         route["spec"]["rules"].append(json.loads(json.dumps(BROKEN_RULE)))
@@ -83,7 +84,7 @@ def run(tree: str, path: str, workdir: str) -> tuple[float, dict[str, Any], str]
     return wall, got, done.stdout
 
 
-def write(objects: list[dict[str, Any]], workdir: str, name: str) -> str:
+def write(objects: Sequence[Any], workdir: str, name: str) -> str:
     path = os.path.join(workdir, name)
     with open(path, "w") as out:
         json.dump({"apiVersion": "v1", "kind": "List", "items": objects}, out)
