@@ -295,6 +295,52 @@ async def test_two_changes_breaking_one_map_file_leave_the_batch_to_one_by_one_r
     assert judged(together) == judged(alone)
 
 
+class CountingReviews:
+    """A gate's one-by-one reviews, counted (the fall-back of a batch that could not be settled)."""
+
+    def __init__(self, gate: Gate) -> None:
+        self.count = 0
+        self.inner = gate.review
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.count += 1
+        return await self.inner(*args, **kwargs)
+
+
+async def test_the_alerts_name_the_culprit_so_a_failing_batch_is_not_bisected_whole(gate: Gate) -> None:
+    counting = CountingRenderer(gate.renderer)
+    batch_gate = Gate(rules=gate.rules, renderer=counting, checker=gate.checker, delta=False)
+    shops = many_shops(40)
+    items, combined = batch(*shops[:29], named("broken"), *shops[29:])
+    together = await batch_gate.review_all(items, combined=combined)
+    renders = counting.baselines
+    alone = [await batch_gate.review(change, state=state, reload_note=False) for change, state in items]
+    assert judged(together) == judged(alone)
+    assert together[29].decision is Decision.DENY and sum(not v.allowed for v in together) == 1
+    # The combined check, the state outside the batch, the batch without the route the alerts name, that
+    # route alone and the culprit's own review with its baseline: not 2 log2(41) renders of everything.
+    assert renders <= 6, renders
+
+
+async def test_two_culprits_in_one_map_file_settle_the_delta_batch_without_reviewing_it_all(gate: Gate) -> None:
+    # HAProxy names only the first bad entry of a map file: the check without it names the second.
+    twin = named("broken")
+    twin["metadata"]["name"] = "broken-twin"
+    counting = CountingRenderer(gate.renderer)
+    batch_gate = Gate(rules=gate.rules, renderer=counting, checker=gate.checker, delta=True)
+    reviews = CountingReviews(batch_gate)
+    batch_gate.review = reviews  # type: ignore[method-assign]
+    items, combined = batch(*many_shops(30), named("broken"), twin)
+    together = await batch_gate.review_all(items, combined=combined)
+    renders, reviewed = counting.baselines, reviews.count
+    alone = [await batch_gate.review(change, state=state, reload_note=False) for change, state in items]
+    assert judged(together) == judged(alone)
+    assert [v.decision for v in together[-2:]] == [Decision.DENY, Decision.DENY]
+    assert all(v.allowed for v in together[:-2])
+    assert reviewed == 2, f"only the two culprits are reviewed one by one, not {reviewed}"
+    assert renders <= 10, renders
+
+
 async def test_a_failing_batch_is_judged_one_by_one(gate: Gate) -> None:
     items, combined = batch(*many_shops(2), named("broken"))
     verdicts = await gate.review_all(items, combined=combined)

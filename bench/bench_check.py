@@ -1,0 +1,132 @@
+"""``routegate check`` on large inputs, this checkout beside another one (``--base``), measured in one run.
+
+Two scenarios, each run as the CLI runs (a process per check, the default rule workers):
+
+- **cost**: ``check -f`` of bench_render's ``objects(N)`` (per route: the HTTPRoute, 2 Services, 2
+  EndpointSlices). Printed: the wall time, the time of the combined render + ``haproxy -c``
+  (``Gate._checked``, timed inside the process), and the cost per input object and per route beyond
+  that render and check, with the ratio of this checkout to the base.
+- **broken**: about ``--broken-objects`` objects of the same kind with two routes whose regex
+  ``haproxy -c`` rejects (both in one map file: HAProxy names only the first). Printed: the wall time
+  and the ``haproxy -c`` runs of the batch's settling (``Gate._checked`` calls), and the ratio.
+
+Both checkouts must give the same report (text, one line per object with a finding, and the summary),
+which the bench compares. The machine's load is printed: the figures are ratios measured in one run.
+
+    python bench/bench_check.py --base /tmp/ccbase [--routes 10000] [--broken-objects 3000] [--only cost]
+
+(``git worktree add /tmp/ccbase <commit>`` makes the base tree.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_render
+
+# Run inside the checked checkout: the CLI as ``routegate check`` runs it, with Gate._checked timed.
+_DRIVER = r"""
+import json, sys, time
+from webhook import cli, gates, ruleworkers
+figures = {"checked": 0.0, "checks": 0}
+inner = gates.Gate._checked
+async def timed(self, *args, **kwargs):
+    started = time.perf_counter()
+    try:
+        return await inner(self, *args, **kwargs)
+    finally:
+        figures["checked"] += time.perf_counter() - started
+        figures["checks"] += 1
+gates.Gate._checked = timed
+code = cli.main(sys.argv[2:])
+sys.stdout.flush()
+ruleworkers.end_all()
+figures["code"] = code
+with open(sys.argv[1], "w") as out:
+    json.dump(figures, out)
+"""
+
+BROKEN_RULE = {"matches": [{"path": {"type": "RegularExpression", "value": "/a{2,1}"}}],
+               "backendRefs": [{"name": "app0", "port": 80}]}
+
+
+def broken_objects(count: int) -> list[Any]:
+    """About ``count`` objects (5 per route) with two routes that ``haproxy -c`` rejects."""
+    objects: list[Any] = bench_render.objects(max(2, count // 5))
+    routes = [o for o in objects if o["kind"] == "HTTPRoute"]
+    for route in (routes[len(routes) // 3], routes[2 * len(routes) // 3]):
+        route["spec"]["rules"].append(json.loads(json.dumps(BROKEN_RULE)))
+    return objects
+
+
+def run(tree: str, path: str, workdir: str) -> tuple[float, dict[str, Any], str]:
+    figures = os.path.join(workdir, "figures.json")
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", _DRIVER, figures, "check", "-f", path],
+                          env=env, cwd=tree, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if not os.path.exists(figures):
+        raise SystemExit(f"{tree}: check failed: {done.stderr[-2000:]}")
+    with open(figures) as f:
+        got: dict[str, Any] = json.load(f)
+    os.unlink(figures)
+    return wall, got, done.stdout
+
+
+def write(objects: Sequence[Any], workdir: str, name: str) -> str:
+    path = os.path.join(workdir, name)
+    with open(path, "w") as out:
+        json.dump({"apiVersion": "v1", "kind": "List", "items": objects}, out)
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--base", required=True, help="the checkout to compare with (e.g. the commit before)")
+    parser.add_argument("--tree", default=str(Path(__file__).resolve().parent.parent))
+    parser.add_argument("--routes", type=int, default=10000)
+    parser.add_argument("--broken-objects", type=int, default=3000)
+    parser.add_argument("--only", choices=("cost", "broken"))
+    args = parser.parse_args()
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} "
+          f"on {os.cpu_count()} CPUs")
+    with tempfile.TemporaryDirectory() as workdir:
+        if args.only in (None, "cost"):
+            objects = bench_render.objects(args.routes)
+            path = write(objects, workdir, "cost.json")
+            beyond: dict[str, float] = {}
+            reports: dict[str, str] = {}
+            for label, tree in (("base", args.base), ("this", args.tree)):
+                wall, got, reports[label] = run(tree, path, workdir)
+                beyond[label] = wall - got["checked"]
+                print(f"cost   {label}: {len(objects)} objects ({args.routes} routes): wall {wall:6.2f} s, "
+                      f"render+check {got['checked']:6.2f} s; beyond them {beyond[label] / len(objects) * 1e3:.3f} "
+                      f"ms/object, {beyond[label] / args.routes * 1e3:.3f} ms/route")
+            print(f"cost   this/base beyond render+check: {beyond['this'] / beyond['base']:.2f}x; "
+                  f"reports {'equal' if reports['this'] == reports['base'] else 'DIFFER'}")
+        if args.only in (None, "broken"):
+            objects = broken_objects(args.broken_objects)
+            path = write(objects, workdir, "broken.json")
+            walls: dict[str, float] = {}
+            reports = {}
+            for label, tree in (("base", args.base), ("this", args.tree)):
+                walls[label], got, reports[label] = run(tree, path, workdir)
+                print(f"broken {label}: {len(objects)} objects, 2 rejected routes: wall {walls[label]:6.2f} s, "
+                      f"{got['checks']} combined renders+checks ({got['checked']:.2f} s), exit {got['code']}")
+            print(f"broken this/base wall: {walls['this'] / walls['base']:.2f}x; "
+                  f"reports {'equal' if reports['this'] == reports['base'] else 'DIFFER'}")
+
+
+if __name__ == "__main__":
+    main()
