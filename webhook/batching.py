@@ -49,8 +49,9 @@ class Claim:
 
 
 def batchable(change: Change) -> bool:
-    """A change that may be checked together with others (attachment is checked by the gate)."""
-    return change.ref.kind in ROUTE_KINDS and change.operation in (Operation.CREATE, Operation.UPDATE)
+    """A change that may be checked together with others (attachment is checked by the gate): a route's
+    CREATE, UPDATE or DELETE (a DELETE's claim is its stored version's: its closure and keys)."""
+    return change.ref.kind in ROUTE_KINDS
 
 
 def claim_of(change: Change, state: State) -> Claim:

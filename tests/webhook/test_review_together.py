@@ -194,3 +194,80 @@ async def test_routes_claiming_one_host_or_one_object_twice_are_not_judged_toget
     assert batching.groups(claims) == [[0, 2], [1]]
     together, alone, _ = await _together_and_alone(gate, changes, state)
     assert _judged(_without_reload_notes(together)) == _judged(_without_reload_notes(alone))
+
+
+@st.composite
+def cluster_and_deletes(draw: st.DrawFn) -> tuple[list[Obj], list[Change]]:
+    """A random cluster and a burst that deletes several of its routes (a GitOps prune), with new routes
+    and updates among them: routes with hosts and ports drawn from the shared pools, so that deletes often
+    compete with each other and with the other changes."""
+    gateways = [draw(ds.gateway(f"gw{i}")) for i in range(draw(st.integers(1, 2)))]
+    sources: list[Obj] = list(gateways)
+    objects: list[Obj] = [*gateways, *ds.secrets(), *ds.endpoint_slices()]
+    for i in range(draw(st.integers(3, 8))):
+        kind = draw(st.sampled_from(ds.ROUTE_KINDS))
+        objects.append(draw(ds.route(kind, f"r{i}", draw(st.sampled_from(ds.NAMESPACES)), sources)))
+    routes = [o for o in objects if o["kind"] in batching.ROUTE_KINDS]
+    deleted = draw(st.lists(st.sampled_from(routes), min_size=min(2, len(routes)), max_size=len(routes),
+                            unique_by=lambda o: str(ref_of(o)))) if routes else []
+    changes = [Change(Operation.DELETE, None, old) for old in deleted]
+    for k in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute")))
+        obj = draw(ds.route(kind, f"new{k}", draw(st.sampled_from(ds.NAMESPACES)), sources))
+        if kind != "TCPRoute" and draw(st.booleans()):
+            obj["spec"]["hostnames"] = [f"new{k}.example.com"]
+        changes.insert(draw(st.integers(0, len(changes))), Change(Operation.CREATE, obj))
+    return objects, changes
+
+
+def _counting_deletes(check: Any, settled_deletes: list[int]) -> Any:
+    """``Gate._check_together`` recording how many deletes each combined check settled."""
+
+    async def counted(members: Any, *args: Any) -> dict[int, Verdict]:
+        settled: dict[int, Verdict] = await check(members, *args)
+        settled_deletes.append(sum(members[j].change.operation is Operation.DELETE for j in settled))
+        return settled
+
+    return counted
+
+
+def test_deletes_judged_together_equal_deletes_judged_alone(haproxy_paths: list[str],
+                                                           schemas: SchemaSet | None) -> None:
+    for path in haproxy_paths:
+        binary = asyncio.run(binaries.detect(path))
+        gate = assembly.build_gate(binary, assembly.GateSettings(), schemas=schemas)
+        settled: list[int] = []
+        gate._check_together = _counting_deletes(gate._check_together, settled)  # type: ignore[method-assign]
+
+        @given(cluster_and_deletes())
+        @settings(max_examples=EXAMPLES, deadline=None, database=None,
+                  suppress_health_check=[HealthCheck.too_slow])
+        def run(case: tuple[list[Obj], list[Change]]) -> None:
+            objects, changes = case
+            state = _state(objects)
+            together, alone = asyncio.run(_both(gate, changes, state))
+            for change, got, want in zip(changes, together, alone, strict=True):
+                assert _outcome(got) == _outcome(want), (
+                    f"{change.operation} {change.ref} among {[f'{c.operation} {c.ref}' for c in changes]} on "
+                    f"haproxy {gate.binary.version}:\ntogether: {got.message} {got.warnings}\n"
+                    f"alone: {want.message} {want.warnings}")
+
+        run()
+        assert sum(settled) >= 2, "the examples settle deletes by the shared check, not only by lone reviews"
+
+
+async def test_independent_deletes_share_one_render_and_a_competing_one_does_not(gate: Gate) -> None:
+    shops = many_shops(5)
+    rival = copy.deepcopy(shops[0])
+    rival["metadata"]["name"] = "rival"  # claims shop-0's host: not judged with shop-0's delete
+    state = state_with(*shops, version="together-deletes")
+    changes = [*(Change(Operation.DELETE, None, s) for s in shops), Change(Operation.CREATE, rival)]
+    claims = [batching.claim_of(c, state) for c in changes]
+    assert batching.groups(claims) == [[0, 1, 2, 3, 4], [5]]
+    together, alone, renders = await _together_and_alone(gate, changes, state)
+    assert _judged(_without_reload_notes(together)) == _judged(_without_reload_notes(alone))
+    assert [v.decision for v in together] == [Decision.ALLOW] * 6
+    # The united closures with the deletes and without them (the traffic diff), and the rival's own
+    # review's render without it (its reload note): not one review per delete.
+    assert renders == 3, renders
+    assert all(any("checked together with 4 other" in n for n in v.notes) for v in together[:5])
