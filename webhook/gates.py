@@ -581,9 +581,11 @@ class Gate:
         findings = [*item.findings, *self.rules.enforcement.apply(own, namespace=ref.namespace)]
         if denies(findings):
             return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary, timings=timings)
-        # A deleted route is not rendered: its lone review reads its status from its render, like this.
-        status = (render.statuses.get(str(ref), {}) if change.operation is Operation.DELETE
-                  else statuses.route_status(change.subject, combined))
+        # A deleted route is not rendered and a custom Route has no status: a lone review's render gives
+        # them none, nor does this one (a render without a subject computes no status).
+        status = (statuses.route_status(change.subject, combined)
+                  if change.operation is not Operation.DELETE and ref.kind in attachments.ROUTE_KINDS
+                  else render.statuses.get(str(ref), {}))
         prediction: Prediction | None = None
         if notes_until is not None and self._clock() > notes_until:
             prediction = Prediction.skipped(f"checked together with {others} other concurrent "
