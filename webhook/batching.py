@@ -4,16 +4,24 @@
 Each concurrent review is judged against the same stored state ``S`` *without* the other pending
 changes (none of them is stored yet). Checking several together is only equivalent when no change
 can alter what another one's own review renders. The rule (argued in docs/DELTA-CHECK.md, "Reviews
-checked together"): only route changes (CREATE/UPDATE, attached to a listener) are batched, and two of
-them go into one batch only when
+checked together"): only route changes are batched (a route's CREATE/UPDATE attached to a listener, a
+route's DELETE whose stored version is attached, a custom Route's CREATE/UPDATE), and two of them go
+into one batch only when
 
+- they are of one sort: Gateway API routes with Gateway API routes, custom Routes with custom Routes,
+  and a custom Route claiming the any-host ``*`` with none (custom Routes answer what no Gateway rule
+  selected and fall back to ``*``: routes no custom Route's closure lists);
 - they are different objects;
 - neither object is a member of the other's closure (so every member a review renders is in its
   stored version in the combined render too);
 - they claim no common competitor key (a CREATE is in no index of ``S``, so its closure cannot list
   a new competitor: the keys of both versions are compared directly);
 - the route members of their closures are disjoint (a route shared by two closures could be rendered
-  differently next to both changes than next to either one).
+  differently next to both changes than next to either one);
+- custom Routes: no request header name (any spelling) set by one's closure is set by the other's
+  (one ``set-header`` line per name for all custom Routes, spelled as the first Route spells it).
+
+A DELETE claims what its stored version reaches: its closure over ``S`` and its competitor keys.
 
 Shared members are then only Gateways, ListenerSets, EndpointSlices, ReferenceGrants and
 BackendTLSPolicies that no change in the batch alters, read the same way by every render.
@@ -81,14 +89,19 @@ def claim_of(change: Change, state: State) -> Claim:
             keys |= closures.competitor_keys(version, state)
             if change.ref.kind == CUSTOM_ROUTE:
                 keys |= _header_keys(version)
+    members = frozenset(closures.members(state, change))
     sort = "route"
     if change.ref.kind == CUSTOM_ROUTE:
+        for member in members:  # the stored custom Routes of its closure spell header names too
+            obj = state.get(member.kind, member.namespace, member.name) if member.kind == CUSTOM_ROUTE else None
+            if obj is not None:
+                keys |= _header_keys(obj)
         # Custom Routes answer only what no Gateway rule selected, and a host of theirs that has no key
         # falls back to the any-host ``*`` keys: a closure lists neither the Gateway routes nor the ``*``
         # Routes that take a custom Route's requests, so custom Routes go only with custom Routes, and
         # one claiming ``*`` with none.
         sort = "alone" if ("crd", "*") in keys else "custom"
-    return Claim(change.ref, frozenset(closures.members(state, change)), frozenset(keys), sort)
+    return Claim(change.ref, members, frozenset(keys), sort)
 
 
 def independent(a: Claim, b: Claim) -> bool:

@@ -231,6 +231,21 @@ def _counting_settled(check: Any, settled: list[int], counts: Any) -> Any:
     return counted
 
 
+def _burst_differential(gate: Gate, cases: Any) -> Any:
+    @given(cases)
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+    def run(case: tuple[list[Obj], list[Change]]) -> None:
+        objects, changes = case
+        together, alone = asyncio.run(_both(gate, changes, _state(objects)))
+        for change, got, want in zip(changes, together, alone, strict=True):
+            assert _outcome(got) == _outcome(want), (
+                f"{change.operation} {change.ref} among {[f'{c.operation} {c.ref}' for c in changes]} on "
+                f"haproxy {gate.binary.version}:\ntogether: {got.message} {got.warnings}\n"
+                f"alone: {want.message} {want.warnings}")
+
+    return run
+
+
 def _differential_of(cases: Any, counts: Any, what: str, haproxy_paths: list[str],
                      schemas: SchemaSet | None) -> None:
     """On every binary: each change of each drawn burst gets the same verdict together as alone, and the
@@ -241,20 +256,7 @@ def _differential_of(cases: Any, counts: Any, what: str, haproxy_paths: list[str
         settled: list[int] = []
         gate._check_together = _counting_settled(gate._check_together, settled, counts)  # type: ignore[method-assign]
 
-        @given(cases)
-        @settings(max_examples=EXAMPLES, deadline=None, database=None,
-                  suppress_health_check=[HealthCheck.too_slow])
-        def run(case: tuple[list[Obj], list[Change]]) -> None:
-            objects, changes = case
-            state = _state(objects)
-            together, alone = asyncio.run(_both(gate, changes, state))
-            for change, got, want in zip(changes, together, alone, strict=True):
-                assert _outcome(got) == _outcome(want), (
-                    f"{change.operation} {change.ref} among {[f'{c.operation} {c.ref}' for c in changes]} on "
-                    f"haproxy {gate.binary.version}:\ntogether: {got.message} {got.warnings}\n"
-                    f"alone: {want.message} {want.warnings}")
-
-        run()
+        _burst_differential(gate, cases)()
         assert sum(settled) >= 2, f"the examples settle {what} by the shared check, not only by lone reviews"
 
 
