@@ -4,16 +4,24 @@
 Each concurrent review is judged against the same stored state ``S`` *without* the other pending
 changes (none of them is stored yet). Checking several together is only equivalent when no change
 can alter what another one's own review renders. The rule (argued in docs/DELTA-CHECK.md, "Reviews
-checked together"): only route changes (CREATE/UPDATE, attached to a listener) are batched, and two of
-them go into one batch only when
+checked together"): only route changes are batched (a route's CREATE/UPDATE attached to a listener, a
+route's DELETE whose stored version is attached, a custom Route's CREATE/UPDATE), and two of them go
+into one batch only when
 
+- they are of one sort: Gateway API routes with Gateway API routes, custom Routes with custom Routes,
+  and a custom Route claiming the any-host ``*`` with none (custom Routes answer what no Gateway rule
+  selected and fall back to ``*``: routes no custom Route's closure lists);
 - they are different objects;
 - neither object is a member of the other's closure (so every member a review renders is in its
   stored version in the combined render too);
 - they claim no common competitor key (a CREATE is in no index of ``S``, so its closure cannot list
   a new competitor: the keys of both versions are compared directly);
 - the route members of their closures are disjoint (a route shared by two closures could be rendered
-  differently next to both changes than next to either one).
+  differently next to both changes than next to either one);
+- custom Routes: no request header name (any spelling) set by one's closure is set by the other's
+  (one ``set-header`` line per name for all custom Routes, spelled as the first Route spells it).
+
+A DELETE claims what its stored version reaches: its closure over ``S`` and its competitor keys.
 
 Shared members are then only Gateways, ListenerSets, EndpointSlices, ReferenceGrants and
 BackendTLSPolicies that no change in the batch alters, read the same way by every render.
@@ -28,11 +36,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from validators.changes import Change, Operation
-from validators.objects import Obj, Ref, name_of, namespace_of
+from validators.objects import Obj, Ref, dig, name_of, namespace_of
 from validators.states import State
 from validators.views import attachments, closures
 
-ROUTE_KINDS = frozenset(attachments.ROUTE_KINDS)  # custom Routes (one model over all of them) go alone
+ROUTE_KINDS = frozenset(attachments.ROUTE_KINDS)
+CUSTOM_ROUTE = closures.CRD_ROUTE  # routegate.io Route: no attachment, selected in every HTTP frontend
+CLAIMED_ROUTES = ROUTE_KINDS | {CUSTOM_ROUTE}  # the routes two closures may not share
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,15 +52,32 @@ class Claim:
     ref: Ref
     members: frozenset[Ref]
     keys: frozenset[closures.Key]
+    sort: str = "route"  # only claims of one sort go together; "alone": with none
+
+    def goes_with(self, sort: str) -> bool:
+        return self.sort == sort and sort != "alone"
 
     @property
     def routes(self) -> frozenset[Ref]:
-        return frozenset(m for m in self.members if m.kind in ROUTE_KINDS)
+        return frozenset(m for m in self.members if m.kind in CLAIMED_ROUTES)
 
 
 def batchable(change: Change) -> bool:
-    """A change that may be checked together with others (attachment is checked by the gate)."""
-    return change.ref.kind in ROUTE_KINDS and change.operation in (Operation.CREATE, Operation.UPDATE)
+    """A change that may be checked together with others (attachment is checked by the gate): a route's
+    CREATE, UPDATE or DELETE (a DELETE's claim is its stored version's: its closure and keys), a custom
+    Route's CREATE or UPDATE."""
+    if change.ref.kind == CUSTOM_ROUTE:
+        return change.operation in (Operation.CREATE, Operation.UPDATE)
+    return change.ref.kind in ROUTE_KINDS
+
+
+def _header_keys(route: Obj) -> set[closures.Key]:
+    """A custom Route's request header names, lower-cased: the render writes one ``set-header`` line per
+    name for all custom Routes, spelled as the first Route (by namespace/name) spells it, so two changes
+    setting one header name could each be rendered with the other's spelling."""
+    headers = dig(route, "spec", "requestHeaders")
+    names = [dig(h, "name") for h in headers] if isinstance(headers, list) else []
+    return {("crd-header", n.lower()) for n in names if isinstance(n, str)}
 
 
 def claim_of(change: Change, state: State) -> Claim:
@@ -60,11 +87,25 @@ def claim_of(change: Change, state: State) -> Claim:
     for version in (stored, change.obj):
         if version is not None:
             keys |= closures.competitor_keys(version, state)
-    return Claim(change.ref, frozenset(closures.members(state, change)), frozenset(keys))
+            if change.ref.kind == CUSTOM_ROUTE:
+                keys |= _header_keys(version)
+    members = frozenset(closures.members(state, change))
+    sort = "route"
+    if change.ref.kind == CUSTOM_ROUTE:
+        for member in members:  # the stored custom Routes of its closure spell header names too
+            obj = state.get(member.kind, member.namespace, member.name) if member.kind == CUSTOM_ROUTE else None
+            if obj is not None:
+                keys |= _header_keys(obj)
+        # Custom Routes answer only what no Gateway rule selected, and a host of theirs that has no key
+        # falls back to the any-host ``*`` keys: a closure lists neither the Gateway routes nor the ``*``
+        # Routes that take a custom Route's requests, so custom Routes go only with custom Routes, and
+        # one claiming ``*`` with none.
+        sort = "alone" if ("crd", "*") in keys else "custom"
+    return Claim(change.ref, members, frozenset(keys), sort)
 
 
 def independent(a: Claim, b: Claim) -> bool:
-    return (a.ref != b.ref and a.ref not in b.members and b.ref not in a.members
+    return (a.goes_with(b.sort) and a.ref != b.ref and a.ref not in b.members and b.ref not in a.members
             and not a.keys & b.keys and not a.routes & b.routes)
 
 
@@ -77,8 +118,8 @@ def groups(claims: Sequence[Claim]) -> list[list[int]]:
     unions: list[tuple[set[Ref], set[Ref], set[Ref], set[closures.Key]]] = []  # refs, members, routes, keys
     for i, claim in enumerate(claims):
         for group, (refs, members, routes, keys) in zip(out, unions, strict=True):
-            if (claim.ref not in refs and claim.ref not in members and not refs & claim.members
-                    and not keys & claim.keys and not routes & claim.routes):
+            if (claim.goes_with(claims[group[0]].sort) and claim.ref not in refs and claim.ref not in members
+                    and not refs & claim.members and not keys & claim.keys and not routes & claim.routes):
                 group.append(i)
                 refs.add(claim.ref)
                 members |= claim.members

@@ -121,6 +121,15 @@ def _batchable(change: Change, combined: State) -> bool:
     return _renderable(change) and ruleworkers.attached(change, combined)
 
 
+def _together(change: Change, combined: State) -> bool:
+    """A change a group of concurrent reviews may settle (``Gate.review_together``): what
+    :func:`_batchable` takes, and the DELETE of a route whose stored version is attached somewhere (its
+    lone closure renders that listener, so it binds something, as the combined render does)."""
+    if change.operation is Operation.DELETE:
+        return change.ref.kind in attachments.ROUTE_KINDS and ruleworkers.attached(change, combined)
+    return _batchable(change, combined)
+
+
 # A review's closure and the render of the change on it, or why the render was refused.
 _Rendered = tuple[State, RenderResult] | RenderError
 
@@ -531,11 +540,15 @@ class Gate:
         union = closures.Closure(view, frozenset().union(*(c.members for c in claims)))
         combined = batching.Changed(union, [p.change for p in members])
         items = [(p.change, view) for p in members]
-        batch = [j for j, p in enumerate(members) if _batchable(p.change, combined)]
+        batch = [j for j, p in enumerate(members) if _together(p.change, combined)]
         if len(batch) < 2:
             return {}
         checked = await self._checked(combined)
         if checked is None or not checked[1].decided:
+            return {}
+        if not checked[1].ok and any(members[j].change.operation is Operation.DELETE for j in batch):
+            # The bisection hides routes to find the culprits; a DELETE's lone configuration is the one
+            # without it already, so a failing group with deletes is judged one by one.
             return {}
         render, result, seconds = checked
         others = len(batch) - 1
@@ -569,7 +582,11 @@ class Gate:
         findings = [*item.findings, *self.rules.enforcement.apply(own, namespace=ref.namespace)]
         if denies(findings):
             return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary, timings=timings)
-        status = statuses.route_status(change.subject, combined)
+        # A deleted route is not rendered and a custom Route has no status: a lone review's render gives
+        # them none, nor does this one (a render without a subject computes no status).
+        status = (statuses.route_status(change.subject, combined)
+                  if change.operation is not Operation.DELETE and ref.kind in attachments.ROUTE_KINDS
+                  else render.statuses.get(str(ref), {}))
         prediction: Prediction | None = None
         if notes_until is not None and self._clock() > notes_until:
             prediction = Prediction.skipped(f"checked together with {others} other concurrent "

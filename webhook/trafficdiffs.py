@@ -100,8 +100,9 @@ def attributed(diff: TrafficDiff, refs: Sequence[Ref]) -> dict[Ref, TrafficDiff]
     for move in diff.moves:
         found: set[Ref] = set()
         for rule in (move.before.rule, move.after.rule):
-            head, sep, _ = rule.partition(" rule ")
-            if sep:
+            # "HTTPRoute ns/name rule 3"; a custom Route's answer is the whole Route: "Route ns/name"
+            head = rule.partition(" rule ")[0]
+            if head:
                 found.update(routes.get(head, ()))
         for listener in move.listeners:
             found.update(entries.get(listener, ()))
@@ -142,8 +143,8 @@ def _attributed_by_scan(diff: TrafficDiff, refs: Sequence[Ref]) -> dict[Ref, Tra
 
 
 def _names(move: Move, ref: Ref) -> bool:
-    route = f"{ref.kind} {ref.namespace}/{ref.name} rule "
-    if move.before.rule.startswith(route) or move.after.rule.startswith(route):
+    route = f"{ref.kind} {ref.namespace}/{ref.name}"
+    if any(rule == route or rule.startswith(f"{route} rule ") for rule in (move.before.rule, move.after.rule)):
         return True
     return (ref.kind in ("Gateway", "ListenerSet") and str(ref) in move.listeners) or (
         ref.kind == "Gateway" and f"{ref.namespace}/{ref.name}" in move.gateways)

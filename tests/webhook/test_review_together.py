@@ -194,3 +194,145 @@ async def test_routes_claiming_one_host_or_one_object_twice_are_not_judged_toget
     assert batching.groups(claims) == [[0, 2], [1]]
     together, alone, _ = await _together_and_alone(gate, changes, state)
     assert _judged(_without_reload_notes(together)) == _judged(_without_reload_notes(alone))
+
+
+@st.composite
+def cluster_and_deletes(draw: st.DrawFn) -> tuple[list[Obj], list[Change]]:
+    """A random cluster and a burst that deletes several of its routes (a GitOps prune), with new routes
+    and updates among them: routes with hosts and ports drawn from the shared pools, so that deletes often
+    compete with each other and with the other changes."""
+    gateways = [draw(ds.gateway(f"gw{i}")) for i in range(draw(st.integers(1, 2)))]
+    sources: list[Obj] = list(gateways)
+    objects: list[Obj] = [*gateways, *ds.secrets(), *ds.endpoint_slices()]
+    for i in range(draw(st.integers(3, 8))):
+        kind = draw(st.sampled_from(ds.ROUTE_KINDS))
+        objects.append(draw(ds.route(kind, f"r{i}", draw(st.sampled_from(ds.NAMESPACES)), sources)))
+    routes = [o for o in objects if o["kind"] in batching.ROUTE_KINDS]
+    deleted = draw(st.lists(st.sampled_from(routes), min_size=min(2, len(routes)), max_size=len(routes),
+                            unique_by=lambda o: str(ref_of(o)))) if routes else []
+    changes = [Change(Operation.DELETE, None, old) for old in deleted]
+    for k in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute")))
+        obj = draw(ds.route(kind, f"new{k}", draw(st.sampled_from(ds.NAMESPACES)), sources))
+        if kind != "TCPRoute" and draw(st.booleans()):
+            obj["spec"]["hostnames"] = [f"new{k}.example.com"]
+        changes.insert(draw(st.integers(0, len(changes))), Change(Operation.CREATE, obj))
+    return objects, changes
+
+
+def _counting_settled(check: Any, settled: list[int], counts: Any) -> Any:
+    """``Gate._check_together`` recording how many of the changes it settled ``counts(change)`` holds for."""
+
+    async def counted(members: Any, *args: Any) -> dict[int, Verdict]:
+        got: dict[int, Verdict] = await check(members, *args)
+        settled.append(sum(bool(counts(members[j].change)) for j in got))
+        return got
+
+    return counted
+
+
+def _burst_differential(gate: Gate, cases: Any) -> Any:
+    @given(cases)
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+    def run(case: tuple[list[Obj], list[Change]]) -> None:
+        objects, changes = case
+        together, alone = asyncio.run(_both(gate, changes, _state(objects)))
+        for change, got, want in zip(changes, together, alone, strict=True):
+            assert _outcome(got) == _outcome(want), (
+                f"{change.operation} {change.ref} among {[f'{c.operation} {c.ref}' for c in changes]} on "
+                f"haproxy {gate.binary.version}:\ntogether: {got.message} {got.warnings}\n"
+                f"alone: {want.message} {want.warnings}")
+
+    return run
+
+
+def _differential_of(cases: Any, counts: Any, what: str, haproxy_paths: list[str],
+                     schemas: SchemaSet | None) -> None:
+    """On every binary: each change of each drawn burst gets the same verdict together as alone, and the
+    shared checks settle at least two changes ``counts(change)`` holds for (not only lone fallbacks)."""
+    for path in haproxy_paths:
+        binary = asyncio.run(binaries.detect(path))
+        gate = assembly.build_gate(binary, assembly.GateSettings(), schemas=schemas)
+        settled: list[int] = []
+        gate._check_together = _counting_settled(gate._check_together, settled, counts)  # type: ignore[method-assign]
+
+        _burst_differential(gate, cases)()
+        assert sum(settled) >= 2, f"the examples settle {what} by the shared check, not only by lone reviews"
+
+
+def test_deletes_judged_together_equal_deletes_judged_alone(haproxy_paths: list[str],
+                                                           schemas: SchemaSet | None) -> None:
+    _differential_of(cluster_and_deletes(), lambda c: c.operation is Operation.DELETE, "deletes",
+                     haproxy_paths, schemas)
+
+
+async def test_independent_deletes_share_one_render_and_a_competing_one_does_not(gate: Gate) -> None:
+    shops = many_shops(5)
+    rival = copy.deepcopy(shops[0])
+    rival["metadata"]["name"] = "rival"  # claims shop-0's host: not judged with shop-0's delete
+    state = state_with(*shops, version="together-deletes")
+    changes = [*(Change(Operation.DELETE, None, s) for s in shops), Change(Operation.CREATE, rival)]
+    claims = [batching.claim_of(c, state) for c in changes]
+    assert batching.groups(claims) == [[0, 1, 2, 3, 4], [5]]
+    together, alone, renders = await _together_and_alone(gate, changes, state)
+    assert _judged(_without_reload_notes(together)) == _judged(_without_reload_notes(alone))
+    assert [v.decision for v in together] == [Decision.ALLOW] * 6
+    # The united closures with the deletes and without them (the traffic diff), and the rival's own
+    # review's render without it (its reload note): not one review per delete.
+    assert renders == 3, renders
+    assert all(any("checked together with 4 other" in n for n in v.notes) for v in together[:5])
+
+
+@st.composite
+def cluster_and_custom_routes(draw: st.DrawFn) -> tuple[list[Obj], list[Change]]:
+    """A random cluster with custom Routes and a burst of new and changed custom Routes among new
+    HTTPRoutes: hosts of their own or from the shared pool (one host competes), request header names from
+    a pool with several spellings of one name, addresses and header names that are not rendered."""
+    gateways = [draw(ds.gateway(f"gw{i}")) for i in range(draw(st.integers(1, 2)))]
+    sources: list[Obj] = list(gateways)
+    objects: list[Obj] = [*gateways, *ds.secrets(), *ds.endpoint_slices()]
+    for i in range(draw(st.integers(1, 5))):
+        kind = draw(st.sampled_from(("Route", "Route", "HTTPRoute", "TCPRoute")))
+        objects.append(draw(ds.route(kind, f"r{i}", draw(st.sampled_from(ds.NAMESPACES)), sources)))
+    stored = [o for o in objects if o["kind"] == "Route"]
+    changes: list[Change] = []
+    for k in range(draw(st.integers(2, 6))):
+        what = draw(st.sampled_from(("create", "create", "create", "update", "httproute")))
+        if what == "httproute":
+            obj = draw(ds.route("HTTPRoute", f"new{k}", draw(st.sampled_from(ds.NAMESPACES)), sources))
+            obj["spec"]["hostnames"] = [f"new{k}.example.com"]
+            changes.append(Change(Operation.CREATE, obj))
+            continue
+        old = draw(st.sampled_from(stored)) if what == "update" and stored else None
+        ns = old["metadata"]["namespace"] if old is not None else draw(st.sampled_from(ds.NAMESPACES))
+        obj = draw(ds.route("Route", old["metadata"]["name"] if old is not None else f"new{k}", ns, sources))
+        if draw(st.integers(0, 2)) > 0:
+            obj["spec"]["hostnames"] = [f"custom{k}.example.com"]
+        if old is not None:
+            obj["metadata"]["creationTimestamp"] = old["metadata"]["creationTimestamp"]
+        changes.append(Change(Operation.UPDATE, obj, old) if old is not None else Change(Operation.CREATE, obj))
+    return objects, changes
+
+
+def test_custom_routes_judged_together_equal_custom_routes_judged_alone(haproxy_paths: list[str],
+                                                                       schemas: SchemaSet | None) -> None:
+    _differential_of(cluster_and_custom_routes(), lambda c: c.ref.kind == "Route", "custom Routes",
+                     haproxy_paths, schemas)
+
+
+async def test_custom_routes_setting_one_header_are_not_judged_together(gate: Gate) -> None:
+    def custom(name: str, header: str) -> Obj:
+        return {"apiVersion": "routegate.io/v1alpha1", "kind": "Route",
+                "metadata": {"name": name, "namespace": "default", "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {"hostnames": [f"{name}.example.com"], "backend": {"address": "10.0.0.1", "port": 8080},
+                         "requestHeaders": [{"name": header, "value": "v"}]}}
+
+    changes = [Change(Operation.CREATE, custom(name, header))
+               for name, header in (("one", "X-Team"), ("two", "x-team"), ("three", "X-Other"))]
+    state = state_with(version="together-custom")
+    claims = [batching.claim_of(c, state) for c in changes]
+    assert batching.groups(claims) == [[0, 2], [1]], "one header name spelled two ways: apart"
+    together, alone, _ = await _together_and_alone(gate, changes, state)
+    assert _judged(_without_reload_notes(together)) == _judged(_without_reload_notes(alone))
+    assert [v.decision for v in together] == [Decision.ALLOW] * 3
+    assert any("checked together with 1 other" in n for n in together[0].notes)

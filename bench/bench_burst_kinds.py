@@ -1,0 +1,63 @@
+"""Concurrent reviews of the kinds batched besides route CREATE/UPDATE (route DELETEs, custom Route
+CREATEs), judged together (``Gate.review_together``, as the webhook does under a burst) and one by one,
+at ``--routes`` routes in the state, in one run.
+
+Prints per kind the wall time of both, their ratio, how many verdicts the shared checks settled, and the
+machine's 1-minute load. Verdict decisions must agree (the differential tests prove the whole verdicts).
+Run: ``python bench/bench_burst_kinds.py [--routes 10000] [--burst 100] [--haproxy PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from typing import Any
+
+from haproxy_check.check import binaries
+from tests.webhook.conftest import STATE_DIR, load_objects
+from tests.webhook.test_gates import many_shops
+from validators.changes import Change, Operation
+from validators.states import MemoryState
+from webhook import assembly
+
+
+def custom_route(i: int) -> dict[str, Any]:
+    return {"apiVersion": "routegate.io/v1alpha1", "kind": "Route",
+            "metadata": {"name": f"custom-{i}", "namespace": "default", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"hostnames": [f"custom-{i}.example.com"], "backend": {"address": "10.0.0.1", "port": 8080}}}
+
+
+async def main(routes: int, burst: int, haproxy: str | None) -> None:
+    gate = assembly.build_gate(await binaries.detect(haproxy), assembly.GateSettings())
+    shops = many_shops(routes)
+    state = MemoryState([*load_objects(STATE_DIR), *shops], version="bench-burst-kinds")
+    await gate.review(Change(Operation.DELETE, None, shops[0]), state=state)  # the per-version indexes
+    kinds = {"route DELETE": [Change(Operation.DELETE, None, s) for s in shops[1:burst + 1]],
+             "custom Route CREATE": [Change(Operation.CREATE, custom_route(i)) for i in range(burst)]}
+    print(f"haproxy {gate.binary.version}, {routes} routes, bursts of {burst}")
+    for kind, changes in kinds.items():
+        mark = time.perf_counter()
+        together = await gate.review_together(changes, state=state, notes_for=0.0)
+        seconds_together = time.perf_counter() - mark
+        mark = time.perf_counter()
+        alone = [await gate.review(c, state=state, reload_note=False) for c in changes]
+        seconds_alone = time.perf_counter() - mark
+        undecided = next((v for v in (*together, *alone) if v.error), None)
+        if undecided is not None:
+            raise SystemExit(f"{kind}: a review was not decided: {undecided.error}")
+        if [v.decision for v in together] != [v.decision for v in alone]:
+            raise SystemExit(f"{kind}: decisions together differ from one by one")
+        shared = sum(any("checked together" in n for n in v.notes) for v in together)
+        print(f"{kind:20} together {seconds_together:6.2f} s ({shared}/{burst} by shared checks)  one by one "
+              f"{seconds_alone:6.2f} s  ratio {seconds_alone / seconds_together:5.1f}x  load {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--routes", type=int, default=10_000)
+    parser.add_argument("--burst", type=int, default=100)
+    parser.add_argument("--haproxy", default=None)
+    args = parser.parse_args()
+    asyncio.run(main(args.routes, args.burst, args.haproxy))
