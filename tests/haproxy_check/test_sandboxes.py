@@ -201,3 +201,20 @@ async def test_haproxy_judges_a_tls_config_alike_with_the_session_cache_off(
             outs.append((out.exit_code, re.sub(r"\(\d+\)", "(pid)", out.output)))  # each run's own pid
         assert outs[0] == outs[1], (binary, outs)
         assert (outs[0][0] == 0) == (not broken), outs[0]
+
+
+async def test_a_relative_haproxy_path_is_made_absolute(haproxy_path: str, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checks run in their scratch directory: ``--haproxy ./haproxy`` must still name the binary there."""
+    from haproxy_check.check import binaries
+
+    link = tmp_path / "bin" / "haproxy"
+    link.parent.mkdir()
+    link.symlink_to(haproxy_path)
+    monkeypatch.chdir(tmp_path)
+    binary = await binaries.detect("bin/haproxy")
+    assert os.path.isabs(binary.path) and Path(binary.path) == link
+    work = tmp_path / "work"
+    work.mkdir()
+    out = await run(binary.path, work, "defaults\n    mode http\nfrontend f\n    bind :8080\n")
+    assert out.exit_code == 0, out  # 127 when the relative path was kept
