@@ -42,6 +42,7 @@ from pathlib import Path
 
 import structlog
 
+from haproxy_check.runtime.promotion import fsync_dir
 from validators.objects import REVIEWED_KINDS, Obj, Ref, dig, identity, ref_of
 from validators.states import MemoryState, State, Without
 from validators.views.scopes import Scope
@@ -62,14 +63,6 @@ def canonical(obj: Obj) -> bytes:
 
 def _key(ref: Ref) -> str:
     return f"{ref.kind}/{ref.namespace}/{ref.name}"
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _size(path: Path) -> int:
@@ -148,7 +141,7 @@ class PromotedVersions:
             return  # an unchanged run: the record on disk says this already
         record = {"format": FORMAT, "identity": self.identity, "promoted": content_hash, "objects": entries}
         _write_atomically(self.root / VIEW, (json.dumps(record, sort_keys=True) + "\n").encode())
-        _fsync_dir(self.root)
+        fsync_dir(self.root)
         used = set(entries.values())
         for stale in (self._on_disk | listed) - used:  # after the record that no longer names them is durable
             (objects / f"{stale}.json").unlink(missing_ok=True)

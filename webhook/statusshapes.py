@@ -281,20 +281,12 @@ def _listener_owner(obj: Obj, ref: Ref, api_version: str, plural: str, generatio
                                      if kept.startswith("held back") else "")
         conditions = [_condition("Accepted", False, refused.reason, message),
                       _condition("Programmed", False, "Invalid", message)]
-        for listener in listeners:
-            listener["conditions"] = [
-                _condition("Programmed", False, "Invalid", message) if c["type"] == "Programmed" else c
-                for c in listener.get("conditions") or []]
-            listener["attachedRoutes"] = 0
+        _unprogrammed(listeners, message)
     elif held:
         message = f"not in the data plane: {held}"
         conditions = [_condition("Accepted", False, "Invalid", message),
                       _condition("Programmed", False, "Invalid", message)]
-        for listener in listeners:
-            listener["conditions"] = [
-                _condition("Programmed", False, "Invalid", message) if c["type"] == "Programmed" else c
-                for c in listener.get("conditions") or []]
-            listener["attachedRoutes"] = 0
+        _unprogrammed(listeners, message)
     else:
         _programmed(conditions, facts, str(ref))
         for listener in listeners:
@@ -527,3 +519,12 @@ def facts_from(faults: Iterable[tuple[Ref, Sequence[Finding]]], left_out: Iterab
         elif ref not in held:
             partial[ref] = what
     return Facts(held, partial, dataplane, version, tuple(addresses), bundle_version, routes)
+
+
+def _unprogrammed(listeners: list[dict[str, Any]], message: str) -> None:
+    """Each listener of a Gateway the data plane does not run: not Programmed, no route attached."""
+    for listener in listeners:
+        listener["conditions"] = [
+            _condition("Programmed", False, "Invalid", message) if c["type"] == "Programmed" else c
+            for c in listener.get("conditions") or []]
+        listener["attachedRoutes"] = 0

@@ -57,7 +57,8 @@ def content_hash(files: Mapping[str, bytes]) -> str:
     return digest.hexdigest()
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a directory's entries (a rename, a new file) durable: fsync the directory itself."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -135,7 +136,7 @@ class Promoter:
                     dirs.add(made)
             _write_file(target, data)
         for directory in sorted(dirs, key=lambda d: len(d.parts), reverse=True):
-            _fsync_dir(directory)
+            fsync_dir(directory)
         os.rename(staging, self.output / name)
         tmp_link = self.output / f"{DATA}_tmp"
         if tmp_link.is_symlink() or tmp_link.exists():
@@ -148,7 +149,7 @@ class Promoter:
                 os.symlink(f"{DATA}/{stable}", link)
         record = Promoted(name, digest, state_version, time.time(), len(files))
         self._write_record(record)
-        _fsync_dir(self.output)
+        fsync_dir(self.output)
         self._prune(name)
         return record
 
