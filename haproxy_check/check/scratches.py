@@ -115,14 +115,19 @@ def wait_for_removals() -> None:
     _REMOVER.submit(lambda: None).result()
 
 
+def new_dir(base: Path | None = None) -> Path:
+    """A fresh private directory under ``base`` (default: the system temp dir); the caller removes it."""
+    if base is not None:
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        check_base(base)  # again at every check: the directory may have changed since start
+    return Path(tempfile.mkdtemp(prefix="routegate-", dir=base))
+
+
 @contextmanager
 def scratch_dir(base: Path | None = None, *, keep: bool = False, remove_after: bool = False) -> Iterator[Path]:
     """A fresh private directory under ``base`` (default: the system temp dir), removed when the block
     ends (``remove_after``: soon after, by :func:`remove_later`, not holding up the caller)."""
-    if base is not None:
-        base.mkdir(mode=0o700, parents=True, exist_ok=True)
-        check_base(base)  # again at every check: the directory may have changed since start
-    path = Path(tempfile.mkdtemp(prefix="routegate-", dir=base))
+    path = new_dir(base)
     try:
         yield path
     finally:
