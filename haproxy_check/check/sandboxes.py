@@ -225,7 +225,7 @@ class Runner:
             return
         argv, preexec = self._launch()
         try:
-            waiting = warmstarts.start(base, argv, SANDBOX_ENV, preexec)
+            waiting = warmstarts.start(base, argv, SANDBOX_ENV, preexec, self.binary)
         except (OSError, ValueError):  # best effort: the next check starts as before
             return
         self._waiting = waiting
@@ -239,7 +239,7 @@ class Runner:
         if self._discard is not None:
             self._discard.detach()
             self._discard = None
-        if waiting.workdir.parent != base or not waiting.alive():
+        if waiting.workdir.parent != base or not waiting.current(self.binary):
             warmstarts.discard(waiting)
             return None
         return waiting

@@ -15,7 +15,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
@@ -109,9 +109,16 @@ def remove_later(path: Path) -> Future[None]:
     return _REMOVER.submit(shutil.rmtree, path, ignore_errors=True)
 
 
+# Called first by ``wait_for_removals``: whatever else still holds a scratch directory lets it go
+# (``warmstarts``: checks started ahead, waiting for a configuration that will not come).
+BEFORE_EXIT: list[Callable[[], None]] = []
+
+
 def wait_for_removals() -> None:
     """Return once every removal queued so far is done (the remover takes them in order): for a process
     that ends without waiting for its threads (``os._exit``)."""
+    for release in BEFORE_EXIT:
+        release()
     _REMOVER.submit(lambda: None).result()
 
 

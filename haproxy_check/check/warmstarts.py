@@ -47,9 +47,37 @@ class Waiting:
     workdir: Path
     proc: subprocess.Popen[bytes]
     fifo: int  # this process's end of the FIFO, opened read-write so that haproxy's open never blocks
+    binary: tuple[int, ...]  # ``identity`` of the binary when started: one replaced since is not used
+
+    def current(self, binary: str) -> bool:
+        """Still alive, and started from the file at ``binary`` now (an upgrade or a broken replacement
+        is what the next check must run)."""
+        return self.alive() and identity(binary) == self.binary
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+
+def identity(path: str) -> tuple[int, ...]:
+    """What tells a replaced file at ``path`` from the one there before (empty when it is gone)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return ()
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+
+
+# Started and not handed over yet: what ``scratches.wait_for_removals`` (a process about to ``os._exit``)
+# discards first, since no finalizer runs then.
+_WAITING: dict[int, Waiting] = {}
+
+
+def _discard_all() -> None:
+    for waiting in list(_WAITING.values()):
+        discard(waiting)
+
+
+scratches.BEFORE_EXIT.append(_discard_all)
 
 
 def supported() -> bool:
@@ -63,8 +91,10 @@ def supported() -> bool:
     return True
 
 
-def start(base: Path, argv: list[str], env: Mapping[str, str], preexec: Callable[[], None] | None) -> Waiting:
+def start(base: Path, argv: list[str], env: Mapping[str, str], preexec: Callable[[], None] | None,
+          binary: str) -> Waiting:
     """A ``haproxy -c`` started in a new scratch directory under ``base``, waiting for its configuration."""
+    started_from = identity(binary)
     workdir = Path(scratches.new_dir(base))
     fifo = -1
     try:
@@ -77,11 +107,14 @@ def start(base: Path, argv: list[str], env: Mapping[str, str], preexec: Callable
             os.close(fifo)
         scratches.remove_later(workdir)
         raise
-    return Waiting(workdir, proc, fifo)
+    waiting = Waiting(workdir, proc, fifo, started_from)
+    _WAITING[proc.pid] = waiting
+    return waiting
 
 
 def discard(waiting: Waiting) -> None:
     """Kill a started check that will not be used, reap it and remove its directory."""
+    _WAITING.pop(waiting.proc.pid, None)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(waiting.proc.pid, signal.SIGKILL)
     with contextlib.suppress(OSError):
@@ -131,6 +164,7 @@ async def ready(waiting: Waiting, *, within: float) -> bool:
 def hand_over(waiting: Waiting, config: bytes) -> float:
     """Write ``config`` into the FIFO and close it (haproxy then reads it to the end); the time of handover."""
     started = time.perf_counter()
+    _WAITING.pop(waiting.proc.pid, None)  # from here on it ends by itself, as any check
     try:
         view = memoryview(config)
         while view:
