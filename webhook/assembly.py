@@ -142,7 +142,7 @@ def build_gate(binary: HAProxyBinary, settings: GateSettings, *, schemas: Schema
         check_scratch_dir(settings.scratch_dir)
     checker = Checker(
         binary, timeout=settings.check_timeout, concurrency=settings.check_concurrency,
-        scratch_base=Path(settings.scratch_dir) if settings.scratch_dir else None,
+        scratch_base=Path(settings.scratch_dir) if settings.scratch_dir else None, warm=True,
     )
     # A user template may read any object (resources(), get()): its output has no closure to bound it.
     gate = Gate(rules=rules, renderer=renderer, checker=checker, note_budget=settings.note_budget,

@@ -974,6 +974,8 @@ async def _cached(cache: OrderedDict[str, asyncio.Future[T]], key: str,
     try:
         return await asyncio.shield(future)
     except BaseException:
-        if future.done() and cache.get(key) is future:
+        # Only the computation's own failure is forgotten: a caller cancelled just as it finished (a reload
+        # note dropped when the check failed) must not throw away a result the next caller needs.
+        if future.done() and (future.cancelled() or future.exception() is not None) and cache.get(key) is future:
             del cache[key]
         raise

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 
-from haproxy_check.check import alerts, sandboxes, scratches, tlsbinds
+from haproxy_check.check import alerts, sandboxes, scratches, tlsbinds, warmstarts
 from haproxy_check.check.sandboxes import Runner, RunOutput
 from haproxy_check.results import CheckResult, HAProxyBinary, RenderResult
 
@@ -31,10 +31,12 @@ class Checker:
         scratch_base: Path | None = None,
         isolation: str = "auto",
         niceness: int = 0,
+        warm: bool = False,
     ) -> None:
         self.binary = binary
+        # warm: a small check in the memory base starts the next one ahead (haproxy_check.check.warmstarts)
         self.runner = Runner(binary.path, timeout=timeout, concurrency=concurrency, isolation=isolation,
-                             niceness=niceness)
+                             niceness=niceness, warm=warm)
         self.scratch_base = scratch_base
         self.proven_tls = tlsbinds.ProvenBinds()
 
@@ -43,7 +45,18 @@ class Checker:
         """How ``haproxy -c`` is kept off the network: sandboxes.NETWORK_NAMESPACE or NO_INIT_ADDR."""
         return self.runner.isolation
 
-    async def _in_scratch(self, base: Path | None, files: Mapping[str, bytes], small: bool) -> tuple[RunOutput, str]:
+    async def _in_scratch(self, base: Path | None, files: Mapping[str, bytes], small: bool,
+                          memory: bool = False) -> tuple[RunOutput, str]:
+        if memory and base is not None and self.runner.warm:
+            try:
+                waiting = self.runner.take_waiting(base)
+                if waiting is not None and not warmstarts.fits(waiting, files[warmstarts.CONFIG]):
+                    warmstarts.discard(waiting)
+                elif waiting is not None and (handed := await self._handed_over(waiting, files)) is not None:
+                    return handed
+            finally:
+                # the next one starts once this review has moved on (its own check is not slowed by it)
+                asyncio.get_running_loop().call_soon(self.runner.start_waiting, base)
         # Removed after the check, off its path: haproxy has read every file by the time it exits.
         with scratches.scratch_dir(base, remove_after=True) as workdir:
             if small:
@@ -51,6 +64,25 @@ class Checker:
             else:
                 await asyncio.to_thread(scratches.write_tree, workdir, files)
             return await self.runner.run(workdir), str(workdir)
+
+    async def _handed_over(self, waiting: warmstarts.Waiting, files: Mapping[str, bytes],
+                           ) -> tuple[RunOutput, str] | None:
+        """The check of ``files`` by a haproxy started ahead: every file but the configuration written into its
+        directory, then the configuration handed to it; None when it died before it could read it."""
+        config = files[warmstarts.CONFIG]
+        try:
+            scratches.write_tree(waiting.workdir, {k: v for k, v in files.items() if k != warmstarts.CONFIG})
+            ready = await warmstarts.ready(waiting, within=self.runner.timeout)
+        except BaseException:
+            warmstarts.discard(waiting)
+            raise
+        if not ready:
+            warmstarts.discard(waiting)
+            return None
+        try:
+            return await self.runner.run_waiting(waiting, config), str(waiting.workdir)
+        finally:
+            scratches.remove_later(waiting.workdir)
 
     async def check(self, render: RenderResult) -> CheckResult:
         files = render.files
@@ -66,7 +98,8 @@ class Checker:
         memory = scratches.memory_base() if self.scratch_base is None and small else None
         try:
             try:
-                run, scratch = await self._in_scratch(memory or self.scratch_base, files, small)
+                run, scratch = await self._in_scratch(memory or self.scratch_base, files, small,
+                                                      memory=memory is not None)
             except OSError:
                 if memory is None:
                     raise

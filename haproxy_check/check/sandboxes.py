@@ -34,9 +34,12 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from haproxy_check.check import warmstarts
 
 SANDBOX_ENV: Mapping[str, str] = {
     "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
@@ -200,7 +203,7 @@ class Runner:
     """Runs ``haproxy -dr -c -f haproxy.cfg`` sandboxed, at most ``concurrency`` at a time."""
 
     def __init__(self, binary: str, *, timeout: float = 5.0, concurrency: int = 2,
-                 isolation: str = "auto", niceness: int = 0) -> None:
+                 isolation: str = "auto", niceness: int = 0, warm: bool = False) -> None:
         self.binary = binary
         self.timeout = timeout
         self.niceness = niceness  # the child's nice value (0: the server's own priority)
@@ -211,6 +214,51 @@ class Runner:
         self._limits = limits_wrapper()
         if self._limits is not None and self.niceness and nice_command() is None:
             self._limits = None
+        # warm: the next small check's haproxy started ahead of its configuration (``warmstarts``)
+        self.warm = warm and warmstarts.supported()
+        self._waiting: warmstarts.Waiting | None = None
+        self._discard: weakref.finalize[[warmstarts.Waiting], Runner] | None = None
+
+    def start_waiting(self, base: Path) -> None:
+        """Start the next check ahead in a new directory under ``base`` (none when one waits already)."""
+        if not self.warm or self._waiting is not None:
+            return
+        argv, preexec = self._launch()
+        try:
+            waiting = warmstarts.start(base, argv, SANDBOX_ENV, preexec, self.binary)
+        except (OSError, ValueError):  # best effort: the next check starts as before
+            return
+        self._waiting = waiting
+        self._discard = weakref.finalize(self, warmstarts.discard, waiting)
+
+    def take_waiting(self, base: Path) -> warmstarts.Waiting | None:
+        """The check started ahead under ``base``, still waiting for its configuration, or None."""
+        waiting, self._waiting = self._waiting, None
+        if waiting is None:
+            return None
+        if self._discard is not None:
+            self._discard.detach()
+            self._discard = None
+        if waiting.workdir.parent != base or not waiting.current(self.binary):
+            warmstarts.discard(waiting)
+            return None
+        return waiting
+
+    def close(self) -> None:
+        """Kill the check waiting ahead, if any."""
+        if self._discard is not None:
+            self._discard()
+            self._discard = None
+        self._waiting = None
+
+    async def run_waiting(self, waiting: warmstarts.Waiting, config: bytes) -> RunOutput:
+        """``run`` of a check started ahead: ``config`` handed to it (every other file is in place)."""
+        async with self._slots:
+            started = warmstarts.hand_over(waiting, config)
+            code, out = await warmstarts.collect(waiting, timeout=self.timeout, max_output=MAX_OUTPUT)
+            if code is None:
+                return RunOutput(None, "", time.perf_counter() - started, timed_out=True)
+            return RunOutput(code, out, time.perf_counter() - started, timed_out=False)
 
     def argv(self) -> list[str]:
         # Never -q: it hides ALERTs. -dr: unresolvable server names must not fail the check.

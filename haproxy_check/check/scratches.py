@@ -15,7 +15,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
@@ -109,20 +109,32 @@ def remove_later(path: Path) -> Future[None]:
     return _REMOVER.submit(shutil.rmtree, path, ignore_errors=True)
 
 
+# Called first by ``wait_for_removals``: whatever else still holds a scratch directory lets it go
+# (``warmstarts``: checks started ahead, waiting for a configuration that will not come).
+BEFORE_EXIT: list[Callable[[], None]] = []
+
+
 def wait_for_removals() -> None:
     """Return once every removal queued so far is done (the remover takes them in order): for a process
     that ends without waiting for its threads (``os._exit``)."""
+    for release in BEFORE_EXIT:
+        release()
     _REMOVER.submit(lambda: None).result()
+
+
+def new_dir(base: Path | None = None) -> Path:
+    """A fresh private directory under ``base`` (default: the system temp dir); the caller removes it."""
+    if base is not None:
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        check_base(base)  # again at every check: the directory may have changed since start
+    return Path(tempfile.mkdtemp(prefix="routegate-", dir=base))
 
 
 @contextmanager
 def scratch_dir(base: Path | None = None, *, keep: bool = False, remove_after: bool = False) -> Iterator[Path]:
     """A fresh private directory under ``base`` (default: the system temp dir), removed when the block
     ends (``remove_after``: soon after, by :func:`remove_later`, not holding up the caller)."""
-    if base is not None:
-        base.mkdir(mode=0o700, parents=True, exist_ok=True)
-        check_base(base)  # again at every check: the directory may have changed since start
-    path = Path(tempfile.mkdtemp(prefix="routegate-", dir=base))
+    path = new_dir(base)
     try:
         yield path
     finally:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -50,6 +51,26 @@ def _validity(cert: x509.Certificate, now: datetime.datetime) -> str:
     return ""
 
 
+# Distinct certificate/key pairs whose parse and match are remembered: a review's render parses the same
+# listener Secret as the last one did (a private key's load and consistency check is ~0.5 ms, on every
+# render of a closure with a TLS listener); a changed Secret is other bytes, so another entry.
+PAIRS = 256
+
+
+@functools.lru_cache(maxsize=PAIRS)
+def _pair(crt: bytes, key: bytes) -> tuple[x509.Certificate | None, str | None]:
+    """(the leaf certificate, None) when ``crt`` parses, ``key`` parses and is the leaf's key; (None, None)
+    when the key is another's; (None, why) when the PEM pair is unusable. A pure function of the bytes."""
+    try:
+        chain = x509.load_pem_x509_certificates(crt)
+        private = serialization.load_pem_private_key(key, password=None)
+        # The first certificate is the leaf HAProxy serves and pairs with the key.
+        matches = _spki(chain[0].public_key()) == _spki(private.public_key())
+    except (ValueError, TypeError, AttributeError) as exc:
+        return None, str(exc)
+    return (chain[0], None) if matches else (None, None)
+
+
 def _decode(value: object) -> bytes | None:
     if not isinstance(value, str):
         return None
@@ -78,18 +99,14 @@ def certificate(state: State, owner: Ref, secret: Ref, files: FileSink, *,
     crt, key = _decode(dig(obj, "data", "tls.crt")), _decode(dig(obj, "data", "tls.key"))
     if not crt or not key:
         return CertOutcome("", f"Secret {secret.namespace}/{secret.name} lacks tls.crt or tls.key", True)
-    try:
-        chain = x509.load_pem_x509_certificates(crt)
-        private = serialization.load_pem_private_key(key, password=None)
-        # The first certificate is the leaf HAProxy serves and pairs with the key.
-        matches = _spki(chain[0].public_key()) == _spki(private.public_key())
-    except (ValueError, TypeError, AttributeError) as exc:
-        return CertOutcome("", f"Secret {secret.namespace}/{secret.name} holds no usable PEM pair ({exc})",
+    leaf, problem = _pair(crt, key)
+    if problem is not None:
+        return CertOutcome("", f"Secret {secret.namespace}/{secret.name} holds no usable PEM pair ({problem})",
                            True)
-    if not matches:
+    if leaf is None:
         return CertOutcome("", f"Secret {secret.namespace}/{secret.name}: tls.key is not the private key of "
                            "the tls.crt certificate (HAProxy refuses the pair)", True)
-    expired = _validity(chain[0], clock())
+    expired = _validity(leaf, clock())
     warning = f"the certificate of Secret {secret.namespace}/{secret.name} {expired}" if expired else ""
     pem = crt.rstrip(b"\n") + b"\n" + key.rstrip(b"\n") + b"\n"
     try:

@@ -25,7 +25,6 @@ from typing import Any
 
 import jinja2
 from jinja2.exceptions import SecurityError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from haproxy_check import escaping
 from haproxy_check.descriptions import Description
@@ -34,6 +33,7 @@ from haproxy_check.render.helpers import Recorder, TemplateError
 from haproxy_check.render.http import frontends, httproutes
 from haproxy_check.render.http.httpmodels import FrontendModel, HttpModel
 from haproxy_check.render.l4 import l4contexts
+from haproxy_check.render.sandboxenv import TemplateSandbox
 from haproxy_check.render.sourcemaps import SourceMap
 from haproxy_check.results import RenderError, RenderResult
 from haproxy_check.runtime import frames
@@ -197,7 +197,7 @@ class Renderer:
         self._dirs = [Path(d) for d in template_dirs] + [BUILTIN]
         # Templates are code: built-in and user ones alike run sandboxed, with only the documented helpers
         # (haproxy_check/render/templatestate.py says what the sandbox and the state view keep out).
-        self._env = ImmutableSandboxedEnvironment(
+        self._env = TemplateSandbox(
             loader=jinja2.FileSystemLoader([str(d) for d in self._dirs]),
             # not HTML: escaping.py applies HAProxy's escaping to every user value
             undefined=jinja2.StrictUndefined, autoescape=False,

@@ -1,0 +1,94 @@
+"""A check started ahead of its configuration (``haproxy_check.check.warmstarts``) judges exactly what
+a check started for it does: the same exit code, alerts, lines and warnings, on 2.8 and 3.x; and it
+leaves no process or directory behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from haproxy_check.check import scratches, warmstarts
+from haproxy_check.check.checker import Checker
+from haproxy_check.results import CheckResult, HAProxyBinary, RenderResult
+
+pytestmark = pytest.mark.haproxy
+
+HEAD = b"global\ndefaults\n  mode http\n  timeout client 1s\n  timeout server 1s\n  timeout connect 1s\n"
+CONFIGS: dict[str, dict[str, bytes]] = {
+    "valid, with a map": {
+        "haproxy.cfg": HEAD + b"frontend f\n  bind 127.0.0.1:18080\n"
+                              b"  http-request set-var(txn.b) path,map_beg(maps/paths.map)\n",
+        "maps/paths.map": b"/api be_api\n/web be_web\n"},
+    "a missing map": {
+        "haproxy.cfg": HEAD + b"frontend f\n  bind 127.0.0.1:18080\n"
+                              b"  http-request set-var(txn.b) path,map_beg(maps/absent.map)\n"},
+    "a bad regex in a map": {
+        "haproxy.cfg": HEAD + b"frontend f\n  bind 127.0.0.1:18080\n"
+                              b"  http-request set-var(txn.b) path,map_reg(maps/re.map)\n",
+        "maps/re.map": b"^/ok ok\n^/bad( bad\n"},
+    "an unknown keyword on line 8": {
+        "haproxy.cfg": HEAD + b"frontend f\n  frobnicate yes\n  bind 127.0.0.1:18080\n"},
+    "no listener": {"haproxy.cfg": HEAD + b"backend b\n  server s 127.0.0.1:1\n"},
+}
+
+
+def _judged(result: CheckResult) -> tuple[object, ...]:
+    return (result.ok, result.decided, result.exit_code, result.error,
+            tuple((a.message, a.file, a.line) for a in result.alerts), tuple(result.warnings))
+
+
+@pytest.mark.skipif(not warmstarts.supported() or scratches.memory_base() is None,
+                    reason="needs pidfds and a tmpfs at /dev/shm")
+def test_a_check_started_ahead_judges_as_one_started_for_it(haproxy_paths: list[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    handed: list[bytes] = []
+    hand_over = warmstarts.hand_over
+
+    def counted(waiting: warmstarts.Waiting, config: bytes) -> float:
+        handed.append(config)
+        return hand_over(waiting, config)
+
+    monkeypatch.setattr(warmstarts, "hand_over", counted)
+
+    async def both(path: str) -> None:
+        binary = HAProxyBinary(path=path, version="")
+        cold, warm = Checker(binary, timeout=30), Checker(binary, timeout=30, warm=True)
+        await warm.check(RenderResult(files=CONFIGS["valid, with a map"]))  # starts the first one ahead
+        for name, files in CONFIGS.items():
+            expected = _judged(await cold.check(RenderResult(files=files)))
+            got = _judged(await warm.check(RenderResult(files=files)))
+            assert got == expected, (path, name)
+            assert handed[-1] == files["haproxy.cfg"], (path, name)
+        assert len(handed) == len(CONFIGS)
+        await asyncio.sleep(0)  # the next one is started once the review moved on
+        waiting = warm.runner._waiting
+        assert waiting is not None and waiting.alive()  # the next one waits ahead
+        warm.runner.close()
+        assert waiting.proc.returncode is not None
+        scratches.wait_for_removals()
+        assert not waiting.workdir.exists()
+
+    for path in haproxy_paths:
+        handed.clear()
+        asyncio.run(both(path))
+
+
+@pytest.mark.skipif(not warmstarts.supported() or scratches.memory_base() is None,
+                    reason="needs pidfds and a tmpfs at /dev/shm")
+def test_a_server_gone_before_the_handover_leaves_no_haproxy_waiting(haproxy_path: str, tmp_path: Path) -> None:
+    """The FIFO's other end closes with this process: haproxy reads an empty configuration and exits."""
+    base = tmp_path / "base"
+    base.mkdir(mode=0o700)
+    checker = Checker(HAProxyBinary(path=haproxy_path, version=""), warm=True)
+    checker.runner.start_waiting(base)
+    waiting = checker.runner._waiting
+    assert waiting is not None
+    asyncio.run(warmstarts.ready(waiting, within=30))
+    os.close(waiting.fifo)  # as the kernel does for a server that died
+    assert waiting.proc.wait(timeout=30) != 0
+    checker.runner._waiting = None
+    if checker.runner._discard is not None:
+        checker.runner._discard.detach()

@@ -1,0 +1,65 @@
+"""The template sandbox remembers jinja2's attribute verdicts per (type, name): the same answers as
+jinja2's ``ImmutableSandboxedEnvironment``, refusals included, asked once per type and name."""
+
+from __future__ import annotations
+
+import collections
+from typing import Any
+
+import jinja2
+import pytest
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from haproxy_check.render.sandboxenv import TemplateSandbox
+
+
+def _function() -> None:
+    return None
+
+
+class Record:
+    name = "r"
+
+    def method(self) -> str:
+        return "m"
+
+
+SAMPLES: list[tuple[Any, str]] = [
+    ({}, "clear"), ({}, "keys"), ({}, "update"), ([], "append"), ([], "index"), (set(), "add"),
+    (collections.deque(), "pop"), ("s", "upper"), ("s", "format"), (_function, "__globals__"),
+    (_function, "__code__"), (Record().method, "__func__"), (Record, "mro"), (Record(), "name"),
+    (Record(), "method"), (Record(), "_private"), ((x for x in ()), "gi_frame"), (str, "mro"),
+]
+
+
+def test_answers_equal_jinja2s_first_and_remembered() -> None:
+    theirs, ours = ImmutableSandboxedEnvironment(), TemplateSandbox()
+    for _ in range(2):
+        for obj, attr in SAMPLES:
+            value = getattr(obj, attr, None)
+            assert ours.is_safe_attribute(obj, attr, value) == theirs.is_safe_attribute(obj, attr, value), (obj, attr)
+
+
+def test_a_refused_attribute_stays_refused_in_templates() -> None:
+    env = TemplateSandbox(undefined=jinja2.StrictUndefined)
+    template = env.from_string("{{ d.clear() }}")
+    for _ in range(3):
+        with pytest.raises(SecurityError):
+            template.render(d={"a": 1})
+    assert env.from_string("{{ d.keys() | list }}").render(d={"a": 1}) == "['a']"
+
+
+def test_each_type_and_name_is_asked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[tuple[type, str]] = []
+    original = ImmutableSandboxedEnvironment.is_safe_attribute
+
+    def counted(self: ImmutableSandboxedEnvironment, obj: Any, attr: str, value: Any) -> bool:
+        asked.append((type(obj), attr))
+        return original(self, obj, attr, value)
+
+    monkeypatch.setattr(ImmutableSandboxedEnvironment, "is_safe_attribute", counted)
+    env = TemplateSandbox()
+    out = env.from_string("{% for r in rs %}{{ r.name }}{{ r.method() }}{% endfor %}").render(rs=[Record()] * 50)
+    assert out == "rm" * 50
+    assert sorted(asked) == [(Record, "method"), (Record, "name")]
