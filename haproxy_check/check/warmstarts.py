@@ -32,7 +32,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from haproxy_check.check import scratches
@@ -48,6 +48,7 @@ class Waiting:
     proc: subprocess.Popen[bytes]
     fifo: int  # this process's end of the FIFO, opened read-write so that haproxy's open never blocks
     binary: tuple[int, ...]  # ``identity`` of the binary when started: one replaced since is not used
+    owner: int = field(default_factory=os.getpid)  # the process that started it: only it may end it
 
     def current(self, binary: str) -> bool:
         """Still alive, and started from the file at ``binary`` now (an upgrade or a broken replacement
@@ -78,6 +79,20 @@ def _discard_all() -> None:
 
 
 scratches.BEFORE_EXIT.append(_discard_all)
+
+
+def _forget_in_child() -> None:
+    """A forked child (a rule worker) holds copies of the FIFOs' write ends: closed, or haproxy would not
+    see the end of its configuration when this process closes its own (it would wait to the deadline, and
+    every check handed over while a worker lives would time out); and the checks are the parent's, never
+    the child's to discard."""
+    for waiting in _WAITING.values():
+        with contextlib.suppress(OSError):
+            os.close(waiting.fifo)
+    _WAITING.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def supported() -> bool:
@@ -114,6 +129,8 @@ def start(base: Path, argv: list[str], env: Mapping[str, str], preexec: Callable
 
 def discard(waiting: Waiting) -> None:
     """Kill a started check that will not be used, reap it and remove its directory."""
+    if waiting.owner != os.getpid():  # a forked child's copy (a finalizer, an exit hook): the parent's check
+        return
     _WAITING.pop(waiting.proc.pid, None)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(waiting.proc.pid, signal.SIGKILL)

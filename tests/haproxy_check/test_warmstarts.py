@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,38 @@ def test_a_server_gone_before_the_handover_leaves_no_haproxy_waiting(haproxy_pat
     checker.runner._waiting = None
     if checker.runner._discard is not None:
         checker.runner._discard.detach()
+
+
+def _outlive(hook: bool) -> None:
+    if hook:
+        warmstarts._discard_all()
+    time.sleep(3)
+    os._exit(0)
+
+
+@pytest.mark.skipif(not warmstarts.supported() or scratches.memory_base() is None,
+                    reason="needs pidfds and a tmpfs at /dev/shm")
+def test_a_forked_child_neither_holds_the_configuration_open_nor_ends_the_check(haproxy_path: str) -> None:
+    """Rule workers are forked while a check waits ahead: their copy of the FIFO's write end would keep
+    haproxy reading until the deadline (every such check timed out: "could not decide"), and a child's
+    exit hook must not end the parent's check."""
+
+    async def run(hook: bool) -> tuple[bool, float]:
+        checker = Checker(HAProxyBinary(path=haproxy_path, version=""), timeout=20, warm=True)
+        await checker.check(RenderResult(files=CONFIGS["valid, with a map"]))  # starts the next one ahead
+        await asyncio.sleep(0.2)
+        assert warmstarts._WAITING, "a check waits ahead"
+        child = os.fork()
+        if child == 0:  # a worker that outlives the next check, without exec (which would close the FIFO)
+            _outlive(hook)
+        try:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            result = await checker.check(RenderResult(files=CONFIGS["valid, with a map"]))
+            return result.ok, loop.time() - started
+        finally:
+            await asyncio.to_thread(os.waitpid, child, 0)
+
+    for hook in (False, True):
+        ok, seconds = asyncio.run(run(hook))
+        assert ok and seconds < 2.5, (hook, ok, seconds)
