@@ -188,11 +188,12 @@ async def test_an_idle_keep_alive_connection_is_closed_after_the_idle_bound(serv
     writer.close()
 
 
-async def _request(served: Served, request: bytes) -> tuple[int, dict[str, str], bytes]:
+async def _request(served: Served, request: bytes, seconds: float = LIMITS.header_timeout + SLACK,
+                   ) -> tuple[int, dict[str, str], bytes]:
     """Status, headers and body of the one answer on a new connection, which the server then closes."""
     reader, writer = await served.connect()
     writer.write(request)
-    async with asyncio.timeout(LIMITS.header_timeout + SLACK):
+    async with asyncio.timeout(seconds):
         answer = await reader.read()
     writer.close()
     head, _, body = answer.partition(b"\r\n\r\n")
@@ -238,7 +239,7 @@ async def test_connections_past_the_cap_are_answered_busy_and_reviews_under_it_a
         assert len(served.guards) == 0
         # the slots are free again: judged, not busy
         closing = review.replace(b"HTTP/1.1\r\n", b"HTTP/1.1\r\nConnection: close\r\n", 1)
-        status, _, answer = await _request(served, closing)
+        status, _, answer = await _request(served, closing, seconds=30)
         assert status == 200 and json.loads(answer)["response"]["allowed"] is True
 
 
@@ -284,7 +285,8 @@ async def test_a_connection_that_waited_too_long_for_its_handshake_is_answered_b
               b"Content-Length: %d\r\n\r\n" % len(body)) + body
     async with serving(gate, tmp_path, limits) as served:
         idle = [await asyncio.open_connection("127.0.0.1", served.port) for _ in range(3)]  # 3 turns of 0.5 s
-        status, headers, answer = await _request(served, review)
+        # what is asserted is the answer, not its time: a loaded machine only makes the wait longer
+        status, headers, answer = await _request(served, review, seconds=30)
         assert status == 503 and headers["retry-after"] == "1", (status, answer)
         message = json.loads(answer)["message"]
         assert message.startswith("routegate is busy: the connection waited ") and "TLS handshake" in message
@@ -293,5 +295,5 @@ async def test_a_connection_that_waited_too_long_for_its_handshake_is_answered_b
         await asyncio.sleep(0.2)
         # with no one ahead, the same review is judged
         closing = review.replace(b"HTTP/1.1\r\n", b"HTTP/1.1\r\nConnection: close\r\n", 1)
-        status, _, answer = await _request(served, closing)
+        status, _, answer = await _request(served, closing, seconds=30)
         assert status == 200 and json.loads(answer)["response"]["allowed"] is True
