@@ -18,7 +18,7 @@ from certs import bootstrap, reloading
 from tests.conftest import need_shared
 from tests.webhook.conftest import STATE_DIR, load_objects
 from validators.states import MemoryState
-from webhook import servers
+from webhook import connections, servers
 from webhook.connections import (
     LINGERING,
     MAX_CONNECTIONS,
@@ -274,17 +274,23 @@ async def test_clients_that_never_start_their_handshake_do_not_hold_up_the_other
             writer.close()
 
 
-async def test_a_connection_that_waited_too_long_for_its_handshake_is_answered_busy(gate: Gate, tmp_path: Path) -> None:
+async def test_a_connection_that_waited_too_long_for_its_handshake_is_answered_busy(
+        gate: Gate, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One turn at a time and idle connections ahead of it: by its turn half the handshake bound has
     passed, too late to be judged in time, so its review gets a 503 "busy" at once, not a drop."""
-    limits = ConnectionLimits(max_connections=50, header_timeout=2.0, body_timeout=2.0, idle_timeout=10.0,
+    # Turns of 1 s and a bound of 4 s (busy past 2 s of waiting): 3 s of turns ahead leave a loaded
+    # machine a second of slack in when the server accepts the connections (with 0.5 s turns, a late
+    # accept of the review once let it in under the bound, and it was judged).
+    monkeypatch.setattr(connections, "SLOT_SECONDS", 1.0)
+    limits = ConnectionLimits(max_connections=50, header_timeout=4.0, body_timeout=2.0, idle_timeout=10.0,
                               handshakes=1)
     fixture = json.loads((need_shared("fixtures", "admission-reviews") / "03-httproute-create.json").read_text())
     body = json.dumps(fixture).encode()
     review = (b"POST /validate?timeout=10s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
               b"Content-Length: %d\r\n\r\n" % len(body)) + body
     async with serving(gate, tmp_path, limits) as served:
-        idle = [await asyncio.open_connection("127.0.0.1", served.port) for _ in range(3)]  # 3 turns of 0.5 s
+        idle = [await asyncio.open_connection("127.0.0.1", served.port) for _ in range(3)]  # 3 turns of 1 s
+        await asyncio.sleep(0.2)  # accepted (and their turns begun) before the review connects
         # what is asserted is the answer, not its time: a loaded machine only makes the wait longer
         status, headers, answer = await _request(served, review, seconds=30)
         assert status == 503 and headers["retry-after"] == "1", (status, answer)
