@@ -357,8 +357,16 @@ class LeanTLS(sslproto.SSLProtocol):
         if self._handshakes.admit(self):
             self._take_turn()
         else:
-            assert isinstance(transport, asyncio.ReadTransport)
-            transport.pause_reading()  # its ClientHello waits in the socket until a slot is free
+            # Its ClientHello waits in the socket until a slot is free. Paused on the next loop turn: the
+            # socket transport adds its reader by a callback scheduled before this one, and before Python
+            # 3.11.4 that callback did not honour a pause made here (the reader was added anyway, the
+            # connection read on and was judged without its turn).
+            self._loop.call_soon(self._hold, transport)
+
+    def _hold(self, transport: asyncio.BaseTransport) -> None:
+        if self._turn or not isinstance(transport, asyncio.ReadTransport) or transport.is_closing():
+            return  # its turn came meanwhile, or it is gone
+        transport.pause_reading()
 
     def proceed(self) -> bool:
         """Its turn came: read on; False when the connection is gone meanwhile. One that waited past
