@@ -37,7 +37,7 @@ from validators.findings import Finding, Severity, denies, format_path
 from validators.objects import REVIEWED_KINDS, Ref
 from validators.states import Overlay, State, Without
 from validators.views import attachments, closures, scopes
-from webhook import batching, bisection, ruleworkers, trafficdiffs
+from webhook import batching, batchkinds, bisection, ruleworkers, trafficdiffs
 from webhook.loadedindex import LoadedIndex
 from webhook.verdicts import Decision, Verdict
 
@@ -126,7 +126,8 @@ def _together(change: Change, combined: State) -> bool:
     :func:`_batchable` takes, and the DELETE of a route whose stored version is attached somewhere (its
     lone closure renders that listener, so it binds something, as the combined render does)."""
     if change.operation is Operation.DELETE:
-        return change.ref.kind in attachments.ROUTE_KINDS and ruleworkers.attached(change, combined)
+        return ((change.ref.kind in attachments.ROUTE_KINDS and ruleworkers.attached(change, combined))
+                or batchkinds.batchable(change))
     return _batchable(change, combined)
 
 
@@ -504,7 +505,8 @@ class Gate:
         verdicts: list[Verdict | None] = [None] * len(changes)
         pending: list[_Validated] = []
         for i, change in enumerate(changes):
-            if change.ref.kind not in REVIEWED_KINDS or not batching.batchable(change):
+            if change.ref.kind not in REVIEWED_KINDS or not (batching.batchable(change)
+                                                             or batchkinds.batchable(change)):
                 continue
             foreign = self._foreign(change, view)
             if foreign is not None:
@@ -519,8 +521,8 @@ class Gate:
                 verdicts[i] = denied
             else:
                 pending.append(_Validated(i, judged, findings, timings, started))
-        claims = await asyncio.to_thread(lambda: [batching.claim_of(p.change, view) for p in pending])
-        for group in batching.groups(claims):
+        claims = await asyncio.to_thread(lambda: [batchkinds.claim_of(p.change, view) for p in pending])
+        for group in batchkinds.groups(claims):
             members = [pending[k] for k in group]
             settled = await self._check_together(members, [claims[k] for k in group], view, notes_until) \
                 if len(members) > 1 else {}
@@ -546,9 +548,11 @@ class Gate:
         checked = await self._checked(combined)
         if checked is None or not checked[1].decided:
             return {}
-        if not checked[1].ok and any(members[j].change.operation is Operation.DELETE for j in batch):
+        if not checked[1].ok and any(members[j].change.operation is Operation.DELETE
+                                     or members[j].change.ref.kind in batchkinds.KINDS for j in batch):
             # The bisection hides routes to find the culprits; a DELETE's lone configuration is the one
-            # without it already, so a failing group with deletes is judged one by one.
+            # without it already, so a failing group with deletes is judged one by one (grants and
+            # policies too: hiding routes never hides them).
             return {}
         render, result, seconds = checked
         others = len(batch) - 1
@@ -557,7 +561,7 @@ class Gate:
         split: dict[Ref, TrafficDiff] = {}
         if self.traffic and result.ok:
             diff = await self._traffic(union, render, {"render": seconds})
-            split = trafficdiffs.attributed(diff, [members[j].change.ref for j in batch])
+            split = batchkinds.attributed(diff, [claims[j] for j in batch])
 
         async def verdict_of(j: int) -> Verdict:
             verdict = await self._together_verdict(members[j], closures.Closure(view, claims[j].members), render,
@@ -586,6 +590,7 @@ class Gate:
         # them none, nor does this one (a render without a subject computes no status).
         status = (statuses.route_status(change.subject, combined)
                   if change.operation is not Operation.DELETE and ref.kind in attachments.ROUTE_KINDS
+                  else batchkinds.lone_status(change, scope) if ref.kind in batchkinds.KINDS
                   else render.statuses.get(str(ref), {}))
         prediction: Prediction | None = None
         if notes_until is not None and self._clock() > notes_until:

@@ -1,0 +1,201 @@
+"""ReferenceGrants and BackendTLSPolicies judged together equal the same reviews judged one by one
+(``webhook.batchkinds``, docs/DELTA-CHECK.md rule 9): random clusters of tenants whose routes cross
+into a namespace of their own, bursts of grant or policy CREATEs, UPDATEs and DELETEs (for several
+tenants, twice for one, grants and policies of the shared namespaces that reach many routes, unusable
+CAs, new routes among them), on every haproxy binary: each verdict judged together equals the verdict
+judged alone (decision, findings, alerts, warnings with the traffic moves, status), and the shared
+checks settle at least two of the kind."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import strategies as st
+
+from tests.webhook import deltastates as ds
+from tests.webhook.test_review_together import (
+    _differential_of,
+    _judged,
+    _together_and_alone,
+    _without_reload_notes,
+)
+from validators.changes import Change, Operation
+from validators.objects import Obj, ref_of
+from validators.schema.crds import SchemaSet
+from validators.states import MemoryState
+from webhook import batchkinds
+from webhook.gates import Gate
+from webhook.verdicts import Decision
+
+pytestmark = pytest.mark.haproxy
+GW = ds.GW
+
+
+def _meta(name: str, ns: str) -> dict[str, Any]:
+    return {"name": name, "namespace": ns, "creationTimestamp": ds.TIMES[0]}
+
+
+def _plain_gateway() -> Obj:
+    return {"apiVersion": GW, "kind": "Gateway", "metadata": _meta("plain", "a"),
+            "spec": {"gatewayClassName": "haproxy",
+                     "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
+                                    "allowedRoutes": {"namespaces": {"from": "All"}}}]}}
+
+
+def _tenant(i: int) -> list[Obj]:
+    """Namespace ``t<i>`` serves Service web; namespace ``u<i>`` routes a host of its own to it (across)."""
+    ns = f"t{i}"
+    return [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": ns},
+         "spec": {"ports": [{"name": "http", "port": 8080, "targetPort": 8080}]}},
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+         "metadata": {"name": "web-1", "namespace": ns, "labels": {"kubernetes.io/service-name": "web"}},
+         "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
+         "endpoints": [{"addresses": [f"10.2.0.{i + 1}"], "conditions": {"ready": True}}]},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ca", "namespace": ns},
+         "data": {"ca.crt": base64.b64decode(ds.GOOD_PAIR["tls.crt"]).decode()}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ca-junk", "namespace": ns},
+         "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"}},
+        {"apiVersion": GW, "kind": "HTTPRoute", "metadata": _meta("r", f"u{i}"),
+         "spec": {"parentRefs": [{"name": "plain", "namespace": "a"}], "hostnames": [f"t{i}.example.com"],
+                  "rules": [{"backendRefs": [{"name": "web", "namespace": ns, "port": 8080}]}]}},
+    ]
+
+
+@st.composite
+def grant(draw: st.DrawFn, i: int, name: str) -> Obj:
+    """A grant in ``t<i>`` for its tenant's routes (now and then for another namespace's, or for Gateways)."""
+    source = draw(st.sampled_from((f"u{i}", f"u{i}", f"u{i}", "a", "b")))
+    return {"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+            "metadata": _meta(name, f"t{i}"),
+            "spec": {"from": [{"group": "gateway.networking.k8s.io",
+                               "kind": draw(st.sampled_from(("HTTPRoute", "HTTPRoute", "Gateway"))),
+                               "namespace": source}],
+                     "to": [{"group": "", "kind": draw(st.sampled_from(("Service", "Service", "Secret")))}]}}
+
+
+@st.composite
+def policy(draw: st.DrawFn, i: int, name: str) -> Obj:
+    """A BackendTLSPolicy on ``t<i>``'s Service web: a usable CA or not, a valid hostname or not."""
+    return {"apiVersion": GW, "kind": "BackendTLSPolicy", "metadata": _meta(name, f"t{i}"),
+            "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": "web"}],
+                     "validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap",
+                                                           "name": draw(st.sampled_from(("ca", "ca", "ca-junk")))}],
+                                    "hostname": draw(st.sampled_from(("web.example.com", "web.example.com",
+                                                                      "bad host")))}}}
+
+
+@st.composite
+def cluster_and_references(draw: st.DrawFn, kind: str) -> tuple[list[Obj], list[Change]]:
+    """A random cluster (the delta-check pools in namespaces a and b, tenants t<i>/u<i>) with stored
+    grants and policies, and a burst of changes of ``kind`` (several tenants, one tenant twice, the shared
+    namespaces' grants and policies, which reach many routes) with now and then a new route."""
+    make = grant if kind == batchkinds.GRANT else policy
+    gateways = [_plain_gateway(), *(draw(ds.gateway(f"gw{i}")) for i in range(draw(st.integers(0, 1))))]
+    objects: list[Obj] = [*gateways, *ds.secrets(), *ds.endpoint_slices()]
+    tenants = draw(st.integers(2, 5))
+    for i in range(tenants):
+        objects += _tenant(i)
+    for i in range(draw(st.integers(0, 3))):
+        kind_of = draw(st.sampled_from(("HTTPRoute", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute")))
+        objects.append(draw(ds.route(kind_of, f"r{i}", draw(st.sampled_from(ds.NAMESPACES)), gateways)))
+    stored: list[Obj] = []
+    for i in range(tenants):
+        if draw(st.booleans()):
+            stored.append(draw(make(i, "stored")))
+    if draw(st.booleans()):
+        stored.append(draw(ds.reference_grant("shared") if kind == batchkinds.GRANT
+                           else ds.backend_tls_policy("shared")))
+    objects += stored
+    changes: list[Change] = []
+    for k in range(draw(st.integers(2, 6))):
+        what = draw(st.sampled_from(("create", "create", "create", "update", "delete", "shared", "route")))
+        if what == "route":
+            obj = draw(ds.route("HTTPRoute", f"new{k}", draw(st.sampled_from(ds.NAMESPACES)), gateways))
+            obj["spec"]["hostnames"] = [f"new{k}.example.com"]
+            changes.append(Change(Operation.CREATE, obj))
+        elif what == "shared":
+            new = draw(ds.reference_grant(f"new{k}") if kind == batchkinds.GRANT else ds.backend_tls_policy(f"new{k}"))
+            changes.append(Change(Operation.CREATE, new))
+        elif what in ("update", "delete") and stored:
+            old = draw(st.sampled_from(stored))
+            if what == "delete":
+                changes.append(Change(Operation.DELETE, None, old))
+                continue
+            ns = old["metadata"]["namespace"]
+            new = (draw(make(int(ns[1:]), old["metadata"]["name"])) if ns.startswith("t")
+                   else draw(ds.reference_grant(old["metadata"]["name"]) if kind == batchkinds.GRANT
+                             else ds.backend_tls_policy(old["metadata"]["name"])))
+            new = copy.deepcopy(new)
+            new["metadata"] = copy.deepcopy(old["metadata"])
+            assert ref_of(new) == ref_of(old)
+            changes.append(Change(Operation.UPDATE, new, old))
+        else:
+            changes.append(Change(Operation.CREATE, draw(make(draw(st.integers(0, tenants - 1)), f"new{k}"))))
+    return objects, changes
+
+
+def test_grants_judged_together_equal_grants_judged_alone(haproxy_paths: list[str],
+                                                         schemas: SchemaSet | None) -> None:
+    _differential_of(cluster_and_references(batchkinds.GRANT), lambda c: c.ref.kind == batchkinds.GRANT,
+                     "ReferenceGrants", haproxy_paths, schemas)
+
+
+def test_policies_judged_together_equal_policies_judged_alone(haproxy_paths: list[str],
+                                                             schemas: SchemaSet | None) -> None:
+    _differential_of(cluster_and_references(batchkinds.POLICY), lambda c: c.ref.kind == batchkinds.POLICY,
+                     "BackendTLSPolicies", haproxy_paths, schemas)
+
+
+def _cluster(tenants: int, *extra: Obj) -> MemoryState:
+    objects = [_plain_gateway(), *ds.secrets(), *ds.endpoint_slices(), *extra]
+    for i in range(tenants):
+        objects += _tenant(i)
+    return MemoryState(objects, version=f"kinds-{tenants}-{len(extra)}")
+
+
+async def test_grants_of_several_tenants_share_one_check_and_one_tenant_twice_does_not(gate: Gate) -> None:
+    state = _cluster(4)
+
+    def for_tenant(i: int, name: str) -> Obj:
+        return {"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+                "metadata": _meta(name, f"t{i}"),
+                "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": f"u{i}"}],
+                         "to": [{"group": "", "kind": "Service"}]}}
+
+    changes = [Change(Operation.CREATE, for_tenant(i, "g")) for i in range(4)]
+    changes.append(Change(Operation.CREATE, for_tenant(0, "again")))  # reaches tenant 0's route too
+    claims = [batchkinds.claim_of(c, state) for c in changes]
+    assert batchkinds.groups(claims) == [[0, 1, 2, 3], [4]]
+    together, alone, renders = await _together_and_alone(gate, changes, state)
+    assert _judged(_without_reload_notes(together)) == _judged(_without_reload_notes(alone))
+    assert [v.decision for v in together] == [Decision.ALLOW] * 5
+    assert all(any("checked together with 3 other" in n for n in v.notes) for v in together[:4])
+    # each grant lets its tenant's route reach Service web: the move is its own, not its neighbours'
+    for i, verdict in enumerate(together[:4]):
+        assert verdict.traffic is not None and verdict.traffic.moves
+        assert {m.after.rule.partition(" rule ")[0] for m in verdict.traffic.moves} == {f"HTTPRoute u{i}/r"}
+    # the united closures with the grants and without them; the fifth grant's own render without it
+    assert renders == 3, renders
+
+
+async def test_policies_on_one_service_or_reaching_one_route_are_not_judged_together(gate: Gate) -> None:
+    state = _cluster(3)
+
+    def on(i: int, name: str, ca: str = "ca") -> Obj:
+        return {"apiVersion": GW, "kind": "BackendTLSPolicy", "metadata": _meta(name, f"t{i}"),
+                "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": "web"}],
+                         "validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": ca}],
+                                        "hostname": "web.example.com"}}}
+
+    changes = [Change(Operation.CREATE, on(0, "p")), Change(Operation.CREATE, on(1, "p")),
+               Change(Operation.CREATE, on(0, "rival")), Change(Operation.CREATE, on(2, "p", "ca-junk"))]
+    claims = [batchkinds.claim_of(c, state) for c in changes]
+    assert batchkinds.groups(claims) == [[0, 1, 3], [2]], "two policies of one Service: apart"
+    together, alone, _ = await _together_and_alone(gate, changes, state)
+    assert _judged(_without_reload_notes(together)) == _judged(_without_reload_notes(alone))
+    assert [f.code for f in together[3].findings] == ["RG0515"], "an unusable CA: the policy's backends blocked"
+    assert together[0].status and together[0].status == alone[0].status
