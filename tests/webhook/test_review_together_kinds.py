@@ -45,10 +45,23 @@ def _plain_gateway() -> Obj:
                                     "allowedRoutes": {"namespaces": {"from": "All"}}}]}}
 
 
-def _tenant(i: int) -> list[Obj]:
-    """Namespace ``t<i>`` serves Service web; namespace ``u<i>`` routes a host of its own to it (across)."""
+def _secure_gateway(i: int) -> Obj:
+    """An HTTPS Gateway of namespace a whose certificate is in ``t<i>``: only a grant there lets it bind."""
+    return {"apiVersion": GW, "kind": "Gateway", "metadata": _meta(f"secure{i}", "a"),
+            "spec": {"gatewayClassName": "haproxy",
+                     "listeners": [{"name": "https", "port": 8443 + i, "protocol": "HTTPS",
+                                    "tls": {"mode": "Terminate", "certificateRefs": [
+                                        {"kind": "Secret", "name": "good", "namespace": f"t{i}"}]},
+                                    "allowedRoutes": {"namespaces": {"from": "All"}}}]}}
+
+
+def _tenant(i: int, parents: tuple[str, ...] = ("plain",)) -> list[Obj]:
+    """Namespace ``t<i>`` serves Service web; namespace ``u<i>`` routes a host of its own to it (across),
+    through the Gateways ``parents`` of namespace a."""
     ns = f"t{i}"
     return [
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "good", "namespace": ns},
+         "type": "kubernetes.io/tls", "data": dict(ds.GOOD_PAIR)},
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": ns},
          "spec": {"ports": [{"name": "http", "port": 8080, "targetPort": 8080}]}},
         {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
@@ -60,7 +73,7 @@ def _tenant(i: int) -> list[Obj]:
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ca-junk", "namespace": ns},
          "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"}},
         {"apiVersion": GW, "kind": "HTTPRoute", "metadata": _meta("r", f"u{i}"),
-         "spec": {"parentRefs": [{"name": "plain", "namespace": "a"}], "hostnames": [f"t{i}.example.com"],
+         "spec": {"parentRefs": [{"name": p, "namespace": "a"} for p in parents], "hostnames": [f"t{i}.example.com"],
                   "rules": [{"backendRefs": [{"name": "web", "namespace": ns, "port": 8080}]}]}},
     ]
 
@@ -68,13 +81,14 @@ def _tenant(i: int) -> list[Obj]:
 @st.composite
 def grant(draw: st.DrawFn, i: int, name: str) -> Obj:
     """A grant in ``t<i>`` for its tenant's routes (now and then for another namespace's, or for Gateways)."""
-    source = draw(st.sampled_from((f"u{i}", f"u{i}", f"u{i}", "a", "b")))
+    source = draw(st.sampled_from((f"u{i}", f"u{i}", "a", "b")))
+    gateways = source == "a" and draw(st.integers(0, 2)) > 0  # the secure Gateways' certificates
+    kind = "Gateway" if gateways else draw(st.sampled_from(("HTTPRoute", "HTTPRoute", "Gateway")))
+    to = "Secret" if gateways else draw(st.sampled_from(("Service", "Service", "Secret")))
     return {"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
             "metadata": _meta(name, f"t{i}"),
-            "spec": {"from": [{"group": "gateway.networking.k8s.io",
-                               "kind": draw(st.sampled_from(("HTTPRoute", "HTTPRoute", "Gateway"))),
-                               "namespace": source}],
-                     "to": [{"group": "", "kind": draw(st.sampled_from(("Service", "Service", "Secret")))}]}}
+            "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": kind, "namespace": source}],
+                     "to": [{"group": "", "kind": to}]}}
 
 
 @st.composite
@@ -97,8 +111,13 @@ def cluster_and_references(draw: st.DrawFn, kind: str) -> tuple[list[Obj], list[
     gateways = [_plain_gateway(), *(draw(ds.gateway(f"gw{i}")) for i in range(draw(st.integers(0, 1))))]
     objects: list[Obj] = [*gateways, *ds.secrets(), *ds.endpoint_slices()]
     tenants = draw(st.integers(2, 5))
+    # Gateways whose certificate is in a tenant's namespace (a grant there reaches them), which other
+    # tenants' routes attach to: a grant then alters a Gateway another grant's closure renders.
+    secure = [i for i in range(tenants) if draw(st.integers(0, 2)) == 0]
+    objects += [_secure_gateway(i) for i in secure]
     for i in range(tenants):
-        objects += _tenant(i)
+        extra = draw(st.lists(st.sampled_from(secure), max_size=1)) if secure else []
+        objects += _tenant(i, ("plain", *(f"secure{j}" for j in extra)))
     for i in range(draw(st.integers(0, 3))):
         kind_of = draw(st.sampled_from(("HTTPRoute", "HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute")))
         objects.append(draw(ds.route(kind_of, f"r{i}", draw(st.sampled_from(ds.NAMESPACES)), gateways)))
