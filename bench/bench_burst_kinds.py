@@ -1,6 +1,7 @@
 """Concurrent reviews of the kinds batched besides route CREATE/UPDATE (route DELETEs, custom Route
-CREATEs), judged together (``Gate.review_together``, as the webhook does under a burst) and one by one,
-at ``--routes`` routes in the state, in one run.
+CREATEs, ReferenceGrant and BackendTLSPolicy CREATEs: one per tenant, each reaching the route that
+crosses into its tenant's namespace), judged together (``Gate.review_together``, as the webhook does
+under a burst) and one by one, at ``--routes`` routes in the state, in one run.
 
 Prints per kind the wall time of both, their ratio, how many verdicts the shared checks settled, and the
 machine's 1-minute load. Verdict decisions must agree (the differential tests prove the whole verdicts).
@@ -11,16 +12,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import os
 import time
 from typing import Any
 
 from haproxy_check.check import binaries
 from tests.webhook.conftest import STATE_DIR, load_objects
+from tests.webhook.deltastates import GOOD_PAIR
 from tests.webhook.test_gates import many_shops
 from validators.changes import Change, Operation
 from validators.states import MemoryState
 from webhook import assembly
+
+GW = "gateway.networking.k8s.io"
+CA = base64.b64decode(GOOD_PAIR["tls.crt"]).decode()
 
 
 def custom_route(i: int) -> dict[str, Any]:
@@ -29,13 +35,51 @@ def custom_route(i: int) -> dict[str, Any]:
             "spec": {"hostnames": [f"custom-{i}.example.com"], "backend": {"address": "10.0.0.1", "port": 8080}}}
 
 
+def tenant(i: int) -> list[dict[str, Any]]:
+    """Namespace ``t<i>`` serves Service web (with a CA); route ``tenant-<i>`` of the Gateway's namespace
+    crosses into it, so a grant or a policy there reaches that one route."""
+    ns = f"t{i}"
+    return [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": ns},
+         "spec": {"ports": [{"name": "http", "port": 8080, "targetPort": 8080}]}},
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+         "metadata": {"name": "web-1", "namespace": ns, "labels": {"kubernetes.io/service-name": "web"}},
+         "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
+         "endpoints": [{"addresses": [f"10.3.{i // 250}.{i % 250 + 1}"], "conditions": {"ready": True}}]},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ca", "namespace": ns},
+         "data": {"ca.crt": CA}},
+        {"apiVersion": f"{GW}/v1", "kind": "HTTPRoute",
+         "metadata": {"name": f"tenant-{i}", "namespace": "capture", "creationTimestamp": "2026-01-01T00:00:00Z"},
+         "spec": {"parentRefs": [{"name": "edge"}], "hostnames": [f"tenant-{i}.example.com"],
+                  "rules": [{"backendRefs": [{"name": "web", "namespace": ns, "port": 8080}]}]}},
+    ]
+
+
+def grant(i: int) -> dict[str, Any]:
+    return {"apiVersion": f"{GW}/v1beta1", "kind": "ReferenceGrant",
+            "metadata": {"name": "routes", "namespace": f"t{i}", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"from": [{"group": GW, "kind": "HTTPRoute", "namespace": "capture"}],
+                     "to": [{"group": "", "kind": "Service"}]}}
+
+
+def policy(i: int) -> dict[str, Any]:
+    return {"apiVersion": f"{GW}/v1", "kind": "BackendTLSPolicy",
+            "metadata": {"name": "web-tls", "namespace": f"t{i}", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"targetRefs": [{"group": "", "kind": "Service", "name": "web"}],
+                     "validation": {"caCertificateRefs": [{"group": "", "kind": "ConfigMap", "name": "ca"}],
+                                    "hostname": "web.example.com"}}}
+
+
 async def main(routes: int, burst: int, haproxy: str | None) -> None:
     gate = assembly.build_gate(await binaries.detect(haproxy), assembly.GateSettings())
     shops = many_shops(routes)
-    state = MemoryState([*load_objects(STATE_DIR), *shops], version="bench-burst-kinds")
+    tenants = [obj for i in range(burst) for obj in tenant(i)]
+    state = MemoryState([*load_objects(STATE_DIR), *shops, *tenants], version="bench-burst-kinds")
     await gate.review(Change(Operation.DELETE, None, shops[0]), state=state)  # the per-version indexes
     kinds = {"route DELETE": [Change(Operation.DELETE, None, s) for s in shops[1:burst + 1]],
-             "custom Route CREATE": [Change(Operation.CREATE, custom_route(i)) for i in range(burst)]}
+             "custom Route CREATE": [Change(Operation.CREATE, custom_route(i)) for i in range(burst)],
+             "ReferenceGrant CREATE": [Change(Operation.CREATE, grant(i)) for i in range(burst)],
+             "BackendTLSPolicy CREATE": [Change(Operation.CREATE, policy(i)) for i in range(burst)]}
     print(f"haproxy {gate.binary.version}, {routes} routes, bursts of {burst}")
     for kind, changes in kinds.items():
         mark = time.perf_counter()
@@ -50,7 +94,7 @@ async def main(routes: int, burst: int, haproxy: str | None) -> None:
         if [v.decision for v in together] != [v.decision for v in alone]:
             raise SystemExit(f"{kind}: decisions together differ from one by one")
         shared = sum(any("checked together" in n for n in v.notes) for v in together)
-        print(f"{kind:20} together {seconds_together:6.2f} s ({shared}/{burst} by shared checks)  one by one "
+        print(f"{kind:23} together {seconds_together:6.2f} s ({shared}/{burst} by shared checks)  one by one "
               f"{seconds_alone:6.2f} s  ratio {seconds_alone / seconds_together:5.1f}x  load {os.getloadavg()[0]:.2f}")
 
 
