@@ -148,13 +148,12 @@ def cluster_and_references(draw: st.DrawFn, kind: str) -> tuple[list[Obj], list[
                 changes.append(Change(Operation.DELETE, None, old))
                 continue
             ns = old["metadata"]["namespace"]
-            new = (draw(make(int(ns[1:]), old["metadata"]["name"])) if ns.startswith("t")
-                   else draw(ds.reference_grant(old["metadata"]["name"]) if kind == batchkinds.GRANT
-                             else ds.backend_tls_policy(old["metadata"]["name"])))
-            new = copy.deepcopy(new)
-            new["metadata"] = copy.deepcopy(old["metadata"])
-            assert ref_of(new) == ref_of(old)
-            changes.append(Change(Operation.UPDATE, new, old))
+            drawn = (draw(make(int(ns[1:]), old["metadata"]["name"])) if ns.startswith("t")
+                     else draw(ds.reference_grant(old["metadata"]["name"]) if kind == batchkinds.GRANT
+                               else ds.backend_tls_policy(old["metadata"]["name"])))
+            updated: dict[str, Any] = {**copy.deepcopy(drawn), "metadata": copy.deepcopy(old["metadata"])}
+            assert ref_of(updated) == ref_of(old)
+            changes.append(Change(Operation.UPDATE, updated, old))
         else:
             changes.append(Change(Operation.CREATE, draw(make(draw(st.integers(0, tenants - 1)), f"new{k}"))))
     return objects, changes
