@@ -34,12 +34,13 @@ from validators.changes import Change, Operation
 from validators.crossobject import statuses
 from validators.objects import Obj, Ref, as_list, dig
 from validators.states import Overlay, State
-from validators.views import closures
+from validators.views import attachments, closures
 from webhook import batching, trafficdiffs
 
 GRANT = "ReferenceGrant"
 POLICY = "BackendTLSPolicy"
-KINDS = frozenset({GRANT, POLICY})
+SOURCES = frozenset(closures.SOURCE_KINDS)  # Gateway, ListenerSet
+KINDS = frozenset({GRANT, POLICY, *SOURCES})
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +52,10 @@ class KindClaim(batching.Claim):
 
 def batchable(change: Change) -> bool:
     """A grant's or a policy's CREATE, UPDATE or DELETE (a DELETE's lone render is its closure without it,
-    as the combined render has it)."""
+    as the combined render has it); a Gateway's or ListenerSet's CREATE or UPDATE (its claim decides
+    whether it may share a check: :func:`_source_claim`)."""
+    if change.ref.kind in SOURCES:
+        return change.operation in (Operation.CREATE, Operation.UPDATE)
     return change.ref.kind in KINDS and change.operation in (Operation.CREATE, Operation.UPDATE, Operation.DELETE)
 
 
@@ -70,6 +74,8 @@ def claim_of(change: Change, state: State) -> batching.Claim:
     :class:`KindClaim` for a grant or a policy."""
     if change.ref.kind not in KINDS:
         return batching.claim_of(change, state)
+    if change.ref.kind in SOURCES:
+        return _source_claim(change, state)
     idx = closures.index_of(state)
     touched: set[Ref] = set()
     keys: set[closures.Key] = set()
@@ -86,12 +92,50 @@ def claim_of(change: Change, state: State) -> batching.Claim:
                      frozenset(touched))
 
 
-def lone_status(change: Change, scope: State) -> dict[str, Any]:
-    """The status a lone review reports for a grant or a policy: the renderer's, computed on what the
-    lone review renders (the change over its own closure); a grant has none, nor has a deleted object."""
+def _source_claim(change: Change, state: State) -> KindClaim:
+    """A Gateway's or ListenerSet's claim. Its family (its Gateway and every ListenerSet of it: one
+    frontend per port) must have its listener ports to itself, in the stored and the proposed version:
+    then each of those ports is owned by the family (no pod port is assigned there, so the one pool of
+    pod ports, assigned in age order, is the same with or without the change), and no other Gateway's
+    frontend, TLS/TCP port frontend or address depends on it. Otherwise it goes alone. Its keys are
+    those ports (two changes on one port are apart); it touches its family and the routes attached to
+    it (all members of its closure)."""
+    idx = closures.index_of(state)
+    x = change.ref
+    versions = _versions(change, state)
+    gateways = {x} if x.kind == "Gateway" else {p for o in versions
+                                                  if (p := attachments.listener_set_parent(o)) is not None}
+    family = {x, *gateways}
+    for gateway in gateways:
+        family |= idx.listener_sets.get(gateway, set())
+    ports: set[int] = set().union(*(closures.listener_ports(o) for o in versions))
+    for source in family:
+        ports |= idx.ports.get(source, set())
+    exclusive = bool(ports) and all(idx.on_port.get(port, set()) <= family for port in ports)
+    touched = set(family)
+    for source in family:
+        touched |= idx.children.get(source, set())
+    members = frozenset(closures.members(state, change))
+    return KindClaim(x, members, frozenset(("port", p) for p in ports), "source" if exclusive else "alone",
+                     frozenset(touched))
+
+
+def http_ports_of(renderer: object) -> tuple[int, ...]:
+    """The HTTP and HTTPS ports a renderer's statuses are computed with (its settings), as a lone render
+    computes them."""
+    settings = getattr(renderer, "settings", None)
+    http, https = getattr(settings, "http_port", None), getattr(settings, "https_port", None)
+    return (http, https) if isinstance(http, int) and isinstance(https, int) else tuple(attachments.DEFAULT_HTTP_PORTS)
+
+
+def lone_status(change: Change, scope: State, http_ports: tuple[int, ...] = tuple(attachments.DEFAULT_HTTP_PORTS),
+                ) -> dict[str, Any]:
+    """The status a lone review reports for a grant, a policy, a Gateway or a ListenerSet: the renderer's,
+    computed on what the lone review renders (the change over its own closure); a grant has none, nor
+    has a deleted object."""
     proposed = Overlay(scope, change)
     obj = proposed.get(change.ref.kind, change.ref.namespace, change.ref.name)
-    found = statuses.status_of(obj, proposed) if obj is not None else None
+    found = statuses.status_of(obj, proposed, http_ports=http_ports) if obj is not None else None
     return found or {}
 
 

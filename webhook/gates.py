@@ -583,14 +583,18 @@ class Gate:
         # The combined render has no subject: a denial it marks as about another object is the subject's.
         own = [replace(f, subject=True) if f.severity is Severity.DENY else f
                for f in render.findings if f.about == str(ref)]
-        findings = [*item.findings, *self.rules.enforcement.apply(own, namespace=ref.namespace)]
+        # one finding per fact, as review() keeps them (a Gateway's placeholder-certificate note gives way
+        # to the rules' missing certificate on the same field)
+        findings = checks.without_shadowed([*item.findings,
+                                            *self.rules.enforcement.apply(own, namespace=ref.namespace)])
         if denies(findings):
             return Verdict(Decision.DENY, ref, findings=tuple(findings), haproxy=self.binary, timings=timings)
         # A deleted route is not rendered and a custom Route has no status: a lone review's render gives
         # them none, nor does this one (a render without a subject computes no status).
         status = (statuses.route_status(change.subject, combined)
                   if change.operation is not Operation.DELETE and ref.kind in attachments.ROUTE_KINDS
-                  else batchkinds.lone_status(change, scope) if ref.kind in batchkinds.KINDS
+                  else batchkinds.lone_status(change, scope, batchkinds.http_ports_of(self.renderer))
+                  if ref.kind in batchkinds.KINDS
                   else render.statuses.get(str(ref), {}))
         prediction: Prediction | None = None
         if notes_until is not None and self._clock() > notes_until:

@@ -239,3 +239,87 @@ async def test_a_grant_letting_a_gateway_bind_is_not_judged_with_a_grant_of_a_ro
     assert batchkinds.groups(claims) == [[0], [1]], "the Gateway the second grant reaches is in the first's closure"
     together, alone, _ = await _together_and_alone(gate, changes, state)
     assert _judged(_without_reload_notes(together)) == _judged(_without_reload_notes(alone))
+
+
+@st.composite
+def own_listener(draw: st.DrawFn, name: str, port: int) -> dict[str, Any]:
+    """An HTTP or HTTPS listener (a usable certificate, a broken one, a missing one), a hostname or none."""
+    out: dict[str, Any] = {"name": name, "port": port, "protocol": draw(st.sampled_from(("HTTP", "HTTP", "HTTPS"))),
+                           "allowedRoutes": {"namespaces": {"from": "All"}}}
+    if out["protocol"] == "HTTPS":
+        cert = draw(st.sampled_from(("good", "good", "junk", "missing")))
+        out["tls"] = {"mode": "Terminate", "certificateRefs": [{"kind": "Secret", "name": cert}]}
+    host = draw(st.sampled_from((None, None, f"{name}.example.com", "*.example.com")))
+    if host:
+        out["hostname"] = host
+    return out
+
+
+@st.composite
+def own_gateway(draw: st.DrawFn, name: str, port: int) -> Obj:
+    """A Gateway of namespace a on a port of its own (now and then a second listener, on port 80: shared)."""
+    listeners = [draw(own_listener("l0", port))]
+    if draw(st.integers(0, 4)) == 0:
+        listeners.append(draw(own_listener("l1", draw(st.sampled_from((port + 1, 80))))))
+    return {"apiVersion": GW, "kind": "Gateway", "metadata": {**_meta(name, "a"), "creationTimestamp":
+                                                              draw(st.sampled_from(ds.TIMES))},
+            "spec": {"gatewayClassName": "haproxy", "listeners": listeners,
+                     "allowedListeners": {"namespaces": {"from": "All"}}}}
+
+
+def _own_route(name: str, parents: list[str], host: str) -> Obj:
+    return {"apiVersion": GW, "kind": "HTTPRoute", "metadata": _meta(name, "b"),
+            "spec": {"parentRefs": [{"name": p, "namespace": "a"} for p in parents], "hostnames": [host],
+                     "rules": [{"backendRefs": [{"name": "web", "port": 8080}]}]}}
+
+
+@st.composite
+def cluster_and_sources(draw: st.DrawFn) -> tuple[list[Obj], list[Change]]:
+    """Gateways on ports of their own with routes (one now and then attached to two of them), ListenerSets
+    of them, and a burst of Gateway and ListenerSet CREATEs and UPDATEs: new hostnames, protocols and
+    certificates, a port of their own, a port another change takes, port 80 (shared with the plain
+    Gateway), with now and then a new route."""
+    count = draw(st.integers(2, 4))
+    gateways = [draw(own_gateway(f"own{i}", 9100 + 10 * i)) for i in range(count)]
+    objects: list[Obj] = [_plain_gateway(), *gateways, *ds.secrets(), *ds.endpoint_slices()]
+    for i in range(count):
+        parents = [f"own{i}", *([f"own{(i + 1) % count}"] if draw(st.integers(0, 3)) == 0 else [])]
+        objects.append(_own_route(f"r{i}", parents, f"r{i}.example.com"))
+    sets: list[Obj] = []
+    for i in range(draw(st.integers(0, 2))):
+        parent = draw(st.integers(0, count - 1))
+        sets.append({"apiVersion": GW, "kind": "ListenerSet", "metadata": _meta(f"ls{i}", "b"),
+                     "spec": {"parentRef": {"name": f"own{parent}", "namespace": "a"},
+                              "listeners": [draw(own_listener("x0", 9500 + 10 * i))]}})
+    objects += sets
+    changes: list[Change] = []
+    for k in range(draw(st.integers(2, 5))):
+        what = draw(st.sampled_from(("update", "update", "update", "create", "listenerset", "route")))
+        if what == "update":
+            i = draw(st.integers(0, count - 1))
+            old = gateways[i]
+            port = draw(st.sampled_from((9100 + 10 * i, 9100 + 10 * i, 9105 + 10 * i, 9700, 80)))
+            new = {**draw(own_gateway(f"own{i}", port)), "metadata": copy.deepcopy(old["metadata"])}
+            changes.append(Change(Operation.UPDATE, new, old))
+        elif what == "create":
+            port = draw(st.sampled_from((9800 + 10 * k, 9800 + 10 * k, 9700, 80)))
+            changes.append(Change(Operation.CREATE, draw(own_gateway(f"new{k}", port))))
+        elif what == "listenerset":
+            parent = draw(st.integers(0, count - 1))
+            old_set = draw(st.sampled_from(sets)) if sets and draw(st.booleans()) else None
+            name = old_set["metadata"]["name"] if old_set is not None else f"newls{k}"
+            obj = {"apiVersion": GW, "kind": "ListenerSet", "metadata": _meta(name, "b"),
+                   "spec": {"parentRef": {"name": f"own{parent}", "namespace": "a"},
+                            "listeners": [draw(own_listener("x0", draw(st.sampled_from((9600 + 10 * k, 9700)))))]}}
+            changes.append(Change(Operation.UPDATE, obj, old_set) if old_set is not None
+                           else Change(Operation.CREATE, obj))
+        else:
+            parents = [f"own{draw(st.integers(0, count - 1))}"]
+            changes.append(Change(Operation.CREATE, _own_route(f"new{k}", parents, f"new{k}.example.com")))
+    return objects, changes
+
+
+def test_gateways_judged_together_equal_gateways_judged_alone(haproxy_paths: list[str],
+                                                             schemas: SchemaSet | None) -> None:
+    _differential_of(cluster_and_sources(), lambda c: c.ref.kind in batchkinds.SOURCES,
+                     "Gateways and ListenerSets", haproxy_paths, schemas)
