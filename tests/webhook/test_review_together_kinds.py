@@ -323,3 +323,27 @@ def test_gateways_judged_together_equal_gateways_judged_alone(haproxy_paths: lis
                                                              schemas: SchemaSet | None) -> None:
     _differential_of(cluster_and_sources(), lambda c: c.ref.kind in batchkinds.SOURCES,
                      "Gateways and ListenerSets", haproxy_paths, schemas)
+
+
+async def test_gateways_on_ports_of_their_own_share_one_check_and_a_shared_port_does_not(gate: Gate) -> None:
+    def on(name: str, port: int) -> Obj:
+        return {"apiVersion": GW, "kind": "Gateway", "metadata": _meta(name, "a"),
+                "spec": {"gatewayClassName": "haproxy", "listeners": [
+                    {"name": "l0", "port": port, "protocol": "HTTP",
+                     "allowedRoutes": {"namespaces": {"from": "All"}}}]}}
+
+    routes = [_own_route(f"r{i}", [f"n{i}"], f"r{i}.example.com") for i in range(5)]
+    state = MemoryState([_plain_gateway(), *ds.secrets(), *ds.endpoint_slices(), *routes], version="kinds-gateways")
+    # n0..n2 on ports of their own; n3 on the port n2 takes (apart); n4 on port 80, the plain Gateway's
+    # (a pod port for n4: the pool every isolated Gateway draws from changes, so it goes alone)
+    changes = [Change(Operation.CREATE, on(f"n{i}", port)) for i, port in enumerate((9100, 9110, 9120, 9120, 80))]
+    claims = [batchkinds.claim_of(c, state) for c in changes]
+    assert batchkinds.groups(claims) == [[0, 1, 2], [3], [4]]
+    assert claims[4].sort == "alone"
+    together, alone, _ = await _together_and_alone(gate, changes, state)
+    assert _judged(_without_reload_notes(together)) == _judged(_without_reload_notes(alone))
+    assert [v.decision for v in together] == [Decision.ALLOW] * 5
+    assert all(any("checked together with 2 other" in n for n in v.notes) for v in together[:3])
+    for i, verdict in enumerate(together[:3]):  # each Gateway's new entry point serves its own route only
+        assert verdict.traffic is not None and verdict.traffic.moves
+        assert {m.after.rule.partition(" rule ")[0] for m in verdict.traffic.moves} == {f"HTTPRoute b/r{i}"}
