@@ -1,7 +1,8 @@
 """Concurrent reviews of the kinds batched besides route CREATE/UPDATE (route DELETEs, custom Route
 CREATEs, ReferenceGrant and BackendTLSPolicy CREATEs: one per tenant, each reaching the route that
-crosses into its tenant's namespace), judged together (``Gate.review_together``, as the webhook does
-under a burst) and one by one, at ``--routes`` routes in the state, in one run.
+crosses into its tenant's namespace; Gateway CREATEs, each on a port of its own), judged together
+(``Gate.review_together``, as the webhook does under a burst) and one by one, at ``--routes`` routes in
+the state, in one run.
 
 Prints per kind the wall time of both, their ratio, how many verdicts the shared checks settled, and the
 machine's 1-minute load. Verdict decisions must agree (the differential tests prove the whole verdicts).
@@ -62,6 +63,14 @@ def grant(i: int) -> dict[str, Any]:
                      "to": [{"group": "", "kind": "Service"}]}}
 
 
+def gateway(i: int) -> dict[str, Any]:
+    """A new Gateway of the routes' namespace on a port of its own (so it may share a check: rule 10)."""
+    return {"apiVersion": f"{GW}/v1", "kind": "Gateway",
+            "metadata": {"name": f"edge-{i}", "namespace": "capture", "creationTimestamp": "2026-12-01T00:00:00Z"},
+            "spec": {"gatewayClassName": "haproxy",
+                     "listeners": [{"name": "http", "port": 10_000 + i, "protocol": "HTTP"}]}}
+
+
 def policy(i: int) -> dict[str, Any]:
     return {"apiVersion": f"{GW}/v1", "kind": "BackendTLSPolicy",
             "metadata": {"name": "web-tls", "namespace": f"t{i}", "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -79,7 +88,8 @@ async def main(routes: int, burst: int, haproxy: str | None) -> None:
     kinds = {"route DELETE": [Change(Operation.DELETE, None, s) for s in shops[1:burst + 1]],
              "custom Route CREATE": [Change(Operation.CREATE, custom_route(i)) for i in range(burst)],
              "ReferenceGrant CREATE": [Change(Operation.CREATE, grant(i)) for i in range(burst)],
-             "BackendTLSPolicy CREATE": [Change(Operation.CREATE, policy(i)) for i in range(burst)]}
+             "BackendTLSPolicy CREATE": [Change(Operation.CREATE, policy(i)) for i in range(burst)],
+             "Gateway CREATE": [Change(Operation.CREATE, gateway(i)) for i in range(burst)]}
     print(f"haproxy {gate.binary.version}, {routes} routes, bursts of {burst}")
     for kind, changes in kinds.items():
         mark = time.perf_counter()
