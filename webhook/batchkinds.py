@@ -1,6 +1,11 @@
-"""Concurrent reviews of ReferenceGrants and BackendTLSPolicies judged together: their claims, the
-grouping rule that keeps them apart when one could alter what another's own review renders, and the
-split of a group's traffic diff.
+"""Concurrent reviews of ReferenceGrants, BackendTLSPolicies, Gateways and ListenerSets judged together:
+their claims, the grouping rule that keeps them apart when one could alter what another's own review
+renders, and the split of a group's traffic diff.
+
+Gateways and ListenerSets (CREATE/UPDATE, docs/DELTA-CHECK.md rule 10) go in only when their family
+(the Gateway and its ListenerSets) has its listener ports to itself in both versions, so no pod port
+is assigned there and no other Gateway's address or port frontend depends on them
+(:func:`_source_claim`); they touch their family and the routes attached to it.
 
 Route changes are grouped by ``webhook.batching``. A grant or a policy renders nothing of its own: it
 changes the render of the objects it reaches (a grant: the routes and Gateways whose references cross
