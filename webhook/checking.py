@@ -393,13 +393,7 @@ async def _check(args: argparse.Namespace) -> int:
                                       *policy_warnings],
                             haproxy=binary, version=_version(),
                             prediction=prediction, traffic=bool(getattr(args, "traffic", False)))
-    for item, verdict in results:
-        line, column = positions.of(item) if item.file != CLUSTER else (0, 0)
-
-        def where(path: tuple[Any, ...], item: inputs.Located = item) -> tuple[int, int]:
-            return positions.of(item, path) if item.file != CLUSTER else (0, 0)
-
-        report.results.append(reports.Judged(item, verdict, line, column, reports.placed(verdict.findings, where)))
+    report.results += judged_in_files(results, positions)
     from validators import rules
 
     detail = _detail(args)
@@ -412,6 +406,18 @@ async def _check(args: argparse.Namespace) -> int:
     if getattr(args, "exit_when_done", False):
         exit_now(code)
     return code
+
+
+def judged_in_files(results: Sequence[tuple[inputs.Located, Verdict]], positions: Positions) -> list[reports.Judged]:
+    """The report's entries, each placed in its file when the report shows it (``reports.Judged``)."""
+    out: list[reports.Judged] = []
+    for item, verdict in results:
+
+        def where(path: tuple[Any, ...], item: inputs.Located = item) -> tuple[int, int]:
+            return positions.of(item, path) if item.file != CLUSTER else (0, 0)  # --all's stored objects
+
+        out.append(reports.Judged(item, verdict, locate=where))
+    return out
 
 
 async def _live_policies(conn: Any) -> tuple[list[Obj], list[str]]:
