@@ -8,6 +8,9 @@ Two scenarios, each run as the CLI runs (a process per check, the default rule w
   that render and check, with the ratio base/this of that cost (issue 31's target: at least 3). The
   process runs as the ``routegate`` entry point runs it: it ends with ``os._exit`` once the report is
   out (a process that tore down its 50,000 objects paid about a second the command never pays).
+- **state**: ``check --state`` of ``objects(N)`` stored, with ``--changed`` of its routes changed (one more
+  rule each): the check of a pull request against the cluster, with its traffic diff and prediction.
+  Printed: the wall time, render+check, the renders in all, the time beyond render+check and the ratio.
 - **broken**: about ``--broken-objects`` objects of the same kind with two routes whose regex
   ``haproxy -c`` rejects (both in one map file: HAProxy names only the first). Printed: the wall time
   and the ``haproxy -c`` runs of the batch's settling (``Gate._checked`` calls), and the ratio.
@@ -41,8 +44,14 @@ import bench_render
 # Gate._checked timed. The figures are written just before that exit.
 _DRIVER = r"""
 import json, sys, time
+from haproxy_check.render import rendering
 from webhook import checking, cli, gates, ruleworkers
-figures = {"checked": 0.0, "checks": 0}
+figures = {"checked": 0.0, "checks": 0, "renders": 0}
+render = rendering.Renderer.render
+def counted(self, *args, **kwargs):
+    figures["renders"] += 1
+    return render(self, *args, **kwargs)
+rendering.Renderer.render = counted
 inner = gates.Gate._checked
 async def timed(self, *args, **kwargs):
     started = time.perf_counter()
@@ -80,11 +89,11 @@ def broken_objects(count: int) -> list[Any]:
     return objects
 
 
-def run(tree: str, path: str, workdir: str) -> tuple[float, dict[str, Any], str]:
+def run(tree: str, path: str, workdir: str, *more: str) -> tuple[float, dict[str, Any], str]:
     figures = os.path.join(workdir, "figures.json")
     env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", _DRIVER, figures, "check", "-f", path],
+    done = subprocess.run([sys.executable, "-c", _DRIVER, figures, "check", "-f", path, *more],
                           env=env, cwd=tree, capture_output=True, text=True)
     wall = time.perf_counter() - started
     if not os.path.exists(figures):
@@ -93,6 +102,20 @@ def run(tree: str, path: str, workdir: str) -> tuple[float, dict[str, Any], str]
         got: dict[str, Any] = json.load(f)
     os.unlink(figures)
     return wall, got, done.stdout
+
+
+def _changed(stored: list[Any], count: int) -> list[Any]:
+    """``count`` stored routes, each with one more rule (a new path to the same backend): changes that
+    a check of a pull request against the cluster (``--state``) judges, with traffic and a prediction."""
+    routes = [o for o in stored if o["kind"] == "HTTPRoute"]
+    out = []
+    for route in routes[:: max(1, len(routes) // count)][:count]:
+        copy = json.loads(json.dumps(route))
+        rule = json.loads(json.dumps(copy["spec"]["rules"][0]))
+        rule["matches"] = [{"path": {"type": "PathPrefix", "value": "/new"}}]
+        copy["spec"]["rules"].append(rule)
+        out.append(copy)
+    return out
 
 
 def _load() -> str:
@@ -112,7 +135,8 @@ def main() -> None:
     parser.add_argument("--tree", default=str(Path(__file__).resolve().parent.parent))
     parser.add_argument("--routes", type=int, default=10000)
     parser.add_argument("--broken-objects", type=int, default=3000)
-    parser.add_argument("--only", choices=("cost", "broken"))
+    parser.add_argument("--only", choices=("cost", "broken", "state"))
+    parser.add_argument("--changed", type=int, default=100, help="state: routes the inputs change")
     args = parser.parse_args()
     print(f"load: {_load()} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as workdir:
@@ -130,6 +154,21 @@ def main() -> None:
             print(f"cost   per-object cost beyond render+check, base/this: {beyond['base'] / beyond['this']:.2f}x "
                   f"(target >= 3); reports {'equal' if reports['this'] == reports['base'] else 'DIFFER'}; "
                   f"load now {_load()}")
+        if args.only in (None, "state"):
+            stored = bench_render.objects(args.routes)
+            state = write(stored, workdir, "state.json")
+            changed = _changed(stored, args.changed)
+            path = write(changed, workdir, "changed.json")
+            spent: dict[str, float] = {}
+            reports = {}
+            for label, tree in (("base", args.base), ("this", args.tree)):
+                wall, got, reports[label] = run(tree, path, workdir, "--state", state)
+                spent[label] = wall - got["checked"]
+                print(f"state  {label}: {len(changed)} changed routes on {args.routes} stored: wall {wall:6.2f} s, "
+                      f"render+check {got['checked']:6.2f} s, {got['renders']} renders in all; beyond render+check "
+                      f"{spent[label]:6.2f} s")
+            print(f"state  beyond render+check, base/this: {spent['base'] / spent['this']:.2f}x; "
+                  f"reports {'equal' if reports['this'] == reports['base'] else 'DIFFER'}; load now {_load()}")
         if args.only in (None, "broken"):
             objects = broken_objects(args.broken_objects)
             path = write(objects, workdir, "broken.json")
