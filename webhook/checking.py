@@ -321,9 +321,11 @@ def _attributed(results: list[tuple[inputs.Located, Verdict]]) -> list[tuple[inp
     denied = {v.ref for _, v in results if v.decision is Decision.DENY}
     out: list[tuple[inputs.Located, Verdict]] = []
     for item, v in results:
+        if v.decision is not Decision.DENY or not v.alerts:  # (most of a large run: nothing to attribute)
+            out.append((item, v))
+            continue
         owners = {a.origin.ref for a in v.alerts if a.origin is not None}
-        if (v.decision is Decision.DENY and v.alerts and all(a.origin is not None for a in v.alerts)
-                and v.ref not in owners and owners <= denied
+        if (all(a.origin is not None for a in v.alerts) and v.ref not in owners and owners <= denied
                 and all(f.code == HAPROXY_REJECTED for f in v.denials)):
             names = ", ".join(sorted(str(o) for o in owners))
             kept = tuple(f for f in v.findings if f.severity is not Severity.DENY)
