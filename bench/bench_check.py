@@ -63,6 +63,7 @@ async def timed(self, *args, **kwargs):
 gates.Gate._checked = timed
 def save(code):
     figures["code"] = code
+    figures["main_cpu"] = time.thread_time()  # this thread: everything but the render (a worker thread)
     with open(sys.argv[1], "w") as out:
         json.dump(figures, out)
 exit_now = checking.exit_now
@@ -144,16 +145,20 @@ def main() -> None:
             objects = bench_render.objects(args.routes)
             path = write(objects, workdir, "cost.json")
             beyond: dict[str, float] = {}
+            main_cpu: dict[str, float] = {}
             reports: dict[str, str] = {}
             for label, tree in (("base", args.base), ("this", args.tree)):
                 wall, got, reports[label] = run(tree, path, workdir)
                 beyond[label] = wall - got["checked"]
+                main_cpu[label] = got["main_cpu"]
                 print(f"cost   {label}: {len(objects)} objects ({args.routes} routes): wall {wall:6.2f} s, "
                       f"render+check {got['checked']:6.2f} s; beyond them {beyond[label] / len(objects) * 1e3:.3f} "
-                      f"ms/object, {beyond[label] / args.routes * 1e3:.3f} ms/route")
+                      f"ms/object, {beyond[label] / args.routes * 1e3:.3f} ms/route; CPU of the main thread "
+                      f"(start, loading, verdicts, report; not the render, not the rule workers) "
+                      f"{main_cpu[label]:6.2f} s")
             print(f"cost   per-object cost beyond render+check, base/this: {beyond['base'] / beyond['this']:.2f}x "
-                  f"(target >= 3); reports {'equal' if reports['this'] == reports['base'] else 'DIFFER'}; "
-                  f"load now {_load()}")
+                  f"(target >= 3); main thread CPU base/this: {main_cpu['base'] / main_cpu['this']:.2f}x; "
+                  f"reports {'equal' if reports['this'] == reports['base'] else 'DIFFER'}; load now {_load()}")
         if args.only in (None, "state"):
             stored = bench_render.objects(args.routes)
             state = write(stored, workdir, "state.json")
