@@ -18,14 +18,16 @@ import asyncio
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
 
 from haproxy_check.check import binaries, scratches
+from haproxy_check.descriptions import Description
 from haproxy_check.render import gcpause
 from haproxy_check.render.rendering import Renderer
-from haproxy_check.results import RenderError
+from haproxy_check.results import RenderError, RenderResult
 from haproxy_check.runtime import predictions
 from haproxy_check.runtime.predictions import Prediction
 from validators.changes import Change, Operation
@@ -91,6 +93,33 @@ def _one_shot(gate: Gate) -> Gate:
     if isinstance(gate.renderer, Renderer):
         gate.renderer.pause_collection = True
     return gate
+
+
+def _sharing_render_of(gate: Gate, state: State) -> None:
+    """The gate's whole render of ``state`` (no subject, no previous description) is made once and shared.
+
+    With a state to apply the inputs to (``--state``, the cluster), two steps render that state as it is:
+    the batch's traffic diff (its before-state) and the prediction (the data plane's configuration now).
+    Renders are deterministic, and their results are only read: the second asker gets the first one's
+    (a render of the whole stored state, 10,000 routes or more, saved). Only the render of that one
+    state object is kept, so nothing else outlives its step."""
+    renderer = gate.renderer
+    inner = renderer.render
+    seen = gate.scope.view(state)  # the object both steps render (a scope view is kept per state)
+    kept: list[RenderResult] = []
+    lock = threading.Lock()
+
+    def render(target: State, *, subject: Ref | None = None, previous: Description | None = None) -> RenderResult:
+        if target is not seen or subject is not None or previous is not None:
+            return inner(target, subject=subject, previous=previous)
+        with lock:  # renders run in worker threads: one render of it, even if both asked at once
+            if not kept:
+                kept.append(inner(target))
+            return kept[0]
+
+    # On this gate's renderer object only (a one-shot gate: ``check``); a wrapper would hide its class from
+    # the steps that ask which renderer it is (``fullchecks``, ``_one_shot``).
+    renderer.render = render  # type: ignore[method-assign,assignment]
 
 
 def _is_review(item: inputs.Located) -> bool:
@@ -243,17 +272,18 @@ async def judge(gate: Gate, base: State, base_objects: list[Obj], located: Seque
 
 async def predicted(gate: Gate, base_objects: list[Obj], located: Sequence[inputs.Located],
                     results: Sequence[tuple[inputs.Located, Verdict]], skip: frozenset[str] = frozenset(),
-                    ) -> Prediction | None:
+                    base: State | None = None) -> Prediction | None:
     """How a data plane running the given state (``--state``/the cluster) takes the inputs, all applied:
     the runtime planner over the whole render before and after (``predictions.predict``), the plan
     reconcile's runtime applier makes when the data plane runs that state. None without manifests to
     apply, without a state to apply them to (no data plane runs an empty state: a check of files alone
     is not charged two more renders of them), when an input is not allowed (it would not reach the data
-    plane) or a render is refused."""
+    plane) or a render is refused. ``base``: the state of ``base_objects`` as the run judged against it
+    (its render is the traffic diff's before-state already: ``_sharing_render_of``)."""
     manifests = [(i.ref, i) for i in located if not _is_review(i) and i.obj.get("kind") not in skip]
     if not base_objects or not manifests or not results or not all(v.allowed for _, v in results):
         return None
-    before = gate.scope.view(MemoryState(base_objects, version="check-base"))
+    before = gate.scope.view(base if base is not None else MemoryState(base_objects, version="check-base"))
     after = gate.scope.view(MemoryState.keyed(_combine(base_objects, manifests), version="check"))
     try:
         old = await asyncio.to_thread(gate.renderer.render, before, subject=None)
@@ -291,9 +321,11 @@ def _attributed(results: list[tuple[inputs.Located, Verdict]]) -> list[tuple[inp
     denied = {v.ref for _, v in results if v.decision is Decision.DENY}
     out: list[tuple[inputs.Located, Verdict]] = []
     for item, v in results:
+        if v.decision is not Decision.DENY or not v.alerts:  # (most of a large run: nothing to attribute)
+            out.append((item, v))
+            continue
         owners = {a.origin.ref for a in v.alerts if a.origin is not None}
-        if (v.decision is Decision.DENY and v.alerts and all(a.origin is not None for a in v.alerts)
-                and v.ref not in owners and owners <= denied
+        if (all(a.origin is not None for a in v.alerts) and v.ref not in owners and owners <= denied
                 and all(f.code == HAPROXY_REJECTED for f in v.denials)):
             names = ", ".join(sorted(str(o) for o in owners))
             kept = tuple(f for f in v.findings if f.severity is not Severity.DENY)
@@ -373,6 +405,8 @@ async def _check(args: argparse.Namespace) -> int:
     timeout = max(args.check_timeout, COMBINED_CHECK_SECONDS_PER_OBJECT * len(located))
     gate = _one_shot(build_gate(binary, replace(settings_from(args), check_timeout=timeout)))
     policyloading.install(gate, vap=vap)
+    if base_objects:
+        _sharing_render_of(gate, base)
     workers = ruleworkers.worker_count() if args.jobs is None else args.jobs
     # Only the json and yaml reports show each object's status.
     with_status = args.output in reports.WITH_STATUS
@@ -385,7 +419,7 @@ async def _check(args: argparse.Namespace) -> int:
                                    tally=tally, traffic=traffic)
     # --each judges scenarios, not one set applied together: no one prediction describes them
     prediction = None if args.no_prediction or args.each else \
-        await predicted(gate, base_objects, [i for i in located if i.file != CLUSTER], results, skip)
+        await predicted(gate, base_objects, [i for i in located if i.file != CLUSTER], results, skip, base=base)
     if prediction is not None and len(results) == 1:
         results = [(results[0][0], replace(results[0][1], prediction=prediction))]
     report = reports.Report(problems=sorted(problems, key=lambda p: (p.file, p.line, p.column)),
@@ -393,13 +427,7 @@ async def _check(args: argparse.Namespace) -> int:
                                       *policy_warnings],
                             haproxy=binary, version=_version(),
                             prediction=prediction, traffic=bool(getattr(args, "traffic", False)))
-    for item, verdict in results:
-        line, column = positions.of(item) if item.file != CLUSTER else (0, 0)
-
-        def where(path: tuple[Any, ...], item: inputs.Located = item) -> tuple[int, int]:
-            return positions.of(item, path) if item.file != CLUSTER else (0, 0)
-
-        report.results.append(reports.Judged(item, verdict, line, column, reports.placed(verdict.findings, where)))
+    report.results += judged_in_files(results, positions)
     from validators import rules
 
     detail = _detail(args)
@@ -412,6 +440,18 @@ async def _check(args: argparse.Namespace) -> int:
     if getattr(args, "exit_when_done", False):
         exit_now(code)
     return code
+
+
+def judged_in_files(results: Sequence[tuple[inputs.Located, Verdict]], positions: Positions) -> list[reports.Judged]:
+    """The report's entries, each placed in its file when the report shows it (``reports.Judged``)."""
+    out: list[reports.Judged] = []
+    for item, verdict in results:
+
+        def where(path: tuple[Any, ...], item: inputs.Located = item) -> tuple[int, int]:
+            return positions.of(item, path) if item.file != CLUSTER else (0, 0)  # --all's stored objects
+
+        out.append(reports.Judged(item, verdict, locate=where))
+    return out
 
 
 async def _live_policies(conn: Any) -> tuple[list[Obj], list[str]]:

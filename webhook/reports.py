@@ -104,13 +104,60 @@ class Placed:
     column: int
 
 
-@dataclass(frozen=True, slots=True)
+# Where a field of a judged object is in its file: (line, column) of a field path, () for the object.
+Locate = Callable[[tuple[Any, ...]], tuple[int, int]]
+
+
 class Judged:
-    item: Located
-    verdict: Verdict
-    line: int  # where the object starts
-    column: int
-    findings: tuple[Placed, ...] = ()
+    """One input and its verdict, with where it and its findings are in its file.
+
+    Given ``locate`` instead of the positions, they are found on first use: a report prints the objects
+    with something to say (the default text report of 10,000 clean routes prints one summary line), and
+    finding every object's position in its file was a tenth of such a check."""
+
+    __slots__ = ("_findings", "_locate", "_start", "item", "verdict")
+
+    def __init__(self, item: Located, verdict: Verdict, line: int = 0, column: int = 0,
+                 findings: tuple[Placed, ...] = (), *, locate: Locate | None = None) -> None:
+        self.item = item
+        self.verdict = verdict
+        # where the object starts, and its findings placed (None: not found yet, ``locate`` finds them)
+        self._start: tuple[int, int] | None = (line, column) if locate is None else None
+        self._findings: tuple[Placed, ...] | None = findings if locate is None else None
+        self._locate = locate
+
+    def _where(self) -> tuple[int, int]:
+        if self._start is None:
+            assert self._locate is not None
+            self._start = self._locate(())
+        return self._start
+
+    @property
+    def line(self) -> int:
+        return self._where()[0]
+
+    @property
+    def column(self) -> int:
+        return self._where()[1]
+
+    @property
+    def findings(self) -> tuple[Placed, ...]:
+        if self._findings is None:
+            assert self._locate is not None
+            self._findings = placed(self.verdict.findings, self._locate)
+        return self._findings
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Judged):
+            return NotImplemented
+        return (self.item, self.verdict, self.line, self.column, self.findings) == (
+            other.item, other.verdict, other.line, other.column, other.findings)
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and mutable while it finds positions
+
+    def __repr__(self) -> str:
+        return (f"Judged(item={self.item!r}, verdict={self.verdict!r}, line={self.line}, column={self.column}, "
+                f"findings={self.findings!r})")
 
     @property
     def name(self) -> str:
@@ -143,16 +190,22 @@ class Report:
     prediction: Prediction | None = None
 
     def counts(self) -> dict[str, int]:
-        verdicts = [j.verdict for j in self.results]
+        decisions: Counter[Decision] = Counter()
+        warned = noted = 0
+        for j in self.results:
+            v = j.verdict
+            decisions[v.decision] += 1
+            warned += bool(v.findings) and _warned_verdict(v)
+            noted += bool(v.notes)
         return {
-            "objects": len(verdicts),
-            "allowed": sum(v.decision is Decision.ALLOW for v in verdicts),
-            "denied": sum(v.decision is Decision.DENY for v in verdicts),
-            "undecided": sum(v.decision is Decision.ERROR for v in verdicts),
+            "objects": len(self.results),
+            "allowed": decisions[Decision.ALLOW],
+            "denied": decisions[Decision.DENY],
+            "undecided": decisions[Decision.ERROR],
             # warnings (warn findings) and notes (not attached, not checked, ...) apart: a note is no
             # reason to look at an object, a warning is
-            "withWarnings": sum(_warned_verdict(v) for v in verdicts),
-            "withNotes": sum(bool(v.notes) for v in verdicts),
+            "withWarnings": warned,
+            "withNotes": noted,
             "inputErrors": len(self.problems),
         }
 
@@ -257,6 +310,15 @@ def _notes(j: Judged, run: TextRun) -> list[str]:
 OBJECT_SECTIONS: list[ObjectSection] = [_denials, _alerts, _traffic, _warnings, _notes]
 
 
+def _quiet(v: Verdict, run: TextRun) -> bool:
+    """Whether every section above says nothing of ``v`` below -v: an allow without findings, alerts
+    or a traffic plan to show. Asked first, so that 10,000 clean routes cost no section calls (a new
+    section that can speak of such a verdict must be reflected here; tests/webhook/test_check_lazy.py
+    compares with every section asked)."""
+    return v.decision is Decision.ALLOW and not v.findings and not v.alerts \
+        and not traffic_plan(v, always=run.traffic)
+
+
 def _head(j: Judged, run: TextRun) -> str:
     v = j.verdict
     head = f"{_where(j.item.file, j.line, j.column)}: {clean(j.name)}: "
@@ -269,7 +331,11 @@ def _head(j: Judged, run: TextRun) -> str:
 
 def _object_lines(report: Report, run: TextRun) -> list[str]:
     lines: list[str] = []
+    everything = run.detail is Detail.EVERYTHING
     for j in report.results:
+        v = j.verdict
+        if not everything and _quiet(v, run):
+            continue
         body = [line for section in OBJECT_SECTIONS for line in section(j, run)]
         if body or j.verdict.decision is not Decision.ALLOW or run.detail is Detail.EVERYTHING:
             lines.append(_head(j, run))
@@ -283,7 +349,8 @@ def text_lines(report: Report, detail: Detail = Detail.PROBLEMS, *, colour: bool
         return []
     paint = _coloured if colour else _plain
     repeats = Counter(_warning_key(p.finding) for j in report.results for p in _warned(j))
-    repeats.update(("note", "", n) for j in report.results for n in j.verdict.notes)
+    if detail is Detail.EVERYTHING:  # notes are shown (and counted) only at -v (``_notes``)
+        repeats.update(("note", "", n) for j in report.results for n in j.verdict.notes)
     run = TextRun(detail, paint, repeats, traffic=report.traffic)
     lines = [f"{_where(p.file, p.line, p.column)}: {paint('error', 'error')}: {clean(p.message)}"
              for p in report.problems]
@@ -332,6 +399,8 @@ def _assumed(report: Report) -> list[str]:
 
 
 def _warned(j: Judged) -> list[Placed]:
+    if not _warned_verdict(j.verdict):  # placing its findings in the file would find nothing to print
+        return []
     return [p for p in j.findings if p.finding.severity is Severity.WARN]
 
 
