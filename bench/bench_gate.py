@@ -484,6 +484,7 @@ def json_loads_seconds(objs: list[dict[str, Any]]) -> float:
 @contextlib.asynccontextmanager
 async def running(tree: Path, state: Path, work: Path, ready_within: float) -> AsyncIterator[
         tuple[Server, aiohttp.ClientSession, float]]:
+    work.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - before the server starts
     server = Server(tree, state, work)
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
