@@ -28,7 +28,7 @@ through the gate's own sandbox runner, median of 15, measured again before each 
 
 ``--tree`` runs another checkout's routegate (e.g. main before a change) with this harness, so
 before/after figures come from one generator; ``--versus DIR`` starts that checkout's serve beside this
-one's and sends each P1 review to both in turn (who goes first alternating), so both meet the same load.
+one's and sends P1's reviews to both, in blocks taking turns (who goes first alternating), so both meet the same load.
 The machine is shared: compare ratios, not seconds.
 The tree's modules are compiled to bytecode first, as installing routegate does, so that a machine
 with PYTHONDONTWRITEBYTECODE set does not charge every CLI run for compiling them.
@@ -345,29 +345,41 @@ async def bare_floor(binary_path: str, runs: int = 15) -> float:
     return statistics.median(times)
 
 
+P1_WARMUP = 3  # rounds (a CREATE, UPDATE and DELETE each) not counted: the first renders fill caches
+P1_BLOCK = 5  # rounds in a row on one server before the next takes its turn
+
+
 async def p1(server: Server, session: aiohttp.ClientSession, n: int, reviews: int,
              others: Sequence[Server] = ()) -> list[dict[str, list[float]]]:
-    """Seconds of each review by operation, per server (``server`` first, then ``others``): every review
-    goes to each server in turn, the first one to go alternating, so that trees compared in one run
-    meet the same load."""
+    """Seconds of each review by operation, per server (``server`` first, then ``others``), in steady
+    state: after ``P1_WARMUP`` rounds that are not counted. With ``others``, the servers take turns in
+    blocks of ``P1_BLOCK`` rounds, who goes first alternating, so that trees compared in one run meet the
+    same load, and each still sees its reviews back to back, as a lone server does (what one review
+    leaves running, such as checks started ahead, meets the next)."""
     servers = [server, *others]
     got: list[dict[str, list[float]]] = [{"CREATE": [], "UPDATE": [], "DELETE": []} for _ in servers]
     outcomes: dict[str, set[str]] = {k: set() for k in got[0]}
-    for k in range(reviews):
+
+    def bodies(k: int) -> dict[str, bytes]:
         i = (k * 7919) % n  # spread over namespaces and Gateways
-        bodies = {
-            "CREATE": admission_review("CREATE", route(n + 10 + k), None),
-            "UPDATE": admission_review("UPDATE", route(i, variant=k + 1), route(i)),
-            "DELETE": admission_review("DELETE", None, route(i)),
-        }
-        for op, body in bodies.items():
-            order = list(range(len(servers)))
-            if k % 2:
-                order.reverse()
-            for s in order:
-                seconds, outcome = await post_review(servers[s], session, body, timeout=60)
-                got[s][op].append(seconds)
-                outcomes[op].add(outcome)
+        return {"CREATE": admission_review("CREATE", route(n + 10 + k), None),
+                "UPDATE": admission_review("UPDATE", route(i, variant=k + 1), route(i)),
+                "DELETE": admission_review("DELETE", None, route(i))}
+
+    for each in servers:
+        for k in range(P1_WARMUP):
+            for body in bodies(reviews + 1000 + k).values():
+                await post_review(each, session, body, timeout=60)
+    for block, first in enumerate(range(0, reviews, P1_BLOCK)):
+        order = list(range(len(servers)))
+        if block % 2:
+            order.reverse()
+        for s in order:
+            for k in range(first, min(first + P1_BLOCK, reviews)):
+                for op, body in bodies(k).items():
+                    seconds, outcome = await post_review(servers[s], session, body, timeout=60)
+                    got[s][op].append(seconds)
+                    outcomes[op].add(outcome)
     for op, seen in outcomes.items():
         if seen - {"allow"}:
             print(f"    note: P1 {op} outcomes {sorted(seen)}", flush=True)
@@ -549,8 +561,8 @@ async def main() -> None:
     parser.add_argument("--only", default="P1,P2,P3,P4,P5", help="comma-separated subset of P1,P2,P3,P4,P5")
     parser.add_argument("--tree", default=str(ROOT), help="checkout whose routegate runs (default: this one)")
     parser.add_argument("--versus", action="append", default=[],
-                        help="another checkout whose serve answers P1 too, each review alternating between the "
-                             "trees in one run (repeatable; e.g. main before a change)")
+                        help="another checkout whose serve answers P1 too, the trees taking turns in blocks of reviews "
+                             "in one run (repeatable; e.g. main before a change)")
     parser.add_argument("--limit", type=float, default=600, help="seconds one CLI run or start-up may take")
     parser.add_argument("--p2-runs", type=int, default=3, help="P2 alternating check / haproxy -c pairs (default 3)")
     args = parser.parse_args()
