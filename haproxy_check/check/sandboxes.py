@@ -11,10 +11,7 @@ Why each piece:
   ``fork()`` the whole server on the event loop, copying the page tables of every byte it holds (at
   10,000 routes tens of ms per check, more than ``haproxy -c`` of a small config takes); without one it
   spawns with ``vfork``, whose cost does not grow with the server;
-- a process group of its own (``process_group=0``) so a deadline kills haproxy and anything it forked.
-  Not a new session: ``setsid()`` in the spawned child took 0.8 ms median (35 ms worst) of the server's
-  event loop per check on a loaded machine, a new group 0.24 ms (the group is all the kill needs; the
-  child's stdin is /dev/null, so no terminal signal concerns it);
+- a new session (process group) so a deadline kills haproxy and anything it forked;
 - bounded concurrency: parallel checks gain nothing on 2 cores and would only add latency to all;
 - no network: ``haproxy -c`` resolves server names with getaddrinfo (``-dr`` only ignores failures),
   which sends DNS packets a stored object chooses and stalls every review on a resolver that does not
@@ -54,7 +51,6 @@ SANDBOX_ENV: Mapping[str, str] = {
 CPU_SECONDS = 30
 ADDRESS_SPACE = 6 * 1024**3
 MAX_OUTPUT = 256 * 1024  # bytes of haproxy output we read; the rest is discarded
-PROCESS_GROUP = 0  # setpgid(0, 0) in the child: a group of its own, led by it
 WARM_POOL = 2  # checks a warm Runner keeps started ahead (``Runner.pool``)
 
 
@@ -240,7 +236,7 @@ class Runner:
         while self.warm and len(self._pool) < self.pool:
             argv, preexec = self._launch()
             try:
-                waiting = warmstarts.start(base, argv, SANDBOX_ENV, preexec, self.binary, PROCESS_GROUP)
+                waiting = warmstarts.start(base, argv, SANDBOX_ENV, preexec, self.binary)
             except (OSError, ValueError):  # best effort: the next check starts as before
                 return
             self._pool.append((waiting, weakref.finalize(self, warmstarts.discard, waiting)))
@@ -297,7 +293,7 @@ class Runner:
             proc = await asyncio.create_subprocess_exec(
                 *argv, cwd=workdir, env=dict(SANDBOX_ENV), stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                process_group=PROCESS_GROUP, preexec_fn=preexec,
+                start_new_session=True, preexec_fn=preexec,
             )
             try:
                 async with asyncio.timeout(self.timeout):

@@ -109,7 +109,7 @@ def supported() -> bool:
 
 
 def start(base: Path, argv: list[str], env: Mapping[str, str], preexec: Callable[[], None] | None,
-          binary: str, group: int = 0) -> Waiting:
+          binary: str) -> Waiting:
     """A ``haproxy -c`` started in a new scratch directory under ``base``, waiting for its configuration."""
     started_from = identity(binary)
     workdir = Path(scratches.new_dir(base))
@@ -118,7 +118,7 @@ def start(base: Path, argv: list[str], env: Mapping[str, str], preexec: Callable
         os.mkfifo(workdir / CONFIG, 0o600)
         fifo = os.open(workdir / CONFIG, os.O_RDWR | os.O_CLOEXEC)
         proc = subprocess.Popen(argv, cwd=workdir, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, process_group=group, preexec_fn=preexec)
+                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec)
     except BaseException:
         if fifo >= 0:
             os.close(fifo)
