@@ -27,7 +27,9 @@ through the gate's own sandbox runner, median of 15, measured again before each 
   in one run.
 
 ``--tree`` runs another checkout's routegate (e.g. main before a change) with this harness, so
-before/after figures come from one generator. The machine is shared: compare ratios, not seconds.
+before/after figures come from one generator; ``--versus DIR`` starts that checkout's serve beside this
+one's and sends P1's reviews to both, in blocks taking turns (who goes first alternating), so both meet the same load.
+The machine is shared: compare ratios, not seconds.
 The tree's modules are compiled to bytecode first, as installing routegate does, so that a machine
 with PYTHONDONTWRITEBYTECODE set does not charge every CLI run for compiling them.
 """
@@ -343,20 +345,41 @@ async def bare_floor(binary_path: str, runs: int = 15) -> float:
     return statistics.median(times)
 
 
-async def p1(server: Server, session: aiohttp.ClientSession, n: int, reviews: int) -> dict[str, list[float]]:
-    got: dict[str, list[float]] = {"CREATE": [], "UPDATE": [], "DELETE": []}
-    outcomes: dict[str, set[str]] = {k: set() for k in got}
-    for k in range(reviews):
+P1_WARMUP = 3  # rounds (a CREATE, UPDATE and DELETE each) not counted: the first renders fill caches
+P1_BLOCK = 5  # rounds in a row on one server before the next takes its turn
+
+
+async def p1(server: Server, session: aiohttp.ClientSession, n: int, reviews: int,
+             others: Sequence[Server] = ()) -> list[dict[str, list[float]]]:
+    """Seconds of each review by operation, per server (``server`` first, then ``others``), in steady
+    state: after ``P1_WARMUP`` rounds that are not counted. With ``others``, the servers take turns in
+    blocks of ``P1_BLOCK`` rounds, who goes first alternating, so that trees compared in one run meet the
+    same load, and each still sees its reviews back to back, as a lone server does (what one review
+    leaves running, such as checks started ahead, meets the next)."""
+    servers = [server, *others]
+    got: list[dict[str, list[float]]] = [{"CREATE": [], "UPDATE": [], "DELETE": []} for _ in servers]
+    outcomes: dict[str, set[str]] = {k: set() for k in got[0]}
+
+    def bodies(k: int) -> dict[str, bytes]:
         i = (k * 7919) % n  # spread over namespaces and Gateways
-        bodies = {
-            "CREATE": admission_review("CREATE", route(n + 10 + k), None),
-            "UPDATE": admission_review("UPDATE", route(i, variant=k + 1), route(i)),
-            "DELETE": admission_review("DELETE", None, route(i)),
-        }
-        for op, body in bodies.items():
-            seconds, outcome = await post_review(server, session, body, timeout=60)
-            got[op].append(seconds)
-            outcomes[op].add(outcome)
+        return {"CREATE": admission_review("CREATE", route(n + 10 + k), None),
+                "UPDATE": admission_review("UPDATE", route(i, variant=k + 1), route(i)),
+                "DELETE": admission_review("DELETE", None, route(i))}
+
+    for each in servers:
+        for k in range(P1_WARMUP):
+            for body in bodies(reviews + 1000 + k).values():
+                await post_review(each, session, body, timeout=60)
+    for block, first in enumerate(range(0, reviews, P1_BLOCK)):
+        order = list(range(len(servers)))
+        if block % 2:
+            order.reverse()
+        for s in order:
+            for k in range(first, min(first + P1_BLOCK, reviews)):
+                for op, body in bodies(k).items():
+                    seconds, outcome = await post_review(servers[s], session, body, timeout=60)
+                    got[s][op].append(seconds)
+                    outcomes[op].add(outcome)
     for op, seen in outcomes.items():
         if seen - {"allow"}:
             print(f"    note: P1 {op} outcomes {sorted(seen)}", flush=True)
@@ -473,6 +496,7 @@ def json_loads_seconds(objs: list[dict[str, Any]]) -> float:
 @contextlib.asynccontextmanager
 async def running(tree: Path, state: Path, work: Path, ready_within: float) -> AsyncIterator[
         tuple[Server, aiohttp.ClientSession, float]]:
+    work.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - before the server starts
     server = Server(tree, state, work)
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as session:
@@ -536,16 +560,20 @@ async def main() -> None:
     parser.add_argument("--burst-size", type=int, default=1000, help="routes in the state for P3 (default 1000)")
     parser.add_argument("--only", default="P1,P2,P3,P4,P5", help="comma-separated subset of P1,P2,P3,P4,P5")
     parser.add_argument("--tree", default=str(ROOT), help="checkout whose routegate runs (default: this one)")
+    parser.add_argument("--versus", action="append", default=[],
+                        help="another checkout whose serve answers P1 too, the trees taking turns in blocks of reviews "
+                             "in one run (repeatable; e.g. main before a change)")
     parser.add_argument("--limit", type=float, default=600, help="seconds one CLI run or start-up may take")
     parser.add_argument("--p2-runs", type=int, default=3, help="P2 alternating check / haproxy -c pairs (default 3)")
     args = parser.parse_args()
     tree = Path(args.tree).resolve()  # noqa: ASYNC240 - set-up, nothing runs concurrently yet
+    versus = [Path(t).resolve() for t in args.versus]  # noqa: ASYNC240 - set-up, as above
     reviews = 10 if args.quick else max(30, args.reviews)
     only = set(args.only.upper().split(","))
     binary = await binaries.detect(None)
-    written = compiled(tree)
+    written = sum(compiled(t) for t in (tree, *versus))
     if written:
-        print(f"compiled {written} modules of {tree} first, as installing routegate does", flush=True)
+        print(f"compiled {written} modules of {tree} (and --versus) first, as installing routegate does", flush=True)
     base = await floor(binary.path)
     load = os.getloadavg()
     print(f"routegate from {tree}; haproxy {binary.version}; floor (haproxy -c, trivial config) "
@@ -582,15 +610,22 @@ async def main() -> None:
                 print(f"  P4 ready after {ready:.1f} s = {ready / loads:.0f}x json.loads of the same objects "
                       f"({loads * 1000:.0f} ms)", flush=True)
                 if n in sizes and only & {"P1", "P4"}:
-                    got = await p1(server, session, n, reviews)
+                    async with contextlib.AsyncExitStack() as stack:
+                        others = [await stack.enter_async_context(running(t, state, work / f"versus-{k}", args.limit))
+                                  for k, t in enumerate(versus)]
+                        got = await p1(server, session, n, reviews, [o[0] for o in others])
                     bare = await bare_floor(binary.path)  # both floors right after P1: the same load
                     base = await floor(binary.path)
                     print(f"  P1 floors: bare haproxy -c {bare * 1000:.1f} ms, sandboxed {base * 1000:.1f} ms "
                           f"({base / bare:.2f}x); load {os.getloadavg()[0]:.2f}", flush=True)
-                    for op, times in got.items():
-                        median = statistics.median(times)
-                        print(f"  P1 {op:<6} median {ratio(median, bare)} of bare ({median / base:.1f}x sandboxed)  "
-                              f"p99 {ratio(pct(times, 0.99), bare)} of bare  ({len(times)} reviews)", flush=True)
+                    for label, each in zip([str(tree), *map(str, versus)], got, strict=True):
+                        if versus:
+                            print(f"  P1 routegate from {label} (reviews alternated between the trees):", flush=True)
+                        for op, times in each.items():
+                            median = statistics.median(times)
+                            print(f"  P1 {op:<6} median {ratio(median, bare)} of bare "
+                                  f"({median / base:.1f}x sandboxed)  p99 {ratio(pct(times, 0.99), bare)} of bare  "
+                                  f"({len(times)} reviews)", flush=True)
                     extra = max(0, 100 - 3 * reviews)
                     for k in range(extra):
                         await post_review(server, session, admission_review("CREATE", route(n + 50_000 + k), None),

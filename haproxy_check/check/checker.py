@@ -55,7 +55,7 @@ class Checker:
                 elif waiting is not None and (handed := await self._handed_over(waiting, files)) is not None:
                     return handed
             finally:
-                # the next one starts once this review has moved on (its own check is not slowed by it)
+                # the pool is topped up once this review has moved on (its own check is not slowed by it)
                 asyncio.get_running_loop().call_soon(self.runner.start_waiting, base)
         # Removed after the check, off its path: haproxy has read every file by the time it exits.
         with scratches.scratch_dir(base, remove_after=True) as workdir:

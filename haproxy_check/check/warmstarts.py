@@ -6,8 +6,10 @@ initialisation (``haproxy -v`` alone is about 6 ms of a 12 ms check of a closure
 depends on what the review rendered. So once a small check ran, the next one is started ahead, as the
 runner starts every check (same argv, environment, limits, session and cwd: ``Runner._launch``), in a
 fresh private scratch directory whose ``haproxy.cfg`` is a FIFO (a named pipe) that haproxy blocks
-reading. A review writes its other files (maps, certificates) into that directory, then its whole
-configuration into the FIFO, and closes it: haproxy reads those bytes under the same name as from a
+reading. ``Runner`` keeps two waiting and hands a review the oldest: haproxy needs 8-12 ms to
+reach its configuration, about a lone review's whole time, so one started as the previous check ended
+would not be there yet. A review writes its other files (maps, certificates) into that directory, then
+its whole configuration into the FIFO, and closes it: haproxy reads those bytes under the same name as from a
 file, with every file it names in place, and judges them as it would have (the same alerts, file name
 and line numbers). The deadline counts from the handover.
 

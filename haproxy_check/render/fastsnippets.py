@@ -44,9 +44,19 @@ def http_backends(context: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
+def http_maps(context: Mapping[str, Any]) -> str:
+    """``900-http-maps.cfg.j2``: every HTTP map registered (empty ones too), no text. Through jinja2 its
+    36 sandboxed calls were about a seventh of a one-route closure's render, which a review does twice."""
+    http, register = context["http"], context["RegisterMap"]
+    for name in context["MAPS"]:
+        register(name, http.map_entries(name), {"ordered": name in http.ordered})
+    return ""
+
+
 # template name -> (sha256 of the shipped text the Python version reproduces, the Python version)
 SHIPPED: dict[str, tuple[str, Snippet]] = {
     "600-http-backends.cfg.j2": ("b2d31650014ef7672ef51ac35b60097f738f59dc8d0790db2763d7823b8a826e", http_backends),
+    "900-http-maps.cfg.j2": ("59b069765790fe8d79c7f22f37775a2d043ffddf8a0eb6b607b6eab06f8b78d1", http_maps),
 }
 
 _checked: dict[tuple[str, str, int], bool] = {}

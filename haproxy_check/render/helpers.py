@@ -343,10 +343,13 @@ class Recorder:
         return path
 
     def attempt(self, write: Callable[[Mapping[str, Any]], str], context: Mapping[str, Any]) -> str | None:
-        """``write(context)``, or None with the backends and profiles it recorded undone when it raised
-        (a fast snippet, which records nothing else, gives way to its template, whose error names the
-        template line)."""
+        """``write(context)``, or None with the backends, profiles and map entries it recorded undone when
+        it raised (a fast snippet, which records nothing else, gives way to its template, whose error
+        names the template line)."""
         backends, profiles = dict(self.backends), dict(self.profiles)
+        # map entries are only ever appended: their counts are enough to take back what was added
+        sizes = {path: len(bucket) for path, (_, bucket) in self.maps.items()}
+        distinct, joined = set(self._distinct), dict(self._joined)
         try:
             return write(context)
         except Exception:  # any failure: the template runs instead and reports it
@@ -354,6 +357,11 @@ class Recorder:
             self.backends.update(backends)
             self.profiles.clear()
             self.profiles.update(profiles)
+            for path in [path for path in self.maps if path not in sizes]:
+                del self.maps[path]
+            for path, size in sizes.items():
+                del self.maps[path][1][size:]
+            self._distinct, self._joined = distinct, joined
             return None
 
     # ------------------------------------------------------------ output

@@ -13,6 +13,7 @@ import pytest
 
 from haproxy_check.check import scratches, warmstarts
 from haproxy_check.check.checker import Checker
+from haproxy_check.check.sandboxes import RunOutput
 from haproxy_check.results import CheckResult, HAProxyBinary, RenderResult
 
 pytestmark = pytest.mark.haproxy
@@ -64,13 +65,14 @@ def test_a_check_started_ahead_judges_as_one_started_for_it(haproxy_paths: list[
             assert got == expected, (path, name)
             assert handed[-1] == files["haproxy.cfg"], (path, name)
         assert len(handed) == len(CONFIGS)
-        await asyncio.sleep(0)  # the next one is started once the review moved on
-        waiting = warm.runner._waiting
-        assert waiting is not None and waiting.alive()  # the next one waits ahead
+        await asyncio.sleep(0)  # the next ones are started once the review moved on
+        ahead = warm.runner.waiting_ahead
+        assert len(ahead) == warm.runner.pool and all(w.alive() for w in ahead)  # the next ones wait ahead
         warm.runner.close()
-        assert waiting.proc.returncode is not None
+        assert not warm.runner.waiting_ahead
+        assert all(w.proc.returncode is not None for w in ahead)
         scratches.wait_for_removals()
-        assert not waiting.workdir.exists()
+        assert not any(w.workdir.exists() for w in ahead)
 
     for path in haproxy_paths:
         handed.clear()
@@ -85,14 +87,12 @@ def test_a_server_gone_before_the_handover_leaves_no_haproxy_waiting(haproxy_pat
     base.mkdir(mode=0o700)
     checker = Checker(HAProxyBinary(path=haproxy_path, version=""), warm=True)
     checker.runner.start_waiting(base)
-    waiting = checker.runner._waiting
+    waiting = checker.runner.take_waiting(base)
     assert waiting is not None
     asyncio.run(warmstarts.ready(waiting, within=30))
     os.close(waiting.fifo)  # as the kernel does for a server that died
     assert waiting.proc.wait(timeout=30) != 0
-    checker.runner._waiting = None
-    if checker.runner._discard is not None:
-        checker.runner._discard.detach()
+    checker.runner.close()
 
 
 def _outlive(hook: bool) -> None:
@@ -128,3 +128,42 @@ def test_a_forked_child_neither_holds_the_configuration_open_nor_ends_the_check(
     for hook in (False, True):
         ok, seconds = asyncio.run(run(hook))
         assert ok and seconds < 2.5, (hook, ok, seconds)
+
+
+@pytest.mark.skipif(not warmstarts.supported() or scratches.memory_base() is None,
+                    reason="needs pidfds and a tmpfs at /dev/shm")
+def test_the_next_review_finds_a_check_that_has_long_reached_its_configuration(haproxy_path: str) -> None:
+    """haproxy takes 8-12 ms from its start to the open of its configuration, about a lone review's whole
+    time: a single check started when the previous one ended was not there yet when the next review came
+    (the review waited for it). The pool keeps more than one, and a review takes the oldest: one started
+    before the previous review, which has had all of that review's time to get there."""
+
+    async def run() -> None:
+        checker = Checker(HAProxyBinary(path=haproxy_path, version=""), timeout=30, warm=True)
+        try:
+            files = CONFIGS["valid, with a map"]
+            assert (await checker.check(RenderResult(files=files))).ok  # cold; starts the pool
+            await asyncio.sleep(0)
+            first = checker.runner.waiting_ahead
+            assert len(first) >= 2, "more than one check waits ahead"
+            for waiting in first:
+                assert await warmstarts.ready(waiting, within=30)
+            handed: list[warmstarts.Waiting] = []
+            run_waiting = checker.runner.run_waiting
+
+            async def recorded(waiting: warmstarts.Waiting, config: bytes) -> RunOutput:
+                handed.append(waiting)
+                return await run_waiting(waiting, config)
+
+            checker.runner.run_waiting = recorded  # type: ignore[method-assign]
+            assert (await checker.check(RenderResult(files=files))).ok
+            assert handed == [first[0]], "the oldest is taken"
+            await asyncio.sleep(0)
+            # right after a check, one that was started before it still waits, already at its configuration
+            now = checker.runner.waiting_ahead
+            assert now[0] is first[1] and warmstarts._holds_config(now[0])
+            assert len(now) == checker.runner.pool
+        finally:
+            checker.runner.close()
+
+    asyncio.run(run())

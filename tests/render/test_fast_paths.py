@@ -318,6 +318,24 @@ def test_a_failing_python_snippet_gives_way_to_its_template(monkeypatch: pytest.
     assert_same(Renderer(incremental=False).render(state), want)
 
 
+def test_map_entries_a_failing_python_snippet_registered_are_taken_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A maps snippet that fails halfway (an entry RegisterMap refuses, a bug) leaves no entry behind:
+    the template registers every map again, and the maps hold each entry once, as jinja2 alone gives."""
+    state = MemoryState([copy.deepcopy(VARIANTS[ref][0]) for ref in REFS])
+    want = Renderer(incremental=False).render(state)
+    digest, write = fastsnippets.SHIPPED["900-http-maps.cfg.j2"]
+
+    def half(context: Any) -> str:
+        write(context)
+        context["RegisterMap"]("extra.map", ["a b"], {})
+        raise ValueError("late")
+
+    monkeypatch.setattr(fastsnippets, "SHIPPED", {"900-http-maps.cfg.j2": (digest, half)})
+    got = Renderer(incremental=False).render(state)
+    assert any(got.files[path] for path in got.files if path.startswith("maps/"))
+    assert_same(got, want)
+
+
 # ---------------------------------------------------------------- shipped templates that loop less
 
 
