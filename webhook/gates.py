@@ -188,6 +188,9 @@ class Gate:
         # what the whole state loads (profiles, maps), recorded by whole-state renders off the request
         # path: the context of a delta review's apply note (webhook.loadedindex)
         self.loaded = LoadedIndex()
+        # Forked worker processes that run the rules of concurrent reviews judged together
+        # (``review_together``, ``ruleworkers.rules_of``); 0: in this process. ``serve`` sets it.
+        self.review_workers = 0
 
     @property
     def binary(self) -> HAProxyBinary:
@@ -503,6 +506,7 @@ class Gate:
         view = self.scope.view(state)
         verdicts: list[Verdict | None] = [None] * len(changes)
         pending: list[_Validated] = []
+        ruled: list[int] = []
         for i, change in enumerate(changes):
             if change.ref.kind not in REVIEWED_KINDS or not batching.batchable(change):
                 continue
@@ -510,10 +514,14 @@ class Gate:
             if foreign is not None:
                 verdicts[i] = foreign
                 continue
-            timings: dict[str, float] = {}
-            started = self._clock()
-            validated = await asyncio.to_thread(self.rules.run, change, view)
-            timings["validate"] = self._clock() - started
+            ruled.append(i)
+        started = self._clock()
+        # every change's rules, in a forked worker when there are enough (``ruleworkers.rules_of``)
+        results = await ruleworkers.rules_of(self.rules, [changes[i] for i in ruled], view,
+                                             workers=self.review_workers)
+        for i, validated in zip(ruled, results, strict=True):
+            change = changes[i]
+            timings: dict[str, float] = {"validate": self._clock() - started}
             denied, judged, findings = self._after_rules(change, validated, timings)
             if denied is not None:
                 verdicts[i] = denied

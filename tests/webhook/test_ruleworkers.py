@@ -12,9 +12,9 @@ import pytest
 
 from tests.webhook.clirun import routegate
 from tests.webhook.conftest import STATE_DIR, load_objects
-from tests.webhook.test_gates import batch, many_shops, named
+from tests.webhook.test_gates import batch, many_shops, named, state_with
 from validators import checks
-from validators.changes import Change
+from validators.changes import Change, Operation
 from validators.states import State
 from webhook import ruleworkers
 from webhook.gates import Gate
@@ -170,3 +170,45 @@ def test_a_worker_sends_back_findings_status_and_attachment_as_plain_values() ->
     assert all(type(part) in (list, dict, bool) for part in shipped)
     received = ruleworkers._received(pickle.loads(pickle.dumps(shipped)))
     assert received == replace(outcome, validated=checks.Result([finding], None))
+
+
+async def test_concurrent_reviews_judged_together_run_their_rules_in_a_forked_worker(gate: Gate) -> None:
+    """The webhook's batches (``Gate.review_together``) send their rules to one forked worker: the
+    verdicts are the in-process ones (a denial and defaulted objects included), and this process ran
+    none of the rules."""
+    state = state_with(version="together")
+    changes = [Change(Operation.CREATE, obj) for obj in (*many_shops(ruleworkers.MIN_REVIEWS), named("sticky"))]
+    alone = await gate.review_together(changes, state=state, notes_for=0.0)
+    counting = CountingRules(gate.rules)
+    forked_gate = Gate(rules=counting, renderer=gate.renderer, checker=gate.checker)
+    forked_gate.review_workers = 1
+    forked = await forked_gate.review_together(changes, state=state, notes_for=0.0)
+    assert without_timings(forked) == without_timings(alone)
+    assert forked[-1].decision is Decision.DENY and all(v.allowed for v in forked[:-1])
+    assert counting.calls == 0, "every change's rules ran in the worker"
+
+
+async def test_a_dead_review_worker_leaves_the_rules_to_this_process(gate: Gate) -> None:
+    state = state_with(version="together")
+    changes = [Change(Operation.CREATE, obj) for obj in (*many_shops(ruleworkers.MIN_REVIEWS), named("sticky"))]
+    alone = await gate.review_together(changes, state=state, notes_for=0.0)
+    dying = DyingInWorkers(gate.rules)
+    dying_gate = Gate(rules=dying, renderer=gate.renderer, checker=gate.checker)
+    dying_gate.review_workers = 1
+    forked = await dying_gate.review_together(changes, state=state, notes_for=0.0)
+    assert without_timings(forked) == without_timings(alone)
+    assert dying.calls == len(changes)
+
+
+async def test_few_concurrent_reviews_or_no_workers_keep_their_rules_here(gate: Gate) -> None:
+    state = state_with(version="together")
+    counting = CountingRules(gate.rules)
+    few = Gate(rules=counting, renderer=gate.renderer, checker=gate.checker)
+    few.review_workers = 1
+    changes = [Change(Operation.CREATE, obj) for obj in many_shops(ruleworkers.MIN_REVIEWS - 1)]
+    await few.review_together(changes, state=state, notes_for=0.0)
+    assert counting.calls == len(changes)
+    few.review_workers = 0
+    counting.calls = 0
+    await few.review_together([*changes, Change(Operation.CREATE, named("sticky"))], state=state, notes_for=0.0)
+    assert counting.calls == len(changes) + 1
