@@ -20,6 +20,7 @@ import asyncio
 import concurrent.futures
 import multiprocessing
 import os
+import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -34,7 +35,7 @@ from validators.checks import Result
 from validators.crossobject import statuses
 from validators.findings import Finding
 from validators.states import State
-from validators.views import attachments, scopes
+from validators.views import attachments, indexes, scopes
 
 log = structlog.get_logger("routegate.ruleworkers")
 
@@ -142,6 +143,19 @@ def end_all(grace: float = 2.0) -> None:
 
 
 _reviews: tuple[RuleChecks, Sequence[Change], State] | None = None  # set in the parent just before the fork
+
+
+def _fresh_locks() -> None:
+    """In a forked child: new copies of the locks the rules may take. The webhook forks its review worker
+    while its other run renders in a thread (``Batcher``, two runs at a time); a lock that thread held at
+    the fork (an index build, a collection pause) would stay held in the child, where that thread does
+    not exist, and the worker would wait for it forever. An index half built then is built again here."""
+    indexes._GUARD = threading.Lock()
+    indexes._BUILDING.clear()
+    gcpause._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_locks)
 
 
 def _rules_chunk(indices: list[int]) -> list[tuple[list[Finding], Any]]:

@@ -212,3 +212,42 @@ async def test_few_concurrent_reviews_or_no_workers_keep_their_rules_here(gate: 
     counting.calls = 0
     await few.review_together([*changes, Change(Operation.CREATE, named("sticky"))], state=state, notes_for=0.0)
     assert counting.calls == len(changes) + 1
+
+
+@pytest.mark.parametrize("held", ["gcpause", "index build"])
+async def test_a_review_worker_forked_while_another_thread_holds_a_lock_of_the_rules_does_not_wait_for_it(
+        gate: Gate, held: str) -> None:
+    """The webhook forks while its other run renders in a thread: a lock that thread held at the fork
+    (a collection pause, an index build) must not stay held in the worker, where no thread releases it."""
+    import asyncio
+    import threading
+
+    from haproxy_check.render import gcpause
+    from validators.views import indexes
+
+    state = state_with(version=f"held-{held}")
+    changes = [Change(Operation.CREATE, obj) for obj in many_shops(ruleworkers.MIN_REVIEWS)]
+    # on an equal state of its own: ``state`` gets its indexes built in the worker, under the index lock
+    twin = state_with(version=f"held-{held}")
+    expected = [gate.rules.run(c, gate.scope.view(twin)) for c in changes]
+    lock = gcpause._lock if held == "gcpause" else indexes._GUARD
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            taken.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    taken.wait(5)
+    counting = CountingRules(gate.rules)
+    try:
+        got = await asyncio.wait_for(ruleworkers.rules_of(counting, changes, gate.scope.view(state), workers=1), 30)
+    finally:
+        release.set()
+        holder.join()
+        ruleworkers.end_all(grace=0.5)
+    assert counting.calls == 0, "the worker judged them"
+    assert [r.findings for r in got] == [r.findings for r in expected]
+    assert [r.defaulted for r in got] == [r.defaulted for r in expected]
