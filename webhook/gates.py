@@ -130,6 +130,21 @@ def _together(change: Change, combined: State) -> bool:
     return _batchable(change, combined)
 
 
+def _claim_ahead(change: Change, validated: checks.Result, view: State) -> batching.Claim | None:
+    """The batching claim of a change that passed its rules, the change as ``Gate._after_rules`` hands it
+    on (schema defaults applied), worked out in the review worker beside the rules (``ruleworkers.rules_of``);
+    None for a denied change or one whose claim the gate works out itself."""
+    if change.operation is not Operation.DELETE:
+        if denies(validated.findings):
+            return None
+        if validated.defaulted is not None:
+            change = replace(change, obj=validated.defaulted)
+    try:
+        return batching.claim_of(change, view)
+    except Exception:  # judged again here, where a failure is reported as the review's own
+        return None
+
+
 # A review's closure and the render of the change on it, or why the render was refused.
 _Rendered = tuple[State, RenderResult] | RenderError
 
@@ -518,8 +533,9 @@ class Gate:
         started = self._clock()
         # every change's rules, in a forked worker when there are enough (``ruleworkers.rules_of``)
         results = await ruleworkers.rules_of(self.rules, [changes[i] for i in ruled], view,
-                                             workers=self.review_workers)
-        for i, validated in zip(ruled, results, strict=True):
+                                             workers=self.review_workers, then=_claim_ahead)
+        ahead: dict[int, batching.Claim] = {}  # the claims the worker worked out beside the rules
+        for i, (validated, claim) in zip(ruled, results, strict=True):
             change = changes[i]
             timings: dict[str, float] = {"validate": self._clock() - started}
             denied, judged, findings = self._after_rules(change, validated, timings)
@@ -527,7 +543,10 @@ class Gate:
                 verdicts[i] = denied
             else:
                 pending.append(_Validated(i, judged, findings, timings, started))
-        claims = await asyncio.to_thread(lambda: [batching.claim_of(p.change, view) for p in pending])
+                if isinstance(claim, batching.Claim):
+                    ahead[i] = claim
+        claims = await asyncio.to_thread(
+            lambda: [ahead[p.index] if p.index in ahead else batching.claim_of(p.change, view) for p in pending])
         for group in batching.groups(claims):
             members = [pending[k] for k in group]
             settled = await self._check_together(members, [claims[k] for k in group], view, notes_until) \

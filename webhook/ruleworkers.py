@@ -23,7 +23,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -142,8 +142,9 @@ def end_all(grace: float = 2.0) -> None:
             child.join()
 
 
-_reviews: tuple[RuleChecks, Sequence[Change], State] | None = None  # set in the parent just before the fork
-
+# set in the parent just before the fork: the rules, the changes, the state they are judged against, and
+# what to work out after each change's rules (``rules_of``'s ``then``)
+_reviews: tuple[RuleChecks, Sequence[Change], State, Callable[[Change, Result, State], Any] | None] | None = None
 
 def _fresh_locks() -> None:
     """In a forked child: new copies of the locks the rules may take. The webhook forks its review worker
@@ -158,36 +159,39 @@ def _fresh_locks() -> None:
 os.register_at_fork(after_in_child=_fresh_locks)
 
 
-def _rules_chunk(indices: list[int]) -> list[tuple[list[Finding], Any]]:
-    """In a forked worker: ``rules.run`` of the reviews ``indices`` (their findings and defaulted objects)."""
+def _rules_chunk(indices: list[int]) -> list[tuple[list[Finding], Any, Any]]:
+    """In a forked worker: ``rules.run`` of the reviews ``indices`` (their findings and defaulted objects),
+    and what ``then`` makes of each."""
     if _reviews is None:  # pragma: no cover - only reachable if a worker were spawned, not forked
         raise RuntimeError("no reviews: rule workers must be forked from the judging process")
-    rules, changes, view = _reviews
+    rules, changes, view, then = _reviews
     with gcpause.paused():  # as in _judge_chunk: short-lived garbage, nothing to collect
         out = []
         for i in indices:
             result = rules.run(changes[i], view)
-            out.append((result.findings, result.defaulted))
+            out.append((result.findings, result.defaulted, then(changes[i], result, view) if then else None))
         return out
 
 
-async def rules_of(rules: RuleChecks, changes: Sequence[Change], view: State, *, workers: int) -> list[Result]:
+async def rules_of(rules: RuleChecks, changes: Sequence[Change], view: State, *, workers: int,
+                   then: Callable[[Change, Result, State], Any] | None = None) -> list[tuple[Result, Any]]:
     """``rules.run(change, view)`` of every change, what ``Gate.review_together`` computes first for a batch
     of concurrent reviews: in one forked worker process when there are at least MIN_REVIEWS of them and
     ``workers`` allows one, else (or when the worker fails) in this process's worker thread, one change
-    per trip as before.
+    per trip as before. Each comes with ``then(change, result, view)`` when the worker worked it out
+    (picklable), else None: the caller works out what it lacks itself.
 
     Why a process: in the webhook a batch's rules are about half of its Python work (schema, CEL,
-    cross-object and HAProxy rules: ~2 ms a route at 10,000 routes), and in a thread they hold the GIL
+    cross-object and HAProxy rules: ~1-2 ms a route at 10,000 routes), and in a thread they hold the GIL
     that the event loop needs for the burst's TLS handshakes and requests; every time the loop gives the
     GIL up for a socket or TLS call, it waits up to a switch interval to get it back. The fork takes the
     state, its indexes and the compiled schemas along as they are; only the changes' positions go out,
-    and findings and defaulted objects come back. The worker runs exactly ``rules.run``: the results are
-    the ones this process would compute (``tests/test_ruleworkers.py``)."""
+    and findings, defaulted objects and ``then``'s values come back. The worker runs exactly
+    ``rules.run``: the results are the ones this process would compute (``tests/test_ruleworkers.py``)."""
     global _reviews
-    results: dict[int, Result] = {}
+    results: dict[int, tuple[Result, Any]] = {}
     if workers >= 1 and len(changes) >= MIN_REVIEWS and "fork" in multiprocessing.get_all_start_methods():
-        _reviews = (rules, changes, view)
+        _reviews = (rules, changes, view, then)
         pool: concurrent.futures.ProcessPoolExecutor | None = None
         try:
             with warnings.catch_warnings():
@@ -196,14 +200,14 @@ async def rules_of(rules: RuleChecks, changes: Sequence[Change], view: State, *,
                 future = pool.submit(_rules_chunk, list(range(len(changes))))
             _reviews = None  # the fork has its copy
             got = await asyncio.wrap_future(future)
-            results = {i: Result(findings, defaulted) for i, (findings, defaulted) in enumerate(got)}
+            results = {i: (Result(findings, defaulted), after) for i, (findings, defaulted, after) in enumerate(got)}
         except Exception as exc:  # a dead worker (BrokenProcessPool), an unpicklable result: judged here
             log.warning("rule worker failed; the reviews' rules run in this process", error=repr(exc))
         finally:
             _reviews = None
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
-    return [results[i] if i in results else await asyncio.to_thread(rules.run, change, view)
+    return [results[i] if i in results else (await asyncio.to_thread(rules.run, change, view), None)
             for i, change in enumerate(changes)]
 
 

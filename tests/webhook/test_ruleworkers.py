@@ -16,7 +16,7 @@ from tests.webhook.test_gates import batch, many_shops, named, state_with
 from validators import checks
 from validators.changes import Change, Operation
 from validators.states import State
-from webhook import ruleworkers
+from webhook import batching, ruleworkers
 from webhook.gates import Gate
 from webhook.verdicts import Decision, Verdict
 
@@ -172,20 +172,30 @@ def test_a_worker_sends_back_findings_status_and_attachment_as_plain_values() ->
     assert received == replace(outcome, validated=checks.Result([finding], None))
 
 
-async def test_concurrent_reviews_judged_together_run_their_rules_in_a_forked_worker(gate: Gate) -> None:
-    """The webhook's batches (``Gate.review_together``) send their rules to one forked worker: the
-    verdicts are the in-process ones (a denial and defaulted objects included), and this process ran
-    none of the rules."""
+async def test_concurrent_reviews_judged_together_run_their_rules_in_a_forked_worker(
+        gate: Gate, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The webhook's batches (``Gate.review_together``) send their rules, and the batching claims of the
+    changes that pass them, to one forked worker: the verdicts are the in-process ones (a denial and
+    defaulted objects included), and this process ran none of the rules and worked out no claim."""
     state = state_with(version="together")
     changes = [Change(Operation.CREATE, obj) for obj in (*many_shops(ruleworkers.MIN_REVIEWS), named("sticky"))]
     alone = await gate.review_together(changes, state=state, notes_for=0.0)
     counting = CountingRules(gate.rules)
+    claimed: list[str] = []
+    claim_of = batching.claim_of
+
+    def counted_claim(change: Change, view: State) -> batching.Claim:
+        claimed.append(str(change.ref))  # in this process only: a forked worker appends to its own copy
+        return claim_of(change, view)
+
+    monkeypatch.setattr(batching, "claim_of", counted_claim)
     forked_gate = Gate(rules=counting, renderer=gate.renderer, checker=gate.checker)
     forked_gate.review_workers = 1
     forked = await forked_gate.review_together(changes, state=state, notes_for=0.0)
     assert without_timings(forked) == without_timings(alone)
     assert forked[-1].decision is Decision.DENY and all(v.allowed for v in forked[:-1])
     assert counting.calls == 0, "every change's rules ran in the worker"
+    assert claimed == [], "the worker worked out the claims beside the rules"
 
 
 async def test_a_dead_review_worker_leaves_the_rules_to_this_process(gate: Gate) -> None:
@@ -249,5 +259,5 @@ async def test_a_review_worker_forked_while_another_thread_holds_a_lock_of_the_r
         holder.join()
         ruleworkers.end_all(grace=0.5)
     assert counting.calls == 0, "the worker judged them"
-    assert [r.findings for r in got] == [r.findings for r in expected]
-    assert [r.defaulted for r in got] == [r.defaulted for r in expected]
+    assert [r.findings for r, _ in got] == [r.findings for r in expected]
+    assert [r.defaulted for r, _ in got] == [r.defaulted for r in expected]
