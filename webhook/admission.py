@@ -15,7 +15,8 @@ miss their deadline together, and the event loop (``/healthz``, ``/metrics``) st
   lies past its deadline is refused with :class:`Refused` ("could not decide") as soon as that is
   known, on arrival, while it waits or when its turn comes, instead of burning CPU on an answer the
   apiserver would no longer read; a batch holds only as many reviews as can finish before its
-  earliest deadline, and runs under that deadline;
+  earliest deadline; it runs until its last deadline, each review answered "could not decide" at
+  its own;
 - the CPU-bound steps run on a one-thread executor installed as the loop's default executor
   (``asyncio.to_thread`` uses it): Python holds the GIL while rendering, so a second thread would
   add no throughput, only a second competitor for the loop that answers ``/healthz``.
@@ -86,7 +87,10 @@ def bounded_executor(workers: int = WORKERS) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="routegate-cpu")
 
 
-MAX_BATCH = 256  # reviews judged together at most (one render of all their closures)
+# Reviews judged together at most (one render of all their closures). A run's verdicts come at its end:
+# runs of a few dozen hand verdicts out every few hundred milliseconds under a burst, and a run the
+# machine slows loses little; past about 32, a review in a larger run costs no less (bench_gate P3).
+MAX_BATCH = 64
 NOTE_SHARE = 0.25  # share of a batch's time to its earliest deadline that reload notes may use
 # Before a batch was measured, a batched review is guessed to cost what the fastest lone one spent
 # outside haproxy -c (its rules, closure and render: the check is the part a batch shares; the first
@@ -123,7 +127,8 @@ class Batcher:
     the runs so far). A batch takes, in arrival order, as many waiting reviews of one state version as
     can finish before the earliest deadline among them; a review that cannot finish even alone is
     refused (:class:`Refused`, "could not decide") as soon as that is known: on arrival, while it waits
-    (every ``recheck`` seconds), or when its turn comes. A run is cut off at its earliest deadline.
+    (every ``recheck`` seconds), or when its turn comes. A run is cut off at its last deadline; a review
+    whose own deadline passes before the run ends is refused then, and the others keep their run.
     """
 
     def __init__(self, gate: Judge, *, concurrency: int = CONCURRENCY, max_waiting: int = MAX_WAITING,
@@ -303,6 +308,13 @@ class Batcher:
             size = k
         return size
 
+    @staticmethod
+    def _expire(item: _Waiting, size: int) -> None:
+        """``item``'s deadline passed while its run goes on for the others."""
+        if not item.verdict.done():
+            late = f"judged together with {size - 1} other reviews, " if size > 1 else ""
+            item.verdict.set_exception(Refused(f"{late}it ran past its deadline; retry", reason="late"))
+
     def _start(self, batch: list[_Waiting]) -> None:
         started = self._clock()
         task = asyncio.ensure_future(self._run(batch, started))
@@ -312,8 +324,16 @@ class Batcher:
 
     async def _run(self, batch: list[_Waiting], started: float) -> None:
         earliest = min(item.deadline for item in batch)
+        # The run goes on until its last review's deadline; each review whose own deadline passes first is
+        # answered "could not decide" then, alone. Cut at the earliest deadline, a run that a slowed
+        # machine stretched lost every review of it, though most had seconds left (under a burst, a fifth
+        # of the reviews judged were lost that way).
+        latest = max(item.deadline for item in batch)
+        loop = asyncio.get_running_loop()
+        expiries = [loop.call_later(max(item.deadline - self._clock(), 0.0), self._expire, item, len(batch))
+                    for item in batch if item.deadline < latest]
         try:
-            async with asyncio.timeout(max(earliest - self._clock(), 0.0)):
+            async with asyncio.timeout(max(latest - self._clock(), 0.0)):
                 if len(batch) == 1:
                     verdicts = [await self.gate.review(batch[0].change, state=batch[0].state)]
                     if batch[0].measured and all(step in verdicts[0].timings for step in UNSHARED):
@@ -338,6 +358,8 @@ class Batcher:
                 if not item.verdict.done():
                     item.verdict.set_exception(exc)
         finally:
+            for expiry in expiries:
+                expiry.cancel()
             seconds = self._clock() - started
             log.debug("run", reviews=len(batch), seconds=round(seconds, 3), waiting=len(self._waiting),
                       deadline_in=round(earliest - started, 3))

@@ -131,6 +131,21 @@ def _together(change: Change, combined: State) -> bool:
     return _batchable(change, combined)
 
 
+def _claim_ahead(change: Change, validated: checks.Result, view: State) -> batching.Claim | None:
+    """The batching claim of a change that passed its rules, the change as ``Gate._after_rules`` hands it
+    on (schema defaults applied), worked out in the review worker beside the rules (``ruleworkers.rules_of``);
+    None for a denied change or one whose claim the gate works out itself."""
+    if change.operation is not Operation.DELETE:
+        if denies(validated.findings):
+            return None
+        if validated.defaulted is not None:
+            change = replace(change, obj=validated.defaulted)
+    try:
+        return batchkinds.claim_of(change, view)
+    except Exception:  # judged again here, where a failure is reported as the review's own
+        return None
+
+
 # A review's closure and the render of the change on it, or why the render was refused.
 _Rendered = tuple[State, RenderResult] | RenderError
 
@@ -189,6 +204,9 @@ class Gate:
         # what the whole state loads (profiles, maps), recorded by whole-state renders off the request
         # path: the context of a delta review's apply note (webhook.loadedindex)
         self.loaded = LoadedIndex()
+        # Forked worker processes that run the rules of concurrent reviews judged together
+        # (``review_together``, ``ruleworkers.rules_of``); 0: in this process. ``serve`` sets it.
+        self.review_workers = 0
 
     @property
     def binary(self) -> HAProxyBinary:
@@ -504,6 +522,7 @@ class Gate:
         view = self.scope.view(state)
         verdicts: list[Verdict | None] = [None] * len(changes)
         pending: list[_Validated] = []
+        ruled: list[int] = []
         for i, change in enumerate(changes):
             if change.ref.kind not in REVIEWED_KINDS or not (batching.batchable(change)
                                                              or batchkinds.batchable(change)):
@@ -512,16 +531,24 @@ class Gate:
             if foreign is not None:
                 verdicts[i] = foreign
                 continue
-            timings: dict[str, float] = {}
-            started = self._clock()
-            validated = await asyncio.to_thread(self.rules.run, change, view)
-            timings["validate"] = self._clock() - started
+            ruled.append(i)
+        started = self._clock()
+        # every change's rules, in a forked worker when there are enough (``ruleworkers.rules_of``)
+        results = await ruleworkers.rules_of(self.rules, [changes[i] for i in ruled], view,
+                                             workers=self.review_workers, then=_claim_ahead)
+        ahead: dict[int, batching.Claim] = {}  # the claims the worker worked out beside the rules
+        for i, (validated, claim) in zip(ruled, results, strict=True):
+            change = changes[i]
+            timings: dict[str, float] = {"validate": self._clock() - started}
             denied, judged, findings = self._after_rules(change, validated, timings)
             if denied is not None:
                 verdicts[i] = denied
             else:
                 pending.append(_Validated(i, judged, findings, timings, started))
-        claims = await asyncio.to_thread(lambda: [batchkinds.claim_of(p.change, view) for p in pending])
+                if isinstance(claim, batching.Claim):
+                    ahead[i] = claim
+        claims = await asyncio.to_thread(
+            lambda: [ahead[p.index] if p.index in ahead else batchkinds.claim_of(p.change, view) for p in pending])
         for group in batchkinds.groups(claims):
             members = [pending[k] for k in group]
             settled = await self._check_together(members, [claims[k] for k in group], view, notes_until) \

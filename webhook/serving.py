@@ -33,6 +33,7 @@ from webhook import (
     logs,
     malloctuning,
     metrics,
+    ruleworkers,
     servers,
     sharedstrings,
     warming,
@@ -258,6 +259,7 @@ async def _serve(args: argparse.Namespace) -> int:
     # Every connection under the cap may carry a review in flight: the queue holds as many, so a
     # review is refused "busy" only past the cap (webhook.connections), never for want of queue room.
     queue = admission.Batcher(gate, max_waiting=max(admission.MAX_WAITING, limits.max_connections))
+    gate.review_workers = ruleworkers.worker_count()  # a batch's rules off this process's GIL (see there)
     tasks.append(warming.keep_warm(queue, source))
     if getattr(args, "full_check_debounce", 0) > 0:
         full_check = fullchecks.FullChecker(gate, source, debounce=args.full_check_debounce,

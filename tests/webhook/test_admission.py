@@ -324,3 +324,38 @@ def test_the_content_hash_ignores_bookkeeping_metadata_only() -> None:
     assert content_hash(base) != content_hash({**base, "metadata": {**base["metadata"], "labels": {"a": "b"}}})
     assert content_hash(base) != content_hash(route("b"))
     assert content_hash(None) == ""
+
+
+class SlowGate(TimedGate):
+    """A TimedGate whose batched runs take ``seconds`` of real time."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    async def review_together(self, changes: Sequence[Change], *, state: State,
+                              notes_for: float | None = None) -> list[Verdict]:
+        await asyncio.sleep(self.seconds)
+        return await self._run(changes)
+
+
+async def test_a_review_whose_deadline_passes_during_its_run_is_refused_alone_and_the_run_goes_on() -> None:
+    """A run that outlasts one review's deadline (a machine slower than the estimate) answers that review
+    "could not decide" at its deadline and still decides the others, which had time left."""
+    gate = SlowGate(0.5)
+    gate.release.clear()
+    queue = Batcher(gate, concurrency=1)
+    loop = asyncio.get_running_loop()
+    holder = asyncio.ensure_future(queue.review(change(0), STATE, deadline=loop.time() + 30))
+    await asyncio.sleep(0)
+    tasks = [asyncio.ensure_future(queue.review(change(i), STATE, deadline=loop.time() + (0.2 if i == 1 else 30)))
+             for i in (1, 2, 3)]
+    await asyncio.sleep(0)
+    gate.release.set()
+    await holder
+    started = loop.time()
+    answers = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(answers[0], Refused) and "ran past its deadline" in str(answers[0])
+    assert [a.notes for a in answers[1:] if isinstance(a, Verdict)] == [("r2",), ("r3",)], answers
+    assert gate.runs[-1] == ["r1", "r2", "r3"] and loop.time() - started >= 0.45
+    assert queue.running == 0 and queue.waiting == 0

@@ -12,11 +12,11 @@ import pytest
 
 from tests.webhook.clirun import routegate
 from tests.webhook.conftest import STATE_DIR, load_objects
-from tests.webhook.test_gates import batch, many_shops, named
+from tests.webhook.test_gates import batch, many_shops, named, state_with
 from validators import checks
-from validators.changes import Change
+from validators.changes import Change, Operation
 from validators.states import State
-from webhook import ruleworkers
+from webhook import batching, ruleworkers
 from webhook.gates import Gate
 from webhook.verdicts import Decision, Verdict
 
@@ -170,3 +170,94 @@ def test_a_worker_sends_back_findings_status_and_attachment_as_plain_values() ->
     assert all(type(part) in (list, dict, bool) for part in shipped)
     received = ruleworkers._received(pickle.loads(pickle.dumps(shipped)))
     assert received == replace(outcome, validated=checks.Result([finding], None))
+
+
+async def test_concurrent_reviews_judged_together_run_their_rules_in_a_forked_worker(
+        gate: Gate, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The webhook's batches (``Gate.review_together``) send their rules, and the batching claims of the
+    changes that pass them, to one forked worker: the verdicts are the in-process ones (a denial and
+    defaulted objects included), and this process ran none of the rules and worked out no claim."""
+    state = state_with(version="together")
+    changes = [Change(Operation.CREATE, obj) for obj in (*many_shops(ruleworkers.MIN_REVIEWS), named("sticky"))]
+    alone = await gate.review_together(changes, state=state, notes_for=0.0)
+    counting = CountingRules(gate.rules)
+    claimed: list[str] = []
+    claim_of = batching.claim_of
+
+    def counted_claim(change: Change, view: State) -> batching.Claim:
+        claimed.append(str(change.ref))  # in this process only: a forked worker appends to its own copy
+        return claim_of(change, view)
+
+    monkeypatch.setattr(batching, "claim_of", counted_claim)
+    forked_gate = Gate(rules=counting, renderer=gate.renderer, checker=gate.checker)
+    forked_gate.review_workers = 1
+    forked = await forked_gate.review_together(changes, state=state, notes_for=0.0)
+    assert without_timings(forked) == without_timings(alone)
+    assert forked[-1].decision is Decision.DENY and all(v.allowed for v in forked[:-1])
+    assert counting.calls == 0, "every change's rules ran in the worker"
+    assert claimed == [], "the worker worked out the claims beside the rules"
+
+
+async def test_a_dead_review_worker_leaves_the_rules_to_this_process(gate: Gate) -> None:
+    state = state_with(version="together")
+    changes = [Change(Operation.CREATE, obj) for obj in (*many_shops(ruleworkers.MIN_REVIEWS), named("sticky"))]
+    alone = await gate.review_together(changes, state=state, notes_for=0.0)
+    dying = DyingInWorkers(gate.rules)
+    dying_gate = Gate(rules=dying, renderer=gate.renderer, checker=gate.checker)
+    dying_gate.review_workers = 1
+    forked = await dying_gate.review_together(changes, state=state, notes_for=0.0)
+    assert without_timings(forked) == without_timings(alone)
+    assert dying.calls == len(changes)
+
+
+async def test_few_concurrent_reviews_or_no_workers_keep_their_rules_here(gate: Gate) -> None:
+    state = state_with(version="together")
+    counting = CountingRules(gate.rules)
+    few = Gate(rules=counting, renderer=gate.renderer, checker=gate.checker)
+    few.review_workers = 1
+    changes = [Change(Operation.CREATE, obj) for obj in many_shops(ruleworkers.MIN_REVIEWS - 1)]
+    await few.review_together(changes, state=state, notes_for=0.0)
+    assert counting.calls == len(changes)
+    few.review_workers = 0
+    counting.calls = 0
+    await few.review_together([*changes, Change(Operation.CREATE, named("sticky"))], state=state, notes_for=0.0)
+    assert counting.calls == len(changes) + 1
+
+
+@pytest.mark.parametrize("held", ["gcpause", "index build"])
+async def test_a_review_worker_forked_while_another_thread_holds_a_lock_of_the_rules_does_not_wait_for_it(
+        gate: Gate, held: str) -> None:
+    """The webhook forks while its other run renders in a thread: a lock that thread held at the fork
+    (a collection pause, an index build) must not stay held in the worker, where no thread releases it."""
+    import asyncio
+    import threading
+
+    from haproxy_check.render import gcpause
+    from validators.views import indexes
+
+    state = state_with(version=f"held-{held}")
+    changes = [Change(Operation.CREATE, obj) for obj in many_shops(ruleworkers.MIN_REVIEWS)]
+    # on an equal state of its own: ``state`` gets its indexes built in the worker, under the index lock
+    twin = state_with(version=f"held-{held}")
+    expected = [gate.rules.run(c, gate.scope.view(twin)) for c in changes]
+    lock = gcpause._lock if held == "gcpause" else indexes._GUARD
+    taken, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            taken.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    taken.wait(5)
+    counting = CountingRules(gate.rules)
+    try:
+        got = await asyncio.wait_for(ruleworkers.rules_of(counting, changes, gate.scope.view(state), workers=1), 30)
+    finally:
+        release.set()
+        holder.join()
+        ruleworkers.end_all(grace=0.5)
+    assert counting.calls == 0, "the worker judged them"
+    assert [r.findings for r, _ in got] == [r.findings for r in expected]
+    assert [r.defaulted for r, _ in got] == [r.defaulted for r in expected]
