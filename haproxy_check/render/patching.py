@@ -17,10 +17,11 @@ The result is byte for byte what ``Renderer.render(state, previous=...)`` gives
 (``tests/render/test_patched_renders.py`` checks it over random change sequences of every kind, with
 ``haproxy -c``). Where a change cannot be localised it renders in full and says why (``how``):
 ``first`` (nothing to patch from), ``templates`` (user templates may read any object), ``previous``
-(the live description moved since: slot names may too), ``kind:<Kind>`` (GatewayClass, Secret,
-Namespace, ConfigMap... changes the closure does not follow), ``many`` (more changed objects than
-``max_changed``), ``splice:<reason>`` (``splicing.Unspliceable``: a partial frontend, an ordered map,
-a section whose place its name does not give).
+(the live description moved since: slot names may too), ``age`` (a changed route's creationTimestamp
+moved), ``kind:<Kind>`` (GatewayClass, Secret, Namespace, ConfigMap... changes the closure does not
+follow), ``many`` (more changed objects than ``max_changed``), ``splice:<reason>``
+(``splicing.Unspliceable``: a frontend line that comes or goes, an ordered map, a section whose place
+its name does not give).
 
 A patched result carries no source map (``origins`` is empty): a caller that needs to trace a failing
 ``haproxy -c`` back to objects renders in full first (``webhook.reconcile`` does).
@@ -37,7 +38,7 @@ from haproxy_check.descriptions import BackendDesc, Description, FileDesc, MapDe
 from haproxy_check.render import splicing
 from haproxy_check.results import RenderResult
 from haproxy_check.runtime import frames
-from haproxy_check.traffic.facts import FrontendFacts, RoutingFacts
+from haproxy_check.traffic.facts import FrontendFacts, MatchFacts, RoutingFacts
 from validators.changes import Change, Operation
 from validators.objects import Obj, Ref, dig, ref_of
 from validators.states import State
@@ -63,14 +64,14 @@ class Rendered:
     """A render the next one is patched from: its state, its result, the description it was rendered
     against, and its haproxy.cfg and maps split into the units splicing moves."""
 
-    state: State
+    state: Linked
     result: RenderResult
     previous: Description | None
     sections: splicing.Sections
     maps: dict[str, list[str]]
 
     @classmethod
-    def of(cls, state: State, result: RenderResult, previous: Description | None) -> Rendered:
+    def of(cls, state: Linked, result: RenderResult, previous: Description | None) -> Rendered:
         maps = {m.path: list(m.entries) for m in result.description.maps}
         return cls(state, result, previous, splicing.Sections.of(result.files[splicing.CONFIG].decode()), maps)
 
@@ -81,8 +82,11 @@ def changed_refs(before: State, after: State) -> list[Ref]:
     out: list[Ref] = []
     for kind in READ_KINDS:
         old, new = before.list(kind), after.list(kind)
-        if len(old) == len(new) and all(a is b for a, b in zip(old, new, strict=True)):
-            continue
+        if len(old) == len(new):
+            pairs = [(a, b) for a, b in zip(old, new, strict=True) if a is not b and a != b]
+            if all(ref_of(a) == ref_of(b) for a, b in pairs):  # the same objects, some changed
+                out += [ref_of(b) for _, b in pairs]
+                continue
         olds = {ref_of(o): o for o in old}
         news = {ref_of(o): o for o in new}
         for ref in olds.keys() | news.keys():
@@ -90,6 +94,11 @@ def changed_refs(before: State, after: State) -> list[Ref]:
             if a is not b and a != b:
                 out.append(ref)
     return sorted(out)
+
+
+def _age(state: State, ref: Ref) -> object:
+    obj = state.get(ref.kind, ref.namespace, ref.name)
+    return None if obj is None else dig(obj, "metadata", "creationTimestamp")
 
 
 def _change(ref: Ref, old: Obj | None, new: Obj | None) -> Change:
@@ -130,6 +139,40 @@ def closure_members(before: State, after: State, changed: Sequence[Ref]) -> set[
     return members
 
 
+class Linked:
+    """``state`` as the patcher renders it: a State that names the state rendered before it and the
+    objects changed since (``validators.views.indexes.prior_link``), so the closure index and the
+    per-kind lookups are patched from the previous version's in O(changed objects) instead of being
+    scanned again (the admission path's cluster snapshots link the same way). The link is cut once the
+    render is done, so the chain never holds more than one state back."""
+
+    recorded_index = None  # not a Recording view
+
+    def __init__(self, state: State, before: Linked | None, changed: Sequence[Ref]) -> None:
+        self.base = state
+        self.index_memo: dict[str, tuple[str, object]] = {}  # validators.views.indexes: this state's own
+        self._link: tuple[State, frozenset[Ref]] | None = (before, frozenset(changed)) if before is not None else None
+
+    @property
+    def version(self) -> str:
+        return self.base.version
+
+    def list(self, kind: str) -> Sequence[Obj]:
+        return self.base.list(kind)
+
+    def get(self, kind: str, namespace: str, name: str) -> Obj | None:
+        return self.base.get(kind, namespace, name)
+
+    def prior(self) -> tuple[State, frozenset[Ref]] | None:
+        return self._link
+
+    def cut(self) -> None:
+        self._link = None
+
+    def __getattr__(self, name: str) -> object:  # provenance, kinds, ...: the wrapped state's
+        return getattr(self.base, name)
+
+
 class Patcher:
     """Renders each state as a patch of the last one it rendered, or in full (``render``'s ``how``)."""
 
@@ -146,13 +189,25 @@ class Patcher:
         templates, previous, kind, many, splice; ``self.reason`` has the details). Raises RenderError as
         ``Renderer.render`` does."""
         reason = self._why_not(state, previous)
+        last = self.last
+        changed = changed_refs(last.state, state) if last is not None else []
+        linked = Linked(state, last.state if last is not None else None, changed)
+        try:
+            return self._render(linked, changed, reason, previous)
+        finally:
+            linked.cut()
+
+    def _render(self, state: Linked, changed: Sequence[Ref], reason: str | None,
+                previous: Description | None) -> tuple[RenderResult, str]:
         if reason is None:
             assert self.last is not None
-            changed = changed_refs(self.last.state, state)
             if not changed:
                 self.last = dataclasses.replace(self.last, state=state)
                 return self.last.result, "unchanged"
             reason = next((f"kind:{r.kind}" for r in changed if r.kind not in CLOSED_KINDS | BY_SERVICE), None)
+            if reason is None and any(None not in (a := _age(self.last.state, r), b := _age(state, r)) and a != b
+                                      for r in changed if r.kind in ROUTE_KINDS):
+                reason = "age:a changed route's creationTimestamp moved (the precedence order it sets)"
             if reason is None and len(changed) > self.max_changed:
                 reason = "many"
             if reason is None:
@@ -168,6 +223,12 @@ class Patcher:
         self.last = Rendered.of(state, result, previous)
         return result, "full:" + reason.split(":", 1)[0]  # a bounded label; ``reason`` says all
 
+    def warm(self) -> None:
+        """Build the closure index of the last rendered state now (blocking: run it in a thread, off the
+        propagation path), so the next patch derives its index in O(change) instead of scanning."""
+        if self.last is not None:
+            closures.index_of(self.last.state)
+
     def forget(self) -> None:
         self.last = None
 
@@ -180,7 +241,7 @@ class Patcher:
             return "previous"
         return None
 
-    def _patch(self, last: Rendered, state: State, changed: Sequence[Ref],
+    def _patch(self, last: Rendered, state: Linked, changed: Sequence[Ref],
                previous: Description | None) -> Rendered:
         members = closure_members(last.state, state, changed)
         before = self.renderer.render(closures.Closure(last.state, members), subject=None, previous=previous)
@@ -188,7 +249,7 @@ class Patcher:
         return splice(last, state, before, after, previous, members)
 
 
-def splice(last: Rendered, state: State, before: RenderResult, after: RenderResult, previous: Description | None,
+def splice(last: Rendered, state: Linked, before: RenderResult, after: RenderResult, previous: Description | None,
            members: Iterable[Ref]) -> Rendered:
     """``last`` with the closure's output changed from ``before`` to ``after``. Raises Unspliceable."""
     pd, bd, ad = last.result.description, before.description, after.description
@@ -289,6 +350,24 @@ def _files(previous: Sequence[FileDesc], before: Sequence[FileDesc], after: Sequ
     return tuple(out[p] for p in sorted(out))
 
 
+def _matches_in_place(name: str, previous: tuple[MatchFacts, ...], before: tuple[MatchFacts, ...],
+                      after: tuple[MatchFacts, ...]) -> tuple[MatchFacts, ...]:
+    """A frontend's advanced matches (in precedence order) with the closure's changed in place, as
+    ``splicing.in_place`` changes their lines: each keeps its value and score (its precedence)."""
+    if before == after:
+        return previous
+    if len(before) != len(after):
+        raise splicing.Unspliceable(f"routing facts: frontend {name} gained or lost advanced matches")
+    out = list(previous)
+    for o, n in zip(before, after, strict=True):
+        if o == n:
+            continue
+        if (o.value, o.score) != (n.value, n.score) or out.count(o) != 1:
+            raise splicing.Unspliceable(f"routing facts: frontend {name}: a match changed its precedence")
+        out[out.index(o)] = n
+    return tuple(out)
+
+
 def _routing(previous: RoutingFacts, before: RoutingFacts, after: RoutingFacts) -> RoutingFacts:
     """The routing facts: rules by rule id and Services by backend name patched; a frontend's facts
     patched in their route list only; the L4 facts must not change."""
@@ -302,11 +381,12 @@ def _routing(previous: RoutingFacts, before: RoutingFacts, after: RoutingFacts) 
         if o == n:
             continue
         p = fronts.get(name)
-        if (o is None or n is None or p is None or p.advanced != o.advanced
-                or dataclasses.replace(o, routes=()) != dataclasses.replace(n, routes=())):
-            raise splicing.Unspliceable(f"routing facts: frontend {name} changed beyond its routes")
+        if (o is None or n is None or p is None
+                or dataclasses.replace(o, routes=(), advanced=()) != dataclasses.replace(n, routes=(), advanced=())):
+            raise splicing.Unspliceable(f"routing facts: frontend {name} changed beyond its routes and matches")
         routes = (set(p.routes) - (set(o.routes) - set(n.routes))) | (set(n.routes) - set(o.routes))
-        fronts[name] = dataclasses.replace(p, routes=tuple(sorted(routes)))
+        fronts[name] = dataclasses.replace(p, routes=tuple(sorted(routes)),
+                                           advanced=_matches_in_place(name, p.advanced, o.advanced, n.advanced))
     rules = {r.rid: r for r in previous.rules}
     for r in before.rules:
         rules.pop(r.rid, None)

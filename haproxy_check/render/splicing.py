@@ -22,6 +22,7 @@ Whatever cannot be placed by these rules raises ``Unspliceable`` naming why; the
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -111,9 +112,9 @@ def splice_config(previous: Sections, before: str, after: str) -> tuple[Sections
         i = where.get(key)
         p = texts[i] if i is not None else None
         if o is not None and n is not None:
-            if p != o:
-                raise Unspliceable(f"section {key!r} also holds objects outside the closure")
-            texts[i] = n  # type: ignore[index]
+            if p is None:
+                raise Unspliceable(f"section {key!r} is not in the previous configuration")
+            texts[i] = n if p == o else in_place(key, p, o, n)  # type: ignore[index]
         elif o is not None:
             if p != o:
                 raise Unspliceable(f"section {key!r} also holds objects outside the closure")
@@ -153,6 +154,39 @@ def splice_config(previous: Sections, before: str, after: str) -> tuple[Sections
     return Sections(keys, texts), left, came
 
 
+_SELECT = re.compile(r"    http-request set-var\(txn\.gw_sel\) str\(([0-9]+)\|")
+
+
+def in_place(key: str, previous: str, before: str, after: str) -> str:
+    """A section that also holds lines of objects outside the closure (a Gateway's frontend holds every
+    attached route's advanced match lines): the closure's lines changed in place, where that keeps the
+    renderer's order. Only an advanced match line may change, under the same comment (route, rule,
+    match and what it matches: the precedence key's method, header and query counts) and with the same
+    score (the key's first member); the key's other members (age, namespace, name) are the patcher's
+    to keep (``patching`` renders in full when a changed object's age moved). Anything else (a line
+    more or less, a block that comes or goes) is refused."""
+    old, new = before.split("\n"), after.split("\n")
+    if len(old) != len(new):
+        raise Unspliceable(f"section {key!r} also holds objects outside the closure, and its lines changed")
+    lines = previous.split("\n")
+    at: dict[str, int] = {}
+    for j, line in enumerate(lines):
+        at[line] = -1 if line in at else j  # -1: more than once
+    for j, (o, n) in enumerate(zip(old, new, strict=True)):
+        if o == n:
+            continue
+        so, sn = _SELECT.match(o), _SELECT.match(n)
+        if (so is None or sn is None or so.group(1) != sn.group(1) or j == 0 or old[j - 1] != new[j - 1]
+                or not old[j - 1].startswith("    # ")):
+            raise Unspliceable(f"section {key!r} also holds objects outside the closure, and a line changed "
+                               "that is not an advanced match line keeping its place")
+        k = at.get(o, -1)
+        if k <= 0 or lines[k - 1] != old[j - 1]:
+            raise Unspliceable(f"section {key!r}: a changed line is not once in the previous section")
+        lines[k] = n
+    return "\n".join(lines)
+
+
 def _insert(keys: list[str], texts: list[str], key: str, text: str,
             family: tuple[str, str, Callable[[str], str]]) -> None:
     keyword, prefix, order = family
@@ -190,7 +224,7 @@ def splice_map(path: str, ordered: bool, previous: list[str], before: str, after
     gone = old_set - set(new)
     came = [line for line in new if line not in old_set]
     if ordered and path != WEIGHTED:
-        raise Unspliceable(f"{path}: an ordered map whose order the lines do not carry changed")
+        return _ordered_in_place(path, previous, old, new)
     key: Callable[[str], Any] = _weighted_key if path == WEIGHTED else _plain
     lines = list(previous)
     for line in sorted(gone, key=key):
@@ -203,6 +237,29 @@ def splice_map(path: str, ordered: bool, previous: list[str], before: str, after
         if i < len(lines) and lines[i] == line:
             continue  # an object outside the closure writes it too (unordered maps are de-duplicated)
         lines.insert(i, line)
+    return lines
+
+
+def _ordered_in_place(path: str, previous: list[str], old: list[str], new: list[str]) -> list[str]:
+    """An ordered map whose order is a precedence the lines do not carry (``path-regex.map``): the
+    closure's lines changed in place, when each keeps its value (``score|rule id|prefix length|what it
+    matches``: the precedence key but for the route's age, which the patcher keeps) and its place
+    among the closure's lines; a line more or less, or one whose value changed, is refused."""
+    if len(old) != len(new):
+        raise Unspliceable(f"{path}: an ordered map whose order the lines do not carry gained or lost lines")
+    at: dict[str, int] = {}
+    for j, line in enumerate(previous):
+        at[line] = -1 if line in at else j
+    lines = list(previous)
+    for o, n in zip(old, new, strict=True):
+        if o == n:
+            continue
+        if o.rsplit(" ", 1)[-1] != n.rsplit(" ", 1)[-1]:
+            raise Unspliceable(f"{path}: a line of an ordered map changed its value (its precedence)")
+        k = at.get(o, -1)
+        if k < 0:
+            raise Unspliceable(f"{path}: a changed line is not once in the previous map")
+        lines[k] = n
     return lines
 
 
