@@ -19,9 +19,9 @@ The result is byte for byte what ``Renderer.render(state, previous=...)`` gives
 ``first`` (nothing to patch from), ``templates`` (user templates may read any object), ``previous``
 (the live description moved since: slot names may too), ``age`` (a changed route's creationTimestamp
 moved), ``kind:<Kind>`` (GatewayClass, Secret, Namespace, ConfigMap... changes the closure does not
-follow), ``many`` (more changed objects than ``max_changed``), ``splice:<reason>``
-(``splicing.Unspliceable``: a frontend line that comes or goes, an ordered map, a section whose place
-its name does not give).
+follow), ``many`` (more changed objects than ``max_changed``), ``refused`` (a closure render raised
+RenderError), ``splice:<reason>`` (``splicing.Unspliceable``: a frontend line that comes or goes, a
+precedence that moved, a section whose place its name does not give).
 
 A patched result carries no source map (``origins`` is empty): a caller that needs to trace a failing
 ``haproxy -c`` back to objects renders in full first (``webhook.reconcile`` does).
@@ -36,7 +36,7 @@ from typing import Protocol
 
 from haproxy_check.descriptions import BackendDesc, Description, FileDesc, MapDesc, ProfileDesc
 from haproxy_check.render import splicing
-from haproxy_check.results import RenderResult
+from haproxy_check.results import RenderError, RenderResult
 from haproxy_check.runtime import frames
 from haproxy_check.traffic.facts import FrontendFacts, MatchFacts, RoutingFacts
 from validators.changes import Change, Operation
@@ -215,6 +215,8 @@ class Patcher:
                     patched = self._patch(self.last, state, changed, previous)
                 except splicing.Unspliceable as exc:
                     reason = f"splice:{exc}"
+                except RenderError as exc:  # the closure refused: the full render says what to whom
+                    reason = f"refused:{exc.message}"
                 else:
                     self.last = patched
                     return patched.result, "patched"
