@@ -230,6 +230,7 @@ class Patcher:
         propagation path), so the next patch derives its index in O(change) instead of scanning."""
         if self.last is not None:
             closures.index_of(self.last.state)
+            closures.passthrough_routes(self.last.state)  # closures.members reads it on every change
 
     def forget(self) -> None:
         self.last = None
