@@ -45,7 +45,9 @@ def _renders() -> dict[str, float]:
 
 async def main(sizes: list[int]) -> None:
     binary = await binaries.detect(None)
-    gate = assembly.build_gate(binary, assembly.GateSettings(render={"stats_socket": "/var/run/haproxy.sock"}))
+    # a long check timeout: on a loaded shared machine haproxy -c of 10,000 routes can take over the default 5 s
+    gate = assembly.build_gate(binary, assembly.GateSettings(render={"stats_socket": "/var/run/haproxy.sock"},
+                                                             check_timeout=60.0))
     print(f"haproxy {binary.version}")
     for n in sizes:
         objs = objects(n)
