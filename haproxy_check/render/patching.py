@@ -40,7 +40,7 @@ from haproxy_check.results import RenderError, RenderResult
 from haproxy_check.runtime import frames
 from haproxy_check.traffic.facts import FrontendFacts, MatchFacts, RoutingFacts
 from validators.changes import Change, Operation
-from validators.objects import Obj, Ref, dig, ref_of
+from validators.objects import KINDS, Obj, Ref, dig, ref_of
 from validators.states import State
 from validators.views import closures
 
@@ -48,8 +48,8 @@ from validators.views import closures
 ROUTE_KINDS = ("HTTPRoute", "GRPCRoute", "TLSRoute", "TCPRoute", "UDPRoute", "Route")
 CLOSED_KINDS = frozenset({*ROUTE_KINDS, "Gateway", "ListenerSet", "ReferenceGrant", "BackendTLSPolicy"})
 BY_SERVICE = frozenset({"Service", "EndpointSlice"})  # looked up by name: closed over the routes using them
-# every kind a render reads; a change to one not patchable renders in full
-READ_KINDS = (*CLOSED_KINDS, *BY_SERVICE, "GatewayClass", "Secret", "ConfigMap", "Namespace")
+# every kind a render (and a template's resources()) reads; a change to one not patchable renders in full
+READ_KINDS = tuple(sorted({*CLOSED_KINDS, *BY_SERVICE, "GatewayClass", "Secret", "ConfigMap", "Namespace", *KINDS}))
 MAX_CHANGED = 64
 SERVICE_LABEL = closures.SERVICE_NAME_LABEL
 
