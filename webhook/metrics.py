@@ -115,8 +115,16 @@ DELTA_DISAGREEMENTS = Counter(
 RECONCILE_SECONDS = Histogram(
     "routegate_reconcile_step_duration_seconds", "Time of one reconcile step: scope, audit, leaveouts, refused, "
     "render, check, restore, isolate, findings, shrink, serialize, promote, dataplane (plan, runtime, reload, "
-    "publish), record, statuses, report, outcome; total is the whole run and unattributed what no step covers.",
+    "publish), record, statuses, warm (the next patch's closure index, off the propagation path), report, "
+    "outcome; total is the whole run and unattributed what no step covers.",
     ("step",), buckets=(*_BUCKETS, 30.0, 60.0), registry=REGISTRY,
+)
+RECONCILE_RENDERS = Counter(
+    "routegate_reconcile_renders_total", "Reconcile renders by how they were made: patched (the previous "
+    "render with the changed objects' closure spliced in), unchanged, or full:<why> (first, templates, previous, "
+    "kind, age, many, refused, splice; haproxy_check.render.patching), and full:check (a patched render whose "
+    "haproxy -c failed, rendered again in full for the source map isolation reads).",
+    ("how",), registry=REGISTRY,
 )
 RECONCILES = Counter(
     "routegate_reconciles_total", "Reconcile runs by outcome (promoted, unchanged, rejected, held, undecided).",

@@ -5,8 +5,11 @@ steps, never copies of them:
 
   audit (the Gate's rules on every stored object, ``webhook.audits``)
   -> leave out what seed 004 says an object stored despite admission loses (``webhook.leaveouts``)
-  -> render the whole state with the Gate's renderer (incremental across state versions)
-  -> ``haproxy -c`` with the Gate's checker
+  -> render the state with the Gate's renderer: patched from the last render when a few objects changed
+     (``haproxy_check.render.patching``: the changed objects' closure rendered again and spliced in, byte
+     for byte the full render), in full otherwise (``routegate_reconcile_renders_total{how}`` says which)
+  -> ``haproxy -c`` with the Gate's checker (a patched render that fails it is rendered again in full, so
+     isolation traces the alerts through the full render's source map)
   -> failed or refused: isolate the objects at fault (``webhook.isolating``: each held back at its last
      promoted version, or left out) and check the rest; when no culprit can be isolated, write
      nothing: last-known-good stays live for everyone
@@ -44,6 +47,7 @@ import structlog
 
 from haproxy_check.check.checker import CheckTimedOut
 from haproxy_check.descriptions import BackendDesc, Description
+from haproxy_check.render import patching
 from haproxy_check.results import RenderError, RenderResult
 from haproxy_check.runtime.promotion import Promoted, Promoter, content_hash
 from validators import codes
@@ -128,6 +132,8 @@ class Reconciler:
         self.memory = memory if memory is not None else PromotedMemory()
         # re-judges only objects whose content or reads changed; other controllers' objects not at all
         self._audits = audits.AuditCache(gate.rules, gate.scope)
+        # renders each state as a patch of the last one (O(change)), in full where a change is not local
+        self._patcher = patching.Patcher(gate.renderer, user_templates=not getattr(gate, "delta", False))
         self._description_json = DescriptionJson()  # description.json, each unchanged backend's text reused
         # the view last promoted: each object's last promoted version, which an object whose update breaks
         # haproxy -c is held back at (webhook.isolating); None until the first promotion of this process
@@ -265,6 +271,7 @@ class Reconciler:
         with steps.step("record"):  # after the data plane has it: the objects on disk are for a restart
             await self._record(view, promoted)
         await self._statuses_beside(promoted, view, state, _kept(render, files), timings)
+        await self._timed("warm", timings, asyncio.to_thread(self._patcher.warm))  # off the propagation path
         return Outcome(Result.PROMOTED, state.version, promoted, _faults(by_ref), tuple(left), (), timings)
 
     async def _statuses_beside(self, version: Promoted, view: State, state: State, kept: Kept,
@@ -286,19 +293,34 @@ class Reconciler:
     async def _attempt(self, view: State, previous: Description | None,
                        timings: dict[str, float] | None = None) -> isolating.Attempt:
         """Render ``view`` and ``haproxy -c`` it; the steps are timed when ``timings`` is given (the first
-        attempt; isolation rounds count under "isolate"). Raises CheckTimedOut."""
+        attempt, rendered as a patch of the last render where it can be; isolation rounds count under
+        "isolate" and render in full). Raises CheckTimedOut."""
         mark = self._clock()
+        how = "full"
         try:
             # servers keep the slot names the live version gave them, so an endpoint that moves is one
             # `set server` at runtime and not a rename (haproxy_check/runtime/slots.py)
-            render = await asyncio.to_thread(self.gate.renderer.render, view, subject=None, previous=previous)
+            if timings is not None:
+                render, how = await asyncio.to_thread(self._patcher.render, view, previous=previous)
+                metrics.RECONCILE_RENDERS.labels(how).inc()
+                if how.startswith("full:") and how != "full:first":
+                    log.info("reconcile rendered in full", why=self._patcher.reason)
+            else:
+                render = await asyncio.to_thread(self.gate.renderer.render, view, subject=None, previous=previous)
         except RenderError as exc:
+            self._patcher.forget()
             return isolating.Attempt(view, refused=exc)
         finally:
             self._timing("render", mark, timings)
         mark = self._clock()
         try:
             checked = await self.gate.checker.check(render)
+            if not checked.ok and how in ("patched", "unchanged"):
+                # a patched render has no source map: the full one names the objects behind each alert
+                # (the same bytes, so the same verdict; isolation reads the origins)
+                metrics.RECONCILE_RENDERS.labels("full:check").inc()
+                render = await asyncio.to_thread(self.gate.renderer.render, view, subject=None, previous=previous)
+                checked = await self.gate.checker.check(render)
         finally:
             self._timing("check", mark, timings)
         return isolating.Attempt(view, render, checked=checked)
