@@ -1,60 +1,101 @@
-"""The reconcile gate at scale: one run's steps (audit, render, check, promote) at N routes, and a second
-run after one route changed (the incremental renderer reuses every other route, and the audit re-judges
-only the objects whose content or reads changed).
+"""The reconcile gate at scale: one run's steps (audit, render, check, promote, statuses) at N routes, and
+runs after one route changed, with the second state shaped as the cluster's watch stores hand it out (every
+unchanged object shared with the previous snapshot, which it names with the refs written since:
+``ClusterSnapshot.prior``), so the audit and the statuses recompute only what the change touched.
 
-    python3 bench/bench_reconcile.py [N ...]      (default 100 1000)
+    python3 bench/bench_reconcile.py [--changes K] [N ...]      (default 100 1000; K = 3 one-route changes)
 
-Prints seconds per step, the audit's share and how many objects it judged again, measured in one run
-(the machine is shared and noisy: compare the ratios, not the absolute numbers).
+Prints seconds per step, and for the audit and statuses steps the median over the K changes with how
+many objects were judged or computed again, the machine's load beside. Measured in one run (the machine
+is shared and noisy: compare trees alternated in one window, and ratios, not absolute numbers).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import copy
+import os
+import resource
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_gate import objects
 from haproxy_check.check import binaries
 from haproxy_check.runtime.promotion import Promoter
-from validators.objects import ref_of
-from validators.states import MemoryState
+from validators.objects import Obj, Ref, ref_of
+from validators.states import MemoryState, State
 from webhook import assembly
 from webhook.reconcile import Reconciler
 
+TREE = Path(__file__).resolve().parents[1]
 
-async def main(sizes: list[int]) -> None:
+
+class LinkedState(MemoryState):
+    """A watch snapshot's shape: objects shared with the previous version, which it names (``prior``)."""
+
+    def __init__(self, objs: list[Obj], version: str, prior: tuple[State, frozenset[Ref]] | None = None) -> None:
+        super().__init__(objs, version=version)
+        self._prior = prior
+
+    def prior(self) -> tuple[State, frozenset[Ref]] | None:
+        return self._prior
+
+
+def _counts(reconciler: Reconciler) -> str:
+    audits: Any = reconciler._audits
+    statuses: Any = getattr(reconciler, "_promoted_statuses", None)
+    judged = f"judged {audits.judged} reused {audits.reused}"
+    return judged + (f"  statuses computed {statuses.computed}" if statuses is not None else "")
+
+
+async def main(sizes: list[int], changes: int) -> None:
     binary = await binaries.detect(None)
     gate = assembly.build_gate(binary, assembly.GateSettings(render={"stats_socket": "/var/run/haproxy.sock"}))
-    print(f"haproxy {binary.version}")
+    print(f"haproxy {binary.version}  tree {TREE}")
     for n in sizes:
         objs = objects(n)
         with tempfile.TemporaryDirectory() as out:
             reconciler = Reconciler(gate, Promoter(Path(out)))
             started = time.perf_counter()
-            first = await reconciler.reconcile(MemoryState(objs, version=f"{n}-a"))
+            state: State = LinkedState(objs, f"{n}-0")
+            first = await reconciler.reconcile(state)
             total = time.perf_counter() - started
-            changed = copy.deepcopy(objs)
-            route = next(o for o in changed if o["kind"] == "HTTPRoute")
-            route["spec"]["hostnames"] = ["changed.example.com"]
-            started = time.perf_counter()
-            second = await reconciler.reconcile(MemoryState(changed, version=f"{n}-b"))
-            again = time.perf_counter() - started
-        routes = sum(1 for o in objs if o["kind"] == "HTTPRoute")
-        for label, outcome, seconds in (("first", first, total), ("one changed", second, again)):
-            steps = "  ".join(f"{k} {v:.3f}s" for k, v in outcome.timings.items())
-            share = outcome.timings.get("audit", 0.0) / seconds if seconds else 0.0
-            print(f"{routes:>6} routes  {label:<12} {outcome.result:<9} total {seconds:.3f}s  {steps}  "
-                  f"audit share {share:.0%}  judged {reconciler._audits.judged} reused {reconciler._audits.reused}  "
-                  f"changed {ref_of(route)}" if label != "first" else
-                  f"{routes:>6} routes  {label:<12} {outcome.result:<9} total {seconds:.3f}s  {steps}  "
-                  f"audit share {share:.0%}")
+            routes = [i for i, o in enumerate(objs) if o["kind"] == "HTTPRoute"]
+            print(f"{len(routes):>6} routes  first        {first.result:<9} total {total:.3f}s  "
+                  + "  ".join(f"{k} {v:.3f}s" for k, v in first.timings.items()))
+            audit, status, totals = [], [], []
+            for k in range(changes):
+                at = routes[(k * 7919) % len(routes)]
+                changed = list(objs)
+                route = copy.deepcopy(changed[at])
+                route["spec"]["hostnames"] = [f"changed{k}.example.com"]
+                changed[at] = route
+                state = LinkedState(changed, f"{n}-{k + 1}", (state, frozenset({ref_of(route)})))
+                started = time.perf_counter()
+                outcome = await reconciler.reconcile(state)
+                totals.append(time.perf_counter() - started)
+                audit.append(outcome.timings.get("audit", 0.0))
+                status.append(outcome.timings.get("statuses", 0.0))
+                objs = changed
+                print(f"{len(routes):>6} routes  one changed  {outcome.result:<9} total {totals[-1]:.3f}s  "
+                      + "  ".join(f"{k} {v:.3f}s" for k, v in outcome.timings.items())
+                      + f"  {_counts(reconciler)}  changed {ref_of(route)}")
+            load = os.getloadavg()[0]
+            print(f"{len(routes):>6} routes  one changed, median of {changes}: audit {statistics.median(audit):.3f}s  "
+                  f"statuses {statistics.median(status):.3f}s  run {statistics.median(totals):.3f}s  "
+                  f"load {load:.1f}  max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
 if __name__ == "__main__":
-    asyncio.run(main([int(a) for a in sys.argv[1:]] or [100, 1000]))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--changes", type=int, default=3)
+    parser.add_argument("sizes", nargs="*", type=int)
+    args = parser.parse_args()
+    asyncio.run(main(args.sizes or [100, 1000], args.changes))
