@@ -21,6 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ TREE = Path(__file__).resolve().parents[1]
 class LinkedState(MemoryState):
     """A watch snapshot's shape: objects shared with the previous version, which it names (``prior``)."""
 
-    def __init__(self, objs: list[Obj], version: str, prior: tuple[State, frozenset[Ref]] | None = None) -> None:
+    def __init__(self, objs: Sequence[Obj], version: str, prior: tuple[State, frozenset[Ref]] | None = None) -> None:
         super().__init__(objs, version=version)
         self._prior = prior
 
