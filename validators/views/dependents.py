@@ -124,9 +124,13 @@ class Dependents(Generic[R]):
         """Every object's result in the last state (read-only: the cache's own table)."""
         return self._results
 
-    def update(self, state: State) -> set[Ref]:
-        """Bring every result up to ``state``; the refs whose result was computed again or dropped."""
-        dirty = self._dirty(state) if self._state is not None else None
+    def update(self, state: State, also: Iterable[Ref] = (), *, everything: bool = False) -> set[Ref]:
+        """Bring every result up to ``state``; the refs whose result was computed again or dropped.
+        ``also``: refs to compute again for inputs the state does not hold (the caller tracks those);
+        ``everything``: compute every result again (an input every result reads changed)."""
+        dirty = self._dirty(state) if self._state is not None and not everything else None
+        if dirty is not None:
+            dirty.update(also)
         self._state = state
         touched: set[Ref] = set()
         if dirty is None:  # the first state: everything
