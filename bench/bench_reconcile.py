@@ -3,7 +3,9 @@ runs after one route changed, with the second state shaped as the cluster's watc
 unchanged object shared with the previous snapshot, which it names with the refs written since:
 ``ClusterSnapshot.prior``), so the audit and the statuses recompute only what the change touched.
 
-    python3 bench/bench_reconcile.py [--changes K] [N ...]      (default 100 1000; K = 3 one-route changes)
+    python3 bench/bench_reconcile.py [--changes K] [--check-timeout S] [N ...]
+
+(default 100 1000; K = 3 one-route changes; S = 60 s)
 
 Prints seconds per step, and for the audit and statuses steps the median over the K changes with how
 many objects were judged or computed again, the machine's load beside. Measured in one run (the machine
@@ -56,9 +58,12 @@ def _counts(reconciler: Reconciler) -> str:
     return judged + (f"  statuses computed {statuses.computed}" if statuses is not None else "")
 
 
-async def main(sizes: list[int], changes: int) -> None:
+async def main(sizes: list[int], changes: int, check_timeout: float) -> None:
     binary = await binaries.detect(None)
-    gate = assembly.build_gate(binary, assembly.GateSettings(render={"stats_socket": "/var/run/haproxy.sock"}))
+    # a generous check deadline: on a loaded machine a 10,000-route haproxy -c passes 5 s, and an undecided
+    # run stops before its statuses
+    gate = assembly.build_gate(binary, assembly.GateSettings(render={"stats_socket": "/var/run/haproxy.sock"},
+                                                             check_timeout=check_timeout))
     print(f"haproxy {binary.version}  tree {TREE}")
     for n in sizes:
         objs = objects(n)
@@ -97,6 +102,7 @@ async def main(sizes: list[int], changes: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--changes", type=int, default=3)
+    parser.add_argument("--check-timeout", type=float, default=60.0)
     parser.add_argument("sizes", nargs="*", type=int)
     args = parser.parse_args()
-    asyncio.run(main(args.sizes or [100, 1000], args.changes))
+    asyncio.run(main(args.sizes or [100, 1000], args.changes, args.check_timeout))
