@@ -49,13 +49,15 @@ def _mismatches(case: tuple[list[Obj], list[tuple[Ref, Obj | None]]]) -> list[st
     return found
 
 
-def _differential(examples: int) -> list[list[str]]:
+def _differential(examples: int, *, stop_at_first: bool = False) -> list[list[str]]:
     results: list[list[str]] = []
 
     @given(sequences())
     @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     def run(case: tuple[list[Obj], list[tuple[Ref, Obj | None]]]) -> None:
+        if stop_at_first and any(results):
+            return  # a sabotage test needs one mismatch, not all of them
         results.append(_mismatches(case))
 
     run()
@@ -63,7 +65,7 @@ def _differential(examples: int) -> list[list[str]]:
 
 
 def test_targets_built_incrementally_equal_the_full_build_after_every_step() -> None:
-    results = _differential(25)
+    results = _differential(20)
     assert all(not r for r in results), [r for r in results if r]
 
 
@@ -74,7 +76,7 @@ def test_the_differential_fails_when_a_changed_status_is_ignored(monkeypatch: py
         return update(self, state, (), everything=everything)  # no computed status or fact seen to change
 
     monkeypatch.setattr(statustargets.Dependents, "update", blind)
-    assert any(_differential(12))
+    assert any(_differential(12, stop_at_first=True))
 
 
 async def test_an_unchanged_target_is_not_fingerprinted_again(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -36,9 +36,50 @@ def changed_refs(before: State, after: State, kinds: Iterable[str]) -> set[Ref]:
     """A superset of the refs of ``kinds`` whose object differs between ``before`` and ``after``
     (extra refs only cost a recomputation; a missing one would be a wrong result)."""
     wanted = frozenset(kinds)
-    known = _linked(before, after)
-    if known is not None:
-        return {r for r in known if r.kind in wanted}
+    return {r for r in _changed(before, after, wanted) if r.kind in wanted}
+
+
+_SCOPE_READS = frozenset({*SOURCE_KINDS, "GatewayClass"})
+
+
+def _changed(before: State, after: State, wanted: frozenset[str]) -> set[Ref]:
+    if before is after:
+        return set()
+    extra: set[Ref] = set()
+    after, before = _unwrapped(after, extra), _unwrapped(before, extra)
+    if before is after:
+        return extra
+    if isinstance(before, ScopedState) and isinstance(after, ScopedState):
+        # the view hides other controllers' Gateways and ListenerSets from its lists (its get shows a stub):
+        # compare the states under it, and when a Gateway, ListenerSet or class changed, take every one of
+        # them (which are shown depends on their classes and parents; few: one per tenant, not per route)
+        below = _changed(before.base, after.base, wanted | _SCOPE_READS)
+        if any(r.kind in _SCOPE_READS for r in below):
+            for state in (before.base, after.base):
+                for kind in SOURCE_KINDS:
+                    below.update(ref_of(o) for o in state.list(kind))
+        return below | extra
+    link = indexes.prior_link(after)
+    if link is not None and link[0] is before:
+        return set(link[1]) | extra  # a watch snapshot names the refs written since its predecessor
+    return _walk(before, after, wanted) | extra
+
+
+def _unwrapped(state: State, into: set[Ref]) -> State:
+    """The state under Overlays and Withouts, which differ from their base at known refs (added to ``into``)."""
+    while True:
+        if isinstance(state, Overlay):
+            into.add(state.changed)
+            state = state.base
+        elif isinstance(state, Without):
+            into.update(state.hidden)
+            state = state.base
+        else:
+            return state
+
+
+def _walk(before: State, after: State, wanted: frozenset[str]) -> set[Ref]:
+    """The refs that differ, found by listing each kind: identity first, content where objects differ."""
     found: set[Ref] = set()
     for kind in sorted(wanted):
         old, new = before.list(kind), after.list(kind)
@@ -54,48 +95,6 @@ def changed_refs(before: State, after: State, kinds: Iterable[str]) -> set[Ref]:
                 continue
             found.add(new_ref(kind, key[0], key[1]))
     return found
-
-
-def _linked(before: State, after: State) -> set[Ref] | None:
-    """The refs that differ, from how the two states are built (no object compared); None: unknown."""
-    if before is after:
-        return set()
-    extra: set[Ref] = set()
-    while True:  # an Overlay or Without differs from its base at known refs only
-        if isinstance(after, Overlay):
-            extra.add(after.changed)
-            after = after.base
-        elif isinstance(after, Without):
-            extra.update(after.hidden)
-            after = after.base
-        else:
-            break
-    while True:
-        if isinstance(before, Overlay):
-            extra.add(before.changed)
-            before = before.base
-        elif isinstance(before, Without):
-            extra.update(before.hidden)
-            before = before.base
-        else:
-            break
-    if before is after:
-        return extra
-    if isinstance(before, ScopedState) and isinstance(after, ScopedState):
-        below = _linked(before.base, after.base)
-        if below is None:
-            return None
-        if any(r.kind in SOURCE_KINDS or r.kind == "GatewayClass" for r in below):
-            # which Gateways and ListenerSets the scope shows depends on their classes and parents:
-            # take every one of them (few: one per tenant or app, not per route)
-            for state in (before.base, after.base):
-                for kind in SOURCE_KINDS:
-                    below.update(ref_of(o) for o in state.list(kind))
-        return below | extra
-    link = indexes.prior_link(after)
-    if link is not None and link[0] is before:
-        return set(link[1]) | extra
-    return None
 
 
 class Dependents(Generic[R]):
