@@ -22,14 +22,16 @@ from hypothesis import strategies as st
 
 from tests.webhook import deltastates as ds
 from validators.changes import Change, Operation
+from validators.crossobject import statuses
 from validators.objects import Obj, Ref, ref_of
 from validators.states import MemoryState, Overlay, State
-from validators.views import dependents
+from validators.views import attachments, dependents
 from validators.views.scopes import Scope
 from webhook import audits, promotedstatuses
 from webhook.gates import Gate
 
 SCOPED = Scope.of(classes=["haproxy"])
+PORTS = tuple(attachments.DEFAULT_HTTP_PORTS)
 
 
 class Linked(MemoryState):
@@ -145,6 +147,9 @@ def _mismatches(gate: Gate, case: tuple[list[Obj], list[tuple[Ref, Obj | None]]]
                     found.append(f"audit, step {n} ({how}, scope {scope})")
                 if status_cache.of(view, view) != promotedstatuses.from_scratch(view, view, scope):
                     found.append(f"statuses, step {n} ({how}, scope {scope})")
+                counts = statuses._attached_counts(state, None, PORTS)  # linked: patched from the predecessor's
+                if how == "linked" and scope is None and dict(counts) != statuses.attached_counts_scan(state, PORTS):
+                    found.append(f"attached counts, step {n}")
     return found
 
 
