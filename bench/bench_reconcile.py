@@ -1,24 +1,33 @@
-"""The reconcile gate at scale: one run's steps (audit, render, check, promote) at N routes, and a second
-run after one route changed (the render is patched from the first run's where the change is local:
-haproxy_check.render.patching; the audit re-judges only the objects whose content or reads changed).
+"""The reconcile gate at scale: one run's steps (audit, render, check, promote, statuses) at N routes, and
+runs after one route changed, with the second state shaped as the cluster's watch stores hand it out (every
+unchanged object shared with the previous snapshot, which it names with the refs written since:
+``ClusterSnapshot.prior``), so the audit and the statuses recompute only what the change touched.
 
-    python3 bench/bench_reconcile.py [N ...]      (default 100 1000)
+    python3 bench/bench_reconcile.py [--changes K] [--check-timeout S] [--hostname] [N ...]
 
-The change is an UPDATE of one route's header value (``bench_gate.route(i, variant=1)``), or with
-``--hostname`` its hostname moved within its listener's wildcard.
+(default 100 1000; K = 3 one-route changes; S = 60 s). Each change is an UPDATE of one route's header value
+(``bench_gate.route(i, variant=k + 1)``: the render is patched from the previous run's,
+haproxy_check.render.patching), or with ``--hostname`` its hostname replaced.
 
-Prints seconds per step, the audit's share and how many objects it judged again, measured in one run
-(the machine is shared and noisy: compare the ratios, not the absolute numbers).
+Prints seconds per step, and for the audit and statuses steps the median over the K changes with how
+many objects were judged or computed again, the machine's load beside. Measured in one run (the machine
+is shared and noisy: compare trees alternated in one window, and ratios, not absolute numbers).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import copy
+import os
+import resource
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -26,12 +35,23 @@ from bench.bench_gate import objects
 from bench.bench_gate import route as make_route
 from haproxy_check.check import binaries
 from haproxy_check.runtime.promotion import Promoter
-from validators.objects import ref_of
-from validators.states import MemoryState
+from validators.objects import Obj, Ref, ref_of
+from validators.states import MemoryState, State
 from webhook import assembly, metrics
 from webhook.reconcile import Reconciler
 
-HOSTNAME = "--hostname" in sys.argv
+TREE = Path(__file__).resolve().parents[1]
+
+
+class LinkedState(MemoryState):
+    """A watch snapshot's shape: objects shared with the previous version, which it names (``prior``)."""
+
+    def __init__(self, objs: Sequence[Obj], version: str, prior: tuple[State, frozenset[Ref]] | None = None) -> None:
+        super().__init__(objs, version=version)
+        self._prior = prior
+
+    def prior(self) -> tuple[State, frozenset[Ref]] | None:
+        return self._prior
 
 
 def _renders() -> dict[str, float]:
@@ -43,40 +63,64 @@ def _renders() -> dict[str, float]:
             if sample.name.endswith("_total")}
 
 
-async def main(sizes: list[int]) -> None:
+def _counts(reconciler: Reconciler) -> str:
+    audits: Any = reconciler._audits
+    statuses: Any = getattr(reconciler, "_promoted_statuses", None)
+    judged = f"judged {audits.judged} reused {audits.reused}"
+    return judged + (f"  statuses computed {statuses.computed}" if statuses is not None else "")
+
+
+async def main(sizes: list[int], changes: int, check_timeout: float, hostname: bool) -> None:
     binary = await binaries.detect(None)
-    # a long check timeout: on a loaded shared machine haproxy -c of 10,000 routes can take over the default 5 s
+    # a generous check deadline: on a loaded machine a 10,000-route haproxy -c passes 5 s, and an undecided
+    # run stops before its statuses
     gate = assembly.build_gate(binary, assembly.GateSettings(render={"stats_socket": "/var/run/haproxy.sock"},
-                                                             check_timeout=60.0))
-    print(f"haproxy {binary.version}")
+                                                             check_timeout=check_timeout))
+    print(f"haproxy {binary.version}  tree {TREE}")
     for n in sizes:
         objs = objects(n)
         with tempfile.TemporaryDirectory() as out:
             reconciler = Reconciler(gate, Promoter(Path(out)))
             started = time.perf_counter()
-            first = await reconciler.reconcile(MemoryState(objs, version=f"{n}-a"))
+            state: State = LinkedState(objs, f"{n}-0")
+            first = await reconciler.reconcile(state)
             total = time.perf_counter() - started
-            changed = copy.deepcopy(objs)
-            k, route = next((k, o) for k, o in enumerate(changed) if o["kind"] == "HTTPRoute")
-            if HOSTNAME:
-                route["spec"]["hostnames"] = ["changed." + route["spec"]["hostnames"][0].split(".", 1)[1]]
-            else:
-                route = changed[k] = make_route(int(route["metadata"]["name"].rsplit("-", 1)[1]), variant=1)
-            renders = _renders()
-            started = time.perf_counter()
-            second = await reconciler.reconcile(MemoryState(changed, version=f"{n}-b"))
-            again = time.perf_counter() - started
-            how = {h: v - renders.get(h, 0.0) for h, v in _renders().items() if v != renders.get(h, 0.0)}
-        routes = sum(1 for o in objs if o["kind"] == "HTTPRoute")
-        for label, outcome, seconds in (("first", first, total), ("one changed", second, again)):
-            steps = "  ".join(f"{k} {v:.3f}s" for k, v in outcome.timings.items())
-            share = outcome.timings.get("audit", 0.0) / seconds if seconds else 0.0
-            print(f"{routes:>6} routes  {label:<12} {outcome.result:<9} total {seconds:.3f}s  {steps}  "
-                  f"audit share {share:.0%}  judged {reconciler._audits.judged} reused {reconciler._audits.reused}  "
-                  f"changed {ref_of(route)}  render {how}" if label != "first" else
-                  f"{routes:>6} routes  {label:<12} {outcome.result:<9} total {seconds:.3f}s  {steps}  "
-                  f"audit share {share:.0%}")
+            routes = [i for i, o in enumerate(objs) if o["kind"] == "HTTPRoute"]
+            print(f"{len(routes):>6} routes  first        {first.result:<9} total {total:.3f}s  "
+                  + "  ".join(f"{k} {v:.3f}s" for k, v in first.timings.items()))
+            audit, status, totals = [], [], []
+            for k in range(changes):
+                at = routes[(k * 7919) % len(routes)]
+                changed = list(objs)
+                if hostname:
+                    route = copy.deepcopy(changed[at])
+                    route["spec"]["hostnames"] = [f"changed{k}.example.com"]
+                else:
+                    route = make_route(int(changed[at]["metadata"]["name"].rsplit("-", 1)[1]), variant=k + 1)
+                changed[at] = route
+                renders = _renders()
+                state = LinkedState(changed, f"{n}-{k + 1}", (state, frozenset({ref_of(route)})))
+                started = time.perf_counter()
+                outcome = await reconciler.reconcile(state)
+                totals.append(time.perf_counter() - started)
+                audit.append(outcome.timings.get("audit", 0.0))
+                status.append(outcome.timings.get("statuses", 0.0))
+                objs = changed
+                print(f"{len(routes):>6} routes  one changed  {outcome.result:<9} total {totals[-1]:.3f}s  "
+                      + "  ".join(f"{k} {v:.3f}s" for k, v in outcome.timings.items())
+                      + f"  {_counts(reconciler)}  changed {ref_of(route)}  render "
+                      + str({h: v - renders.get(h, 0.0) for h, v in _renders().items() if v != renders.get(h, 0.0)}))
+            load = os.getloadavg()[0]
+            print(f"{len(routes):>6} routes  one changed, median of {changes}: audit {statistics.median(audit):.3f}s  "
+                  f"statuses {statistics.median(status):.3f}s  run {statistics.median(totals):.3f}s  "
+                  f"load {load:.1f}  max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
 if __name__ == "__main__":
-    asyncio.run(main([int(a) for a in sys.argv[1:] if not a.startswith("--")] or [100, 1000]))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--changes", type=int, default=3)
+    parser.add_argument("--check-timeout", type=float, default=60.0)
+    parser.add_argument("--hostname", action="store_true", help="replace a hostname instead of a header value")
+    parser.add_argument("sizes", nargs="*", type=int)
+    args = parser.parse_args()
+    asyncio.run(main(args.sizes or [100, 1000], args.changes, args.check_timeout, args.hostname))

@@ -6,11 +6,14 @@ Ignore``, created before routegate was installed, a Service or Secret changed un
 says which and why. It touches every object, so it runs in the reconcile loop and ``routegate check
 --all``, never on an AdmissionReview.
 
-``AuditCache`` makes the reconcile loop's audit incremental: each object's findings are kept with the
-object as judged and everything its judgement read (``validators.views.reads``: gets, listings, index keys),
-and reused while the object is the same and every read still reads the same, as the renderer's route
-cache does. Only objects whose content or dependencies changed since the previous state are judged
-again; the result equals ``audit`` on the same state (tests/reconcile/test_incremental_audit.py).
+``AuditCache`` makes the reconcile loop's audit O(change): each object's contribution (whether it is
+ours, its findings, which object each is about) is kept with everything its judgement read, and only
+the objects whose own content or reads changed since the previous state are judged again
+(``validators.views.dependents``: the changed refs come from the state's link to its predecessor, the
+readers of each from an inverse index, so no unchanged object is even looked at). Findings about
+sets of objects (a hostname two routes claim, a Gateway leaving routes without a listener) are
+re-judged for the objects that read the changed key only. The result equals ``audit`` on the same
+state, finding for finding (tests/reconcile/test_incremental_audit.py, test_audit_sequences.py).
 
 With a GatewayClass scope (``--gateway-class``/``--controller-name``), other controllers' objects are
 neither judged nor given findings: a route whose every parentRef is another controller's Gateway, a
@@ -22,13 +25,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from validators.changes import Change, Operation
 from validators.findings import Finding
 from validators.objects import REVIEWED_KINDS, Obj, Ref, ref_of
 from validators.states import State
-from validators.views.reads import FrozenReads, Recording
+from validators.views.dependents import Dependents
 from validators.views.scopes import Scope
 from webhook.gates import RuleChecks
 
@@ -89,40 +91,64 @@ def _collect(state: State, judge: Callable[[Obj], Sequence[Finding]], ours: Call
 
 
 class AuditCache:
-    """``audit`` across state versions, judging again only what changed (module docstring). One per
-    rule set and scope; ``audit`` calls are serialized (the reconcile loop runs one at a time)."""
+    """``audit`` across state versions, judging again only the objects whose inputs changed (module
+    docstring). One per rule set and scope; ``audit`` calls are serialized (the reconcile loop runs one
+    at a time)."""
 
     def __init__(self, rules: RuleChecks, scope: Scope | None = None) -> None:
         self.rules = rules
         self.scope = scope
-        self._entries: dict[Ref, tuple[Obj, FrozenReads, tuple[Finding, ...]]] = {}
+        self._judged: Dependents[_Contribution] = Dependents(self._contribution, sorted(REVIEWED_KINDS))
+        self._with_findings: set[Ref] = set()  # the judged objects that contribute a finding
         self._lock = threading.Lock()
         self.judged = 0  # objects judged (not reused) by the last audit
         self.reused = 0
 
     def audit(self, state: State) -> list[tuple[Ref, tuple[Finding, ...]]]:
         with self._lock:
-            indexed: dict[str, Any] = {}  # the state's indexes, looked up once for every entry's check
-            seen: set[Ref] = set()
-            self.judged = self.reused = 0
+            touched = self._judged.update(state)
+            results = self._judged.results
+            for ref in touched:
+                if results.get(ref):
+                    self._with_findings.add(ref)
+                else:
+                    self._with_findings.discard(ref)
+            self.judged, self.reused = self._judged.computed, self._judged.reused
+            found: dict[Ref, list[Finding]] = {}
+            for judged in sorted(self._with_findings, key=_judging_order):
+                for owner, finding in results[judged] or ():
+                    known = found.setdefault(owner, [])
+                    if finding not in known:
+                        known.append(finding)
+            return [(ref, tuple(items)) for ref, items in sorted(found.items()) if items]
 
-            def judge(obj: Obj) -> Sequence[Finding]:
-                ref = ref_of(obj)
-                seen.add(ref)
-                entry = self._entries.get(ref)
-                if entry is not None and (entry[0] is obj or entry[0] == obj) and entry[1].hold(state, indexed):
-                    self.reused += 1
-                    return entry[2]
-                recording = Recording(state)
-                findings = tuple(_judge(self.rules, obj, recording))
-                self._entries[ref] = (obj, recording.reads.frozen(), findings)
-                self.judged += 1
-                return findings
+    def _contribution(self, obj: Obj, state: State) -> _Contribution:
+        """What judging ``obj`` adds to the audit, as ``_collect`` adds it: None when it is not ours."""
+        ours = ours_in(self.scope, state)
+        if ours is not None and not ours(obj):
+            return None
+        judged = ref_of(obj)
+        out: list[tuple[Ref, Finding]] = []
+        for finding in _judge(self.rules, obj, state):
+            owner = parse_ref(finding.about) or judged
+            if owner != judged and ours is not None:
+                other = state.get(owner.kind, owner.namespace, owner.name)
+                if other is not None and not ours(other):
+                    continue
+            if finding.about:
+                finding = replace(finding, subject=True, about="")
+            out.append((owner, finding))
+        return tuple(out)
 
-            out = _collect(state, judge, ours_in(self.scope, state))
-            for gone in self._entries.keys() - seen:  # deleted objects: nothing to keep
-                del self._entries[gone]
-            return out
+
+# what one judged object adds to the audit: (owner, finding) in the order found; None: not ours
+_Contribution = tuple[tuple[Ref, Finding], ...] | None
+_KIND_ORDER = {kind: i for i, kind in enumerate(sorted(REVIEWED_KINDS))}
+
+
+def _judging_order(ref: Ref) -> tuple[int, str, str]:
+    """The order ``_collect`` judges in: by kind, then as ``State.list`` sorts (namespace, name)."""
+    return _KIND_ORDER[ref.kind], ref.namespace, ref.name
 
 
 def parse_ref(about: str) -> Ref | None:

@@ -51,12 +51,11 @@ from haproxy_check.render import patching
 from haproxy_check.results import RenderError, RenderResult
 from haproxy_check.runtime.promotion import Promoted, Promoter, content_hash
 from validators import codes
-from validators.crossobject import statuses
 from validators.findings import Finding, Severity, denies
 from validators.objectrules import gatewayrefusals
 from validators.objects import Ref, dig
 from validators.states import State
-from webhook import audits, events, isolating, leaveouts, metrics, promotedversions, shrinkguard
+from webhook import audits, events, isolating, leaveouts, metrics, promotedstatuses, promotedversions, shrinkguard
 from webhook.gates import Gate
 from webhook.promotedmemory import SEEN_AT, Kept, PromotedMemory, observe_propagation
 from webhook.verdicts import Decision, Verdict
@@ -134,6 +133,8 @@ class Reconciler:
         self._audits = audits.AuditCache(gate.rules, gate.scope)
         # renders each state as a patch of the last one (O(change)), in full where a change is not local
         self._patcher = patching.Patcher(gate.renderer, user_templates=not getattr(gate, "delta", False))
+        # the statuses of what is promoted, computed again only for objects whose status inputs changed
+        self._promoted_statuses = promotedstatuses.PromotedStatuses(gate.scope)
         self._description_json = DescriptionJson()  # description.json, each unchanged backend's text reused
         # the view last promoted: each object's last promoted version, which an object whose update breaks
         # haproxy -c is held back at (webhook.isolating); None until the first promotion of this process
@@ -415,18 +416,9 @@ class Reconciler:
         return description
 
     def _statuses(self, view: State, state: State) -> dict[str, Any]:
-        """The statuses of our objects only: another controller's route or policy is not ours to describe."""
-        found = statuses.all_statuses(view)
-        ours = audits.ours_in(self.gate.scope, state)
-        if ours is None:
-            return found
-        kept: dict[str, Any] = {}
-        for key, status in found.items():
-            ref = audits.parse_ref(key)
-            obj = state.get(ref.kind, ref.namespace, ref.name) if ref is not None else None
-            if obj is None or ours(obj):
-                kept[key] = status
-        return kept
+        """The statuses of our objects only: another controller's route or policy is not ours to describe.
+        Recomputed only for the objects whose status inputs changed (``webhook.promotedstatuses``)."""
+        return self._promoted_statuses.of(view, state)
 
     def _add_render_findings(self, render: RenderResult, by_ref: dict[Ref, list[Finding]], state: State) -> None:
         """Render findings about stored objects of ours (``audits.ours_in``), under the same enforcement

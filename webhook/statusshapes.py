@@ -175,6 +175,14 @@ def targets(scoped: State, computed: Mapping[str, Any], facts: Facts, scope: Sco
     return out
 
 
+def target_of(obj: Obj, plural: str, scoped: State, computed: Mapping[str, Any], facts: Facts, scope: Scope,
+              controllers: frozenset[str]) -> Target | None:
+    """One object's Target, as ``targets`` builds it (``webhook.statustargets`` builds them one by one)."""
+    if is_foreign(obj):
+        return None
+    return _target(obj, ref_of(obj), plural, scoped, computed, facts, scope, controllers)
+
+
 def _target(obj: Obj, ref: Ref, plural: str, scoped: State, computed: Mapping[str, Any], facts: Facts, scope: Scope,
             controllers: frozenset[str]) -> Target | None:
     generation = _generation(obj)

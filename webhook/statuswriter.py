@@ -33,7 +33,7 @@ import structlog
 from validators.objects import Ref, as_map, dig
 from validators.states import State
 from validators.views.scopes import Scope
-from webhook import metrics, statusshapes
+from webhook import metrics, statusshapes, statustargets
 from webhook.promotedmemory import PromotedMemory
 from webhook.reconcile import Outcome, Result
 
@@ -69,6 +69,9 @@ class StatusWriter:
         self._retry: dict[Ref, tuple[float, int]] = {}  # not before, failed attempts
         self._done: dict[Ref, tuple[str, float]] = {}  # fingerprint written or found stored, and when
         self._wanted: dict[Ref, statusshapes.Target] = {}  # the last complete set submitted
+        # each Target's fingerprint, kept while the same Target object is handed again (webhook.statustargets
+        # hands the very object of an unchanged status): a run that changed one status fingerprints one
+        self._fingerprints: dict[Ref, tuple[statusshapes.Target, str]] = {}
         self._led = False  # whether the last look found this process leading
         self._tokens = float(burst)
         self._filled = clock()
@@ -87,7 +90,7 @@ class StatusWriter:
         for target in targets:
             given[target.ref] = target
             done = self._done.get(target.ref)
-            if done is not None and done[0] == target.fingerprint() and now - done[1] < self.resync:
+            if done is not None and done[0] == self._fingerprint(target) and now - done[1] < self.resync:
                 self._pending.pop(target.ref, None)
                 continue
             self._pending[target.ref] = target
@@ -95,6 +98,7 @@ class StatusWriter:
         if complete:
             self._wanted = given
             self._done = {ref: v for ref, v in self._done.items() if ref in given}
+            self._fingerprints = {ref: v for ref, v in self._fingerprints.items() if ref in given}
             for ref in [r for r in self._pending if r not in given]:  # deleted or no longer ours
                 del self._pending[ref]
                 self._retry.pop(ref, None)
@@ -102,6 +106,14 @@ class StatusWriter:
         if queued:
             self._wake.set()
         return queued
+
+    def _fingerprint(self, target: statusshapes.Target) -> str:
+        known = self._fingerprints.get(target.ref)
+        if known is not None and known[0] is target:
+            return known[1]
+        printed = target.fingerprint()
+        self._fingerprints[target.ref] = (target, printed)
+        return printed
 
     async def run(self) -> None:
         """Write what is pending, forever (the task reconcile runs beside its loop)."""
@@ -170,7 +182,7 @@ class StatusWriter:
             del self._pending[ref]
             self._retry.pop(ref, None)
         if outcome in ("written", "unchanged"):
-            self._done[ref] = (target.fingerprint(), self._clock())
+            self._done[ref] = (self._fingerprint(target), self._clock())
         metrics.STATUS_PENDING.set(len(self._pending))
 
     def _failed(self, target: statusshapes.Target, error: str, *, status: int | None) -> None:
@@ -250,6 +262,7 @@ class OutcomeStatuses:
         self.writer = writer
         self.memory = memory if memory is not None else PromotedMemory()  # the reconciler's, when wired
         self._last: tuple[Outcome, State] | None = None  # the last outcome handed over, for ``refresh``
+        self._targets = statustargets.StatusTargets(scope)  # built again only where their inputs changed
         self.scope = scope
         self.output = output
         self.dataplane = dataplane
@@ -309,7 +322,7 @@ class OutcomeStatuses:
         computed = self._promoted_statuses(live)
         if computed is None:
             return None
-        return statusshapes.targets(scoped, computed, facts, self.scope), True
+        return self._targets.of(scoped, computed, facts), True
 
     def _promoted_statuses(self, version: str) -> dict[str, Any] | None:
         kept = self.memory.get(version)

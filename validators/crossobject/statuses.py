@@ -416,7 +416,37 @@ def _counts_of(state: State, http_ports: tuple[int, ...]) -> dict[tuple[Ref, str
                 if not counts[key]:
                     del counts[key]
         return counts
-    return attached_counts_scan(state, http_ports)
+    patched = _counts_patched(state, http_ports)
+    return patched if patched is not None else attached_counts_scan(state, http_ports)
+
+
+def _counts_patched(state: State, http_ports: tuple[int, ...]) -> dict[tuple[Ref, str], int] | None:
+    """The counts of a state that links to its predecessor (``indexes.prior_link``: a cluster snapshot
+    and the refs written since), from the predecessor's counts when only routes and kinds the counts do
+    not read changed: the changed routes' listeners taken off and put back, O(changed routes) instead of
+    attaching every route again. None: count from scratch."""
+    link = indexes.prior_link(state)
+    if link is None:
+        return None
+    before, changed = link
+    if any(ref.kind in attachments.LISTENER_KINDS for ref in changed):
+        return None  # the listeners themselves changed: every route may attach elsewhere
+    prior = indexes.peek(before, f"attached-counts{http_ports}")
+    if not isinstance(prior, dict):
+        return None
+    counts = dict(prior)
+    for ref in changed:
+        if ref.kind not in attachments.ROUTE_KINDS:
+            continue
+        for at, step in ((before, -1), (state, 1)):
+            route = at.get(ref.kind, ref.namespace, ref.name)
+            if route is None or kind_of(route) != ref.kind:
+                continue
+            for key in _listener_keys(route, at, http_ports):
+                counts[key] = counts.get(key, 0) + step
+                if not counts[key]:
+                    del counts[key]
+    return counts
 
 
 def _listener_keys(route: Obj, state: State, http_ports: Sequence[int]) -> set[tuple[Ref, str]]:
