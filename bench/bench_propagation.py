@@ -204,7 +204,7 @@ def kinds() -> dict[str, tuple[Change, Callable[[bool], Probe]]]:
         return lambda: (_get("new.edge.example.com", "/")[1].startswith("127.0.0.4")) == on
 
     return {"header value": (header, header_probe), "path": (path, path_probe),
-            "hostname": (hostname, hostname_probe), "hostname, plain route": (plain_hostname, plain_hostname_probe),
+            "hostname": (hostname, hostname_probe), "hostname (map only)": (plain_hostname, plain_hostname_probe),
             "weights": (weights, weights_probe),
             "new route + backend": (_new_route, new_route_probe), "reload-only": (_reload_only, _reload_probe)}
 
