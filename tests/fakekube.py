@@ -27,13 +27,14 @@ import asyncio
 import base64
 import copy
 import json
+import pickle
 import ssl
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -133,7 +134,7 @@ class FakeKube:
         await site.start()
         server = site._server
         assert server is not None
-        port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = cast(asyncio.Server, server).sockets[0].getsockname()[1]
         self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{port}"
         return self
 
@@ -205,6 +206,32 @@ class FakeKube:
         bucket[key] = stored
         self._emit("ADDED", res, stored)
         return copy.deepcopy(stored)
+
+    def preload(self, objs: Iterable[Mapping[str, Any]]) -> int:
+        """Store objects that exist before anyone watches (a cluster's existing state), without an event each:
+        lists and watches from no resourceVersion see them, as they see objects older than the history.
+        ``create`` per object deep-copies three times and records an event; at 20,000 objects that took
+        12.6 s, nearly all of it in ``copy.deepcopy``. Returns the number stored."""
+        count = 0
+        for obj in pickle.loads(pickle.dumps(list(objs), protocol=5)):  # one copy, the fastest way
+            res = self._resource_for(obj)
+            meta = obj.setdefault("metadata", {})
+            if not res.namespaced:
+                meta.pop("namespace", None)
+            key = (meta.get("namespace", ""), meta["name"])
+            bucket = self.objects[(res.group, res.plural)]
+            if key in bucket:
+                raise KeyError(f"{res.kind} {key} exists")
+            if (res.group, res.plural) == CRD_KEY:
+                raise ValueError("preload stores plain objects; create CRDs with create()")
+            self.rv += 1
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", "2026-11-29T14:00:00Z")
+            meta["resourceVersion"] = str(self.rv)
+            meta["generation"] = 1
+            bucket[key] = obj
+            count += 1
+        return count
 
     def update(self, obj: Mapping[str, Any]) -> Obj:
         res = self._resource_for(obj)
@@ -549,7 +576,10 @@ class FakeKube:
         return (namespace is None or meta.get("namespace") == namespace) and (name is None or meta["name"] == name)
 
     def _served(self, res: Resource, obj: Obj, *, in_list: bool) -> Obj:
-        out = copy.deepcopy(obj)
+        # a top-level copy is enough: stored objects are never changed in place (every write stores a new
+        # deep copy), and only top-level keys are set here. A deep copy per item made a 10,000-route list
+        # cost seconds of this (shared) event loop.
+        out = dict(obj)
         if in_list and res.group in ("", "discovery.k8s.io", "apiextensions.k8s.io"):
             # built-in list items carry no kind/apiVersion, as on a real apiserver
             out.pop("kind", None)

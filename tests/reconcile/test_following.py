@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from types import SimpleNamespace
 from typing import Any
 
 from validators.states import MemoryState
 from webhook.following import follow
+from webhook.reconcile import Result
 
 
 class Source:
@@ -153,6 +155,50 @@ async def test_a_failed_run_is_retried_after_the_debounce() -> None:
     task = await _running(source, runs, debounce=0.1, max_wait=30)
     try:
         await _until(lambda: runs.versions == ["failed", "0"])
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+class UndecidedOnce(Recording):
+    """The first run cannot decide (haproxy -c timed out on a loaded machine); the next one can."""
+
+    async def reconcile(self, state: MemoryState, *, seen_at: float | None = None) -> Any:
+        undecided = not self.versions
+        await super().reconcile(state)
+        return SimpleNamespace(result=Result.UNDECIDED if undecided else Result.PROMOTED)
+
+
+async def test_an_undecided_run_is_tried_again_on_the_same_state() -> None:
+    """Nothing changes after the undecided run: the state is judged again anyway (before this, the loop
+    marked it done, and the first version of a quiet cluster was never promoted)."""
+    source, runs = Source(), UndecidedOnce()
+    task = await _running(source, runs, debounce=0.1, max_wait=30)
+    try:
+        await _until(lambda: runs.versions == ["0", "0"], seconds=5)
+        await asyncio.sleep(0.7)
+        assert runs.versions == ["0", "0"]  # decided: not run again
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+class AlwaysUndecided(Recording):
+    async def reconcile(self, state: MemoryState, *, seen_at: float | None = None) -> Any:
+        await super().reconcile(state)
+        return SimpleNamespace(result=Result.UNDECIDED)
+
+
+async def test_undecided_runs_back_off() -> None:
+    """Retries double their wait (0.5, 1, 2 s ...): a machine too loaded to finish haproxy -c is not
+    handed a check every debounce."""
+    source, runs = Source(), AlwaysUndecided()
+    task = await _running(source, runs, debounce=0.1, max_wait=30)
+    try:
+        await asyncio.sleep(2.2)  # runs at about 0, 0.5, 1.5 s; the next one at 3.5 s
+        assert 2 <= len(runs.versions) <= 3
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
