@@ -408,13 +408,8 @@ def _counts_of(state: State, http_ports: tuple[int, ...]) -> dict[tuple[Ref, str
         counts = dict(_attached_counts(state.base, None, http_ports))
         old = state.base.get(ref.kind, ref.namespace, ref.name)
         new = state.get(ref.kind, ref.namespace, ref.name)
-        for route, step in ((old, -1), (new, 1)):
-            if route is None or kind_of(route) != ref.kind:
-                continue
-            for key in _listener_keys(route, state, http_ports):
-                counts[key] = counts.get(key, 0) + step
-                if not counts[key]:
-                    del counts[key]
+        _move(counts, ref, old, state, -1, http_ports)
+        _move(counts, ref, new, state, 1, http_ports)
         return counts
     patched = _counts_patched(state, http_ports)
     return patched if patched is not None else attached_counts_scan(state, http_ports)
@@ -439,14 +434,20 @@ def _counts_patched(state: State, http_ports: tuple[int, ...]) -> dict[tuple[Ref
         if ref.kind not in attachments.ROUTE_KINDS:
             continue
         for at, step in ((before, -1), (state, 1)):
-            route = at.get(ref.kind, ref.namespace, ref.name)
-            if route is None or kind_of(route) != ref.kind:
-                continue
-            for key in _listener_keys(route, at, http_ports):
-                counts[key] = counts.get(key, 0) + step
-                if not counts[key]:
-                    del counts[key]
+            _move(counts, ref, at.get(ref.kind, ref.namespace, ref.name), at, step, http_ports)
     return counts
+
+
+def _move(counts: dict[tuple[Ref, str], int], ref: Ref, route: Obj | None, state: State, step: int,
+          http_ports: Sequence[int]) -> None:
+    """Take ``route`` (the version of ``ref`` in ``state``) off its listeners' counts (step -1) or put it
+    on them (+1); a count that reaches 0 is dropped, as a scan never lists it."""
+    if route is None or kind_of(route) != ref.kind:
+        return
+    for key in _listener_keys(route, state, http_ports):
+        counts[key] = counts.get(key, 0) + step
+        if not counts[key]:
+            del counts[key]
 
 
 def _listener_keys(route: Obj, state: State, http_ports: Sequence[int]) -> set[tuple[Ref, str]]:
