@@ -112,6 +112,23 @@ DELTA_DISAGREEMENTS = Counter(
     "Objects the background full check blames for a failure after their delta review passed haproxy -c.",
     ("kind",), registry=REGISTRY,
 )
+RECONCILE_FULL_CHECKS = Counter(
+    "routegate_reconcile_full_checks_total",
+    "Background full haproxy -c runs of a promoted version its delta check judged, by result "
+    "(agreed, disagreed, undecided).",
+    ("result",), registry=REGISTRY,
+)
+RECONCILE_CHECKS = Counter(
+    "routegate_reconcile_checks_total",
+    "Hot-path haproxy -c of a reconcile run, by what it checked: delta (the changed objects' closure of a "
+    "patched render; the whole configuration follows in the background) or full.",
+    ("how",), registry=REGISTRY,
+)
+RECONCILE_FULL_CHECK_DISAGREEMENTS = Counter(
+    "routegate_reconcile_full_check_disagreements_total",
+    "Promoted versions reconcile's delta check passed and the background full haproxy -c refused (a bug).",
+    registry=REGISTRY,
+)
 RECONCILE_SECONDS = Histogram(
     "routegate_reconcile_step_duration_seconds", "Time of one reconcile step: scope, audit, leaveouts, refused, "
     "render, check, restore, isolate, findings, shrink, serialize, promote, dataplane (plan, runtime, reload, "

@@ -55,8 +55,18 @@ from validators.findings import Finding, Severity, denies
 from validators.objectrules import gatewayrefusals
 from validators.objects import Ref, dig
 from validators.states import State
-from webhook import audits, events, isolating, leaveouts, metrics, promotedstatuses, promotedversions, shrinkguard
-from webhook.gates import Gate
+from webhook import (
+    audits,
+    events,
+    isolating,
+    leaveouts,
+    metrics,
+    promotedstatuses,
+    promotedversions,
+    reconcilechecks,
+    shrinkguard,
+)
+from webhook.gates import Gate, _binds_nothing
 from webhook.promotedmemory import SEEN_AT, Kept, PromotedMemory, observe_propagation
 from webhook.verdicts import Decision, Verdict
 
@@ -133,6 +143,13 @@ class Reconciler:
         self._audits = audits.AuditCache(gate.rules, gate.scope)
         # renders each state as a patch of the last one (O(change)), in full where a change is not local
         self._patcher = patching.Patcher(gate.renderer, user_templates=not getattr(gate, "delta", False))
+        # a patched render is judged by haproxy -c of its closure (the gate's delta check); the whole
+        # promoted configuration is checked after the promotion, and wins (webhook.reconcilechecks)
+        self.full_checks = reconcilechecks.BackgroundFullChecks(gate.checker)
+        self._delta_checked: tuple[Ref, ...] | None = None  # the first attempt's changed objects, if delta-checked
+        # the render last promoted (or found unchanged): a patch of it may be delta-checked, since what lies
+        # outside the closure passed haproxy -c there; a patch of a render that failed or was held may not
+        self._passed_render: RenderResult | None = None
         # the statuses of what is promoted, computed again only for objects whose status inputs changed
         self._promoted_statuses = promotedstatuses.PromotedStatuses(gate.scope)
         self._description_json = DescriptionJson()  # description.json, each unchanged backend's text reused
@@ -193,6 +210,12 @@ class Reconciler:
     async def _run(self, state: State, *, promote: bool = True) -> Outcome:
         timings: dict[str, float] = {}
         steps = _Steps(self._clock, timings)
+        disagreed = self.full_checks.take()
+        if disagreed is not None:
+            # the full check wins: judge this run in full, from the last view that passed it in full, so
+            # isolation holds the culprit back at its last fully checked version
+            self._patcher.forget("disagreement")
+            self._last_good = self.full_checks.fully_checked
         with steps.step("scope"):
             live = self.promoter.last_known_good() if self.promoter is not None else None
             provenance = getattr(state, "provenance", None)  # the source's own account, before scoping hides it
@@ -209,7 +232,7 @@ class Reconciler:
         try:
             with steps.step("refused"):
                 view, left = await self._refused_gateways(view, left, live, previous, by_ref)
-            attempt = await self._attempt(view, previous, timings)
+            attempt = await self._attempt(view, previous, timings, delta=promote and self.promoter is not None)
         except CheckTimedOut as exc:
             return self._undecided(exc, state, by_ref, left, live, timings)
         if not attempt.ok:
@@ -226,6 +249,7 @@ class Reconciler:
                 return self._rejected(attempt, state, by_ref, left, live, timings)
             assert isinstance(isolated, isolating.Isolated)
             attempt = isolated.attempt
+            self._delta_checked = None  # isolation rendered and checked in full
             for item in isolated.set_aside:
                 known = by_ref.setdefault(item.ref, [])
                 known.extend(f for f in item.findings if f not in known)
@@ -247,6 +271,9 @@ class Reconciler:
             digest = content_hash(files)
         if live is not None and live.content_hash == digest and self.promoter.live() is not None:
             self._last_good = view
+            self._passed_render = render
+            if self._delta_checked is None:
+                self.full_checks.passed_in_full(view)
             # what the data plane runs is the same, what the statuses say may not be
             await self._statuses_beside(live, view, state, _kept(render, files), timings)
             if self._versions is not None and self._versions.recorded != live.content_hash:
@@ -257,6 +284,12 @@ class Reconciler:
             self.promoter.promote, files, state_version=state.version))
         assert isinstance(promoted, Promoted)
         self._last_good = view  # what each object's last promoted version is (webhook.isolating)
+        self._passed_render = render
+        if self._delta_checked is None:
+            self.full_checks.passed_in_full(view)
+        else:
+            self.full_checks.submit(reconcilechecks.Promotion(
+                promoted.version, render, view, tuple(str(r) for r in self._delta_checked)))
         self.memory.remember(promoted.version, _kept(render, files))
         self._described = (promoted.version, render.description)
         metrics.LAST_PROMOTION.set(promoted.promoted_at)
@@ -292,16 +325,22 @@ class Reconciler:
             log.warning("statuses.json not written", version=version.version, error=str(exc))
 
     async def _attempt(self, view: State, previous: Description | None,
-                       timings: dict[str, float] | None = None) -> isolating.Attempt:
+                       timings: dict[str, float] | None = None, *, delta: bool = False) -> isolating.Attempt:
         """Render ``view`` and ``haproxy -c`` it; the steps are timed when ``timings`` is given (the first
         attempt, rendered as a patch of the last render where it can be; isolation rounds count under
-        "isolate" and render in full). Raises CheckTimedOut."""
+        "isolate" and render in full). ``delta``: a patched render may be judged by ``haproxy -c`` of the
+        changed objects' closure alone (the gate's delta check, docs/DELTA-CHECK.md); the whole
+        configuration is then checked in the background after the promotion. Raises CheckTimedOut."""
         mark = self._clock()
         how = "full"
+        if timings is not None:
+            self._delta_checked = None
         try:
             # servers keep the slot names the live version gave them, so an endpoint that moves is one
             # `set server` at runtime and not a rename (haproxy_check/runtime/slots.py)
             if timings is not None:
+                last = self._patcher.last
+                delta = delta and last is not None and last.result is self._passed_render
                 render, how = await asyncio.to_thread(self._patcher.render, view, previous=previous)
                 metrics.RECONCILE_RENDERS.labels(how).inc()
                 if how.startswith("full:") and how != "full:first":
@@ -315,6 +354,21 @@ class Reconciler:
             self._timing("render", mark, timings)
         mark = self._clock()
         try:
+            closure = self._patcher.closure if delta and how == "patched" else None
+            if closure is not None:
+                partial = await self.gate.checker.check(closure)
+                if partial.ok and not _binds_nothing(partial):
+                    self._delta_checked = self._patcher.changed
+                    metrics.RECONCILE_CHECKS.labels("delta").inc()
+                    return isolating.Attempt(view, render, checked=partial)
+                # failed, undecided or nothing bound: the whole configuration decides, rendered in full
+                # so that isolation can trace the alerts (the patched bytes are the same)
+                metrics.RECONCILE_CHECKS.labels("full").inc()
+                metrics.RECONCILE_RENDERS.labels("full:check").inc()
+                render = await asyncio.to_thread(self.gate.renderer.render, view, subject=None, previous=previous)
+                return isolating.Attempt(view, render, checked=await self.gate.checker.check(render))
+            if timings is not None:
+                metrics.RECONCILE_CHECKS.labels("full").inc()
             checked = await self.gate.checker.check(render)
             if not checked.ok and how in ("patched", "unchanged"):
                 # a patched render has no source map: the full one names the objects behind each alert

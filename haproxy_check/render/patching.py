@@ -69,6 +69,9 @@ class Rendered:
     previous: Description | None
     sections: splicing.Sections
     maps: dict[str, list[str]]
+    # a patch's render of the changed objects' closure in the new state: what reconcile's delta check
+    # runs ``haproxy -c`` on (None for a full render)
+    closure: RenderResult | None = None
 
     @classmethod
     def of(cls, state: Linked, result: RenderResult, previous: Description | None) -> Rendered:
@@ -181,6 +184,10 @@ class Patcher:
         self.max_changed = max_changed
         self.user_templates = user_templates
         self.last: Rendered | None = None
+        # the closure render of the last ``render`` when it was ``patched``, else None (the delta check)
+        self.closure: RenderResult | None = None
+        self.changed: tuple[Ref, ...] = ()  # the objects the last ``render`` found changed
+        self._forgotten = "first"  # why the next render is full after ``forget``
         self.reason = ""  # why the last full render was not a patch, in full
 
     def render(self, state: State, *, previous: Description | None = None) -> tuple[RenderResult, str]:
@@ -192,6 +199,8 @@ class Patcher:
         last = self.last
         changed = changed_refs(last.state, state) if last is not None else []
         linked = Linked(state, last.state if last is not None else None, changed)
+        self.closure = None
+        self.changed = tuple(changed)
         try:
             return self._render(linked, changed, reason, previous)
         finally:
@@ -219,10 +228,12 @@ class Patcher:
                     reason = f"refused:{exc.message}"
                 else:
                     self.last = patched
+                    self.closure = patched.closure
                     return patched.result, "patched"
         self.reason = reason
         result = self.renderer.render(state, subject=None, previous=previous)
         self.last = Rendered.of(state, result, previous)
+        self._forgotten = "first"
         return result, "full:" + reason.split(":", 1)[0]  # a bounded label; ``reason`` says all
 
     def warm(self) -> None:
@@ -232,14 +243,16 @@ class Patcher:
             closures.index_of(self.last.state)
             closures.passthrough_routes(self.last.state)  # closures.members reads it on every change
 
-    def forget(self) -> None:
+    def forget(self, why: str = "first") -> None:
+        """Render the next state in full (``why``: the ``how`` label's reason)."""
         self.last = None
+        self._forgotten = why
 
     def _why_not(self, state: State, previous: Description | None) -> str | None:
         if self.user_templates:
             return "templates"
         if self.last is None:
-            return "first"
+            return self._forgotten
         if previous is not self.last.previous and previous is not self.last.result.description:
             return "previous"
         return None
@@ -249,7 +262,9 @@ class Patcher:
         members = closure_members(last.state, state, changed)
         before = self.renderer.render(closures.Closure(last.state, members), subject=None, previous=previous)
         after = self.renderer.render(closures.Closure(state, members), subject=None, previous=previous)
-        return splice(last, state, before, after, previous, members)
+        patched = splice(last, state, before, after, previous, members)
+        patched.closure = after
+        return patched
 
 
 def splice(last: Rendered, state: Linked, before: RenderResult, after: RenderResult, previous: Description | None,
