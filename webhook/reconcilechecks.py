@@ -27,6 +27,7 @@ from haproxy_check.check.checker import CheckTimedOut
 from haproxy_check.results import RenderResult
 from validators.states import State
 from webhook import metrics
+from webhook.fullchecks import _niced
 from webhook.gates import Checks
 
 log = structlog.get_logger("routegate.reconcile")
@@ -44,7 +45,9 @@ class Promotion:
 
 class BackgroundFullChecks:
     def __init__(self, checker: Checks) -> None:
-        self.checker = checker
+        # like the webhook's background check: one run at a time, at the lowest CPU priority, never one
+        # of the slots the hot path and the reviews check in
+        self.checker: Checks = _niced(checker)
         self._next: Promotion | None = None
         self._task: asyncio.Task[None] | None = None
         # the last view whose whole configuration passed haproxy -c (on the hot path or here)
@@ -83,7 +86,7 @@ class BackgroundFullChecks:
         generation = self._generation
         try:
             result = await self.checker.check(promotion.render)
-        except CheckTimedOut as exc:
+        except (CheckTimedOut, OSError) as exc:
             metrics.RECONCILE_FULL_CHECKS.labels("undecided").inc()
             log.warning("background full check of a promoted version could not decide", version=promotion.version,
                         error=str(exc))
