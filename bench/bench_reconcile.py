@@ -63,6 +63,22 @@ def _renders() -> dict[str, float]:
             if sample.name.endswith("_total")}
 
 
+def _labelled(name: str) -> dict[str, float]:
+    counter = getattr(metrics, name, None)
+    if counter is None:
+        return {}
+    return {"/".join(sample.labels.values()): sample.value for metric in counter.collect()
+            for sample in metric.samples if sample.name.endswith("_total")}
+
+
+def _full_checks() -> dict[str, float]:
+    return _labelled("RECONCILE_FULL_CHECKS")
+
+
+def _checks() -> dict[str, float]:
+    return _labelled("RECONCILE_CHECKS")
+
+
 def _counts(reconciler: Reconciler) -> str:
     audits: Any = reconciler._audits
     statuses: Any = getattr(reconciler, "_promoted_statuses", None)
@@ -110,6 +126,12 @@ async def main(sizes: list[int], changes: int, check_timeout: float, hostname: b
                       + "  ".join(f"{k} {v:.3f}s" for k, v in outcome.timings.items())
                       + f"  {_counts(reconciler)}  changed {ref_of(route)}  render "
                       + str({h: v - renders.get(h, 0.0) for h, v in _renders().items() if v != renders.get(h, 0.0)}))
+            mark = time.perf_counter()
+            background = getattr(reconciler, "full_checks", None)  # a tree before the delta check has none
+            if background is not None:
+                await background.idle()  # the background full checks of the delta-checked promotions
+            print(f"{len(routes):>6} routes  background full checks {_full_checks()} (waited "
+                  f"{time.perf_counter() - mark:.3f}s after the last run), hot-path checks {_checks()}")
             load = os.getloadavg()[0]
             print(f"{len(routes):>6} routes  one changed, median of {changes}: audit {statistics.median(audit):.3f}s  "
                   f"statuses {statistics.median(status):.3f}s  run {statistics.median(totals):.3f}s  "
