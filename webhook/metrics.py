@@ -121,7 +121,8 @@ RECONCILE_FULL_CHECKS = Counter(
 RECONCILE_CHECKS = Counter(
     "routegate_reconcile_checks_total",
     "Hot-path haproxy -c of a reconcile run, by what it checked: delta (the changed objects' closure of a "
-    "patched render; the whole configuration follows in the background) or full.",
+    "patched render; the whole configuration follows in the background), full, or reused (the very render "
+    "that passed last time: no object it reads changed).",
     ("how",), registry=REGISTRY,
 )
 RECONCILE_FULL_CHECK_DISAGREEMENTS = Counter(

@@ -48,7 +48,7 @@ import structlog
 from haproxy_check.check.checker import CheckTimedOut
 from haproxy_check.descriptions import BackendDesc, Description
 from haproxy_check.render import patching
-from haproxy_check.results import RenderError, RenderResult
+from haproxy_check.results import CheckResult, RenderError, RenderResult
 from haproxy_check.runtime.promotion import Promoted, Promoter, content_hash
 from validators import codes
 from validators.findings import Finding, Severity, denies
@@ -150,6 +150,8 @@ class Reconciler:
         # the render last promoted (or found unchanged): a patch of it may be delta-checked, since what lies
         # outside the closure passed haproxy -c there; a patch of a render that failed or was held may not
         self._passed_render: RenderResult | None = None
+        # ... its check, and whether that was the delta check (the changed objects) or a full one (None)
+        self._passed: tuple[CheckResult, tuple[Ref, ...] | None] | None = None
         # the statuses of what is promoted, computed again only for objects whose status inputs changed
         self._promoted_statuses = promotedstatuses.PromotedStatuses(gate.scope)
         self._description_json = DescriptionJson()  # description.json, each unchanged backend's text reused
@@ -271,7 +273,7 @@ class Reconciler:
             digest = content_hash(files)
         if live is not None and live.content_hash == digest and self.promoter.live() is not None:
             self._last_good = view
-            self._passed_render = render
+            self._passed_render, self._passed = render, (checked, self._delta_checked)
             if self._delta_checked is None:
                 self.full_checks.passed_in_full(view)
             # what the data plane runs is the same, what the statuses say may not be
@@ -284,7 +286,7 @@ class Reconciler:
             self.promoter.promote, files, state_version=state.version))
         assert isinstance(promoted, Promoted)
         self._last_good = view  # what each object's last promoted version is (webhook.isolating)
-        self._passed_render = render
+        self._passed_render, self._passed = render, (checked, self._delta_checked)
         if self._delta_checked is None:
             self.full_checks.passed_in_full(view)
         else:
@@ -354,6 +356,11 @@ class Reconciler:
             self._timing("render", mark, timings)
         mark = self._clock()
         try:
+            if delta and how == "unchanged" and render is self._passed_render and self._passed is not None:
+                # the very render that passed last time (no object it reads changed): judged already
+                metrics.RECONCILE_CHECKS.labels("reused").inc()
+                checked, self._delta_checked = self._passed
+                return isolating.Attempt(view, render, checked=checked)
             closure = self._patcher.closure if delta and how == "patched" else None
             if closure is not None:
                 partial = await self.gate.checker.check(closure)

@@ -126,3 +126,25 @@ def test_a_delta_check_the_full_check_contradicts_is_counted_and_the_full_result
                        and p.name not in ("description.json", "statuses.json"))
 
     asyncio.run(run())
+
+
+def test_a_state_whose_render_is_unchanged_is_not_checked_again(haproxy_path: str, tmp_path: Path) -> None:
+    async def run() -> None:
+        reconciler, recording, objs = await _setup(haproxy_path, tmp_path)
+        recording.checked.clear()
+        again = await reconciler.reconcile(MemoryState(copy.deepcopy(objs), version="b"))
+        assert again.result is Result.UNCHANGED, again.rejection
+        await reconciler.full_checks.idle()
+        assert recording.checked == []  # the very render that passed in full: nothing to check
+
+        # a delta-checked promotion found unchanged after: still checked in full, once, in the background
+        changed = copy.deepcopy(objs)
+        next(o for o in changed if o["kind"] == "HTTPRoute")["spec"]["rules"][1]["matches"][0]["headers"][0][
+            "value"] = "no"
+        assert (await reconciler.reconcile(MemoryState(changed, version="c"))).result is Result.PROMOTED
+        assert (await reconciler.reconcile(MemoryState(copy.deepcopy(changed), version="d"))).result \
+            is Result.UNCHANGED
+        await reconciler.full_checks.idle()
+        assert len(recording.checked) == 2  # the closure, then the promoted configuration in full
+
+    asyncio.run(run())
