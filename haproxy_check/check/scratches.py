@@ -9,14 +9,17 @@ one another user owns, that user could rename our scratch directory away and put
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
+import queue
 import shutil
 import stat
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
@@ -24,7 +27,51 @@ from pathlib import Path, PurePosixPath
 # ``discard`` the last unlink waits for the disk: ~10 ms, half a small config's haproxy -c), and the
 # verdict never depends on it: it happens on a thread of its own, after the caller moved on. One
 # thread: removals queue in order, and the interpreter waits for it at exit (nothing is left behind).
-_REMOVER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="routegate-scratch-remover")
+#
+# Not a ThreadPoolExecutor: removals are also queued from finalizers (``warmstarts``: a check started
+# ahead that nobody took), and a finalizer runs wherever the garbage collector does, e.g. in a thread
+# that is still starting while the main thread sits in ``ThreadPoolExecutor.submit`` holding
+# concurrent.futures' global lock and waiting for that thread: a submit from the finalizer then waits for
+# that lock for ever. ``SimpleQueue.put`` is safe there (it is made for ``__del__`` and finalizers), and
+# the thread that takes from it is started when this module is imported, never from a finalizer.
+_Job = tuple[Path | None, "Future[None]"]
+
+
+class _Remover:
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def start(self) -> None:
+        self._pid = os.getpid()
+        self._thread = threading.Thread(target=self._run, name="routegate-scratch-remover", daemon=True)
+        self._thread.start()
+
+    def submit(self, path: Path | None) -> Future[None]:
+        done: Future[None] = Future()
+        if self._pid != os.getpid():  # a forked child (a rule worker): the parent's thread is not here
+            self.start()
+        self._queue.put((path, done))
+        return done
+
+    def stop(self) -> None:
+        """Let the queued removals finish, then end the thread (at interpreter exit)."""
+        if self._thread is not None and self._pid == os.getpid():
+            self._queue.put(None)
+            self._thread.join()
+
+    def _run(self) -> None:
+        while (job := self._queue.get()) is not None:
+            path, done = job
+            if path is not None:
+                shutil.rmtree(path, ignore_errors=True)
+            done.set_result(None)
+
+
+_REMOVER = _Remover()
+_REMOVER.start()
+atexit.register(_REMOVER.stop)  # a daemon thread still runs when atexit hooks do: the queue drains first
 
 
 class UnsafePath(ValueError):
@@ -106,7 +153,7 @@ def memory_base() -> Path | None:
 
 def remove_later(path: Path) -> Future[None]:
     """Remove ``path`` (a used scratch directory) on the remover thread; done when it is gone."""
-    return _REMOVER.submit(shutil.rmtree, path, ignore_errors=True)
+    return _REMOVER.submit(path)
 
 
 # Called first by ``wait_for_removals``: whatever else still holds a scratch directory lets it go
@@ -119,7 +166,7 @@ def wait_for_removals() -> None:
     that ends without waiting for its threads (``os._exit``)."""
     for release in BEFORE_EXIT:
         release()
-    _REMOVER.submit(lambda: None).result()
+    _REMOVER.submit(None).result()
 
 
 def new_dir(base: Path | None = None) -> Path:

@@ -142,3 +142,29 @@ def test_a_memory_base_that_cannot_take_the_tree_falls_back_to_the_disk(
     result = asyncio.run(Checker(HAProxyBinary(path=haproxy_path, version="2.8")).check(
         RenderResult(files={"haproxy.cfg": config})))
     assert result.decided and result.ok, result.error
+
+
+def test_a_removal_queued_while_concurrent_futures_holds_its_global_lock_does_not_wait_for_it(
+        tmp_path: Path) -> None:
+    """A finalizer (``warmstarts``: a check started ahead that nobody took) queues its directory's removal
+    wherever the garbage collector runs, e.g. in a thread still starting while the main thread sits in
+    ``ThreadPoolExecutor.submit`` holding concurrent.futures' global lock and waiting for that thread. The
+    removal must not need that lock: a ThreadPoolExecutor remover waited for it for ever (a hang seen in
+    the admission server's tests)."""
+    import concurrent.futures.thread as futures_thread
+
+    gone = tmp_path / "scratch"
+    gone.mkdir()
+    (gone / "haproxy.cfg").write_text("global\n")
+    queued = threading.Event()
+
+    def finalizer() -> None:
+        scratches.remove_later(gone)
+        queued.set()
+
+    with futures_thread._global_shutdown_lock:  # as ThreadPoolExecutor.submit holds it
+        worker = threading.Thread(target=finalizer, daemon=True)
+        worker.start()
+        assert queued.wait(10), "the removal waited for concurrent.futures' global lock"
+    scratches.remove_later(tmp_path / "nothing").result(10)  # in order: the first one is done
+    assert not gone.exists()
