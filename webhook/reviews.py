@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from validators.changes import Change, Operation
@@ -36,6 +37,12 @@ MAX_DEPTH = 64
 # Kubernetes integers are 64-bit (19 digits); Python refuses int() of 4,300+ digits with a ValueError.
 MAX_INT_DIGITS = 100
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# The two checks above, done on a UTF-8 body's bytes by C string methods instead of in Python per
+# integer (parse_int) and per value (the depth walk): they cost a review more than json.loads itself.
+_DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+_LONG_DIGITS = b"0" * (MAX_INT_DIGITS + 1)  # no such run of digits: no integer needs _int
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"{}[]")
+_NESTING = {ord("{"): 1, ord("["): 1, ord("}"): -1, ord("]"): -1}
 
 
 class BadReview(ValueError):
@@ -81,18 +88,42 @@ def _too_deep(doc: Any) -> bool:
     return False
 
 
+def _nesting(body: bytes) -> int:
+    """How deep the containers of a valid UTF-8 JSON body nest (the root container is 1), as
+    :func:`_too_deep` walks it: the largest count of brackets open at once outside strings; or, when
+    that is at most MAX_DEPTH, a bound on it that is too."""
+    # Backslashes occur only in strings, each starting an escape; dropping the escaped backslashes
+    # (pairs, from the left of each run, as the parser takes them) and then the escaped quotes leaves
+    # quote bytes that all start or end a string (in UTF-8 no other character contains that byte).
+    unescaped = body.replace(b"\\\\", b"").replace(b'\\"', b"")
+    brackets = b"".join(unescaped.split(b'"')[::2]).translate(None, _NOT_BRACKETS)
+    # Every container above the deepest one holds something: the containers that are not empty, plus
+    # one, bound the depth; counted in C, that settles a real object, whose managedFields is mostly {}.
+    bound = brackets.count(b"{") + brackets.count(b"[") - brackets.count(b"{}") - brackets.count(b"[]") + 1
+    if bound <= MAX_DEPTH:
+        return bound
+    return max(accumulate(map(_NESTING.__getitem__, brackets)), default=0)
+
+
+def _has_long_digits(body: bytes) -> bool:
+    return _LONG_DIGITS in body.translate(_DIGITS_AS_ZERO)
+
+
 def load_json(body: bytes) -> Any:
     """``json.loads`` that turns every way a body can break the parser into BadReview."""
     deep = BadReview(f"body is nested deeper than {MAX_DEPTH} levels")
+    utf8 = json.detect_encoding(body) == "utf-8"
+    # Without a run of more than MAX_INT_DIGITS digits anywhere, _int would return int(text) for each.
+    parse_int = _int if not utf8 or _has_long_digits(body) else None
     try:
-        doc = json.loads(body, parse_int=_int, parse_constant=_constant)
+        doc = json.loads(body, parse_int=parse_int, parse_constant=_constant)
     except BadReview:
         raise
     except RecursionError:
         raise deep from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, and int/float conversion limits
         raise BadReview(f"body is not valid JSON: {exc}") from None
-    if _too_deep(doc):
+    if _nesting(body) > MAX_DEPTH if utf8 else _too_deep(doc):
         raise deep
     return doc
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast
 
 import structlog
 from aiohttp import web
@@ -43,7 +43,6 @@ class CertStatus(Protocol):
     def not_after(self) -> datetime | None: ...
 
 
-@runtime_checkable
 class ExplainingSource(Protocol):
     """A state source that can say why it is not ready and what it could not read (ClusterState)."""
 
@@ -52,11 +51,23 @@ class ExplainingSource(Protocol):
     def reference_problems(self, obj: Obj) -> list[str]: ...
 
 
-@runtime_checkable
 class ReadingSource(Protocol):
     """A state source that reads, on demand, the objects a review references but nothing stored did."""
 
     async def read_references(self, obj: Obj, *, deadline: float) -> None: ...
+
+
+# Which sources are of the two shapes above, looked up on every review: what isinstance against a
+# runtime_checkable Protocol answers (each member present and not None), without its cost (it walks
+# the Protocol's members through the ABC machinery on every call, a measurable part of a review).
+def _explaining(source: object) -> ExplainingSource | None:
+    if getattr(source, "why_not_ready", None) is None or getattr(source, "reference_problems", None) is None:
+        return None
+    return cast(ExplainingSource, source)
+
+
+def _reading(source: object) -> ReadingSource | None:
+    return None if getattr(source, "read_references", None) is None else cast(ReadingSource, source)
 
 
 GATE = web.AppKey("gate", Gate)
@@ -214,9 +225,10 @@ async def _judge(app: web.Application, review: reviews.Review, budget: float) ->
     started = time.monotonic()
     deadline = started + budget
     subject = change.subject
-    if isinstance(source, ReadingSource) and change.operation is not Operation.DELETE and isinstance(subject, dict):
+    reading = _reading(source)
+    if reading is not None and change.operation is not Operation.DELETE and isinstance(subject, dict):
         # At most half the budget: what is still unread then is named by _with_reference_problems.
-        await source.read_references(subject, deadline=started + budget / 2)
+        await reading.read_references(subject, deadline=started + budget / 2)
         budget = max(deadline - time.monotonic(), 0.0)
     state = source.snapshot()
 
@@ -254,7 +266,8 @@ def _judged_against(app: web.Application, state_version: str) -> str:
 
 
 def _not_ready_reason(source: StateSource) -> str:
-    reason = source.why_not_ready() if isinstance(source, ExplainingSource) else ""
+    explaining = _explaining(source)
+    reason = explaining.why_not_ready() if explaining is not None else ""
     return reason or "still syncing cluster state; retry"
 
 
@@ -262,9 +275,10 @@ def _with_reference_problems(source: StateSource, review: reviews.Review, verdic
     """Warn about referenced Secrets/ConfigMaps the webhook cannot read (e.g. RBAC resourceNames that
     do not grant them): a problem of this object, never a reason to refuse every review."""
     subject = review.change.subject
-    if not isinstance(source, ExplainingSource) or not isinstance(subject, dict):
+    explaining = _explaining(source)
+    if explaining is None or not isinstance(subject, dict):
         return verdict
-    problems = source.reference_problems(subject)
+    problems = explaining.reference_problems(subject)
     return replace(verdict, notes=(*problems, *verdict.notes)) if problems else verdict
 
 

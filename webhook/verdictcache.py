@@ -30,17 +30,24 @@ SIZE = 256
 IGNORED_METADATA = frozenset({"uid", "resourceVersion", "generation", "managedFields"})
 
 Key = tuple[str, str, str, str]
+# One encoder for every hash: json.dumps with options builds a new JSONEncoder on each call.
+_encode = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr).encode
 
 
 def content_hash(obj: Any) -> str:
     """A digest of an object's content without the bookkeeping metadata; "" for no object."""
     if obj is None:
         return ""
-    if isinstance(obj, Mapping) and isinstance(obj.get("metadata"), Mapping):
+    # dict first: isinstance against the Mapping ABC is the slow path, kept for other mappings
+    if (type(obj) is dict or isinstance(obj, Mapping)) and _is_mapping(obj.get("metadata")):
         meta = {k: v for k, v in obj["metadata"].items() if k not in IGNORED_METADATA}
         obj = {**obj, "metadata": meta}
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
+    text = _encode(obj)
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def _is_mapping(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 def key_of(change: Change, state_version: str) -> Key:
