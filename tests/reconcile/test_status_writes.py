@@ -423,8 +423,15 @@ async def test_the_reconcile_process_writes_statuses_from_the_cluster_watch(kube
     def route_parents() -> list[Any]:
         return list((_status(kube, "httproutes", "web") or {}).get("parents") or [])
 
+    def policy_accepted() -> bool:
+        # the referenced ConfigMap has a watch of its own, started once the policy names it: a first run may
+        # judge without it ("does not exist"), and the run that has it writes the policy's status again
+        status = _status(kube, "backendtlspolicies", "cm") or {}
+        return any(_conditions(a["conditions"]).get("Accepted", ("",))[0] == "True"
+                   for a in status.get("ancestors") or [])
+
     try:
-        await until(lambda: len(route_parents()) == 2 and _status(kube, "backendtlspolicies", "cm") is not None)
+        await until(lambda: len(route_parents()) == 2 and policy_accepted())
         assert route_parents()[0] == FOREIGN_ENTRY and route_parents()[1]["controllerName"] == OURS
         edge = _status(kube, "gateways", "edge")
         assert _conditions(edge["conditions"])["Programmed"] == ("True", "Programmed")
