@@ -96,12 +96,12 @@ class Description:
     # loads is the maps and the frame; these say whose they are.
     routing: RoutingFacts = field(default_factory=RoutingFacts, compare=False)
 
-    def as_dict(self, *, backends: bool = True) -> dict[str, Any]:
-        """``backends=False``: every member but the backends (a caller that serializes them itself)."""
+    def as_dict(self, *, backends: bool = True, maps: bool = True) -> dict[str, Any]:
+        """``backends=False``, ``maps=False``: every member but those (a caller that serializes them itself)."""
         return {
             **({"backends": [b.as_dict() for b in sorted(self.backends, key=lambda b: b.name)]} if backends else {}),
             "profiles": [p.as_dict() for p in sorted(self.profiles, key=lambda p: p.name)],
-            "maps": [m.as_dict() for m in sorted(self.maps, key=lambda m: m.path)],
+            **({"maps": [m.as_dict() for m in sorted(self.maps, key=lambda m: m.path)]} if maps else {}),
             "files": [f.as_dict() for f in sorted(self.files, key=lambda f: f.path)],
             "frame": self.frame,
         }
