@@ -148,6 +148,13 @@ class PromotedVersions:
         self._on_disk &= used
         self._saved = (content_hash, entries)
 
+    def forget(self) -> None:
+        """No record (no view is known good): a restart holds nothing back at recorded versions. Blocking."""
+        (self.root / VIEW).unlink(missing_ok=True)
+        if self.root.is_dir():
+            fsync_dir(self.root)
+        self._saved = None
+
     def load(self, live_hash: str | None) -> dict[Ref, Obj] | None:
         """The recorded objects of the live version, checked against their names; None (logged) when there
         is no usable record. Blocking I/O."""

@@ -145,7 +145,7 @@ class Reconciler:
         self._patcher = patching.Patcher(gate.renderer, user_templates=not getattr(gate, "delta", False))
         # a patched render is judged by haproxy -c of its closure (the gate's delta check); the whole
         # promoted configuration is checked after the promotion, and wins (webhook.reconcilechecks)
-        self.full_checks = reconcilechecks.BackgroundFullChecks(gate.checker)
+        self.full_checks = reconcilechecks.BackgroundFullChecks(gate.checker, on_disagreement=self._roll_back_record)
         self._delta_checked: tuple[Ref, ...] | None = None  # the first attempt's changed objects, if delta-checked
         # the render last promoted (or found unchanged): a patch of it may be delta-checked, since what lies
         # outside the closure passed haproxy -c there; a patch of a render that failed or was held may not
@@ -408,6 +408,28 @@ class Reconciler:
             await asyncio.to_thread(self._versions.save, view, promoted.content_hash)
         except OSError as exc:
             log.error("could not record the promoted versions; a restart will not hold back", error=repr(exc))
+
+    async def _roll_back_record(self, promotion: reconcilechecks.Promotion) -> None:
+        """After a background full check refused a delta-checked promotion: the versions on disk are made
+        the last fully checked view's again (what the next run holds back at, ``_run``), so a restart
+        before that run does not hold back at versions the full check refused. Under the run lock (a run
+        records its own promotion); the live version stays what it is, so the record stays usable."""
+        if self._versions is None or self.promoter is None:
+            return
+        async with self._lock:
+            live = await asyncio.to_thread(self.promoter.last_known_good)
+            checked = self.full_checks.fully_checked
+            try:
+                if checked is None or live is None:
+                    await asyncio.to_thread(self._versions.forget)
+                else:
+                    await asyncio.to_thread(self._versions.save, checked, live.content_hash)
+            except OSError as exc:
+                log.error("could not roll the promoted versions on disk back after a disagreement; a restart "
+                          "before the next run may hold back at versions the full check refused", error=repr(exc))
+                return
+            log.info("promoted versions on disk rolled back to the last fully checked view",
+                     refused=promotion.version)
 
     async def _restored(self, view: State, live: Promoted | None, previous: Description | None) -> State | None:
         """The promoted versions a previous process recorded, once per process, when they still pass

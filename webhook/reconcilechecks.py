@@ -8,7 +8,9 @@ the change breaks after all: a closure bug) this check sees: the promoted files,
 in full once the data plane has them. On a disagreement (delta ok, full fails) it logs a bug report,
 counts ``routegate_reconcile_full_check_disagreements_total``, and the full result wins: the next run
 renders and checks in full from the last fully checked view, so isolation holds the culprit back at its
-last fully checked version.
+last fully checked version. The ``on_disagreement`` hook runs at once (the reconciler rolls the promoted
+versions it recorded on disk back to that view, ``webhook.promotedversions``: a restart before the next
+run must not hold back at versions the full check refused).
 
 One check runs at a time and always of the newest delta-checked promotion (older ones are skipped:
 the newest holds their changes too). It never takes the reconciler's lock (a full check takes seconds
@@ -19,6 +21,7 @@ reads that at the start of its next run, under its lock (``take``).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import structlog
@@ -44,7 +47,8 @@ class Promotion:
 
 
 class BackgroundFullChecks:
-    def __init__(self, checker: Checks) -> None:
+    def __init__(self, checker: Checks, *,
+                 on_disagreement: Callable[[Promotion], Awaitable[None]] | None = None) -> None:
         # like the webhook's background check: one run at a time, at the lowest CPU priority, never one
         # of the slots the hot path and the reviews check in
         self.checker: Checks = _niced(checker)
@@ -54,6 +58,7 @@ class BackgroundFullChecks:
         self.fully_checked: State | None = None
         self._disagreed: Promotion | None = None  # a delta-checked promotion the full check refused
         self._generation = 0  # moves on each promotion checked in full: older background results are moot
+        self.on_disagreement = on_disagreement
 
     def passed_in_full(self, view: State) -> None:
         """``view`` was promoted after a full ``haproxy -c``: nothing to check in the background."""
@@ -109,3 +114,8 @@ class BackgroundFullChecks:
                   version=promotion.version, changed=list(promotion.changed),
                   alerts=[f"{a.file}:{a.line}: {a.message}" for a in result.alerts])
         self._disagreed = promotion
+        if self.on_disagreement is not None:
+            try:
+                await self.on_disagreement(promotion)
+            except Exception as exc:  # the next run still judges in full from the fully checked view
+                log.error("after-disagreement hook failed", error=repr(exc))
