@@ -16,7 +16,7 @@ from pathlib import Path
 
 from haproxy_check.check import binaries, scratches
 from haproxy_check.descriptions import Description
-from haproxy_check.runtime import predictions, runtimeplans
+from haproxy_check.runtime import descriptionfiles, predictions, runtimeplans
 from webhook import inputs
 
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -35,9 +35,13 @@ def load_description(directory: str) -> Description:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PlanInputError(f"{path}: {exc}") from exc
     try:
-        return Description.from_dict(data)
-    except ValueError as exc:
+        # a promoted version's description.json names its maps' files for their entries (descriptionfiles)
+        return descriptionfiles.parse(data, lambda rel: Path(directory).joinpath(
+            *scratches.safe_relative(rel).parts).read_bytes())
+    except (ValueError, scratches.UnsafePath) as exc:
         raise PlanInputError(f"{path}: {exc}") from exc
+    except OSError as exc:
+        raise PlanInputError(f"{path}: a map file it names: {exc.strerror or exc}") from exc
 
 
 def _certificates(directory: str, description: Description) -> dict[str, bytes]:

@@ -46,9 +46,11 @@ from typing import Any
 import structlog
 
 from haproxy_check.check.checker import CheckTimedOut
-from haproxy_check.descriptions import BackendDesc, Description
+from haproxy_check.descriptions import Description
 from haproxy_check.render import patching
 from haproxy_check.results import CheckResult, RenderError, RenderResult
+from haproxy_check.runtime import descriptionfiles
+from haproxy_check.runtime.descriptionfiles import DescriptionJson
 from haproxy_check.runtime.promotion import FileDigests, Promoted, Promoter, content_hash
 from validators import codes
 from validators.findings import Finding, Severity, denies
@@ -270,7 +272,7 @@ class Reconciler:
             metrics.SHRINK_HOLDS.inc()
             return Outcome(Result.HELD, state.version, live, _faults(by_ref), tuple(left), (held.message,), timings)
         with steps.step("serialize"):
-            files = {**render.files, "description.json": self._description_json.of(render.description)}
+            files = {**render.files, descriptionfiles.FILE: self._description_json.of(render.description, render.files)}
             digests = self._digests.of(files)
             digest = content_hash(files, digests)
         if live is not None and live.content_hash == digest and self.promoter.live() is not None:
@@ -493,8 +495,7 @@ class Reconciler:
         if self.promoter is None:
             return None
         try:
-            text = (self.promoter.output / live.version / "description.json").read_text(encoding="utf-8")
-            description: Description | None = Description.from_dict(json.loads(text))
+            description: Description | None = descriptionfiles.read(self.promoter.output / live.version)
         except (OSError, ValueError, TypeError):
             description = None  # pruned by hand, or promoted before descriptions were: fresh slot names
         self._described = (live.version, description)
@@ -594,54 +595,6 @@ def _faults(by_ref: dict[Ref, list[Finding]]) -> tuple[Fault, ...]:
 
 def _description(render: RenderResult) -> bytes:
     return _json_bytes(render.description.as_dict())
-
-
-class DescriptionJson:
-    """``description.json`` as ``_json_bytes(description.as_dict())`` writes it, byte for byte, with each
-    backend's and each map's JSON text reused from the previous run when the render reused its record
-    (the patched render keeps the very ``BackendDesc`` of an unchanged backend and the very entries
-    tuple of an unchanged map): O(changed backends and maps), not O(state). When no member changed, the
-    previous bytes themselves are handed on, so ``promotion.FileDigests`` does not hash them again."""
-
-    def __init__(self) -> None:
-        self._texts: dict[int, tuple[BackendDesc, str]] = {}  # id -> (the record, held so the id stays its)
-        self._maps: dict[tuple[str, bool], tuple[tuple[str, ...], str]] = {}  # (path, ordered) -> (entries, text)
-        self._last: tuple[list[str], list[str], dict[str, str], bytes] | None = None
-
-    def of(self, description: Description) -> bytes:
-        texts: dict[int, tuple[BackendDesc, str]] = {}
-        backends = []
-        for backend in sorted(description.backends, key=lambda b: b.name):
-            known = self._texts.get(id(backend))
-            text = known[1] if known is not None and known[0] is backend else json.dumps(backend.as_dict())
-            texts[id(backend)] = (backend, text)
-            backends.append(text)
-        self._texts = texts
-        maps: dict[tuple[str, bool], tuple[tuple[str, ...], str]] = {}
-        map_texts = []
-        for m in sorted(description.maps, key=lambda m: m.path):
-            seen = self._maps.get((m.path, m.ordered))
-            text = seen[1] if seen is not None and seen[0] is m.entries else json.dumps(m.as_dict())
-            maps[(m.path, m.ordered)] = (m.entries, text)
-            map_texts.append(text)
-        self._maps = maps
-        rest = {k: json.dumps(v) for k, v in description.as_dict(backends=False, maps=False).items()}
-        last = self._last
-        if last is not None and rest == last[2] and _same(backends, last[0]) and _same(map_texts, last[1]):
-            return last[3]
-        members = {"backends": "[" + ", ".join(backends) + "]", "maps": "[" + ", ".join(map_texts) + "]", **rest}
-        data = ("{\n" + ",\n".join(f"  {json.dumps(k)}: {members[k]}" for k in _MEMBERS if k in members)
-                + "\n}\n").encode()
-        self._last = (backends, map_texts, rest, data)
-        return data
-
-
-_MEMBERS = tuple(Description().as_dict())  # description.json's members, in as_dict's order
-
-
-def _same(texts: list[str], before: list[str]) -> bool:
-    """The very texts of last time (each reused by identity), in the same order."""
-    return len(texts) == len(before) and all(a is b for a, b in zip(texts, before, strict=True))
 
 
 def _kept(render: RenderResult, files: dict[str, bytes]) -> Kept:

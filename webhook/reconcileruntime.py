@@ -48,7 +48,7 @@ import structlog
 
 from haproxy_check.check import scratches
 from haproxy_check.descriptions import Description
-from haproxy_check.runtime import predictions, running, runtimeapi, runtimeplans
+from haproxy_check.runtime import descriptionfiles, predictions, running, runtimeapi, runtimeplans
 from haproxy_check.runtime.promotion import Promoted, Promoter
 from webhook import metrics
 from webhook.loadedindex import Published
@@ -411,8 +411,7 @@ class RuntimeApplier:
         if kept is not None:
             return kept.description
         try:
-            data = json.loads((self.promoter.output / version / "description.json").read_text(encoding="utf-8"))
-            return Description.from_dict(data)
+            return descriptionfiles.read(self.promoter.output / version)
         except (OSError, ValueError, TypeError):
             return None  # pruned, or written before descriptions were promoted: plan from nothing
 

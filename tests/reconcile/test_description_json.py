@@ -1,9 +1,11 @@
 """description.json is serialized O(change): each backend's text is reused when the incremental render
-kept its record; differential test against the whole serialization, over random change sequences."""
+kept its record; differential test against the whole serialization, over random change sequences. Its
+maps name their files for their entries (``haproxy_check.runtime.descriptionfiles``), and read back whole."""
 
 from __future__ import annotations
 
 import copy
+import json
 import random
 from typing import Any
 
@@ -11,9 +13,11 @@ import pytest
 
 from bench.bench_gate import objects
 from haproxy_check.descriptions import BackendDesc
+from haproxy_check.runtime import descriptionfiles
+from haproxy_check.runtime.descriptionfiles import DescriptionJson
 from validators.states import MemoryState
 from webhook.gates import Gate
-from webhook.reconcile import DescriptionJson, _json_bytes
+from webhook.reconcile import _json_bytes
 
 
 def _mutate(objs: list[dict[str, Any]], rng: random.Random, n: int) -> None:
@@ -54,10 +58,16 @@ def test_description_json_is_the_whole_serialization_and_reuses_unchanged_backen
     for n in range(25):
         render = gate.renderer.render(MemoryState(copy.deepcopy(objs), version=f"v{n}"), subject=None,
                                       previous=previous)
-        whole = _json_bytes(render.description.as_dict())
+        whole = descriptionfiles.from_scratch(render.description, render.files)
+        # without the map files beside it, every map is inline: the description as it always was
+        assert descriptionfiles.from_scratch(render.description, {}) == _json_bytes(render.description.as_dict())
+        files = {**render.files, descriptionfiles.FILE: whole}
+        read = descriptionfiles.parse(json.loads(whole), files.__getitem__)
+        assert read.as_dict() == render.description.as_dict(), n
+        assert any(descriptionfiles.ENTRIES_FILE in m for m in json.loads(whole)["maps"])
         serialized.clear()
         monkeypatch.setattr(BackendDesc, "as_dict", counting)
-        assert serializer.of(render.description) == whole, n
+        assert serializer.of(render.description, render.files) == whole, n
         monkeypatch.setattr(BackendDesc, "as_dict", original)
         if previous is not None:
             before = {b.name: b for b in previous.backends}

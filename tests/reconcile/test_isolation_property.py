@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 import tempfile
 from pathlib import Path
 
@@ -21,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from haproxy_check.check import binaries
-from haproxy_check.descriptions import Description
 from haproxy_check.results import HAProxyBinary
+from haproxy_check.runtime import descriptionfiles
 from haproxy_check.runtime.promotion import Promoter
 from tests.reconcile.conftest import DATA
 from validators.objects import Obj, Ref, ref_of
@@ -131,7 +130,7 @@ async def _scenario(gate: Gate, binary: HAProxyBinary, broken: list[tuple[str, i
 
     # the from-scratch render of what should be live: a fresh renderer, the same live slot names
     fresh = assembly.build_gate(binary, assembly.GateSettings())
-    previous = Description.from_dict(json.loads((out / first.promoted.version / "description.json").read_text()))
+    previous = descriptionfiles.read(out / first.promoted.version)  # its maps' entries from its map files
     render = fresh.renderer.render(MemoryState.keyed(expected, version="expected"), subject=None, previous=previous)
     assert outcome.promoted is not None
     assert _files(out / outcome.promoted.version) == {k: bytes(v) for k, v in render.files.items()}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import os
 import random
 import stat
@@ -18,11 +19,13 @@ import pytest
 
 from bench.bench_gate import objects
 from haproxy_check.descriptions import MapDesc
+from haproxy_check.runtime import descriptionfiles
 from haproxy_check.runtime.promotion import DATA, Promoter, content_hash
 from tests.reconcile.test_description_json import _mutate
 from validators.states import MemoryState
+from webhook import plans
 from webhook.gates import Gate
-from webhook.reconcile import Reconciler, Result, _json_bytes
+from webhook.reconcile import Reconciler, Result
 
 pytestmark = pytest.mark.haproxy
 
@@ -64,7 +67,8 @@ def test_the_promoted_directory_is_a_from_scratch_promotion_of_the_same_render(
                 by_the_run = list(serialized)
                 render = reconciler._passed_render
                 assert render is not None and outcome.promoted is not None
-                files = {**render.files, "description.json": _json_bytes(render.description.as_dict())}
+                files = {**render.files,
+                         descriptionfiles.FILE: descriptionfiles.from_scratch(render.description, render.files)}
                 live = promoter.live()
                 assert live is not None and live.name == outcome.promoted.version
                 # the from-scratch promotion of the very render the run promoted, in a directory of its own
@@ -73,6 +77,8 @@ def test_the_promoted_directory_is_a_from_scratch_promotion_of_the_same_render(
                 assert _tree(live) == _tree(fresh), n
                 assert _dirs(live) == _dirs(fresh), n
                 assert outcome.promoted.content_hash == scratch.content_hash == content_hash(files), n
+                # read back after a restart: the whole description, its map entries from the map files
+                assert descriptionfiles.read(live).as_dict() == render.description.as_dict(), n
                 if outcome.result is Result.PROMOTED and n:
                     promoted += 1
                     written += promoter.written
@@ -126,3 +132,20 @@ def test_a_live_file_changed_by_hand_or_another_promoter_is_written_not_linked(t
     promoter.promote(_files(5), state_version="v6")
     assert promoter.written == 4
     assert other.content_hash == content_hash(_files(5))
+
+
+def test_plan_reads_a_promoted_version_whose_maps_name_their_files(gate: Gate, tmp_path: Path) -> None:
+    render = gate.renderer.render(MemoryState(objects(6), version="a"), subject=None)
+    files = {**render.files, descriptionfiles.FILE: descriptionfiles.from_scratch(render.description, render.files)}
+    version = Promoter(tmp_path).promote(files, state_version="a").version
+    assert plans.load_description(str(tmp_path / version)).as_dict() == render.description.as_dict()
+    # a reference that leaves the directory, or names a file that is not there: a clear error, no crash
+    data = json.loads(files[descriptionfiles.FILE])
+    named = next(m for m in data["maps"] if descriptionfiles.ENTRIES_FILE in m)
+    for where, says in (("../../etc/passwd", "description.json"), ("maps/gone.map", "a map file it names")):
+        named[descriptionfiles.ENTRIES_FILE] = where
+        bad = tmp_path / "bad"
+        bad.mkdir(exist_ok=True)
+        (bad / descriptionfiles.FILE).write_text(json.dumps(data))
+        with pytest.raises(plans.PlanInputError, match=says):
+            plans.load_description(str(bad))
