@@ -10,7 +10,9 @@ instead of held back. After each promotion the promoted view's objects are writt
       view.json               which object (by hash) each ref had, the promoted version's content hash,
                               and the identity of the reconcile that judged them
 
-Content addressing makes a promotion write only the objects that changed since the last one, and lets a
+Content addressing makes a promotion write only the objects that changed since the last one (and a state
+hands an unchanged object on as the very same dict, so only the objects not seen last time are serialized
+and hashed: O(change), ``save``), and lets a
 reader check every file against its name. ``view.json`` is replaced atomically (written, fsynced, renamed),
 after the object files it names; those are not fsynced one by one (a first record of 10,000 objects took
 a minute of fsyncs on a busy disk): after a crash that cut one short, its hash does not match, the record
@@ -37,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import structlog
@@ -91,19 +93,14 @@ class PromotedVersions:
     def __init__(self, output: Path, identity: Mapping[str, str]) -> None:
         self.root = Path(output) / DIR
         self.identity = dict(identity)
-        self._hashes: dict[str, tuple[Obj, str]] = {}  # the object last hashed for a ref, and its hash
+        # per kept kind: the objects last recorded (held, so their ids stay theirs) and each one's entry;
+        # a state keeps an unchanged object's very dict, so a save looks again only at objects it has not
+        # seen: O(changed objects) hashing and writing, not a serialization of every object per promotion
+        self._objects: dict[str, tuple[Sequence[Obj], dict[int, tuple[str, str]]]] = {}
+        self._entries: dict[str, str] = {}  # key -> digest, for every kept object last recorded
         self._on_disk: set[str] | None = None  # object files known to exist (listed once, then kept)
         self._saved: tuple[str, dict[str, str]] | None = None  # the record last written
-
-    def _hash(self, ref: str, obj: Obj) -> tuple[str, bytes | None]:
-        """The hash of ``obj``, and its bytes when it had to be serialized (not the object hashed last)."""
-        known = self._hashes.get(ref)
-        if known is not None and known[0] is obj:  # the state keeps an unchanged object's dict
-            return known[1], None
-        data = canonical(obj)
-        digest = hashlib.sha256(data).hexdigest()
-        self._hashes[ref] = (obj, digest)
-        return digest, data
+        self.hashed = 0  # objects serialized and hashed by the last save
 
     @property
     def recorded(self) -> str | None:
@@ -118,27 +115,44 @@ class PromotedVersions:
         if self._on_disk is None:  # a previous process's files: pruned below, reused only at the right size
             listed = {p.stem for p in objects.glob("*.json")}
             self._on_disk = set()
-        entries: dict[str, str] = {}
-        seen: set[str] = set()
+        self.hashed = 0
+        changed = False
         for kind in sorted(KEPT_KINDS):
-            for obj in view.list(kind):
-                key = "/".join(identity(obj))  # _key(ref_of(obj)), without a Ref per object per promotion
-                seen.add(key)
-                digest, data = self._hash(key, obj)
-                entries[key] = digest
+            now = view.list(kind)
+            before, keyed = self._objects.get(kind, ((), {}))
+            if now is before:
+                continue
+            ids = {id(obj) for obj in now}
+            gone = [key for ident, (key, _) in keyed.items() if ident not in ids]
+            came = [obj for obj in now if id(obj) not in keyed]
+            if not gone and not came:
+                self._objects[kind] = (now, keyed)
+                continue
+            changed = True
+            keyed = {ident: entry for ident, entry in keyed.items() if ident in ids}
+            for key in gone:  # before the new ones: a key deleted and created again is the new object's
+                self._entries.pop(key, None)
+            for obj in came:
+                key = "/".join(identity(obj))  # _key(ref_of(obj)), without a Ref per object
+                data = canonical(obj)
+                digest = hashlib.sha256(data).hexdigest()
+                self.hashed += 1
+                keyed[id(obj)] = (key, digest)
+                self._entries[key] = digest
                 if digest in self._on_disk:
                     continue
-                payload = data if data is not None else canonical(obj)
                 path = objects / f"{digest}.json"
-                if digest not in listed or _size(path) != len(payload):
+                if digest not in listed or _size(path) != len(data):
                     # not fsynced one by one (10,000 fsyncs took a minute on a busy disk): a file a crash
                     # cut short fails its hash on reading, and the record is not used (module docstring)
-                    _write_atomically(path, payload, durable=False)
+                    _write_atomically(path, data, durable=False)
                 self._on_disk.add(digest)
-        for gone in self._hashes.keys() - seen:
-            del self._hashes[gone]
-        if self._saved == (content_hash, entries):
+            self._objects[kind] = (now, keyed)
+        if not changed and self._saved is not None and self._saved[0] == content_hash:
             return  # an unchanged run: the record on disk says this already
+        entries = dict(self._entries)
+        if self._saved == (content_hash, entries):
+            return
         record = {"format": FORMAT, "identity": self.identity, "promoted": content_hash, "objects": entries}
         _write_atomically(self.root / VIEW, (json.dumps(record, sort_keys=True) + "\n").encode())
         fsync_dir(self.root)
