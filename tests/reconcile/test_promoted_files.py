@@ -25,7 +25,7 @@ from tests.reconcile.test_description_json import _mutate
 from validators.states import MemoryState
 from webhook import plans
 from webhook.gates import Gate
-from webhook.reconcile import Reconciler, Result
+from webhook.reconcile import Reconciler, Result, _json_bytes
 
 pytestmark = pytest.mark.haproxy
 
@@ -77,6 +77,10 @@ def test_the_promoted_directory_is_a_from_scratch_promotion_of_the_same_render(
                 assert _tree(live) == _tree(fresh), n
                 assert _dirs(live) == _dirs(fresh), n
                 assert outcome.promoted.content_hash == scratch.content_hash == content_hash(files), n
+                # statuses.json beside it: each object's status text reused, the same bytes as serialized whole
+                kept = reconciler.memory.get(live.name)
+                assert kept is not None
+                assert (live / "statuses.json").read_bytes() == _json_bytes(kept.statuses, sort_keys=True), n
                 # read back after a restart: the whole description, its map entries from the map files
                 assert descriptionfiles.read(live).as_dict() == render.description.as_dict(), n
                 if outcome.result is Result.PROMOTED and n:
