@@ -105,6 +105,7 @@ async def main(sizes: list[int], changes: int, check_timeout: float, hostname: b
             print(f"{len(routes):>6} routes  first        {first.result:<9} total {total:.3f}s  "
                   + "  ".join(f"{k} {v:.3f}s" for k, v in first.timings.items()))
             audit, status, totals = [], [], []
+            writes: dict[str, list[float]] = {"serialize": [], "promote": [], "record": []}
             for k in range(changes):
                 at = routes[(k * 7919) % len(routes)]
                 changed = list(objs)
@@ -121,6 +122,8 @@ async def main(sizes: list[int], changes: int, check_timeout: float, hostname: b
                 totals.append(time.perf_counter() - started)
                 audit.append(outcome.timings.get("audit", 0.0))
                 status.append(outcome.timings.get("statuses", 0.0))
+                for step, seconds in writes.items():
+                    seconds.append(outcome.timings.get(step, 0.0))
                 objs = changed
                 print(f"{len(routes):>6} routes  one changed  {outcome.result:<9} total {totals[-1]:.3f}s  "
                       + "  ".join(f"{k} {v:.3f}s" for k, v in outcome.timings.items())
@@ -134,7 +137,9 @@ async def main(sizes: list[int], changes: int, check_timeout: float, hostname: b
                   f"{time.perf_counter() - mark:.3f}s after the last run), hot-path checks {_checks()}")
             load = os.getloadavg()[0]
             print(f"{len(routes):>6} routes  one changed, median of {changes}: audit {statistics.median(audit):.3f}s  "
-                  f"statuses {statistics.median(status):.3f}s  run {statistics.median(totals):.3f}s  "
+                  f"statuses {statistics.median(status):.3f}s  "
+                  + "".join(f"{step} {statistics.median(seconds):.3f}s  " for step, seconds in writes.items())
+                  + f"run {statistics.median(totals):.3f}s  "
                   f"load {load:.1f}  max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
