@@ -37,7 +37,9 @@ are taken as they are now.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import operator
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -99,7 +101,8 @@ class PromotedVersions:
         self._objects: dict[str, tuple[Sequence[Obj], dict[int, tuple[str, str]]]] = {}
         self._entries: dict[str, str] = {}  # key -> digest, for every kept object last recorded
         self._on_disk: set[str] | None = None  # object files known to exist (listed once, then kept)
-        self._saved: tuple[str, dict[str, str]] | None = None  # the record last written
+        self._texts: dict[str, str] = {}  # per kind: its members of view.json's "objects", as JSON text
+        self._saved: tuple[str, bytes] | None = None  # the record last written
         self.hashed = 0  # objects serialized and hashed by the last save
 
     @property
@@ -122,14 +125,11 @@ class PromotedVersions:
             before, keyed = self._objects.get(kind, ((), {}))
             if now is before:
                 continue
-            ids = {id(obj) for obj in now}
-            gone = [key for ident, (key, _) in keyed.items() if ident not in ids]
-            came = [obj for obj in now if id(obj) not in keyed]
+            gone, came = _difference(before, now, keyed)
+            self._objects[kind] = (now, keyed)
             if not gone and not came:
-                self._objects[kind] = (now, keyed)
                 continue
             changed = True
-            keyed = {ident: entry for ident, entry in keyed.items() if ident in ids}
             for key in gone:  # before the new ones: a key deleted and created again is the new object's
                 self._entries.pop(key, None)
             for obj in came:
@@ -147,20 +147,24 @@ class PromotedVersions:
                     # cut short fails its hash on reading, and the record is not used (module docstring)
                     _write_atomically(path, data, durable=False)
                 self._on_disk.add(digest)
-            self._objects[kind] = (now, keyed)
+            # this kind's members of view.json's "objects", sorted: a kind no object of which changed keeps its text
+            self._texts[kind] = json.dumps(dict(keyed.values()), sort_keys=True)[1:-1]
         if not changed and self._saved is not None and self._saved[0] == content_hash:
             return  # an unchanged run: the record on disk says this already
-        entries = dict(self._entries)
-        if self._saved == (content_hash, entries):
+        # json.dumps(record, sort_keys=True), with the objects as each kind's text: "Kind/namespace/name"
+        # keys sort by kind first (a kind name is letters and digits, all after "/")
+        head = json.dumps({"format": FORMAT, "identity": self.identity}, sort_keys=True)[:-1]
+        objects_text = ", ".join(self._texts[k] for k in sorted(self._texts) if self._texts[k])
+        data = f'{head}, "objects": {{{objects_text}}}, "promoted": {json.dumps(content_hash)}}}\n'.encode()
+        if self._saved == (content_hash, data):
             return
-        record = {"format": FORMAT, "identity": self.identity, "promoted": content_hash, "objects": entries}
-        _write_atomically(self.root / VIEW, (json.dumps(record, sort_keys=True) + "\n").encode())
+        _write_atomically(self.root / VIEW, data)
         fsync_dir(self.root)
-        used = set(entries.values())
+        used = set(self._entries.values())
         for stale in (self._on_disk | listed) - used:  # after the record that no longer names them is durable
             (objects / f"{stale}.json").unlink(missing_ok=True)
         self._on_disk &= used
-        self._saved = (content_hash, entries)
+        self._saved = (content_hash, data)
 
     def forget(self) -> None:
         """No record (no view is known good): a restart holds nothing back at recorded versions. Blocking."""
@@ -222,6 +226,23 @@ class PromotedVersions:
                 return f"{key}: its file holds {ref}"
             out[ref] = obj
         return out
+
+
+def _difference(before: Sequence[Obj], now: Sequence[Obj],
+                keyed: dict[int, tuple[str, str]]) -> tuple[list[str], list[Obj]]:
+    """The keys of the objects of ``before`` not in ``now``, and the objects of ``now`` not recorded
+    (``keyed``: id -> (key, digest) of ``before``'s objects, updated in place). Objects are compared by
+    identity; a list of the same length is compared position by position in C (a change replaces an
+    object where it stood), else by sets of ids."""
+    if len(before) == len(now):
+        at = list(itertools.compress(range(len(now)), map(operator.is_not, before, now)))
+        if len(at) <= len(now) // 8:
+            came_ids = {id(now[i]) for i in at}
+            gone = [keyed.pop(id(before[i]))[0] for i in at if id(before[i]) not in came_ids]
+            return gone, [obj for i in at if id(obj := now[i]) not in keyed]
+    ids = {id(obj) for obj in now}
+    gone = [keyed.pop(ident)[0] for ident in [ident for ident in keyed if ident not in ids]]
+    return gone, [obj for obj in now if id(obj) not in keyed]
 
 
 def same_objects(recorded: Mapping[Ref, Obj], state: State) -> dict[Ref, Obj]:

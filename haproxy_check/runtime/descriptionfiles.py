@@ -78,16 +78,21 @@ class DescriptionJson:
         # (path, ordered) -> (the entries, the map file's bytes, the member's text), held by identity
         self._maps: dict[tuple[str, bool], tuple[tuple[str, ...], bytes | None, str]] = {}
         self._last: tuple[list[str], list[str], dict[str, str], bytes] | None = None
+        self._backends: tuple[tuple[BackendDesc, ...] | None, list[str]] = (None, [])  # the last tuple, its texts
 
     def of(self, description: Description, files: Mapping[str, bytes]) -> bytes:
-        texts: dict[int, tuple[BackendDesc, str]] = {}
-        backends = []
-        for backend in sorted(description.backends, key=lambda b: b.name):
-            known = self._texts.get(id(backend))
-            text = known[1] if known is not None and known[0] is backend else json.dumps(backend.as_dict())
-            texts[id(backend)] = (backend, text)
-            backends.append(text)
-        self._texts = texts
+        if description.backends is self._backends[0]:  # the patch kept every backend: the very same tuple
+            backends = self._backends[1]
+        else:
+            texts: dict[int, tuple[BackendDesc, str]] = {}
+            backends = []
+            for backend in sorted(description.backends, key=lambda b: b.name):
+                known = self._texts.get(id(backend))
+                text = known[1] if known is not None and known[0] is backend else json.dumps(backend.as_dict())
+                texts[id(backend)] = (backend, text)
+                backends.append(text)
+            self._texts = texts
+            self._backends = (description.backends, backends)
         maps: dict[tuple[str, bool], tuple[tuple[str, ...], bytes | None, str]] = {}
         map_texts = []
         for m in sorted(description.maps, key=lambda m: m.path):
@@ -102,7 +107,8 @@ class DescriptionJson:
         self._maps = maps
         rest = {k: json.dumps(v) for k, v in description.as_dict(backends=False, maps=False).items()}
         last = self._last
-        if last is not None and rest == last[2] and _same(backends, last[0]) and _same(map_texts, last[1]):
+        if last is not None and rest == last[2] and (backends is last[0] or _same(backends, last[0])) \
+                and _same(map_texts, last[1]):
             return last[3]
         data = _json_bytes({"backends": "[" + ", ".join(backends) + "]", "maps": "[" + ", ".join(map_texts) + "]",
                             **rest})

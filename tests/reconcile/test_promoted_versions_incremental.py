@@ -5,6 +5,7 @@ changes the record on disk is byte for byte what a from-scratch save of the same
 from __future__ import annotations
 
 import copy
+import json
 import random
 from pathlib import Path
 
@@ -42,15 +43,20 @@ def test_incremental_saves_write_what_a_from_scratch_save_writes(tmp_path: Path,
         fresh = tmp_path / f"fresh{step}"
         pv.PromotedVersions(fresh, IDENTITY).save(MemoryState(copy.deepcopy([*objs, secret])), f"h{step // 2}")
         assert _disk(tmp_path / "live" / pv.DIR) == _disk(fresh / pv.DIR), step
+        text = (fresh / pv.DIR / pv.VIEW).read_text()
+        assert text == json.dumps(json.loads(text), sort_keys=True) + "\n"  # the record as json writes it
         if step:
             assert store.hashed <= 3, (step, store.hashed)  # only what the step changed
         # the next view: unchanged objects are the very same dicts (as the watch stores hand them on)
         objs = list(objs)
         for _ in range(rng.randrange(0, 3)):
-            what = rng.choice(["update", "delete", "create", "again"])
+            what = rng.choice(["update", "delete", "create", "again", "replace"])
             i = rng.randrange(len(objs))
             if what == "update":
                 objs[i] = {**objs[i], "spec": {"n": rng.randrange(1000)}}
+            elif what == "replace":  # one deleted and another created where it sorted: the same list length
+                meta = objs[i]["metadata"]
+                objs[i] = {**objs[i], "metadata": {**meta, "name": f"{meta['name']}-r{step}", "uid": f"r{step}"}}
             elif what == "delete" and len(objs) > 4:
                 del objs[i]
             elif what == "create":
