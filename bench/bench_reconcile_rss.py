@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -63,10 +65,8 @@ class Sampler(threading.Thread):
 
     def reset(self) -> None:
         self.peak = 0
-        try:  # 5: reset the peak resident set size (proc(5)); root only
+        with contextlib.suppress(OSError):  # 5: reset the peak resident set size (proc(5)); root only
             Path(f"/proc/{self.pid}/clear_refs").write_text("5")
-        except OSError:
-            pass
 
     def run(self) -> None:
         while not self.stop.wait(0.02):
@@ -144,14 +144,15 @@ async def run_size(n: int, work: Path, args: argparse.Namespace) -> None:
             last = _status(reconcile.proc.pid)
             peak = max(sampler.peak, last.get("VmHWM", 0))
             steps = propagation._steps(reconcile.metrics(), {})
-            if os.environ.get("BENCH_RSS_PYTHONPATH"):  # the diagnostic sitecustomize reports on SIGRTMIN+5 (SIGUSR1 stops routegate)
-                reconcile.proc.send_signal(propagation.signal.SIGRTMIN + 5)
+            if os.environ.get("BENCH_RSS_PYTHONPATH"):  # a diagnostic sitecustomize reports on SIGRTMIN+5
+                # (SIGUSR1 stops routegate)
+                reconcile.proc.send_signal(signal.SIGRTMIN + 5)
                 await asyncio.sleep(float(os.environ.get("BENCH_RSS_DUMP_WAIT", "5")))
         finally:
             sampler.stop.set()
             reconcile.stop()
             if master is not None:
-                os.killpg(master.pid, propagation.signal.SIGTERM)
+                os.killpg(master.pid, signal.SIGTERM)
                 master.wait(10)
         mib = 1024
         print(f"{n:>6} routes  first peak {first.get('VmHWM', 0) / mib:6.0f}  first steady "
