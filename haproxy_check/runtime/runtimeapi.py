@@ -63,14 +63,14 @@ async def send(socket_path: str, line: str, payload: tuple[str, ...] = (), *,
         try:
             writer.write(data.encode())
             await writer.drain()
-            chunks: list[bytes] = []
-            size = 0
+            # one growing buffer, not chunks joined: a ``show map`` of a large configuration is tens of
+            # MiB, and chunks + their join + the text were three copies of it at once
+            answer = bytearray()
             while chunk := await reader.read(65536):
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > limit:
+                answer += chunk
+                if len(answer) > limit:
                     break
-            return b"".join(chunks).decode(errors="replace")
+            return answer.decode(errors="replace")
         finally:
             writer.close()
             with contextlib.suppress(OSError):
