@@ -83,7 +83,7 @@ class BackgroundFullChecks:
                 promotion, self._next = self._next, None
                 await self._check(promotion)
         finally:  # the check's files (tens of MiB at 10,000 routes) returned (webhook.malloctuning)
-            await asyncio.to_thread(malloctuning.give_back)
+            malloctuning.give_back_soon()
 
     async def _check(self, promotion: Promotion) -> None:
         generation = self._generation

@@ -132,11 +132,12 @@ async def test_each_reconcile_run_and_background_check_gives_memory_back(
     from webhook import reconcilechecks, reconciling
 
     calls: list[str] = []
-    def give_back() -> bool:
+
+    def give_back_soon() -> bool:
         calls.append("trim")
         return True
 
-    monkeypatch.setattr(malloctuning, "give_back", give_back)
+    monkeypatch.setattr(malloctuning, "give_back_soon", give_back_soon)
 
     class Gate:  # what reconciler_for reads of a gate
         scope = None
@@ -162,3 +163,31 @@ async def test_each_reconcile_run_and_background_check_gives_memory_back(
     checks.submit(reconcilechecks.Promotion("v1", render, None, ()))  # type: ignore[arg-type]
     await checks.idle()
     assert calls == ["trim", "check", "trim"]
+
+
+def test_give_back_soon_runs_one_trim_at_a_time_off_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    started, release, done = threading.Event(), threading.Event(), threading.Event()
+    where: list[str] = []
+
+    def give_back() -> bool:
+        where.append(threading.current_thread().name)
+        started.set()
+        release.wait(10)
+        done.set()
+        return True
+
+    monkeypatch.setattr(malloctuning, "give_back", give_back)
+    assert malloctuning.give_back_soon() is True
+    assert started.wait(10)
+    assert malloctuning.give_back_soon() is False  # one runs: it returns what this one would
+    release.set()
+    assert done.wait(10)
+    assert where == ["routegate-malloc-trim"]  # not the caller's thread (the event loop's)
+    for _ in range(100):  # the lock is released once the thread ends
+        if malloctuning.give_back_soon():
+            break
+        threading.Event().wait(0.01)
+    else:
+        raise AssertionError("no trim could start again")
