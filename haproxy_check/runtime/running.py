@@ -22,7 +22,7 @@ the reconciler's whole steady state.
 from __future__ import annotations
 
 import hashlib
-import io
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -40,6 +40,8 @@ ANSWER_LIMIT = 256 << 20
 _MAINT_BITS = 0x01 | 0x02
 
 Server = tuple[str, int, int, bool]  # address, port, weight, in maintenance
+# a ``show map`` line: the entry's address, a space, then the entry as the map file has it
+_MAP_LINE = re.compile(r"^0x[^ \n]* ([^\n]*)", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +117,9 @@ async def observe(socket_path: str, map_paths: Iterable[str], *, timeout: float 
     maps: dict[str, MapSeen] = {}
     for path in sorted(set(map_paths)):
         answer = await ask(f"show map {cli_word(path, what='map path')}")
-        # one line at a time off the answer (``0x<entry address> <key> <value>``): no list of its lines
-        maps[path] = seen(line.split(" ", 1)[1] for line in io.StringIO(answer)
-                          if line.startswith("0x") and " " in line)
+        # one line at a time off the answer (``0x<entry address> <key> <value>``): no list of its lines (nor
+        # io.StringIO, which holds its text as 4 bytes a character)
+        maps[path] = seen(found[1] for found in _MAP_LINE.finditer(answer))
         del answer
     return Observed(names, servers, maps)
 

@@ -57,8 +57,10 @@ def _variant(rng: random.Random, entries: list[str]) -> list[str]:
 
 
 def _answer(rng: random.Random, lines: list[str]) -> str:
-    """``show map`` as HAProxy prints it: the entry's address, then the line; a header line and a blank one."""
-    return "# id (file) description\n" + "".join(f"0x{rng.getrandbits(48):x} {line}\n" for line in lines) + "\n"
+    """``show map`` as HAProxy prints it: the entry's address, then the line; a header line, a blank one, and
+    lines that are no entry (no space after the address, no address)."""
+    return ("# id (file) description\n0xdeadbeef\nx0x1 a b\n"
+            + "".join(f"0x{rng.getrandbits(48):x} {line}\n" for line in lines) + "\n")
 
 
 @pytest.mark.parametrize("seed", range(12))
