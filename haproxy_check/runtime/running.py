@@ -12,16 +12,19 @@ ordered map). The newest version that matches is the answer, provided every matc
 same configuration outside those records (frame, profiles, files: what the socket cannot show);
 otherwise, or when nothing matches, the answer is None (unknown: the caller reloads).
 
-A map is kept as what the comparison needs, not as its entries: how many, and a SHA-256 of its entries
-(each ``key value``, normalized as the socket prints it) in order and sorted (``MapSeen``). At 10,000
+A map is kept as what the comparison needs, not as its entries: how many, a SHA-256 of its entries (each
+``key value``, normalized as the socket prints it) in order, and a keyed multiset hash of them for a map
+whose order does not matter (``MapSeen``), each made in one pass over the answer's lines. At 10,000
 routes the data plane's maps hold about a million entries: kept as ``(key, value)`` tuples, with the same
 tuples made again from every candidate's description, reading them took over 500 MiB at once, more than
-the reconciler's whole steady state.
+half the reconciler's steady state again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -56,11 +59,11 @@ class Observed:
 @dataclass(frozen=True, slots=True)
 class MapSeen:
     """A map's entries as ``matches`` compares them: their number, and digests of their normalized lines
-    in order (an ordered map: first match wins) and sorted (any other: a multiset, duplicates count)."""
+    in order (an ordered map: first match wins) and as a multiset (any other; duplicates count)."""
 
     count: int
     in_order: bytes
-    as_set: bytes
+    as_set: int
 
 
 def _entry(line: str) -> tuple[str, str]:
@@ -68,26 +71,30 @@ def _entry(line: str) -> tuple[str, str]:
     return key, value.strip()
 
 
-def _digest(lines: Iterable[str]) -> bytes:
-    digest = hashlib.sha256()
-    for line in lines:
-        data = line.encode(errors="surrogatepass")
-        digest.update(len(data).to_bytes(8, "little"))  # a length before each: no two sequences hash alike
-        digest.update(data)
-    return digest.digest()
+# per process: whoever writes map entries cannot aim two different sets of them at one sum
+_SET_KEY = os.urandom(16)
+_SET_MODULUS = 1 << 128
 
 
 def seen(entries: Iterable[str]) -> MapSeen:
-    """``entries`` (map lines, ``key value``) as compared: each normalized as ``_entry`` reads it (the very
-    string kept where it is normalized already, so a description's entries are not copied)."""
-    normal: list[str] = []
+    """``entries`` (map lines, ``key value``) as compared, in one pass with nothing kept per entry: each
+    normalized as ``_entry`` reads it, a SHA-256 over them in order (each after its length: no two
+    sequences hash alike), and for the multiset the sum of their keyed 128-bit BLAKE2b digests (equal for
+    the same entries in any order, duplicates counted; a sort of a million entries would hold them all)."""
+    count, as_set = 0, 0
+    in_order = hashlib.sha256()
     for line in entries:
         key, value = _entry(line)
-        text = f"{key} {value}"
-        normal.append(line if text == line else text)
-    in_order = _digest(normal)
-    normal.sort()  # (key, value) pairs and "key value" lines sort into the same multiset: keys have no space
-    return MapSeen(len(normal), in_order, _digest(normal))
+        data = f"{key} {value}".encode(errors="surrogatepass")  # keys have no space: (key, value) <-> line
+        in_order.update(len(data).to_bytes(8, "little"))
+        in_order.update(data)
+        as_set += int.from_bytes(hashlib.blake2b(data, digest_size=16, key=_SET_KEY).digest(), "little")
+        count += 1
+    return MapSeen(count, in_order.digest(), as_set % _SET_MODULUS)
+
+
+def _seen_answer(answer: str) -> MapSeen:
+    return seen(found[1] for found in _MAP_LINE.finditer(answer))
 
 
 async def observe(socket_path: str, map_paths: Iterable[str], *, timeout: float = runtimeapi.COMMAND_TIMEOUT,
@@ -118,8 +125,9 @@ async def observe(socket_path: str, map_paths: Iterable[str], *, timeout: float 
     for path in sorted(set(map_paths)):
         answer = await ask(f"show map {cli_word(path, what='map path')}")
         # one line at a time off the answer (``0x<entry address> <key> <value>``): no list of its lines (nor
-        # io.StringIO, which holds its text as 4 bytes a character)
-        maps[path] = seen(found[1] for found in _MAP_LINE.finditer(answer))
+        # io.StringIO, which holds its text as 4 bytes a character); off the event loop (seconds for a
+        # million entries)
+        maps[path] = await asyncio.to_thread(_seen_answer, answer)
         del answer
     return Observed(names, servers, maps)
 
