@@ -44,7 +44,7 @@ _MAINT_BITS = 0x01 | 0x02
 
 Server = tuple[str, int, int, bool]  # address, port, weight, in maintenance
 # a ``show map`` line: the entry's address, a space, then the entry as the map file has it
-_MAP_LINE = re.compile(r"^0x[^ \n]* ([^\n]*)", re.MULTILINE)
+_MAP_LINE = re.compile(rb"^0x[^ \n]* ([^\n]*)", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +93,9 @@ def seen(entries: Iterable[str]) -> MapSeen:
     return MapSeen(count, in_order.digest(), as_set % _SET_MODULUS)
 
 
-def _seen_answer(answer: str) -> MapSeen:
-    return seen(found[1] for found in _MAP_LINE.finditer(answer))
+def _seen_answer(answer: bytes | bytearray) -> MapSeen:
+    # a line break never occurs inside a UTF-8 sequence: decoding each line is decoding the whole
+    return seen(found[1].decode(errors="replace") for found in _MAP_LINE.finditer(answer))
 
 
 async def observe(socket_path: str, map_paths: Iterable[str], *, timeout: float = runtimeapi.COMMAND_TIMEOUT,
@@ -123,10 +124,11 @@ async def observe(socket_path: str, map_paths: Iterable[str], *, timeout: float 
         servers.setdefault(row["be_name"], {})[row["srv_name"]] = state
     maps: dict[str, MapSeen] = {}
     for path in sorted(set(map_paths)):
-        answer = await ask(f"show map {cli_word(path, what='map path')}")
-        # one line at a time off the answer (``0x<entry address> <key> <value>``): no list of its lines (nor
-        # io.StringIO, which holds its text as 4 bytes a character); off the event loop (seconds for a
-        # million entries)
+        answer = await runtimeapi.send_bytes(socket_path, f"show map {cli_word(path, what='map path')}",
+                                             timeout=timeout, limit=ANSWER_LIMIT)
+        # one line at a time off the answer's bytes (``0x<entry address> <key> <value>``), each decoded on
+        # its own: no text of the whole answer, no list of its lines (nor io.StringIO, which holds its text
+        # at 4 bytes a character); off the event loop (seconds for a million entries)
         maps[path] = await asyncio.to_thread(_seen_answer, answer)
         del answer
     return Observed(names, servers, maps)

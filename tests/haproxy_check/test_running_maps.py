@@ -72,9 +72,14 @@ def test_digests_answer_as_the_tuples_did(seed: int, monkeypatch: pytest.MonkeyP
         live = _variant(rng, described)
         answer = _answer(rng, live)
 
-        async def send(socket_path: str, line: str, *args: Any, shown: str = answer, **kwargs: Any) -> str:
-            return shown if line.startswith("show map") else ""
+        async def send_bytes(socket_path: str, line: str, *args: Any, shown: str = answer,
+                             **kwargs: Any) -> bytearray:
+            return bytearray(shown.encode() if line.startswith("show map") else b"")
 
+        async def send(socket_path: str, line: str, *args: Any, **kwargs: Any) -> str:
+            return (await send_bytes(socket_path, line, *args, **kwargs)).decode()
+
+        monkeypatch.setattr(runtimeapi, "send_bytes", send_bytes)
         monkeypatch.setattr(runtimeapi, "send", send)
         observed = asyncio.run(running.observe("/unused.sock", [PATH]))
         for ordered in (True, False):
