@@ -16,8 +16,14 @@ by file), inside a private network namespace. The harness samples the process's 
   ``/proc/PID/clear_refs`` before the first change);
 - ``steady``: VmRSS once idle after the last change (and its background full check).
 
+The data plane starts after the first promotion (as in ``bench_propagation``), so the first change is also
+when the reconciler reads over the socket which version it runs (``running.observe``: every map entry).
+
 Memory targets are ratios in one run: compare ``--tree /work/main`` and this tree in one window, with the
-load printed beside. Extra environment for the reconcile process (``MALLOC_ARENA_MAX=2``, ...) passes through.
+load printed beside. Extra environment for the reconcile process (``MALLOC_ARENA_MAX=2``, ...) passes through;
+``BENCH_RSS_PYTHONPATH=bench/rssdiag RSSDIAG_LOG=FILE`` puts a diagnostic ``sitecustomize`` on its path
+(``bench/rssdiag/sitecustomize.py``: RSS and each step's own peak per reconcile step, tracemalloc), which is
+sent SIGRTMIN+5 before the process is stopped.
 """
 
 from __future__ import annotations
@@ -86,11 +92,15 @@ class Reconcile(propagation.Reconcile):
                 "--metrics-listen", f"127.0.0.1:{self.port}", "--log-level", "info"]
         if dataplane:
             argv += ["--stats-socket", self.sock, "--runtime-socket", self.sock, "--reload-pidfile", str(self.pidfile)]
+        # BENCH_RSS_PYTHONPATH: a diagnostic sitecustomize (bench/rssdiag) after the tree
+        path = os.pathsep.join(filter(None, (str(tree), _resolved(os.environ.get("BENCH_RSS_PYTHONPATH")))))
         self.proc = subprocess.Popen(argv, cwd=work, stdout=subprocess.DEVNULL, stderr=self.log.open("wb"),
-                                     env={**os.environ, "HOME": str(work),
-                                          # BENCH_RSS_PYTHONPATH: a diagnostic sitecustomize (tracemalloc, step marks)
-                                          "PYTHONPATH": os.pathsep.join(
-                                              filter(None, (str(tree), os.environ.get("BENCH_RSS_PYTHONPATH"))))})
+                                     env={**os.environ, "HOME": str(work), "PYTHONPATH": path})
+
+
+def _resolved(path: str | None) -> str | None:
+    """A path for the reconcile process, which runs in its own work directory."""
+    return str(Path(path).resolve()) if path else None
 
 
 def _background_done(reconcile: Reconcile, delta_checks: float) -> bool:
