@@ -107,7 +107,7 @@ def _wrap_steps(log: Any) -> None:
 def _report(log: Any) -> None:
     import tracemalloc
 
-    _note(log, "report")
+    _note(log, "diagnostics (SIGRTMIN+5)")
     if tracemalloc.is_tracing():
         snapshot = tracemalloc.take_snapshot()
         current, peak = tracemalloc.get_traced_memory()
