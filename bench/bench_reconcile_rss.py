@@ -33,7 +33,8 @@ change peak / steady):
 - 10,000 routes, 3 changes: main 855/855/1,520/1,049; the branch 984/811/1,095/813 (its peaks are the
   first and each change's ``description.json``: +170 and +250 MiB, which the write28 branch removes); both
   branches merged (mem28 + write28 f523ec9) 818/818/945/834. The target (400 MiB) is not met: what stays
-  is the render's caches and output (about 480 MiB of the steady state at 10,000 routes), see the note.
+  is the render's caches and output (about 480 MiB of the steady state at 10,000 routes: per-route render
+  caches, the weighted map's million entry strings and the files' bytes).
 """
 
 from __future__ import annotations
