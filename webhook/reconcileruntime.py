@@ -302,7 +302,7 @@ class RuntimeApplier:
         except runtimeapi.SocketError as exc:
             log.info("the data plane's loaded version cannot be read", error=str(exc))
             return None
-        found = running.which(observed, candidates)
+        found = await asyncio.to_thread(running.which, observed, candidates)  # seconds at 10,000 routes
         log.info("the data plane's loaded version, read over the socket", version=found,
                  candidates=len(candidates))
         return found

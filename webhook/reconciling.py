@@ -23,7 +23,7 @@ from aiohttp import web
 from haproxy_check.check import binaries
 from haproxy_check.runtime.promotion import Promoter
 from validators.objects import dig
-from webhook import following, logs, metrics, servers, shrinkguard
+from webhook import following, logs, malloctuning, metrics, servers, shrinkguard
 from webhook.assembly import GateSettings, build_gate
 from webhook.checking import settings_from
 from webhook.filesources import FileSource
@@ -76,8 +76,15 @@ def reconciler_for(gate: Gate, args: argparse.Namespace, api: Any, source: State
     limits = shrinkguard.Limits(share=getattr(args, "shrink_limit", 50.0) / 100,
                                 minimum=getattr(args, "shrink_minimum", shrinkguard.DEFAULT_MINIMUM),
                                 allow=getattr(args, "allow_mass_delete", False))
+    # last: once the run's transients (render, description.json, plans) are freed (webhook.malloctuning)
+    outcome_hooks.append(_give_back)
     return Reconciler(gate, promoter, recorder=recorder, on_promoted=hooks, shrink=limits,
                       on_outcome=outcome_hooks, memory=memory)
+
+
+async def _give_back(outcome: object, state: object) -> None:
+    """The memory a run freed, returned to the system (in a thread of its own: the next run does not wait)."""
+    malloctuning.give_back_soon()
 
 
 def status_hook(gate: Gate, promoter: Promoter, args: argparse.Namespace, api: Any,
@@ -228,6 +235,9 @@ def _health_app(reconciler: Reconciler, source: StateSource) -> web.Application:
 
 async def reconcile(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
+    # before any thread starts and any state is read (webhook.malloctuning)
+    malloctuning.limit_arenas()
+    malloctuning.return_large_blocks()
     from webhook.serving import split_listen
 
     host, port = split_listen(args.metrics_listen, "--metrics-listen")

@@ -50,11 +50,19 @@ async def send(socket_path: str, line: str, payload: tuple[str, ...] = (), *,
     """One command (with its ``<<`` payload) on the socket; the answer text (at most about ``limit`` bytes).
 
     ``socket_path``: a unix socket path, or ``HOST:PORT`` / ``ipv4@HOST:PORT`` for a TCP stats socket."""
+    answer = await send_bytes(socket_path, line, payload, timeout=timeout, limit=limit)
+    return answer.decode(errors="replace")
+
+
+async def send_bytes(socket_path: str, line: str, payload: tuple[str, ...] = (), *,
+                     timeout: float = COMMAND_TIMEOUT, limit: int = MAX_ANSWER) -> bytearray:
+    """``send``'s answer as the socket sent it, undecoded: a reader that takes it a line at a time (``show
+    map`` of a million entries, ``haproxy_check.runtime.running``) holds one copy of it, not two."""
     if "\n" in line or "\r" in line:
         raise UnsafeValue(f"command {line!r} has a line break")
     data = line + (" <<\n" + "\n".join(payload) + "\n\n" if payload else "\n")
 
-    async def exchange() -> str:
+    async def exchange() -> bytearray:
         if "/" not in socket_path and ":" in socket_path:
             host, _, port = socket_path.removeprefix("ipv4@").rpartition(":")
             reader, writer = await asyncio.open_connection(host, int(port))
@@ -63,14 +71,14 @@ async def send(socket_path: str, line: str, payload: tuple[str, ...] = (), *,
         try:
             writer.write(data.encode())
             await writer.drain()
-            chunks: list[bytes] = []
-            size = 0
+            # one growing buffer, not chunks joined: a ``show map`` of a large configuration is tens of
+            # MiB, and chunks + their join + the text were three copies of it at once
+            answer = bytearray()
             while chunk := await reader.read(65536):
-                chunks.append(chunk)
-                size += len(chunk)
-                if size > limit:
+                answer += chunk
+                if len(answer) > limit:
                     break
-            return b"".join(chunks).decode(errors="replace")
+            return answer
         finally:
             writer.close()
             with contextlib.suppress(OSError):
