@@ -58,9 +58,28 @@ def _service_ports(service: Obj) -> set[int]:
     return {p for p in (dig(x, "port") for x in as_list(dig(service, "spec", "ports"))) if isinstance(p, int)}
 
 
+# What a route's parent and backend resolution reads besides the route: ``attach`` and ``backend_refs``.
+_ROUTE_READS = attachments.LISTENER_KINDS | backendrefs.REF_READS
+
+
 def route_findings(route: Obj, state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
                    about: Ref | None = None) -> Iterator[Finding]:
-    """Parent and backend resolution of one route."""
+    """Parent and backend resolution of one route: once per state version for a route of the state (a
+    Gateway's review, or its audit judged again after one of its routes changed, asks it of every route
+    naming the Gateway; ``indexes.of_object`` carries the answers to the next cluster snapshot). Under
+    a change of one Gateway that leaves every route's attachment as it was (``same_listeners_below``),
+    the answer of the state below it."""
+    ports = tuple(http_ports)
+    if about is not None and about != ref_of(route):  # the memo keeps a route's findings about itself only
+        return _route_findings(route, state, ports, about)
+    below = attachments.same_listeners_below(state, ports)
+    seen = below if below is not None else state
+    name = f"route-findings:{','.join(map(str, ports))}:{'about' if about is not None else 'own'}"
+    return iter(indexes.of_object(seen, name, _ROUTE_READS, route,
+                                  lambda: tuple(_route_findings(route, seen, ports, about))))
+
+
+def _route_findings(route: Obj, state: State, http_ports: Sequence[int], about: Ref | None) -> Iterator[Finding]:
     # A TLSRoute without hostnames is RG0117 (single-object rule); its parents' NoMatchingListenerHostname
     # would only repeat it.
     no_hosts = kind_of(route) == "TLSRoute" and not attachments.route_hostnames(route)
