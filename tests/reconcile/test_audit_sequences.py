@@ -266,3 +266,16 @@ def test_carried_entries_are_checked_by_what_they_read(gate: Gate, monkeypatch: 
 
     monkeypatch.setattr(indexes, "_holds", trusting)
     assert any(_differential(gate, 12, stop_at_first=True))
+
+
+def test_a_patched_lookup_that_hides_a_rekeyed_key_is_noticed(gate: Gate, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Dependents`` compares only the keys a patched lookup re-keyed (``indexes.touched_since``): a
+    patch that names fewer keys than it re-keyed breaks the results."""
+    touched = indexes.touched_since
+
+    def fewer(lookup: Any, prior: Any) -> frozenset[Any] | None:
+        keys = touched(lookup, prior)
+        return frozenset() if keys is not None else None
+
+    monkeypatch.setattr(indexes, "touched_since", fewer)
+    assert any(_differential(gate, 12, stop_at_first=True))

@@ -8,6 +8,7 @@ under review carries ``subject=False`` and ``about``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 
 from validators import tlsmodes
@@ -74,9 +75,14 @@ def route_findings(route: Obj, state: State, *, http_ports: Sequence[int] = atta
         return _route_findings(route, state, ports, about)
     below = attachments.same_listeners_below(state, ports)
     seen = below if below is not None else state
-    name = f"route-findings:{','.join(map(str, ports))}:{'about' if about is not None else 'own'}"
+    name = _memo_name(ports, about is not None)
     return iter(indexes.of_object(seen, name, _ROUTE_READS, route,
                                   lambda: tuple(_route_findings(route, seen, ports, about))))
+
+
+@functools.cache
+def _memo_name(ports: tuple[int, ...], about: bool) -> str:
+    return f"route-findings:{','.join(map(str, ports))}:{'about' if about else 'own'}"
 
 
 def _route_findings(route: Obj, state: State, http_ports: Sequence[int], about: Ref | None) -> Iterator[Finding]:

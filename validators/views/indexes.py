@@ -113,11 +113,23 @@ class RefsByKey(Protocol[K_contra]):
 class _Built(Generic[K]):
     """Refs by key; ``get`` is its only read (``validators.views.reads`` records the keys asked)."""
 
-    def __init__(self, found: dict[K, list[Ref]]) -> None:
+    def __init__(self, found: dict[K, list[Ref]], since: tuple[_Built[K], set[K]] | None = None) -> None:
         self._found = found
+        # patched from a predecessor: it (weakly: never a chain of versions) and the keys whose answer
+        # may differ from its answer; every other key's answer is the predecessor's (``touched_since``)
+        self._since = (weakref.ref(since[0]), frozenset(since[1])) if since is not None else None
 
     def get(self, key: K) -> Sequence[Ref]:
         return self._found.get(key, ())
+
+
+def touched_since(lookup: Any, prior: Any) -> frozenset[Any] | None:
+    """The keys whose answer may differ between ``prior`` and ``lookup``, when ``lookup`` is a lookup
+    patched from ``prior`` itself (``refs_by_key`` on a linked state); None when that is not known."""
+    since = getattr(lookup, "_since", None) if type(lookup) is _Built else None
+    if since is None or since[0]() is not prior:
+        return None
+    return since[1]  # type: ignore[no-any-return]
 
 
 KeyLookup = _Built  # the type ``validators.views.reads`` recognises to log lookups key by key
@@ -143,19 +155,22 @@ def _patch(prior: _Built[K], before: State, after: State, changed: Iterable[Ref]
         return rank[ref.kind], ref.namespace, ref.name
 
     found = dict(prior._found)
+    touched: set[K] = set()
     for ref in changed:
         old, new = before.get(ref.kind, ref.namespace, ref.name), after.get(ref.kind, ref.namespace, ref.name)
         for key in dict.fromkeys(keys_of(old)) if old is not None else ():
+            touched.add(key)
             kept = [r for r in found.get(key, ()) if r != ref]
             if kept:
                 found[key] = kept
             else:
                 found.pop(key, None)
         for key in dict.fromkeys(keys_of(new)) if new is not None else ():
+            touched.add(key)
             refs = [r for r in found.get(key, ()) if r != ref]
             bisect.insort(refs, ref, key=order)
             found[key] = refs
-    return _Built(found)
+    return _Built(found, (prior, touched))
 
 
 def prior_link(state: State) -> tuple[State, frozenset[Ref]] | None:
@@ -315,14 +330,15 @@ def _recorded(view: Any, name: str, reads: frozenset[str], obj: Obj, compute: Ca
     under = view.recorded_base
     if _unchanged_base(under, reads) is not under or _recording(under):
         return compute()
-    if under.get(*identity(obj)) is not obj:
-        return compute()
     key = id(obj)
     memo: dict[int, _Entry] = index(under, name, _carried(name, reads), cheap=True)
     hit = memo.get(key)
+    # an entry's object is one of the memo's state (kept only for those; carried without the changed ones)
     if hit is not None and hit[0] is obj and hit[2] is not None and (hit[3] or _holds(memo, key, hit, under)):
         _replay(view.reads, hit[2])
         return hit[1]  # type: ignore[no-any-return]
+    if under.get(*identity(obj)) is not obj:
+        return compute()
     outer = view.reads
     view.reads = inner = type(outer)()
     try:
