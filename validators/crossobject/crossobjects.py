@@ -73,11 +73,16 @@ def route_findings(route: Obj, state: State, *, http_ports: Sequence[int] = atta
     ports = tuple(http_ports)
     if about is not None and about != ref_of(route):  # the memo keeps a route's findings about itself only
         return _route_findings(route, state, ports, about)
+    return _kept_route_findings(route, state, ports, about is not None)
+
+
+def _kept_route_findings(route: Obj, state: State, ports: tuple[int, ...], about_itself: bool) -> Iterator[Finding]:
+    """``route_findings`` of ``route`` about itself (``about_itself``: as another object's review reports
+    them) or its own, memoized (``route_findings``)."""
     below = attachments.same_listeners_below(state, ports)
     seen = below if below is not None else state
-    name = _memo_name(ports, about is not None)
-    return iter(indexes.of_object(seen, name, _ROUTE_READS, route,
-                                  lambda: tuple(_route_findings(route, seen, ports, about))))
+    return iter(indexes.of_object(seen, _memo_name(ports, about_itself), _ROUTE_READS, route, lambda: tuple(
+        _route_findings(route, seen, ports, ref_of(route) if about_itself else None))))
 
 
 @functools.cache
@@ -217,8 +222,9 @@ def impact_findings(subject: Ref, state: State, *,
     """Problems a change to a Gateway/ListenerSet/Service/ReferenceGrant leaves in routes naming it."""
     if subject.kind not in ("Gateway", "ListenerSet", "Service", "ReferenceGrant"):
         return
+    ports = tuple(http_ports)
     for route in mentioning(subject, state):
-        yield from route_findings(route, state, http_ports=http_ports, about=ref_of(route))
+        yield from _kept_route_findings(route, state, ports, True)  # route_findings(about=ref_of(route))
 
 
 def findings(obj: Obj, state: State, *,
