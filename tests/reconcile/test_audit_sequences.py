@@ -4,7 +4,10 @@ a Gateway changing class under a GatewayClass scope), after every step the incre
 from-scratch ``audits.audit``, finding for finding, and the incremental statuses equal
 ``promotedstatuses.from_scratch``, key for key. Each step's state is handed over the three ways a
 reconcile can get one: a watch snapshot linked to its predecessor (objects shared, the refs written
-named), an Overlay of the change, and a re-read snapshot (equal content, new objects, no link).
+named), an Overlay of the change, and a re-read snapshot (equal content, new objects, no link). The
+from-scratch answers come from a state that links to nothing, so that the per-object memos
+``indexes.of_object`` carries along links (a route's attachments, backendRefs and findings) are
+compared too, also route by route.
 
 Derandomized (the same sequences on every run). The sabotage tests break one kind of dependency the
 cache tracks and check that the differential then fails: the comparison is not one that cannot fail.
@@ -22,10 +25,10 @@ from hypothesis import strategies as st
 
 from tests.webhook import deltastates as ds
 from validators.changes import Change, Operation
-from validators.crossobject import statuses
+from validators.crossobject import backendrefs, crossobjects, statuses
 from validators.objects import Obj, Ref, ref_of
 from validators.states import MemoryState, Overlay, State
-from validators.views import attachments, dependents
+from validators.views import attachments, dependents, indexes
 from validators.views.scopes import Scope
 from webhook import audits, promotedstatuses
 from webhook.gates import Gate
@@ -111,11 +114,14 @@ def sequences(draw: st.DrawFn) -> tuple[list[Obj], list[tuple[Ref, Obj | None]]]
     return objects, steps
 
 
-def _states(objects: list[Obj], steps: list[tuple[Ref, Obj | None]]) -> Iterator[tuple[State, State, State]]:
-    """Each version of the sequence as (linked snapshot, Overlay on the previous version, re-read copy)."""
+def _states(objects: list[Obj], steps: list[tuple[Ref, Obj | None]]
+            ) -> Iterator[tuple[tuple[State, State, State], list[Obj]]]:
+    """Each version of the sequence as (linked snapshot, Overlay on the previous version, re-read copy),
+    with its objects."""
     table = {ref_of(o): o for o in objects}
     linked: State = Linked(table, "v0", None)
-    yield linked, MemoryState(list(table.values()), version="o0"), MemoryState(copy.deepcopy(objects), version="c0")
+    yield (linked, MemoryState(list(table.values()), version="o0"),
+           MemoryState(copy.deepcopy(objects), version="c0")), list(table.values())
     previous: State = MemoryState(list(table.values()), version="o0")
     for n, (ref, obj) in enumerate(steps, 1):
         old = table.get(ref)
@@ -128,7 +134,8 @@ def _states(objects: list[Obj], steps: list[tuple[Ref, Obj | None]]) -> Iterator
             change = Change(Operation.UPDATE if old is not None else Operation.CREATE, obj, old)
         linked = Linked(table, f"v{n}", (linked, frozenset({ref})))
         overlaid = Overlay(previous, change) if change is not None else previous
-        yield linked, overlaid, MemoryState(copy.deepcopy(list(table.values())), version=f"c{n}")
+        now = list(table.values())
+        yield (linked, overlaid, MemoryState(copy.deepcopy(now), version=f"c{n}")), now
         previous = MemoryState(list(table.values()), version=f"o{n}")
 
 
@@ -139,17 +146,46 @@ def _mismatches(gate: Gate, case: tuple[list[Obj], list[tuple[Ref, Obj | None]]]
     for scope in (None, SCOPED):
         caches = [audits.AuditCache(gate.rules, scope) for _ in range(3)]
         status_caches = [promotedstatuses.PromotedStatuses(scope) for _ in range(3)]
-        for n, versions in enumerate(_states(objects, steps)):
+        for n, (versions, now) in enumerate(_states(objects, steps)):
+            # from scratch: a state of the same objects that links to nothing, so no memo of a state
+            # before it (``indexes.of_object`` carries them along links) can serve it
+            fresh: State = MemoryState(now, version=f"fresh{n}")
+            fresh = SCOPED.view(fresh) if scope is not None else fresh
+            expected_audit = audits.audit(gate.rules, fresh, scope)
+            expected_statuses = promotedstatuses.from_scratch(fresh, fresh, scope)
             for how, state, cache, status_cache in zip(("linked", "overlay", "re-read"), versions, caches,
                                                        status_caches, strict=True):
                 view = SCOPED.view(state) if scope is not None else state
-                if cache.audit(view) != audits.audit(gate.rules, view, scope):
+                if cache.audit(view) != expected_audit:
                     found.append(f"audit, step {n} ({how}, scope {scope})")
-                if status_cache.of(view, view) != promotedstatuses.from_scratch(view, view, scope):
+                if how == "linked" and audits.audit(gate.rules, view, scope) != expected_audit:
+                    found.append(f"one-shot audit over carried memos, step {n} (scope {scope})")
+                if status_cache.of(view, view) != expected_statuses:
                     found.append(f"statuses, step {n} ({how}, scope {scope})")
+                if how == "linked" and scope is None:
+                    found += _route_answers(versions[0], MemoryState(now, version=f"bare{n}"), n)
                 counts = statuses._attached_counts(state, None, PORTS)  # linked: patched from the predecessor's
                 if how == "linked" and scope is None and dict(counts) != statuses.attached_counts_scan(state, PORTS):
                     found.append(f"attached counts, step {n}")
+    return found
+
+
+def _route_answers(linked: State, fresh: State, n: int) -> list[str]:
+    """What ``indexes.of_object`` memoizes per route (its attachments, backendRefs, parent and backend
+    findings), asked of the linked state (memos carried from its predecessors) and of a fresh one."""
+    found = []
+    for kind in sorted(backendrefs.BACKEND_ROUTE_KINDS):
+        for route in linked.list(kind):
+            ref = ref_of(route)
+            fresh_route = fresh.get(ref.kind, ref.namespace, ref.name)
+            assert fresh_route is not None
+            for what, ask in (("attach", lambda r, s: attachments.attach(r, s)),
+                              ("backend refs", backendrefs.backend_refs),
+                              ("route findings", lambda r, s: list(crossobjects.route_findings(r, s))),
+                              ("route findings about", lambda r, s: list(crossobjects.route_findings(
+                                  r, s, about=ref_of(r))))):
+                if ask(route, linked) != ask(fresh_route, fresh):
+                    found.append(f"{what} of {ref}, step {n}")
     return found
 
 
@@ -202,4 +238,44 @@ def test_changed_refs_that_miss_a_change_are_noticed(gate: Gate, monkeypatch: py
         return {r for r in changed(before, after, kinds) if r.kind not in ("Service", "Namespace")}
 
     monkeypatch.setattr(dependents, "changed_refs", fewer)
+    assert any(_differential(gate, 12, stop_at_first=True))
+
+
+def test_memos_carried_over_a_change_they_read_are_noticed(gate: Gate, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memos ``indexes.of_object`` carries from a linked state's predecessor are the third input: a carry
+    that keeps every entry as it was, whatever changed (no check of what an entry read), breaks them."""
+
+    def everything(name: str, reads: frozenset[str]) -> Callable[[State], dict[int, Any]]:
+        def build(state: State) -> dict[int, Any]:
+            link = indexes.prior_link(state)
+            prior = indexes.peek(link[0], name) if link is not None else None
+            return {k: (e[0], e[1], e[2], True) for k, e in prior.items()} if type(prior) is dict else {}
+        return build
+
+    monkeypatch.setattr(indexes, "_CARRIERS", {})
+    monkeypatch.setattr(indexes, "_carrier", everything)
+    assert any(_differential(gate, 12, stop_at_first=True))
+
+
+def test_carried_entries_are_checked_by_what_they_read(gate: Gate, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A carried entry whose reads are not checked before use (``indexes._holds`` taking it as it is)
+    breaks the results: the check is what keeps an entry that a change of a kind it reads affects."""
+
+    def trusting(memo: dict[int, Any], key: int, hit: Any, state: State) -> bool:
+        return hit[2] is not None
+
+    monkeypatch.setattr(indexes, "_holds", trusting)
+    assert any(_differential(gate, 12, stop_at_first=True))
+
+
+def test_a_patched_lookup_that_hides_a_rekeyed_key_is_noticed(gate: Gate, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Dependents`` compares only the keys a patched lookup re-keyed (``indexes.touched_since``): a
+    patch that names fewer keys than it re-keyed breaks the results."""
+    touched = indexes.touched_since
+
+    def fewer(lookup: Any, prior: Any) -> frozenset[Any] | None:
+        keys = touched(lookup, prior)
+        return frozenset() if keys is not None else None
+
+    monkeypatch.setattr(indexes, "touched_since", fewer)
     assert any(_differential(gate, 12, stop_at_first=True))

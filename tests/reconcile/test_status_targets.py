@@ -37,7 +37,7 @@ def _mismatches(case: tuple[list[Obj], list[tuple[Ref, Obj | None]]]) -> list[st
     for scope in (Scope(), SCOPED):
         targets = statustargets.StatusTargets(scope)
         computing = promotedstatuses.PromotedStatuses(scope)
-        for n, (linked, _, _) in enumerate(_states(objects, steps)):
+        for n, ((linked, _, _), _) in enumerate(_states(objects, steps)):
             scoped = scope.view(linked)
             computed = computing.of(scoped, scoped)
             facts = _facts(n, scoped)

@@ -195,6 +195,7 @@ def rule_backend_refs(route: Obj, state: State, rule_index: int) -> list[Backend
 
 # What resolving a route's backendRefs reads besides the route.
 _REF_READS = frozenset({"Service", "ReferenceGrant"})
+REF_READS = _REF_READS
 
 
 def backend_refs(route: Obj, state: State) -> list[BackendRef]:

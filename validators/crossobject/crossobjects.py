@@ -8,6 +8,7 @@ under review carries ``subject=False`` and ``about``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 
 from validators import tlsmodes
@@ -58,9 +59,38 @@ def _service_ports(service: Obj) -> set[int]:
     return {p for p in (dig(x, "port") for x in as_list(dig(service, "spec", "ports"))) if isinstance(p, int)}
 
 
+# What a route's parent and backend resolution reads besides the route: ``attach`` and ``backend_refs``.
+_ROUTE_READS = attachments.LISTENER_KINDS | backendrefs.REF_READS
+
+
 def route_findings(route: Obj, state: State, *, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
                    about: Ref | None = None) -> Iterator[Finding]:
-    """Parent and backend resolution of one route."""
+    """Parent and backend resolution of one route: once per state version for a route of the state (a
+    Gateway's review, or its audit judged again after one of its routes changed, asks it of every route
+    naming the Gateway; ``indexes.of_object`` carries the answers to the next cluster snapshot). Under
+    a change of one Gateway that leaves every route's attachment as it was (``same_listeners_below``),
+    the answer of the state below it."""
+    ports = tuple(http_ports)
+    if about is not None and about != ref_of(route):  # the memo keeps a route's findings about itself only
+        return _route_findings(route, state, ports, about)
+    return _kept_route_findings(route, state, ports, about is not None)
+
+
+def _kept_route_findings(route: Obj, state: State, ports: tuple[int, ...], about_itself: bool) -> Iterator[Finding]:
+    """``route_findings`` of ``route`` about itself (``about_itself``: as another object's review reports
+    them) or its own, memoized (``route_findings``)."""
+    below = attachments.same_listeners_below(state, ports)
+    seen = below if below is not None else state
+    return iter(indexes.of_object(seen, _memo_name(ports, about_itself), _ROUTE_READS, route, lambda: tuple(
+        _route_findings(route, seen, ports, ref_of(route) if about_itself else None))))
+
+
+@functools.cache
+def _memo_name(ports: tuple[int, ...], about: bool) -> str:
+    return f"route-findings:{','.join(map(str, ports))}:{'about' if about else 'own'}"
+
+
+def _route_findings(route: Obj, state: State, http_ports: Sequence[int], about: Ref | None) -> Iterator[Finding]:
     # A TLSRoute without hostnames is RG0117 (single-object rule); its parents' NoMatchingListenerHostname
     # would only repeat it.
     no_hosts = kind_of(route) == "TLSRoute" and not attachments.route_hostnames(route)
@@ -192,8 +222,9 @@ def impact_findings(subject: Ref, state: State, *,
     """Problems a change to a Gateway/ListenerSet/Service/ReferenceGrant leaves in routes naming it."""
     if subject.kind not in ("Gateway", "ListenerSet", "Service", "ReferenceGrant"):
         return
+    ports = tuple(http_ports)
     for route in mentioning(subject, state):
-        yield from route_findings(route, state, http_ports=http_ports, about=ref_of(route))
+        yield from _kept_route_findings(route, state, ports, True)  # route_findings(about=ref_of(route))
 
 
 def findings(obj: Obj, state: State, *,

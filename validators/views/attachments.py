@@ -453,12 +453,13 @@ def attach(route: Obj, state: State, *, http_ports: Sequence[int] = DEFAULT_HTTP
     if kind_of(route) not in ROUTE_KINDS:
         return [], []
     ports = tuple(http_ports)
-    if getattr(state, "recorded_index", None) is not None:
-        # A Recording view (the render's per-route staging): no memo serves it and no overlay lies
-        # under it, so the memo and twin steps below would end in this same call.
-        got, statuses = _attach(route, state, ports)
-        return list(got), list(statuses)
     name = _named("attach", ports)
+    if getattr(state, "recorded_index", None) is not None:
+        # A Recording view (a judgement of ``validators.views.dependents``, the render's per-route staging):
+        # no overlay lies under it, so the twin steps below would end in this same call; the memo of the
+        # state it records serves it, its reads logged (``indexes.of_object``).
+        got, statuses = indexes.of_object(state, name, LISTENER_KINDS, route, lambda: _attach(route, state, ports))
+        return list(got), list(statuses)
 
     def compute() -> tuple[tuple[Attachment, ...], tuple[ParentStatus, ...]]:
         # A copy of a route of the base (a review's or a check's defaulted object) whose parentRefs,
@@ -485,9 +486,12 @@ def _same_listeners_below(state: State, ports: tuple[int, ...]) -> State | None:
     leaves those as they were (its defaults written out, its labels or status changed) attaches every
     route as before, which the state below has memoized (``routegate check`` asks it for every route
     naming each input Gateway)."""
-    if not isinstance(state, Overlay) or state.changed.kind != "Gateway" or indexes.recording(state):
+    if not isinstance(state, Overlay) or state.changed.kind != "Gateway":
         return None
     return indexes.index(state, _named("same-listeners-below", ports), lambda s: _listeners_below(s, ports))
+
+
+same_listeners_below = _same_listeners_below
 
 
 def _listeners_below(state: State, ports: tuple[int, ...]) -> State | None:

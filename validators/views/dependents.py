@@ -165,9 +165,14 @@ class Dependents(Generic[R]):
             dirty |= self._by_list.get(ref.kind, set())
         for name, keys in self._keys.items():
             index = indexes.index(state, name, self._builds[name])
-            if index is self._indexes.get(name):
+            prior = self._indexes.get(name)
+            if index is prior:
                 continue
             self._indexes[name] = index
+            touched = indexes.touched_since(index, prior)
+            if touched is not None:  # patched from the last state's: only the keys it re-keyed can differ
+                asked = [k for k in (_WHOLE, *map(_Get, touched)) if k in keys]
+                keys = set(asked)
             for key in keys:
                 now = _answer(index, key)
                 if not _same(now, self._seen[(name, key)]):

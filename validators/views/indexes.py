@@ -113,11 +113,23 @@ class RefsByKey(Protocol[K_contra]):
 class _Built(Generic[K]):
     """Refs by key; ``get`` is its only read (``validators.views.reads`` records the keys asked)."""
 
-    def __init__(self, found: dict[K, list[Ref]]) -> None:
+    def __init__(self, found: dict[K, list[Ref]], since: tuple[_Built[K], set[K]] | None = None) -> None:
         self._found = found
+        # patched from a predecessor: it (weakly: never a chain of versions) and the keys whose answer
+        # may differ from its answer; every other key's answer is the predecessor's (``touched_since``)
+        self._since = (weakref.ref(since[0]), frozenset(since[1])) if since is not None else None
 
     def get(self, key: K) -> Sequence[Ref]:
         return self._found.get(key, ())
+
+
+def touched_since(lookup: Any, prior: Any) -> frozenset[Any] | None:
+    """The keys whose answer may differ between ``prior`` and ``lookup``, when ``lookup`` is a lookup
+    patched from ``prior`` itself (``refs_by_key`` on a linked state); None when that is not known."""
+    since = getattr(lookup, "_since", None) if type(lookup) is _Built else None
+    if since is None or since[0]() is not prior:
+        return None
+    return since[1]  # type: ignore[no-any-return]
 
 
 KeyLookup = _Built  # the type ``validators.views.reads`` recognises to log lookups key by key
@@ -143,19 +155,22 @@ def _patch(prior: _Built[K], before: State, after: State, changed: Iterable[Ref]
         return rank[ref.kind], ref.namespace, ref.name
 
     found = dict(prior._found)
+    touched: set[K] = set()
     for ref in changed:
         old, new = before.get(ref.kind, ref.namespace, ref.name), after.get(ref.kind, ref.namespace, ref.name)
         for key in dict.fromkeys(keys_of(old)) if old is not None else ():
+            touched.add(key)
             kept = [r for r in found.get(key, ()) if r != ref]
             if kept:
                 found[key] = kept
             else:
                 found.pop(key, None)
         for key in dict.fromkeys(keys_of(new)) if new is not None else ():
+            touched.add(key)
             refs = [r for r in found.get(key, ()) if r != ref]
             bisect.insort(refs, ref, key=order)
             found[key] = refs
-    return _Built(found)
+    return _Built(found, (prior, touched))
 
 
 def prior_link(state: State) -> tuple[State, frozenset[Ref]] | None:
@@ -258,24 +273,34 @@ recording = _recording
 
 def of_object(state: State, name: str, reads: frozenset[str], obj: Obj, compute: Callable[[], T]) -> T:
     """``compute()``, a pure function of ``obj`` and of the objects of the kinds ``reads`` in ``state``,
-    memoized per state version for the objects of that state.
+    memoized per state version for the objects of that state, and carried to the next version.
 
     The memo lives on the deepest state holding the same objects of those kinds (``_unchanged_base``:
     the base under a review's or ``routegate check``'s overlays) and keeps one value per object ref,
     valid while the state still holds that very object (objects of a State never change in place; a new
     version is a new memo; the entry holds the object, so its id names no other). An object only the
     overlays on top hold (a review's new object) is kept on ``state`` itself, gone with it; one no state
-    holds is computed and not kept, so a memo never outgrows its state."""
+    holds is computed and not kept, so a memo never outgrows its state.
+
+    A state linked to its predecessor (``prior_link``: the cluster's watch snapshots) starts with the
+    predecessor's memo (``_carried``), less what the changes can affect. On a ``reads.Recording`` view
+    (``validators.views.dependents`` judging an object) the entry keeps what ``compute`` read and a hit
+    logs those reads into the view, as if it had computed them (``_recorded``): a Gateway judged again
+    because one of its routes changed finds every other route's answer kept."""
+    if getattr(state, "recorded_index", None) is not None:
+        return _recorded(state, name, reads, obj, compute)
     base = _unchanged_base(state, reads)
+    if getattr(base, "recorded_index", None) is not None:  # overlays of other kinds on a Recording view
+        return _recorded(base, name, reads, obj, compute)
     if _recording(base):
         return compute()
     # Keyed by identity: an entry holds its object, so the id stays that object's while it lives.
     key = id(obj)
-    memo: dict[int, tuple[Obj, Any]] = index(base, name, _new_memo, cheap=True)
+    memo: dict[int, _Entry] = index(base, name, _carried(name, reads), cheap=True)
     hit = memo.get(key)
-    if hit is not None and hit[0] is obj:
+    if hit is not None and hit[0] is obj and (hit[3] or _holds(memo, key, hit, base)):
         return hit[1]  # type: ignore[no-any-return]
-    own: dict[int, tuple[Obj, Any]] | None = None
+    own: dict[int, _Entry] | None = None
     if state is not base:
         own = index(state, name, _new_memo, cheap=True)
         hit = own.get(key)
@@ -284,13 +309,110 @@ def of_object(state: State, name: str, reads: frozenset[str], obj: Obj, compute:
     value = compute()
     kind, namespace, name = identity(obj)
     if base.get(kind, namespace, name) is obj:
-        memo[key] = (obj, value)
+        memo[key] = (obj, value, None, True)
     elif own is not None and state.get(kind, namespace, name) is obj:
-        own[key] = (obj, value)
+        own[key] = (obj, value, None, True)
     return value
 
 
-def _new_memo(state: State) -> dict[int, tuple[Obj, Any]]:
+# A memo entry: (the object, the value, what computing it read or None, whether it holds in the memo's
+# state: False for an entry carried over a change of a kind it may read, until its reads are checked).
+_Entry = tuple[Obj, Any, Any, bool]
+
+
+def _recorded(view: Any, name: str, reads: frozenset[str], obj: Obj, compute: Callable[[], T]) -> T:
+    """``of_object`` on a ``reads.Recording`` view: the memo of the state it records, whose entries keep
+    what their computation read; a hit logs those reads into the view's log (the recorder sees every read
+    the value depends on, as if computed), a miss computes through the view with a log of its own.
+
+    Only for a view straight over a state whose memo this is (no overlay in between, no recording under
+    it), and an object of that state; anything else is computed through the view, kept nowhere."""
+    under = view.recorded_base
+    if _unchanged_base(under, reads) is not under or _recording(under):
+        return compute()
+    key = id(obj)
+    memo: dict[int, _Entry] = index(under, name, _carried(name, reads), cheap=True)
+    hit = memo.get(key)
+    # an entry's object is one of the memo's state (kept only for those; carried without the changed ones)
+    if hit is not None and hit[0] is obj and hit[2] is not None and (hit[3] or _holds(memo, key, hit, under)):
+        _replay(view.reads, hit[2])
+        return hit[1]  # type: ignore[no-any-return]
+    if under.get(*identity(obj)) is not obj:
+        return compute()
+    outer = view.reads
+    view.reads = inner = type(outer)()
+    try:
+        value = compute()
+    finally:
+        view.reads = outer
+    log = inner.frozen()
+    _replay(outer, log)
+    memo[key] = (obj, value, log, True)
+    return value
+
+
+def _replay(into: Any, log: Any) -> None:
+    """Log a kept computation's reads (a ``reads.FrozenReads``) into a recorder's ``reads.Reads``."""
+    into.gets.update(log.gets)
+    into.lists.update(log.lists)
+    into.lookups.update(log.lookups)
+
+
+def _holds(memo: dict[int, _Entry], key: int, hit: _Entry, state: State) -> bool:
+    """Whether a carried entry's value is still the one ``compute`` gives in ``state``: its reads (kept by
+    ``_recorded``) answer as they did. Marked so once it is; dropped when it is not."""
+    log = hit[2]
+    if log is None or not log.hold(state):
+        if memo.get(key) is hit:
+            del memo[key]
+        return False
+    memo[key] = (hit[0], hit[1], log, True)
+    return True
+
+
+_CARRIERS: dict[tuple[str, frozenset[str]], Callable[[State], dict[int, _Entry]]] = {}
+
+
+def _carried(name: str, reads: frozenset[str]) -> Callable[[State], dict[int, _Entry]]:
+    got = _CARRIERS.get((name, reads))
+    if got is None:
+        got = _CARRIERS[(name, reads)] = _carrier(name, reads)
+    return got
+
+
+def _carrier(name: str, reads: frozenset[str]) -> Callable[[State], dict[int, _Entry]]:
+    """The memo ``name`` of a state: its predecessor's (``prior_link``), when that one is still kept,
+    without the entries of the objects that changed (their new versions are other objects), else empty.
+
+    An entry is a pure function of its object and the objects of the kinds ``reads``: when no object of
+    those kinds changed, every other entry holds as it is. When one did, an entry that kept its reads
+    (``_recorded``) is carried unchecked and checked at its first use (``_holds``: only what it read
+    decides), and one that did not is dropped. A copy: the predecessor's memo stays its own."""
+
+    def build(state: State) -> dict[int, _Entry]:
+        link = prior_link(state)
+        if link is None:
+            return {}
+        before, changed = link
+        prior = peek(before, name)
+        if type(prior) is not dict or not prior:
+            return {}
+        if any(ref.kind in reads for ref in changed):
+            memo = {k: (e[0], e[1], e[2], False) for k, e in prior.items() if e[2] is not None}
+        else:
+            memo = dict(prior)
+        for ref in changed:
+            old = before.get(ref.kind, ref.namespace, ref.name)
+            if old is not None:
+                hit = memo.get(id(old))
+                if hit is not None and hit[0] is old:
+                    del memo[id(old)]
+        return memo
+
+    return build
+
+
+def _new_memo(state: State) -> dict[int, Any]:
     return {}
 
 

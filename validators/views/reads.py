@@ -164,6 +164,11 @@ class Recording:
     def version(self) -> str:
         return self._base.version
 
+    @property
+    def recorded_base(self) -> State:
+        """The state read through this view (``indexes.of_object`` keeps its answers there)."""
+        return self._base
+
     def list(self, kind: str) -> Sequence[Obj]:
         listed = self._base.list(kind)
         self.reads.lists[kind] = listed
