@@ -1,5 +1,6 @@
 """The template sandbox remembers jinja2's attribute verdicts per (type, name): the same answers as
-jinja2's ``ImmutableSandboxedEnvironment``, refusals included, asked once per type and name."""
+jinja2's ``ImmutableSandboxedEnvironment``, refusals included, asked once per type and name. Templates
+compile once per process: a second environment reuses the code, an edited file or other options do not."""
 
 from __future__ import annotations
 
@@ -63,3 +64,47 @@ def test_each_type_and_name_is_asked_once(monkeypatch: pytest.MonkeyPatch) -> No
     out = env.from_string("{% for r in rs %}{{ r.name }}{{ r.method() }}{% endfor %}").render(rs=[Record()] * 50)
     assert out == "rm" * 50
     assert sorted(asked) == [(Record, "method"), (Record, "name")]
+
+
+# ------------------------------------------------------------ compiled templates, shared by environments
+
+def _compiles(monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    names: list[str | None] = []
+    original = jinja2.Environment.compile
+
+    def counted(self: jinja2.Environment, source: Any, name: str | None = None, *args: Any, **kwargs: Any) -> Any:
+        names.append(name)
+        return original(self, source, name, *args, **kwargs)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", counted)
+    return names
+
+
+def test_a_second_renderer_compiles_no_builtin_template_and_renders_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    from haproxy_check.render.rendering import Renderer
+    from tests.render.conftest import fixture
+    from validators.states import MemoryState
+
+    state = MemoryState(fixture("basic.yaml"))
+    first = Renderer(incremental=False).render(state)
+    compiled = _compiles(monkeypatch)
+    second = Renderer(incremental=False).render(state)
+    assert compiled == []
+    assert second.files == first.files and second.description == first.description
+
+
+def test_an_edited_template_or_other_options_compile_again(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    template = tmp_path / "t.j2"
+    template.write_text("{% if x %}\n  a {{ x }}\n{% endif %}\n")
+
+    def env(**options: Any) -> TemplateSandbox:
+        return TemplateSandbox(loader=jinja2.FileSystemLoader(str(tmp_path)), auto_reload=False, **options)
+
+    compiled = _compiles(monkeypatch)
+    assert env(trim_blocks=True).get_template("t.j2").render(x=1) == "  a 1\n"
+    assert env(trim_blocks=True).get_template("t.j2").render(x=2) == "  a 2\n"
+    assert compiled == ["t.j2"]  # the second environment reused the first one's code
+    assert env().get_template("t.j2").render(x=1) == "\n  a 1\n"  # other whitespace options: its own code
+    template.write_text("{% if x %}\n  b {{ x }}\n{% endif %}\n")
+    assert env(trim_blocks=True).get_template("t.j2").render(x=1) == "  b 1\n"  # edited: compiled again
+    assert compiled == ["t.j2"] * 3
