@@ -139,14 +139,15 @@ class Guards:
         if guard is not None:
             guard.enter(_Phase.HANDLING)
             request[RECEIVED] = guard.began
-            if guard.busy or guard.waited:
-                # Past the cap, or too late to be judged in time: answered at once, its body left to
-                # aiohttp's lingering read, closed.
+            if guard.busy:
+                # Past the cap: answered at once, its body left to aiohttp's lingering read, closed. A
+                # connection under the cap is judged however long its handshake waited for its turn: its
+                # budget counts from the accept, and the review queue refuses it ("could not decide")
+                # only when no run can finish it in time (webhook.admission).
                 self.cut["busy"] += 1
                 response = unavailable(
                     f"routegate is busy: {self.limits.max_connections} connections are open "
-                    f"(--max-connections); retry" if guard.busy else
-                    f"routegate is busy: the connection waited {guard.waited:.1f}s for its TLS handshake; retry")
+                    f"(--max-connections); retry")
                 response.force_close()
                 return response
         return await handler(request)
@@ -169,7 +170,6 @@ class _Guard(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._passed = False  # the inner protocol saw connection_made
         self.busy = False  # admitted past the cap: its request is answered "busy" and it is closed
-        self.waited = 0.0  # seconds it waited for its TLS handshake's turn when that made it late (Handshakes)
         # When the current request began (time.perf_counter): the first one at the accept, before the
         # TLS handshake, as the apiserver's timeout counts from its dial; a later one at its first byte.
         self.began = time.perf_counter()
@@ -284,7 +284,7 @@ class GuardedSite(web.BaseSite):
         loop = asyncio.get_running_loop()
         guarded = self.guards.factory(server)
         context, bound = self._ssl_context, self.guards.limits.header_timeout
-        handshakes = Handshakes(self.guards.limits.handshakes, overdue=bound / 2)
+        handshakes = Handshakes(self.guards.limits.handshakes)
 
         def factory() -> asyncio.BaseProtocol:
             if context is None:
@@ -306,9 +306,8 @@ class Handshakes:
     the server can spend a review's whole budget there. In order, the first connections' requests are
     judged while the later ones wait in the kernel's buffers (each still under the handshake bound)."""
 
-    def __init__(self, limit: int, *, overdue: float) -> None:
+    def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.overdue = overdue  # seconds waited for a turn past which a connection is only told "busy"
         self.running = 0
         self._waiting: deque[LeanTLS] = deque()
 
@@ -344,10 +343,8 @@ class LeanTLS(sslproto.SSLProtocol):
     def __init__(self, loop: asyncio.AbstractEventLoop, app_protocol: asyncio.BaseProtocol, *args: Any,
                  handshakes: Handshakes | None = None, **kwargs: Any) -> None:
         super().__init__(loop, app_protocol, *args, **kwargs)
-        self._guard = app_protocol
         self._handshakes = handshakes
         self._turn = False  # holds one of the handshake slots
-        self._accepted = time.perf_counter()
         self._slot: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -369,14 +366,10 @@ class LeanTLS(sslproto.SSLProtocol):
         transport.pause_reading()
 
     def proceed(self) -> bool:
-        """Its turn came: read on; False when the connection is gone meanwhile. One that waited past
-        ``overdue`` can no longer be judged in time: its request is answered "busy" (503) at once."""
+        """Its turn came: read on; False when the connection is gone meanwhile."""
         transport = self._transport
         if not isinstance(transport, asyncio.ReadTransport) or transport.is_closing():
             return False
-        waited = time.perf_counter() - self._accepted
-        if self._handshakes is not None and waited > self._handshakes.overdue and isinstance(self._guard, _Guard):
-            self._guard.waited = waited
         self._take_turn()
         transport.resume_reading()
         return True
