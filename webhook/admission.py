@@ -184,11 +184,15 @@ class Batcher:
         now = self._clock()
         return max(0.0, min(end for _, end, _ in self._runs.values()) - now)
 
-    async def review(self, change: Change, state: State, *, deadline: float, measured: bool = True) -> Verdict:
+    async def review(self, change: Change, state: State, *, deadline: float, measured: bool = True,
+                     late: bool = False) -> Verdict:
         """The verdict on ``change`` against ``state`` by ``deadline`` (a ``clock()`` time), alone or
         together with other waiting reviews; raises :class:`Refused` when it cannot be in time.
         ``measured=False``: a run that says nothing about how long reviews take (the warm-up review,
-        which builds what later reviews reuse)."""
+        which builds what later reviews reuse). ``late``: it arrives late in its budget (its connection
+        waited long for its TLS handshake turn): refused on arrival on a batch's guessed cost too, while
+        no batch was measured yet (a burst's start), so that a server far behind answers it at once
+        rather than at the end of its wait, as it did when such connections were told "busy"."""
         remaining = deadline - self._clock()
         if remaining <= 0:
             raise Refused("it arrived after its deadline; retry", reason="late")
@@ -212,7 +216,7 @@ class Batcher:
             # would go in with others (the guess from a lone run's steps is for sizing a first batch
             # only: under a burst those steps wait for the CPU and look far costlier than in a batch).
             # Until then it waits, and its turn tells.
-            if self._lone and (ahead == 0 or self._per_item) and expected > remaining:
+            if self._lone and (ahead == 0 or self._per_item or late) and expected > remaining:
                 raise Refused(f"{ahead + len(self._runs)} reviews are ahead of it and it would finish in about "
                               f"{expected:.1f}s, after its deadline ({remaining:.1f}s left); retry", reason="late")
             self._enqueue(item)

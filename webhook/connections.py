@@ -53,6 +53,9 @@ log = structlog.get_logger("routegate")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 RECEIVED = web.RequestKey("received", float)  # time.perf_counter() when the request began (see _Guard)
+# Seconds its connection waited for its TLS handshake's turn, when that was past half the handshake bound
+# (Handshakes): the review queue then refuses it at once on its guessed cost too (webhook.admission).
+WAITED = web.RequestKey("waited", float)
 LINGERING = 1.0  # aiohttp's default (10 s) would let a slow body hold the connection past its 408
 
 
@@ -139,11 +142,13 @@ class Guards:
         if guard is not None:
             guard.enter(_Phase.HANDLING)
             request[RECEIVED] = guard.began
+            if guard.waited:
+                request[WAITED] = guard.waited
             if guard.busy:
                 # Past the cap: answered at once, its body left to aiohttp's lingering read, closed. A
                 # connection under the cap is judged however long its handshake waited for its turn: its
                 # budget counts from the accept, and the review queue refuses it ("could not decide")
-                # only when no run can finish it in time (webhook.admission).
+                # when no run can finish it in time, at once for one that waited long (WAITED).
                 self.cut["busy"] += 1
                 response = unavailable(
                     f"routegate is busy: {self.limits.max_connections} connections are open "
@@ -170,6 +175,7 @@ class _Guard(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._passed = False  # the inner protocol saw connection_made
         self.busy = False  # admitted past the cap: its request is answered "busy" and it is closed
+        self.waited = 0.0  # seconds it waited for its TLS handshake's turn, when past Handshakes.overdue
         # When the current request began (time.perf_counter): the first one at the accept, before the
         # TLS handshake, as the apiserver's timeout counts from its dial; a later one at its first byte.
         self.began = time.perf_counter()
@@ -284,7 +290,7 @@ class GuardedSite(web.BaseSite):
         loop = asyncio.get_running_loop()
         guarded = self.guards.factory(server)
         context, bound = self._ssl_context, self.guards.limits.header_timeout
-        handshakes = Handshakes(self.guards.limits.handshakes)
+        handshakes = Handshakes(self.guards.limits.handshakes, overdue=bound / 2)
 
         def factory() -> asyncio.BaseProtocol:
             if context is None:
@@ -306,8 +312,9 @@ class Handshakes:
     the server can spend a review's whole budget there. In order, the first connections' requests are
     judged while the later ones wait in the kernel's buffers (each still under the handshake bound)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, overdue: float) -> None:
         self.limit = limit
+        self.overdue = overdue  # seconds waited for a turn past which a connection is told it waited (WAITED)
         self.running = 0
         self._waiting: deque[LeanTLS] = deque()
 
@@ -344,6 +351,8 @@ class LeanTLS(sslproto.SSLProtocol):
                  handshakes: Handshakes | None = None, **kwargs: Any) -> None:
         super().__init__(loop, app_protocol, *args, **kwargs)
         self._handshakes = handshakes
+        self._guard = app_protocol
+        self._accepted = time.perf_counter()
         self._turn = False  # holds one of the handshake slots
         self._slot: asyncio.TimerHandle | None = None
 
@@ -366,10 +375,14 @@ class LeanTLS(sslproto.SSLProtocol):
         transport.pause_reading()
 
     def proceed(self) -> bool:
-        """Its turn came: read on; False when the connection is gone meanwhile."""
+        """Its turn came: read on; False when the connection is gone meanwhile. One that waited past
+        ``overdue`` says so to its request (WAITED)."""
         transport = self._transport
         if not isinstance(transport, asyncio.ReadTransport) or transport.is_closing():
             return False
+        waited = time.perf_counter() - self._accepted
+        if self._handshakes is not None and waited > self._handshakes.overdue and isinstance(self._guard, _Guard):
+            self._guard.waited = waited
         self._take_turn()
         transport.resume_reading()
         return True

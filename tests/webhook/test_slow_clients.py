@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -18,7 +19,7 @@ from certs import bootstrap, reloading
 from tests.conftest import need_shared
 from tests.webhook.conftest import STATE_DIR, load_objects
 from validators.states import MemoryState
-from webhook import connections, servers
+from webhook import admission, connections, servers
 from webhook.connections import (
     LINGERING,
     MAX_CONNECTIONS,
@@ -279,10 +280,19 @@ async def test_a_connection_that_waited_long_for_its_handshake_turn_is_still_jud
     """One turn at a time and idle connections ahead of it: by its turn more than half the handshake
     bound has passed, yet its review still has most of its budget (which counts from the accept): it is
     judged, not answered "busy", which is kept for connections past the cap (issue 31). A review that
-    can no longer finish in time is refused by the review queue ("could not decide"), not here."""
+    can no longer finish in time is refused by the review queue ("could not decide"), at once for one
+    that came late like this one."""
     # Turns of 1 s and a bound of 4 s: 3 s of turns ahead (more than half the bound) and a review budget
     # of 9 s from the accept.
     monkeypatch.setattr(connections, "SLOT_SECONDS", 1.0)
+    lates: list[bool] = []
+    review_of = admission.Batcher.review
+
+    async def recorded(self: admission.Batcher, *args: Any, late: bool = False, **kwargs: Any) -> Any:
+        lates.append(late)
+        return await review_of(self, *args, late=late, **kwargs)
+
+    monkeypatch.setattr(admission.Batcher, "review", recorded)
     limits = ConnectionLimits(max_connections=50, header_timeout=4.0, body_timeout=2.0, idle_timeout=10.0,
                               handshakes=1)
     fixture = json.loads((need_shared("fixtures", "admission-reviews") / "03-httproute-create.json").read_text())
@@ -304,5 +314,7 @@ async def test_a_connection_that_waited_long_for_its_handshake_turn_is_still_jud
         assert head.startswith(b"HTTP/1.1 200 "), answer
         assert json.loads(payload)["response"]["allowed"] is True
         assert served.guards.cut["busy"] == 0
+        # and the queue was told it came late: a server far behind refuses it at once (webhook.admission)
+        assert lates == [True]
         for _, idle_writer in idle:
             idle_writer.close()
