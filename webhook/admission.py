@@ -51,6 +51,10 @@ MAX_WAITING = 256
 HISTORY = 32  # recent run durations the estimates are the median of
 RECHECK = 0.25  # seconds between a waiting review's looks at whether it can still finish in time
 RESPONSE_MARGIN = 1.0  # seconds kept for answering before the apiserver's own timeout
+# Seconds a review arriving while another run is under way waits for others to go in with it, though a
+# run slot is free: the first reviews of a burst would each take the free slot alone, and under a burst
+# a lone run takes about as long as a batch (a second), while hundreds wait behind both slots.
+GATHER = 0.05
 
 _GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -133,7 +137,7 @@ class Batcher:
 
     def __init__(self, gate: Judge, *, concurrency: int = CONCURRENCY, max_waiting: int = MAX_WAITING,
                  max_batch: int = MAX_BATCH, history: int = HISTORY, recheck: float = RECHECK,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 gather: float = GATHER, clock: Callable[[], float] = time.monotonic) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.gate = gate
@@ -141,10 +145,12 @@ class Batcher:
         self.max_waiting = max_waiting
         self.max_batch = max_batch
         self.recheck = recheck
+        self.gather = gather
         self._clock = clock
         self._waiting: deque[_Waiting] = deque()
         self._by_version: Counter[str] = Counter()  # waiting reviews per state version
         self._sweeping: asyncio.TimerHandle | None = None
+        self._gathering: asyncio.TimerHandle | None = None
         self._runs: dict[asyncio.Task[None], tuple[float, float, int]] = {}  # run -> (started, expected end, n)
         self._lone: deque[float] = deque(maxlen=history)  # seconds of runs of one review
         self._per_item: deque[float] = deque(maxlen=history)  # extra seconds per review of batched runs
@@ -178,11 +184,15 @@ class Batcher:
         now = self._clock()
         return max(0.0, min(end for _, end, _ in self._runs.values()) - now)
 
-    async def review(self, change: Change, state: State, *, deadline: float, measured: bool = True) -> Verdict:
+    async def review(self, change: Change, state: State, *, deadline: float, measured: bool = True,
+                     late: bool = False) -> Verdict:
         """The verdict on ``change`` against ``state`` by ``deadline`` (a ``clock()`` time), alone or
         together with other waiting reviews; raises :class:`Refused` when it cannot be in time.
         ``measured=False``: a run that says nothing about how long reviews take (the warm-up review,
-        which builds what later reviews reuse)."""
+        which builds what later reviews reuse). ``late``: it arrives late in its budget (its connection
+        waited long for its TLS handshake turn): refused on arrival on a batch's guessed cost too, while
+        no batch was measured yet (a burst's start), so that a server far behind answers it at once
+        rather than at the end of its wait, as it did when such connections were told "busy"."""
         remaining = deadline - self._clock()
         if remaining <= 0:
             raise Refused("it arrived after its deadline; retry", reason="late")
@@ -191,7 +201,14 @@ class Batcher:
         verdict: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
         item = _Waiting(change, state, deadline, verdict, measured)
         if len(self._runs) < self.concurrency and not self._waiting:
-            self._start([item])
+            if not self._runs:
+                self._start([item])
+            else:
+                # Another run is under way and a slot is free: what arrives within ``gather`` seconds goes
+                # in with this one (reviews rarely come alone while others run: a burst is starting).
+                self._enqueue(item)
+                if self._gathering is None:
+                    self._gathering = asyncio.get_running_loop().call_later(self.gather, self._gathered)
         else:
             ahead = self._by_version[state.version]
             expected = self._free_in() + self.estimate(min(ahead + 1, self.max_batch))
@@ -199,7 +216,7 @@ class Batcher:
             # would go in with others (the guess from a lone run's steps is for sizing a first batch
             # only: under a burst those steps wait for the CPU and look far costlier than in a batch).
             # Until then it waits, and its turn tells.
-            if self._lone and (ahead == 0 or self._per_item) and expected > remaining:
+            if self._lone and (ahead == 0 or self._per_item or late) and expected > remaining:
                 raise Refused(f"{ahead + len(self._runs)} reviews are ahead of it and it would finish in about "
                               f"{expected:.1f}s, after its deadline ({remaining:.1f}s left); retry", reason="late")
             self._enqueue(item)
@@ -245,6 +262,10 @@ class Batcher:
                     f"review takes now); retry", reason="late"))
         if self._waiting:
             self._sweeping = asyncio.get_running_loop().call_later(self.recheck, self._sweep)
+
+    def _gathered(self) -> None:
+        self._gathering = None
+        self._dispatch()
 
     def _dispatch(self) -> None:
         while len(self._runs) < self.concurrency and self._waiting:

@@ -53,6 +53,9 @@ log = structlog.get_logger("routegate")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 RECEIVED = web.RequestKey("received", float)  # time.perf_counter() when the request began (see _Guard)
+# Seconds its connection waited for its TLS handshake's turn, when that was past half the handshake bound
+# (Handshakes): the review queue then refuses it at once on its guessed cost too (webhook.admission).
+WAITED = web.RequestKey("waited", float)
 LINGERING = 1.0  # aiohttp's default (10 s) would let a slow body hold the connection past its 408
 
 
@@ -139,14 +142,17 @@ class Guards:
         if guard is not None:
             guard.enter(_Phase.HANDLING)
             request[RECEIVED] = guard.began
-            if guard.busy or guard.waited:
-                # Past the cap, or too late to be judged in time: answered at once, its body left to
-                # aiohttp's lingering read, closed.
+            if guard.waited:
+                request[WAITED] = guard.waited
+            if guard.busy:
+                # Past the cap: answered at once, its body left to aiohttp's lingering read, closed. A
+                # connection under the cap is judged however long its handshake waited for its turn: its
+                # budget counts from the accept, and the review queue refuses it ("could not decide")
+                # when no run can finish it in time, at once for one that waited long (WAITED).
                 self.cut["busy"] += 1
                 response = unavailable(
                     f"routegate is busy: {self.limits.max_connections} connections are open "
-                    f"(--max-connections); retry" if guard.busy else
-                    f"routegate is busy: the connection waited {guard.waited:.1f}s for its TLS handshake; retry")
+                    f"(--max-connections); retry")
                 response.force_close()
                 return response
         return await handler(request)
@@ -169,7 +175,7 @@ class _Guard(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._passed = False  # the inner protocol saw connection_made
         self.busy = False  # admitted past the cap: its request is answered "busy" and it is closed
-        self.waited = 0.0  # seconds it waited for its TLS handshake's turn when that made it late (Handshakes)
+        self.waited = 0.0  # seconds it waited for its TLS handshake's turn, when past Handshakes.overdue
         # When the current request began (time.perf_counter): the first one at the accept, before the
         # TLS handshake, as the apiserver's timeout counts from its dial; a later one at its first byte.
         self.began = time.perf_counter()
@@ -308,7 +314,7 @@ class Handshakes:
 
     def __init__(self, limit: int, *, overdue: float) -> None:
         self.limit = limit
-        self.overdue = overdue  # seconds waited for a turn past which a connection is only told "busy"
+        self.overdue = overdue  # seconds waited for a turn past which a connection is told it waited (WAITED)
         self.running = 0
         self._waiting: deque[LeanTLS] = deque()
 
@@ -344,10 +350,10 @@ class LeanTLS(sslproto.SSLProtocol):
     def __init__(self, loop: asyncio.AbstractEventLoop, app_protocol: asyncio.BaseProtocol, *args: Any,
                  handshakes: Handshakes | None = None, **kwargs: Any) -> None:
         super().__init__(loop, app_protocol, *args, **kwargs)
-        self._guard = app_protocol
         self._handshakes = handshakes
-        self._turn = False  # holds one of the handshake slots
+        self._guard = app_protocol
         self._accepted = time.perf_counter()
+        self._turn = False  # holds one of the handshake slots
         self._slot: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -370,7 +376,7 @@ class LeanTLS(sslproto.SSLProtocol):
 
     def proceed(self) -> bool:
         """Its turn came: read on; False when the connection is gone meanwhile. One that waited past
-        ``overdue`` can no longer be judged in time: its request is answered "busy" (503) at once."""
+        ``overdue`` says so to its request (WAITED)."""
         transport = self._transport
         if not isinstance(transport, asyncio.ReadTransport) or transport.is_closing():
             return False

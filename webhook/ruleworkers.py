@@ -17,6 +17,7 @@ for small batches, or when the workers die, the caller judges in-process as befo
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import multiprocessing
 import os
@@ -130,8 +131,9 @@ def worker_count() -> int:
 def end_all(grace: float = 2.0) -> None:
     """End the worker processes this process forked and has not seen end: a pool that was shut down
     without waiting (``RuleWorkers.close``) lets its idle workers go on their own, which a process ending
-    with ``os._exit`` would not wait for (they would be left blocked on their task queue). Each gets
-    ``grace`` seconds to leave, then is terminated."""
+    with ``os._exit`` would not wait for (they would be left blocked on their task queue), and the kept
+    review worker (told to leave first). Each gets ``grace`` seconds to leave, then is terminated."""
+    close_kept()
     children = multiprocessing.active_children()
     deadline = time.monotonic() + grace
     for child in children:
@@ -142,9 +144,9 @@ def end_all(grace: float = 2.0) -> None:
             child.join()
 
 
-# set in the parent just before the fork: the rules, the changes, the state they are judged against, and
-# what to work out after each change's rules (``rules_of``'s ``then``)
-_reviews: tuple[RuleChecks, Sequence[Change], State, Callable[[Change, Result, State], Any] | None] | None = None
+# set in the parent just before the kept worker's fork: the rules and the state view it judges against
+_reviews: tuple[RuleChecks, State] | None = None
+
 
 def _fresh_locks() -> None:
     """In a forked child: new copies of the locks the rules may take. The webhook forks its review worker
@@ -159,24 +161,83 @@ def _fresh_locks() -> None:
 os.register_at_fork(after_in_child=_fresh_locks)
 
 
-def _rules_chunk(indices: list[int]) -> list[tuple[list[Finding], Any, Any]]:
-    """In a forked worker: ``rules.run`` of the reviews ``indices`` (their findings and defaulted objects),
-    and what ``then`` makes of each."""
+def _rules_batch(changes: Sequence[Change], then: Callable[[Change, Result, State], Any] | None,
+                 ) -> list[tuple[list[Finding], Any, Any]]:
+    """In the kept worker: ``rules.run`` of ``changes`` against the view it was forked with (their
+    findings and defaulted objects), and what ``then`` makes of each."""
     if _reviews is None:  # pragma: no cover - only reachable if a worker were spawned, not forked
         raise RuntimeError("no reviews: rule workers must be forked from the judging process")
-    rules, changes, view, then = _reviews
+    rules, view = _reviews
     with gcpause.paused():  # as in _judge_chunk: short-lived garbage, nothing to collect
         out = []
-        for i in indices:
-            result = rules.run(changes[i], view)
-            out.append((result.findings, result.defaulted, then(changes[i], result, view) if then else None))
+        for change in changes:
+            result = rules.run(change, view)
+            out.append((result.findings, result.defaulted, then(change, result, view) if then else None))
         return out
+
+
+def _schemas_of(rules: RuleChecks) -> object:
+    """The CRD schemas the rules judge with: followed live from a cluster, they are replaced as a whole
+    when a CRD changes (webhook.liveschemas), and a worker forked before that judges with the old ones."""
+    return getattr(getattr(rules, "inner", rules), "schemas", None)
+
+
+@dataclass(eq=False)
+class _Kept:
+    """The review worker of one state version: forked with the rules and that version's view, kept for
+    every later batch of that version (the key holds no reference to the state: it is the version's)."""
+
+    version: str
+    rules: RuleChecks
+    schemas: object
+    pool: concurrent.futures.ProcessPoolExecutor
+
+    def serves(self, rules: RuleChecks, view: State) -> bool:
+        return self.version == view.version and self.rules is rules and self.schemas is _schemas_of(rules)
+
+
+_kept: _Kept | None = None
+
+
+def _submitted(rules: RuleChecks, view: State, workers: int, changes: Sequence[Change],
+               then: Callable[[Change, Result, State], Any] | None) -> concurrent.futures.Future[Any]:
+    """``changes`` handed to the worker judging ``view``'s version with ``rules``: the one kept since an
+    earlier batch of it, or a new fork (the one of an older version is let go: it finishes what it has
+    and ends)."""
+    global _kept, _reviews
+    if _kept is not None and _kept.serves(rules, view):
+        return _kept.pool.submit(_rules_batch, list(changes), then)
+    close_kept()
+    _reviews = (rules, view)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads: see RuleWorkers.start
+            pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+            # a fork pool starts all its workers at its first task, and never again (a dead one breaks it)
+            future = pool.submit(_rules_batch, list(changes), then)
+    finally:
+        _reviews = None  # the fork has its copy; this process keeps no reference to the version's state
+    _kept = _Kept(view.version, rules, _schemas_of(rules), pool)
+    return future
+
+
+def close_kept() -> None:
+    """Let the kept review worker go (it ends once idle): a new state version, a failure, or shutdown."""
+    global _kept
+    if _kept is not None:
+        _kept.pool.shutdown(wait=False, cancel_futures=True)
+        _kept = None
+
+
+# At exit, while the modules are still whole: a pool collected in the interpreter's teardown reports an
+# exception from its finalizer (multiprocessing's util is gone by then).
+atexit.register(close_kept)
 
 
 async def rules_of(rules: RuleChecks, changes: Sequence[Change], view: State, *, workers: int,
                    then: Callable[[Change, Result, State], Any] | None = None) -> list[tuple[Result, Any]]:
     """``rules.run(change, view)`` of every change, what ``Gate.review_together`` computes first for a batch
-    of concurrent reviews: in one forked worker process when there are at least MIN_REVIEWS of them and
+    of concurrent reviews: in a forked worker process when there are at least MIN_REVIEWS of them and
     ``workers`` allows one, else (or when the worker fails) in this process's worker thread, one change
     per trip as before. Each comes with ``then(change, result, view)`` when the worker worked it out
     (picklable), else None: the caller works out what it lacks itself.
@@ -185,28 +246,22 @@ async def rules_of(rules: RuleChecks, changes: Sequence[Change], view: State, *,
     cross-object and HAProxy rules: ~1-2 ms a route at 10,000 routes), and in a thread they hold the GIL
     that the event loop needs for the burst's TLS handshakes and requests; every time the loop gives the
     GIL up for a socket or TLS call, it waits up to a switch interval to get it back. The fork takes the
-    state, its indexes and the compiled schemas along as they are; only the changes' positions go out,
-    and findings, defaulted objects and ``then``'s values come back. The worker runs exactly
-    ``rules.run``: the results are the ones this process would compute (``tests/test_ruleworkers.py``)."""
-    global _reviews
+    state, its indexes and the compiled schemas along as they are; only the changes go out, and findings,
+    defaulted objects and ``then``'s values come back. The worker runs exactly ``rules.run``: the results
+    are the ones this process would compute (``tests/test_ruleworkers.py``).
+
+    The worker is kept for the state version it was forked with (``_submitted``): a burst's batches
+    all meet one version, and a fork per batch cost this process the fork and the child the copies of
+    every page it wrote (the reference counts of the state it read), again for each batch."""
     results: dict[int, tuple[Result, Any]] = {}
     if workers >= 1 and len(changes) >= MIN_REVIEWS and "fork" in multiprocessing.get_all_start_methods():
-        _reviews = (rules, changes, view, then)
-        pool: concurrent.futures.ProcessPoolExecutor | None = None
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads: see RuleWorkers.start
-                pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
-                future = pool.submit(_rules_chunk, list(range(len(changes))))
-            _reviews = None  # the fork has its copy
+            future = _submitted(rules, view, workers, changes, then)
             got = await asyncio.wrap_future(future)
             results = {i: (Result(findings, defaulted), after) for i, (findings, defaulted, after) in enumerate(got)}
-        except Exception as exc:  # a dead worker (BrokenProcessPool), an unpicklable result: judged here
+        except Exception as exc:  # a dead worker (BrokenProcessPool), an unpicklable change or result: judged here
             log.warning("rule worker failed; the reviews' rules run in this process", error=repr(exc))
-        finally:
-            _reviews = None
-            if pool is not None:
-                pool.shutdown(wait=False, cancel_futures=True)
+            close_kept()  # the next batch forks a new one
     return [results[i] if i in results else (await asyncio.to_thread(rules.run, change, view), None)
             for i, change in enumerate(changes)]
 

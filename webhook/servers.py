@@ -166,7 +166,8 @@ async def validate(request: web.Request) -> web.Response:
         metrics.BAD_REVIEWS.labels("malformed").inc()
         return _error(400, f"request is not a usable AdmissionReview ({type(exc).__name__})")
     budget = admission.review_budget(request.app[REVIEW_TIMEOUT], request.query.get("timeout"))
-    verdict = await _judge(request.app, review, started + budget - time.perf_counter())
+    verdict = await _judge(request.app, review, started + budget - time.perf_counter(),
+                           late=connections.WAITED in request)
     elapsed = time.perf_counter() - started
     metrics.REVIEW_SECONDS.observe(elapsed)
     metrics.observe(review.kind, str(review.change.operation), str(verdict.decision), dict(verdict.timings))
@@ -215,7 +216,7 @@ async def _read_body(request: web.Request) -> bytes | web.Response:
         return _error(exc.status, str(exc))
 
 
-async def _judge(app: web.Application, review: reviews.Review, budget: float) -> Verdict:
+async def _judge(app: web.Application, review: reviews.Review, budget: float, *, late: bool = False) -> Verdict:
     source = app[SOURCE]
     change, ref = review.change, review.change.ref
     if app[UNUSABLE]:
@@ -235,7 +236,7 @@ async def _judge(app: web.Application, review: reviews.Review, budget: float) ->
     async def judge() -> Verdict:
         if ref.kind not in REVIEWED_KINDS:  # answered at once without work: no need to queue
             return await app[GATE].review(change, state=state)
-        return await app[ADMISSION].review(change, state, deadline=deadline)
+        return await app[ADMISSION].review(change, state, deadline=deadline, late=late)
 
     try:
         async with asyncio.timeout(budget):

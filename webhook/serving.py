@@ -317,6 +317,7 @@ async def _serve(args: argparse.Namespace) -> int:
         await runner.cleanup()
         await metrics_runner.cleanup()
         await cancel_all(background)
+        ruleworkers.close_kept()  # the review worker kept for the last state version ends once idle
         if api is not None:
             await api.close()
     log.info("stopped")

@@ -78,12 +78,14 @@ async def test_reviews_arriving_while_the_gate_is_busy_are_judged_together_in_or
     queue = Batcher(gate, concurrency=2)
     loop = asyncio.get_running_loop()
     tasks = [asyncio.ensure_future(queue.review(change(i), STATE, deadline=loop.time() + 30)) for i in range(8)]
-    await asyncio.sleep(0.05)
-    assert queue.running == 2 and queue.waiting == 6
+    await asyncio.sleep(0.1)
+    assert queue.running == 2 and queue.waiting == 0
     gate.release.set()
     verdicts = await asyncio.gather(*tasks)
     assert [v.notes for v in verdicts] == [(f"r{i}",) for i in range(8)], "each review gets its own verdict"
-    assert gate.runs[:2] == [["r0"], ["r1"]] and gate.runs[2] == [f"r{i}" for i in range(2, 8)]
+    # r0 found the gate idle and ran alone; the others arrived while it ran and went in together in the
+    # free slot (not r1 alone there, the rest behind both runs)
+    assert gate.runs == [["r0"], [f"r{i}" for i in range(1, 8)]]
     assert gate.peak <= 2 and queue.batches == 1
     assert queue.running == 0 and queue.waiting == 0
 
@@ -121,6 +123,32 @@ async def test_a_review_that_cannot_finish_before_its_deadline_is_refused_withou
     assert (await admitted).notes == ("r2",)
     await holder
     assert ["r1"] not in gate.runs and queue.running == 0
+
+
+async def test_a_late_arrival_is_refused_at_once_on_a_batchs_guessed_cost_before_any_batch_was_measured() -> None:
+    """Before any batch was measured (a burst's start) a review waits for its turn rather than be refused on
+    the guessed cost of the batch it would join; one that arrives late (its connection waited long for its
+    TLS handshake turn, webhook.connections) is refused at once on that guess, so that a server far behind
+    answers it now instead of at the end of its wait."""
+    clock = FakeClock()
+    gate = TimedGate(clock)
+    queue = Batcher(gate, concurrency=1, clock=clock)
+    await seed(queue)  # lone runs of 1 s measured; no batch yet: a further review is guessed at 0.5 s
+    gate.release.clear()
+    holder = asyncio.ensure_future(queue.review(change(0), STATE, deadline=clock.now + 1000))
+    await asyncio.sleep(0)
+    ahead = [asyncio.ensure_future(queue.review(change(i), STATE, deadline=clock.now + 1000)) for i in range(1, 11)]
+    await asyncio.sleep(0)
+    # about 1 s until the slot is free, then a run of 11 reviews of about 1 + 10 * 0.5 s: past 5 s
+    with pytest.raises(Refused) as refused:  # at once: the run ahead is held until the end of the test
+        await asyncio.wait_for(queue.review(change(11), STATE, deadline=clock.now + 5.0, late=True), 5)
+    assert refused.value.reason == "late" and "after its deadline" in str(refused.value)
+    waiting = asyncio.ensure_future(queue.review(change(12), STATE, deadline=clock.now + 5.0))
+    await asyncio.sleep(0)
+    assert queue.waiting == 11, "without late it waits for its turn"
+    gate.release.set()
+    await asyncio.gather(holder, *ahead, waiting, return_exceptions=True)
+    assert all("r11" not in run for run in gate.runs)
 
 
 async def test_a_review_whose_turn_comes_too_late_is_refused_then() -> None:

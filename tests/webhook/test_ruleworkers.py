@@ -261,3 +261,48 @@ async def test_a_review_worker_forked_while_another_thread_holds_a_lock_of_the_r
     assert counting.calls == 0, "the worker judged them"
     assert [r.findings for r, _ in got] == [r.findings for r in expected]
     assert [r.defaulted for r, _ in got] == [r.defaulted for r in expected]
+
+
+def worker_pid(change: Change, result: checks.Result, view: State) -> int:
+    """``rules_of``'s ``then``: which process ran the rules (pickled by name, so a module function)."""
+    return os.getpid()
+
+
+class SchemaRules:
+    """The gate's rules under a schema set that can be swapped, as webhook.liveschemas swaps it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.checks = inner
+        self.enforcement = inner.enforcement
+        self.schemas: object = object()
+
+    def run(self, change: Change, state: State) -> checks.Result:
+        result: checks.Result = self.checks.run(change, state)
+        return result
+
+
+async def test_batches_of_one_state_version_share_a_kept_review_worker_and_a_new_version_or_schema_set_forks_another(
+        gate: Gate) -> None:
+    """A burst's batches all meet one state version: one worker forked for it judges them all (no fork
+    per batch), with the results a worker of its own would give; a new state version, or new CRD schemas,
+    is judged by a new fork (a kept worker holds the state and schemas it was forked with)."""
+    rules = SchemaRules(gate.rules)
+    first, second = (state_with(version="kept-1"), state_with(version="kept-2"))
+
+    async def pids(state: State, start: int) -> set[int]:
+        changes = [Change(Operation.CREATE, obj) for obj in many_shops(start + ruleworkers.MIN_REVIEWS)[start:]]
+        view = gate.scope.view(state)
+        got = await ruleworkers.rules_of(rules, changes, view, workers=1, then=worker_pid)
+        assert [r.findings for r, _ in got] == [gate.rules.run(c, view).findings for c in changes]
+        return {pid for _, pid in got}
+
+    try:
+        once = await pids(first, 0)
+        assert len(once) == 1 and os.getpid() not in once, "one forked worker judged the batch"
+        assert await pids(first, 20) == once, "the next batch of the version went to the same worker"
+        other = await pids(second, 40)
+        assert other != once, "a new state version is judged by a new fork"
+        rules.schemas = object()
+        assert await pids(second, 60) != other, "new schemas are judged by a new fork"
+    finally:
+        ruleworkers.end_all(grace=0.5)
