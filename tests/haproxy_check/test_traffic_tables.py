@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from haproxy_check.render.rendering import Renderer
-from haproxy_check.traffic import diffs, facts, tables
-from haproxy_check.traffic.tables import Request
+from haproxy_check.traffic import destinations, diffs, facts, tables
+from haproxy_check.traffic.destinations import Request
 from tests.render.conftest import fixture
 from validators.changes import Change, Operation
 from validators.objects import Obj, Ref
@@ -76,8 +76,8 @@ def test_resolve_answers_a_request_like_the_frontend() -> None:
     assert table.resolve(Request(port, "deep.sub.wild.com", "/re12/more")).rule == "HTTPRoute ns/r rule 4"
     assert table.resolve(Request(port, "app.example.com", "/hdr", headers=(("X-Env", "prod, canary"),))
                          ).rule == "HTTPRoute ns/r rule 10"  # req.hdr() splits at commas
-    assert table.resolve(Request(port, "other.example.com", "/api")).outcome == tables.NOT_FOUND
-    assert table.resolve(Request(port + 1, "app.example.com", "/api")).outcome == tables.NO_LISTENER
+    assert table.resolve(Request(port, "other.example.com", "/api")).outcome == destinations.NOT_FOUND
+    assert table.resolve(Request(port + 1, "app.example.com", "/api")).outcome == destinations.NO_LISTENER
 
 
 def test_an_exact_host_takes_the_wildcard_routes_requests_and_names_their_owner() -> None:

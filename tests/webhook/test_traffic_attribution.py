@@ -9,8 +9,8 @@ import random
 
 import pytest
 
+from haproxy_check.traffic.destinations import Destination, RequestClass
 from haproxy_check.traffic.diffs import Move, TrafficDiff
-from haproxy_check.traffic.tables import Destination, RequestClass
 from validators.objects import Ref
 from webhook import trafficdiffs
 
