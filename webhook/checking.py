@@ -525,7 +525,7 @@ def _append_job_summary(path: str, markdown: str) -> None:
 
 
 def _version() -> str:
-    from webhook.cli import routegate_version
+    from webhook.packageversion import routegate_version
 
     return routegate_version()
 

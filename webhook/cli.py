@@ -15,18 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from webhook import flags, reconcileflags
+from webhook.packageversion import routegate_version
 
 EXIT_OK, EXIT_DENIED, EXIT_USAGE = 0, 1, 2
 OUTPUTS = ("text", "json", "yaml", "junit", "github", "sarif")
-
-
-def routegate_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("routegate")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "0+unknown"
 
 
 class _VersionAction(argparse.Action):

@@ -180,9 +180,9 @@ async def _source(args: argparse.Namespace, tasks: list[Awaitable[Any]]) -> tupl
             raise SetupError(f"--state {args.state}: {files.status().get('error', 'cannot be read')}")
         tasks.append(files.run())
         return files, None
-    from webhook import serving
+    from webhook.statesources import state_source
 
-    return await serving._state_source(args, tasks)
+    return await state_source(args, tasks)
 
 
 async def first_sync(source: StateSource, timeout: float) -> str:
@@ -228,7 +228,7 @@ def _health_app(reconciler: Reconciler, source: StateSource) -> web.Application:
 
 async def reconcile(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
-    from webhook.serving import split_listen
+    from webhook.lifecycle import split_listen
 
     host, port = split_listen(args.metrics_listen, "--metrics-listen")
     binary = await binaries.detect(args.haproxy)
@@ -239,7 +239,7 @@ async def reconcile(args: argparse.Namespace) -> int:
     log.info("gateway scope", judging=gate.scope.describe())
     reconciler = reconciler_for(gate, args, api, source)
     if args.once:
-        from webhook.serving import cancel_all
+        from webhook.lifecycle import cancel_all
 
         running = [asyncio.ensure_future(t) for t in tasks]  # the watches fill the state being waited for
         try:
@@ -269,7 +269,7 @@ async def reconcile(args: argparse.Namespace) -> int:
     runner = web.AppRunner(_health_app(reconciler, source), access_log=None)
     await runner.setup()
     background = [asyncio.ensure_future(t) for t in tasks]
-    from webhook.serving import cancel_all, on_stop_signals, until_stopped
+    from webhook.lifecycle import cancel_all, on_stop_signals, until_stopped
 
     stop = on_stop_signals()  # the same signals as serve, SIGUSR1 included
     try:

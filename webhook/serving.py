@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import signal
 import socket
 import ssl
 import sys
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -35,52 +33,21 @@ from webhook import (
     metrics,
     ruleworkers,
     servers,
-    sharedstrings,
     warming,
 )
-from webhook.assembly import build_gate, load_crd_documents, load_state
+from webhook.assembly import build_gate, load_crd_documents
+from webhook.lifecycle import cancel_all, on_stop_signals, split_listen, until_stopped
 from webhook.setuperrors import SetupError
 from webhook.sources import StateSource, StaticSource
+from webhook.statesources import state_source
 
 log = structlog.get_logger("routegate")
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 DRAIN_MARGIN = 2.0  # seconds past the review timeout that a review in flight may take to be answered
 
 
 @runtime_checkable
 class ClusterSource(StateSource, liveschemas.CrdSource, Protocol):
     """A state source that also serves CRDs (the watching ClusterState)."""
-
-
-def split_listen(value: str, flag: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise SetupError(f"{flag} {value!r}: expected HOST:PORT")
-    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - an explicit ":PORT" means all
-
-
-async def _state_source(args: argparse.Namespace, tasks: list[Awaitable[Any]]) -> tuple[StateSource, Any]:
-    if args.kubeconfig or _in_cluster():
-        from webhook.cluster import ClusterConfigError, ClusterState, load_api_client
-
-        try:
-            api = await load_api_client(args.kubeconfig)
-        except ClusterConfigError as exc:
-            raise SetupError(f"--kubeconfig: {exc}") from None
-        if api is not None:
-            cluster = ClusterState(api, stale_after=args.max_state_staleness)
-            tasks.append(cluster.run())
-            return cluster, api
-    if args.kubeconfig:
-        raise SetupError(f"--kubeconfig {args.kubeconfig}: no usable cluster configuration")
-    state, objects = load_state(args.state)
-    # Held for the server's lifetime: one string per distinct value (before any index reads the objects).
-    sharedstrings.share_strings(objects)
-    return StaticSource(state, origin=args.state or ""), None
-
-
-def _in_cluster() -> bool:
-    return Path("/var/run/secrets/kubernetes.io/serviceaccount/token").exists()
 
 
 async def _certificates(args: argparse.Namespace, api: Any, tasks: list[Awaitable[Any]]) -> Any:
@@ -148,21 +115,6 @@ def drain_bound(args: argparse.Namespace) -> float:
     return float(args.review_timeout) + DRAIN_MARGIN
 
 
-def on_stop_signals() -> asyncio.Event:
-    """Set on SIGTERM, SIGINT or SIGUSR1 (the haproxy image's STOPSIGNAL)."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def requested(sig: signal.Signals) -> None:
-        if not stop.is_set():
-            log.info("stopping", signal=sig.name)
-        stop.set()
-
-    for sig in STOP_SIGNALS:
-        loop.add_signal_handler(sig, requested, sig)
-    return stop
-
-
 def _self_signed(cert_dir: Path, args: argparse.Namespace) -> Any:
     """The generated pair, or a SetupError naming the directory and what to do (a read-only $HOME in a
     container, a --cert-dir under a file)."""
@@ -185,25 +137,6 @@ async def _listen(site: web.BaseSite, flag: str, value: str) -> None:
     except OSError as exc:
         raise SetupError(f"{flag} {value}: cannot listen ({exc.strerror or exc}); "
                          f"choose another address with {flag} HOST:PORT") from None
-
-
-async def until_stopped(stop: asyncio.Event, background: Sequence[asyncio.Future[Any]]) -> bool:
-    """Wait for a stop signal or a background task that ends; True when one failed (logged)."""
-    waiter = asyncio.ensure_future(stop.wait())
-    done, _ = await asyncio.wait([waiter, *background], return_when=asyncio.FIRST_COMPLETED)
-    for task in done:
-        if task is not waiter and task.exception() is not None:
-            log.error("background task failed", error=repr(task.exception()))
-            return True
-    return False
-
-
-async def cancel_all(background: Sequence[asyncio.Future[Any]]) -> None:
-    for task in background:
-        task.cancel()
-    for task in background:
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
 
 
 def freeze_lifelong(source: StateSource) -> bool:
@@ -233,7 +166,7 @@ async def _serve(args: argparse.Namespace) -> int:
     metrics.haproxy_info(binary)
     log.info("haproxy", path=binary.path, version=binary.version)
     tasks: list[Awaitable[Any]] = []
-    source, api = await _state_source(args, tasks)
+    source, api = await state_source(args, tasks)
     reloader = await _certificates(args, api, tasks)
     from webhook import reconciling
 
