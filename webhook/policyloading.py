@@ -5,7 +5,7 @@
 - ValidatingAdmissionPolicies and their bindings: in ``check`` from the ``-f`` inputs, the ``--state``
   files or the live cluster (listed once, with the param objects their ``paramKind`` names); in
   ``serve``/``reconcile`` only from the files ``validatingAdmissionPolicies:`` of ``--config`` lists (off
-  by default: the API server already evaluates the cluster's own, README "Policies").
+  by default: the API server already evaluates the cluster's own, docs/POLICIES.md).
 
 A policy that cannot be used is a :class:`~webhook.setuperrors.SetupError` naming it and the expression:
 ``check`` exits 2, ``serve`` does not start (never a silent skip). The evaluation itself is pure and

@@ -11,7 +11,7 @@ docs/CONFIG.md documents every key. Sections:
   ``--gateway-class`` and ``--controller-name`` (a flag given on the command line wins).
 - ``policies``: routegate's own CEL policies (``validators.policies.ownpolicies``, compiled by
   ``webhook.policyloading``); ``validatingAdmissionPolicies``: files of ValidatingAdmissionPolicies and
-  bindings the webhook and the reconcile audit evaluate too (off when absent: README "Policies").
+  bindings the webhook and the reconcile audit evaluate too (off when absent: docs/POLICIES.md).
 
 Every mistake raises :class:`SettingsError` naming the key (``render.debugHeaders: expected true or
 false, got 'yes'``), so a typo never silently leaves a default in place.
