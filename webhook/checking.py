@@ -34,8 +34,8 @@ from validators.changes import Change, Operation
 from validators.findings import Severity, denies
 from validators.objects import KINDS, REVIEWED_KINDS, Obj, Ref, ref_of
 from validators.states import MemoryState, Overlay, State
-from webhook import inputs, plans, policyloading, progress, reports, ruleworkers
-from webhook.assembly import GateSettings, build_gate, load_state, with_namespace
+from webhook import gateflags, inputs, plans, policyloading, progress, reports, ruleworkers
+from webhook.assembly import build_gate, load_state, with_namespace
 from webhook.checktargets import resolved
 from webhook.gates import HAPROXY_REJECTED, Gate
 from webhook.positions import Positions
@@ -45,16 +45,6 @@ from webhook.verdicts import Decision, Verdict
 EXIT_OK, EXIT_DENIED, EXIT_INPUT = 0, 1, 2
 COMBINED_CHECK_SECONDS_PER_OBJECT = 0.002  # the least haproxy -c deadline per input object
 CLUSTER = "<cluster>"
-
-
-def settings_from(args: argparse.Namespace) -> GateSettings:
-    return GateSettings(
-        crds=args.crds, config=args.config, strict=args.strict, templates=args.templates,
-        scratch_dir=args.scratch_dir, check_timeout=args.check_timeout,
-        check_concurrency=args.check_concurrency, note_budget=args.reload_note_budget,
-        dataplane_version=plans.dataplane_version(getattr(args, "dataplane_version", None)),
-        gateway_classes=getattr(args, "gateway_classes", ()), controller_names=getattr(args, "controller_names", ()),
-    )
 
 
 def _combine(base: list[Obj], located: list[tuple[Ref, inputs.Located]]) -> dict[Ref, Obj]:
@@ -403,7 +393,7 @@ async def _check(args: argparse.Namespace) -> int:
     # (3-4 s for 10,000 routes on 2 cores). Under a review's deadline that check times out on a busy
     # machine, and N one-by-one reviews follow: the deadline grows with the inputs instead.
     timeout = max(args.check_timeout, COMBINED_CHECK_SECONDS_PER_OBJECT * len(located))
-    gate = _one_shot(build_gate(binary, replace(settings_from(args), check_timeout=timeout)))
+    gate = _one_shot(build_gate(binary, replace(gateflags.settings_from(args), check_timeout=timeout)))
     policyloading.install(gate, vap=vap)
     if base_objects:
         _sharing_render_of(gate, base)
@@ -557,7 +547,7 @@ async def render(args: argparse.Namespace) -> int:
             print(f"{reports.clean(problem)}", file=sys.stderr)
         return EXIT_INPUT
     _, base_objects = load_state(args.state)
-    gate = _one_shot(build_gate(binary, settings_from(args)))
+    gate = _one_shot(build_gate(binary, gateflags.settings_from(args)))
     keyed = [(i.ref, i) for i in loaded.objects]
     state = gate.scope.view(MemoryState.keyed(_combine(base_objects, keyed), version="render"))
     previous = plans.load_description(args.previous) if args.previous else None

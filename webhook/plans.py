@@ -17,7 +17,7 @@ from pathlib import Path
 from haproxy_check.check import binaries, scratches
 from haproxy_check.descriptions import Description
 from haproxy_check.runtime import predictions, runtimeplans
-from webhook import inputs
+from webhook import gateflags, inputs
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -56,18 +56,8 @@ def _certificates(directory: str, description: Description) -> dict[str, bytes]:
     return out
 
 
-def dataplane_version(text: str | None) -> tuple[int, ...] | None:
-    """``--dataplane-version`` as a version tuple; None when not given."""
-    if not text:
-        return None
-    try:
-        return runtimeplans.parse_version(text)
-    except ValueError as exc:
-        raise PlanInputError(f"--dataplane-version: {exc}") from exc
-
-
 async def _version(args: argparse.Namespace) -> tuple[int, ...]:
-    given = dataplane_version(args.dataplane_version)
+    given = gateflags.dataplane_version(args.dataplane_version)
     return given if given is not None else (await binaries.detect(args.haproxy)).version_tuple
 
 
@@ -76,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         old, new = load_description(args.old), load_description(args.new)
         files = _certificates(args.new, new)
         version = asyncio.run(_version(args))
-    except PlanInputError as exc:
+    except (PlanInputError, gateflags.DataplaneVersionError) as exc:
         print(f"routegate plan: {exc}", file=sys.stderr)
         return EXIT_USAGE
     plan = runtimeplans.plan(old, new, dataplane_version=version, files=files)

@@ -25,8 +25,8 @@ from haproxy_check.runtime.promotion import Promoter
 from validators.objects import dig
 from webhook import following, logs, metrics, servers, shrinkguard
 from webhook.assembly import GateSettings, build_gate
-from webhook.checking import settings_from
 from webhook.filesources import FileSource
+from webhook.gateflags import settings_from
 from webhook.gates import Gate
 from webhook.leaveouts import Treatment
 from webhook.promotedmemory import PromotedMemory
