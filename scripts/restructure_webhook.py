@@ -1,0 +1,193 @@
+"""Issue 26: move webhook/'s modules into subpackages for its four programs, with history (``git mv``),
+and rewrite every reference to them. Mechanical and idempotent: run it from the repository root on any
+tree that still has the flat layout (a module already moved, or absent, is passed over).
+
+    python scripts/restructure_webhook.py            # moves, rewrites, then ruff --fix of import order
+
+What it rewrites, in every file git tracks (Python, Markdown, TOML, YAML, .importlinter, shell):
+- ``from webhook import a, b as c`` (also parenthesised, indented, inside functions): one statement per
+  new package, each name keeping its local name (``from webhook.cli import routegate as cli``);
+- dotted names ``webhook.<old>`` (imports, strings for monkeypatch, sys.modules checks, entry points,
+  import-linter contracts, prose) to the new dotted name;
+- paths ``webhook/<old>.py`` to ``webhook/<package>/<new>.py``.
+Content edits beyond imports and names: none, except the bundled CRDs' path in assembly (one level up).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGES = {
+    "gate": ("the Gate: one change (or several judged together) through the validators, the render and "
+             "haproxy -c to one Verdict; knows no server, CLI or reconcile loop",
+             ["gates", "verdicts", "verdictcache", "batching", "batchkinds", "bisection", "ruleworkers",
+              "fullchecks", "loadedindex", "assembly", "trafficdiffs", "policyloading"]),
+    "server": ("the admission server: ``routegate serve``, AdmissionReviews over HTTPS, admission control "
+               "and the probes; uses the Gate",
+               ["servers", "serving", "admission", "reviews", "connections", "encodings", "selftests", "warming",
+                "liveschemas", "dataplanestates"]),
+    "cli": ("the command line: ``routegate check``, ``render``, ``plan``, ``explain``, ``rules`` and the "
+            "parser that starts ``serve`` and ``reconcile``; nothing imports it",
+            ["cli:routegate", "checking", "checktargets", "reports", "outdirs", "explaining", "explanations",
+             "progress", "flags", "reconcileflags", "packageversion", "plans"]),
+    "reconcile": ("the reconcile loop: ``routegate reconcile`` follows the state, judges each version with "
+                  "the Gate, isolates what fails, promotes the rest and writes statuses; uses the Gate",
+                  ["reconcile:reconciler", "reconciling", "reconcileruntime", "reconcilechecks", "events",
+                   "audits", "leaveouts", "isolating", "following", "promotedmemory", "promotedstatuses",
+                   "promotedversions", "shrinkguard", "statusshapes", "statustargets", "statuswriter",
+                   "filesources"]),
+    "loading": ("inputs read from files: manifests with their line and column, YAML and JSON, the settings "
+                "file; below the Gate, which loads states with it",
+                ["inputs", "yamlloading", "jsonmembers", "positions", "settingsfiles"]),
+    "process": ("the process a long-running command is: malloc arenas, shared strings, stop signals and "
+                "background tasks; knows none of the programs",
+                ["malloctuning", "sharedstrings", "lifecycle"]),
+}
+
+# old module name (under webhook.) -> (package, new module name)
+MOVES: dict[str, tuple[str, str]] = {}
+for package, (_, entries) in PACKAGES.items():
+    for entry in entries:
+        old, _, new = entry.partition(":")
+        MOVES[old] = (package, new or old)
+
+
+GIT = shutil.which("git") or "/usr/bin/git"
+
+
+def git(*args: str) -> str:
+    return subprocess.run([GIT, *args], check=True, capture_output=True, text=True).stdout
+
+
+def move_files() -> None:
+    for package, (doc, _) in PACKAGES.items():
+        init = Path("webhook", package, "__init__.py")
+        if not init.exists():
+            init.parent.mkdir(exist_ok=True)
+            init.write_text(f'"""{doc[0].upper()}{doc[1:]}."""\n')
+            git("add", str(init))
+    for old, (package, new) in MOVES.items():
+        source = Path("webhook", f"{old}.py")
+        if source.exists():
+            git("mv", str(source), str(Path("webhook", package, f"{new}.py")))
+
+
+DOTTED = re.compile(r"\bwebhook\.(" + "|".join(sorted(MOVES, key=len, reverse=True)) + r")\b(?![/-])(\.\w+)?")
+FROM_IMPORT = re.compile(r"\s+import\s+\(?\s*(\w+)")
+PATH = re.compile(r"\bwebhook/(" + "|".join(sorted(MOVES, key=len, reverse=True)) + r")\.py\b")
+
+
+def _dotted(match: re.Match[str]) -> str:
+    old, after = match.group(1), match.group(2) or ""
+    if old in PACKAGES:  # webhook.cli and webhook.reconcile were modules and are packages now
+        inside = {new for package, new in MOVES.values() if package == old}
+        imported = FROM_IMPORT.match(match.string, match.end())
+        if after[1:] in inside or (not after and imported is not None and imported.group(1) in inside):
+            return match.group(0)  # already moved: webhook.cli.checking, from webhook.reconcile import audits
+    package, new = MOVES[old]
+    return f"webhook.{package}.{new}{after}"
+
+
+def _path(match: re.Match[str]) -> str:
+    package, new = MOVES[match.group(1)]
+    return f"webhook/{package}/{new}.py"
+
+
+def rewrite_from_webhook(source: str) -> str:
+    """``from webhook import ...`` statements naming moved modules, one per new package."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    lines = source.splitlines(keepends=True)
+    edits = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ImportFrom) and node.module == "webhook" and node.level == 0):
+            continue
+        if not any(alias.name in MOVES for alias in node.names):
+            continue
+        groups: dict[str, list[str]] = {}
+        for alias in node.names:
+            local = alias.asname or alias.name
+            if alias.name in MOVES:
+                package, new = MOVES[alias.name]
+                target, name = f"webhook.{package}", new
+            else:
+                target, name = "webhook", alias.name
+            groups.setdefault(target, []).append(name if name == local else f"{name} as {local}")
+        indent = " " * node.col_offset
+        end = node.end_lineno or node.lineno
+        tail = lines[end - 1][node.end_col_offset or 0:]  # a trailing comment, the newline
+        statements = [f"from {target} import {', '.join(names)}" for target, names in groups.items()]
+        text = ("\n" + indent).join(statements)
+        first = lines[node.lineno - 1][:node.col_offset]
+        edits.append((node.lineno, end, first + text + tail))
+    for start, end, text in sorted(edits, reverse=True):
+        lines[start - 1:end] = [text]
+    return "".join(lines)
+
+
+TEXT = (".py", ".md", ".toml", ".cfg", ".ini", ".yaml", ".yml", ".txt", ".sh", ".j2", ".importlinter")
+
+
+def rewrite_references() -> list[str]:
+    changed = []
+    for name in git("ls-files").splitlines():
+        path = Path(name)
+        if not path.is_file() or name == "scripts/restructure_webhook.py":
+            continue
+        if not (path.name.endswith(TEXT) or path.name in (".importlinter", "Dockerfile") or path.parent.name in (
+                ".ci",) or name.startswith("scripts/")):
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        new = rewrite_from_webhook(text) if name.endswith(".py") else text
+        new = PATH.sub(_path, DOTTED.sub(_dotted, new))
+        if new != text:
+            path.write_text(new)
+            changed.append(name)
+    return changed
+
+
+def fix_bundled_path() -> None:
+    """assembly reads the bundled CRDs beside the webhook package, one level above its own folder now."""
+    path = Path("webhook/gate/assembly.py")
+    text = path.read_text()
+    text = text.replace('(Path(__file__).parent / "bundled" / "crds.json.gz")',
+                        '(Path(__file__).parents[1] / "bundled" / "crds.json.gz")')
+    path.write_text(text)
+
+
+def list_packages() -> None:
+    """pyproject's [tool.setuptools] packages: the new subpackages after webhook.cluster."""
+    path = Path("pyproject.toml")
+    text = path.read_text()
+    missing = [f"webhook.{p}" for p in PACKAGES if f'"webhook.{p}"' not in text]
+    if missing:
+        text = text.replace('    "webhook.cluster",\n',
+                            '    "webhook.cluster",\n' + "".join(f'    "{m}",\n' for m in missing), 1)
+        path.write_text(text)
+
+
+def main() -> int:
+    if not Path("webhook/__init__.py").exists():
+        raise SystemExit("run from the repository root")
+    move_files()
+    changed = rewrite_references()
+    fix_bundled_path()
+    list_packages()
+    python = [f for f in changed if f.endswith(".py")] + ["webhook/gate/assembly.py"]
+    subprocess.run([sys.executable, "-m", "ruff", "check", "--fix", "--select", "I", "-q", *python], check=False)
+    print(f"moved {len(MOVES)} modules into {len(PACKAGES)} packages; rewrote {len(changed)} files")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
