@@ -3,13 +3,14 @@ and rewrite every reference to them. Mechanical and idempotent: run it from the 
 tree that still has the flat layout (a module already moved, or absent, is passed over).
 
     python scripts/restructure_webhook.py            # moves, rewrites, then ruff --fix of import order
+    python scripts/restructure_webhook.py --tests    # then tests/webhook/ mirrors the new tree
 
 What it rewrites, in every file git tracks (Python, Markdown, TOML, YAML, .importlinter, shell):
 - ``from webhook import a, b as c`` (also parenthesised, indented, inside functions): one statement per
   new package, each name keeping its local name (``from webhook.cli import routegate as cli``);
 - dotted names ``webhook.<old>`` (imports, strings for monkeypatch, sys.modules checks, entry points,
   import-linter contracts, prose) to the new dotted name;
-- paths ``webhook/<old>.py`` to ``webhook/<package>/<new>.py``.
+- paths ``webhook/<old>.py`` to ``webhook/<package>/<new>.py``, and Markdown anchors made of them.
 Content edits beyond imports and names: none, except the bundled CRDs' path in assembly (one level up).
 """
 
@@ -20,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 PACKAGES = {
@@ -49,6 +51,29 @@ PACKAGES = {
                 ["malloctuning", "sharedstrings", "lifecycle"]),
 }
 
+# tests/webhook/<file> -> tests/webhook/<package>/<file>, by the program each test is about (helpers such as
+# clirun.py and conftest.py stay where every subfolder finds them)
+TESTS = {
+    "gate": ["test_gates", "test_review_together", "test_review_together_kinds", "test_delta_check",
+             "test_delta_frontends", "test_fullchecks", "test_ruleworkers", "test_baselines", "test_apply_notes",
+             "test_cached_cancel", "test_bundled_crds", "test_traffic_attribution", "test_traffic_verdicts",
+             "test_schema_valid_values", "test_delete_warnings", "test_policies", "test_one_finding_per_fact",
+             "test_unsupported_values_name_a_field", "test_status_every_kind", "test_dataplane_versions"],
+    "server": ["test_admission", "test_admission_server", "test_server", "test_server_sourceshapes",
+               "test_serve_dataplane_state", "test_serve_freeze", "test_serve_imports", "test_serve_kubeconfig",
+               "test_serve_process", "test_serve_signals", "test_slow_clients", "test_client_certs",
+               "test_fuzz_reviews", "test_reviews", "test_reviews_fastchecks", "test_readiness", "test_metrics_labels",
+               "test_liveschemas", "test_warming", "test_dataplane_state"],
+    "cli": ["test_cli", "test_cli_cluster", "test_cli_each", "test_cli_exit", "test_cli_inputs", "test_cli_kubectl",
+            "test_cli_outputs", "test_cli_setup", "test_check_lazy", "test_check_prediction",
+            "test_check_shared_renders", "test_checktargets", "test_report_escaping", "test_read_once"],
+    "loading": ["test_inputs_json", "test_jsonmembers", "test_positions_json", "test_yamlloading",
+                "test_config_file"],
+    "process": ["test_malloctuning", "test_sharedstrings"],
+}
+# a moved test that finds the repository by its own depth is one folder deeper
+DEPTH = {"test_policies": ("parents[1]", "parents[2]"), "test_serve_imports": ("parents[2]", "parents[3]")}
+
 # old module name (under webhook.) -> (package, new module name)
 MOVES: dict[str, tuple[str, str]] = {}
 for package, (_, entries) in PACKAGES.items():
@@ -69,7 +94,8 @@ def move_files() -> None:
         init = Path("webhook", package, "__init__.py")
         if not init.exists():
             init.parent.mkdir(exist_ok=True)
-            init.write_text(f'"""{doc[0].upper()}{doc[1:]}."""\n')
+            text = textwrap.fill(f'"""{doc[0].upper()}{doc[1:]}."""', width=110, break_on_hyphens=False)
+            init.write_text(text + "\n")
             git("add", str(init))
     for old, (package, new) in MOVES.items():
         source = Path("webhook", f"{old}.py")
@@ -78,6 +104,8 @@ def move_files() -> None:
 
 
 DOTTED = re.compile(r"\bwebhook\.(" + "|".join(sorted(MOVES, key=len, reverse=True)) + r")\b(?![/-])(\.\w+)?")
+# a Markdown anchor made of a heading that names a moved file: #...-webhookbatchingpy
+SLUG = re.compile(r"(#[\w-]*?)webhook(" + "|".join(sorted(MOVES, key=len, reverse=True)) + r")py\b")
 FROM_IMPORT = re.compile(r"\s+import\s+\(?\s*(\w+)")
 PATH = re.compile(r"\bwebhook/(" + "|".join(sorted(MOVES, key=len, reverse=True)) + r")\.py\b")
 
@@ -91,6 +119,11 @@ def _dotted(match: re.Match[str]) -> str:
             return match.group(0)  # already moved: webhook.cli.checking, from webhook.reconcile import audits
     package, new = MOVES[old]
     return f"webhook.{package}.{new}{after}"
+
+
+def _slug(match: re.Match[str]) -> str:
+    package, new = MOVES[match.group(2)]
+    return f"{match.group(1)}webhook{package}{new}py"
 
 
 def _path(match: re.Match[str]) -> str:
@@ -149,7 +182,7 @@ def rewrite_references() -> list[str]:
         except UnicodeDecodeError:
             continue
         new = rewrite_from_webhook(text) if name.endswith(".py") else text
-        new = PATH.sub(_path, DOTTED.sub(_dotted, new))
+        new = SLUG.sub(_slug, PATH.sub(_path, DOTTED.sub(_dotted, new)))
         if new != text:
             path.write_text(new)
             changed.append(name)
@@ -176,9 +209,50 @@ def list_packages() -> None:
         path.write_text(text)
 
 
+TEST_MOVES = {test: package for package, tests in TESTS.items() for test in tests}
+TEST_DOTTED = re.compile(r"\btests\.webhook\.(" + "|".join(TEST_MOVES) + r")\b")
+TEST_PATH = re.compile(r"\btests/webhook/(" + "|".join(TEST_MOVES) + r")\.py\b")
+
+
+def move_tests() -> None:
+    for package in TESTS:
+        init = Path("tests", "webhook", package, "__init__.py")
+        if not init.exists():
+            init.parent.mkdir(exist_ok=True)
+            init.write_text("")
+            git("add", str(init))
+    for test, package in TEST_MOVES.items():
+        source = Path("tests", "webhook", f"{test}.py")
+        if source.exists():
+            target = Path("tests", "webhook", package, f"{test}.py")
+            git("mv", str(source), str(target))
+            if test in DEPTH:
+                old, new = DEPTH[test]
+                target.write_text(target.read_text().replace(f"Path(__file__).resolve().{old}",
+                                                             f"Path(__file__).resolve().{new}"))
+    changed = []
+    for name in git("ls-files").splitlines():
+        path = Path(name)
+        if not path.is_file() or not path.name.endswith(TEXT) or name == "scripts/restructure_webhook.py":
+            continue
+        text = path.read_text()
+        new = TEST_PATH.sub(lambda m: f"tests/webhook/{TEST_MOVES[m.group(1)]}/{m.group(1)}.py",
+                            TEST_DOTTED.sub(lambda m: f"tests.webhook.{TEST_MOVES[m.group(1)]}.{m.group(1)}", text))
+        if new != text:
+            path.write_text(new)
+            changed.append(name)
+    python = [f for f in changed if f.endswith(".py")]
+    if python:
+        subprocess.run([sys.executable, "-m", "ruff", "check", "--fix", "--select", "I", "-q", *python], check=False)
+    print(f"moved {len(TEST_MOVES)} test files; rewrote {len(changed)} files")
+
+
 def main() -> int:
     if not Path("webhook/__init__.py").exists():
         raise SystemExit("run from the repository root")
+    if sys.argv[1:] == ["--tests"]:
+        move_tests()
+        return 0
     move_files()
     changed = rewrite_references()
     fix_bundled_path()

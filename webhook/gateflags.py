@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 
 from haproxy_check.runtime import runtimeplans
-from webhook import inputs
-from webhook.assembly import GateSettings
+from webhook.gate.assembly import GateSettings
+from webhook.loading import inputs
 
 
 class DataplaneVersionError(inputs.InputError):

@@ -11,8 +11,8 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
-from webhook import sharedstrings
-from webhook.assembly import load_state
+from webhook.gate.assembly import load_state
+from webhook.process import sharedstrings
 from webhook.setuperrors import SetupError
 from webhook.sources import StateSource, StaticSource
 

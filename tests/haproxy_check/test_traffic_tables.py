@@ -164,7 +164,7 @@ def test_the_closure_of_an_exact_host_holds_the_wildcard_route_it_shadows() -> N
 def test_a_batch_diff_goes_to_the_changes_it_names() -> None:
     """``check -f DIR``: one diff of the inputs applied together, split by input; a tenant's ListenerSet
     is named by the moves on the port its listener opens."""
-    from webhook import trafficdiffs
+    from webhook.gate import trafficdiffs
 
     listener_set = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
                     "metadata": {"name": "ls", "namespace": "team-b", "creationTimestamp": "2026-01-01T00:00:00Z"},

@@ -12,8 +12,8 @@ import pytest
 from bench.bench_gate import objects
 from haproxy_check.descriptions import BackendDesc
 from validators.states import MemoryState
-from webhook.gates import Gate
-from webhook.reconcile import DescriptionJson, _json_bytes
+from webhook.gate.gates import Gate
+from webhook.reconcile.reconciler import DescriptionJson, _json_bytes
 
 
 def _mutate(objs: list[dict[str, Any]], rng: random.Random, n: int) -> None:

@@ -12,10 +12,10 @@ import pytest
 from validators.changes import Change, Operation
 from validators.objects import Ref
 from validators.states import MemoryState, State
-from webhook import admission
-from webhook.admission import Batcher, Refused
-from webhook.verdictcache import VerdictCache, content_hash
-from webhook.verdicts import Decision, Verdict
+from webhook.gate.verdictcache import VerdictCache, content_hash
+from webhook.gate.verdicts import Decision, Verdict
+from webhook.server import admission
+from webhook.server.admission import Batcher, Refused
 
 
 class FakeClock:

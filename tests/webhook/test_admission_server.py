@@ -19,11 +19,11 @@ from tests.conftest import need_shared
 from tests.webhook.conftest import STATE_DIR, load_objects
 from validators.changes import Change
 from validators.states import MemoryState, State
-from webhook import servers
-from webhook.admission import Batcher
-from webhook.gates import Gate
+from webhook.gate.gates import Gate
+from webhook.gate.verdicts import Verdict
+from webhook.server import servers
+from webhook.server.admission import Batcher
 from webhook.sources import StaticSource
-from webhook.verdicts import Verdict
 
 pytestmark = pytest.mark.haproxy
 

@@ -1,6 +1,6 @@
 """The apply note ("applies at runtime (N commands)" / "needs a reload: ...") of a delta review equals
 the note of a review of the whole state: the planner sees the closure's records plus what the data plane
-has loaded, as reconcile publishes it (``webhook.loadedindex``; here: a data plane running the state),
+has loaded, as reconcile publishes it (``webhook.gate.loadedindex``; here: a data plane running the state),
 not a closure baseline missing the profiles and maps other routes load. Unpublished, a note that turns
 on them says "unknown", whenever the review runs.
 
@@ -28,10 +28,10 @@ from tests.webhook.test_delta_check import _state
 from validators.changes import Change, Operation
 from validators.objects import Obj
 from validators.states import MemoryState, State
-from webhook import assembly
-from webhook.gates import Gate
-from webhook.loadedindex import Published
-from webhook.verdicts import Verdict
+from webhook.gate import assembly
+from webhook.gate.gates import Gate
+from webhook.gate.loadedindex import Published
+from webhook.gate.verdicts import Verdict
 
 pytestmark = pytest.mark.haproxy
 EXAMPLES = 30  # per data plane version

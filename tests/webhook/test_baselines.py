@@ -10,8 +10,8 @@ import pytest
 from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
 from validators.changes import Change, Operation
 from validators.states import MemoryState
-from webhook.gates import Gate
-from webhook.verdicts import Decision
+from webhook.gate.gates import Gate
+from webhook.gate.verdicts import Decision
 
 pytestmark = pytest.mark.haproxy
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from tests.conftest import REPO, need_shared
-from webhook import assembly
+from webhook.gate import assembly
 
 
 def crds(path: Path) -> dict[str, object]:

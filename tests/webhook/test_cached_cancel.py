@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 from collections import OrderedDict
 
-from webhook import gates
+from webhook.gate import gates
 
 
 async def test_a_caller_cancelled_as_the_computation_ends_keeps_its_result() -> None:

@@ -19,8 +19,9 @@ import yaml
 
 from tests.webhook.conftest import STATE_DIR
 from validators import rules
-from webhook import checking, cli, reports
-from webhook.positions import Positions
+from webhook.cli import checking, reports
+from webhook.cli import routegate as cli
+from webhook.loading.positions import Positions
 
 FORMATS = ("text", "json", "yaml", "junit", "github", "sarif")
 

@@ -15,7 +15,7 @@ import yaml
 
 from tests.attachments import gwbuilders as gb
 from validators.objects import Obj
-from webhook import cli
+from webhook.cli import routegate as cli
 
 pytestmark = pytest.mark.haproxy
 

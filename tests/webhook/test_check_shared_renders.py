@@ -19,7 +19,8 @@ import yaml
 
 from haproxy_check.render import rendering
 from tests.webhook.test_check_lazy import corpus
-from webhook import checking, cli
+from webhook.cli import checking
+from webhook.cli import routegate as cli
 
 
 def _state(root: Path, routes: int, seed: int) -> Path:

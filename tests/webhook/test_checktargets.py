@@ -100,9 +100,10 @@ def test_check_fails_on_a_closed_port_before_importing_the_gate(tmp_path: Path) 
     """The gate and kubernetes-asyncio are more than a second of imports on a busy runner: a cluster
     that is down must not wait for them."""
     kubeconfig = _write(tmp_path / "kc", "c", {"c": "c"}, {"c": {"server": f"https://127.0.0.1:{closed_port()}"}})
-    script = ("import sys; from webhook.cli import main; code = main(['check', '-f', 'x.yaml', '--kubeconfig', "
-              f"{kubeconfig!r}]); print(code, sorted(m for m in ('webhook.gates', 'kubernetes_asyncio', "
-              "'webhook.checking', 'asyncio') if m in sys.modules))")
+    script = ("import sys; from webhook.cli.routegate import main; "
+              "code = main(['check', '-f', 'x.yaml', '--kubeconfig', "
+              f"{kubeconfig!r}]); print(code, sorted(m for m in ('webhook.gate.gates', 'kubernetes_asyncio', "
+              "'webhook.cli.checking', 'asyncio') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env(), timeout=60,
                           check=False)
     assert done.stdout.split("\n")[0] == "2 []", done.stdout + done.stderr

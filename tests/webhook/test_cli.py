@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.webhook.conftest import CRDS, INPUTS, STATE_DIR
-from webhook.cli import main
+from webhook.cli.routegate import main
 
 pytestmark = pytest.mark.haproxy
 
@@ -139,7 +139,7 @@ def test_check_gives_the_combined_haproxy_check_a_deadline_that_grows_with_the_i
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, haproxy_path: str) -> None:
     # All inputs are checked together first; a review's 5 s deadline on that one big check sent a busy
     # machine into N one-by-one reviews (10,000 routes: minutes).
-    from webhook import checking
+    from webhook.cli import checking
 
     routes = "".join(f"""---
 apiVersion: gateway.networking.k8s.io/v1
@@ -148,7 +148,7 @@ metadata: {{name: r{i}, namespace: default}}
 spec: {{parentRefs: [{{name: none}}]}}
 """ for i in range(3000))
     (tmp_path / "routes.yaml").write_text(routes)
-    from webhook import assembly
+    from webhook.gate import assembly
 
     seen: list[float] = []
 

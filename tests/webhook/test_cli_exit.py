@@ -16,7 +16,7 @@ from tests.conftest import REPO
 from tests.webhook.clirun import env, routegate
 from tests.webhook.conftest import STATE_DIR
 from tests.webhook.test_ruleworkers import routes_with_one_denied
-from webhook import cli
+from webhook.cli import routegate as cli
 
 pytestmark = pytest.mark.haproxy
 

@@ -23,7 +23,7 @@ from webhook.cluster import ClusterConfigError, kubeconfigs
 
 pytestmark = pytest.mark.haproxy
 
-PLUGIN = ("import sys; from webhook.cli import run_kubectl_plugin; sys.argv[0] = 'kubectl-routegate'; "
+PLUGIN = ("import sys; from webhook.cli.routegate import run_kubectl_plugin; sys.argv[0] = 'kubectl-routegate'; "
           "run_kubectl_plugin()")
 
 

@@ -23,9 +23,9 @@ from tests.conftest import REPO
 from tests.webhook.clirun import env, routegate
 from tests.webhook.conftest import INPUTS, STATE_DIR
 from validators import rules
-from webhook import explaining, flags, progress, reports
-from webhook.inputs import Located
-from webhook.verdicts import Decision, Verdict
+from webhook.cli import explaining, flags, progress, reports
+from webhook.gate.verdicts import Decision, Verdict
+from webhook.loading.inputs import Located
 
 BOTH = ["--state", str(STATE_DIR), "-f", str(INPUTS / "bad-regex.yaml"), "-f", str(INPUTS / "good.yaml")]
 
@@ -179,9 +179,9 @@ def test_version_and_a_light_start() -> None:
 
 def test_kubectl_plugin_entry_point() -> None:
     pyproject = (REPO / "pyproject.toml").read_text()
-    assert 'kubectl-routegate = "webhook.cli:run_kubectl_plugin"' in pyproject
+    assert 'kubectl-routegate = "webhook.cli.routegate:run_kubectl_plugin"' in pyproject
     out = subprocess.run([sys.executable, "-c", "import sys; sys.argv = ['kubectl-routegate', '--help']; "
-                          "from webhook.cli import run_kubectl_plugin; run_kubectl_plugin()"],
+                          "from webhook.cli.routegate import run_kubectl_plugin; run_kubectl_plugin()"],
                          capture_output=True, text=True, env=env(), cwd=REPO, timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("usage: kubectl routegate")
 
@@ -396,7 +396,7 @@ def test_progress_counts_the_verdicts_given_so_far() -> None:
 
 def test_finding_links_point_at_the_release_docs_or_a_mirror(monkeypatch: pytest.MonkeyPatch) -> None:
     """An installed copy has no docs/ beside it: links are URLs, under ROUTEGATE_DOCS_URL when set."""
-    from webhook import reports
+    from webhook.cli import reports
 
     assert reports.anchor("RG0101") == "https://github.com/routegate/routegate/blob/v0.1.0/docs/RULES.md#rg0101"
     monkeypatch.setenv("ROUTEGATE_DOCS_URL", "https://docs.internal.example/routegate/RULES.html")

@@ -15,8 +15,9 @@ import yaml
 from haproxy_check.render.rendering import Renderer, RenderSettings
 from haproxy_check.results import HAProxyBinary
 from validators.checks import Checks
-from webhook import assembly, settingsfiles
-from webhook.cli import main
+from webhook.cli.routegate import main
+from webhook.gate import assembly
+from webhook.loading import settingsfiles
 
 pytestmark = pytest.mark.haproxy
 

@@ -16,13 +16,13 @@ from haproxy_check.descriptions import Description, MapDesc, ProfileDesc
 from haproxy_check.runtime.promotion import Promoter
 from haproxy_check.runtime.runtimeplans import Loaded
 from validators.changes import Change, Operation
-from webhook import reconciling
-from webhook.dataplanestates import DataplaneState
-from webhook.loadedindex import LoadedIndex, Published
-from webhook.reconcileruntime import PUBLISHED
+from webhook.gate.loadedindex import LoadedIndex, Published
+from webhook.gate.verdictcache import VerdictCache
+from webhook.gate.verdicts import Decision, Verdict
+from webhook.reconcile import reconciling
+from webhook.reconcile.reconcileruntime import PUBLISHED
+from webhook.server.dataplanestates import DataplaneState
 from webhook.sources import StaticSource
-from webhook.verdictcache import VerdictCache
-from webhook.verdicts import Decision, Verdict
 
 PROFILE = ProfileDesc("haptic-be-aaa", ("mode http", "timeout server 30s"))
 RECORD = Published(Loaded.of(Description(profiles=(PROFILE,), maps=(MapDesc("maps/host.map", False, ()),))),
@@ -70,7 +70,8 @@ async def test_reconciles_endpoint_is_followed(tmp_path: Path) -> None:
 
 async def test_a_cached_verdict_is_not_reused_once_the_loaded_state_changed(haproxy_path: str) -> None:
     from haproxy_check.check import binaries
-    from webhook import assembly, servers
+    from webhook.gate import assembly
+    from webhook.server import servers
 
     gate = assembly.build_gate(await binaries.detect(haproxy_path), assembly.GateSettings())
     app = servers.make_app(gate, StaticSource())

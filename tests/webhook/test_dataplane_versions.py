@@ -15,7 +15,7 @@ import yaml
 from haproxy_check.check import binaries
 from haproxy_check.results import HAProxyBinary
 from validators import dataplanes
-from webhook.cli import main
+from webhook.cli.routegate import main
 
 pytestmark = pytest.mark.haproxy
 
@@ -135,7 +135,8 @@ async def test_readyz_warns_when_checker_and_data_plane_differ(tmp_path: Path, h
     from aiohttp import ClientSession
     from aiohttp.test_utils import TestServer
 
-    from webhook import assembly, servers
+    from webhook.gate import assembly
+    from webhook.server import servers
     from webhook.sources import StaticSource
 
     info = await binaries.detect(haproxy_path)

@@ -10,9 +10,9 @@ import pytest
 
 from validators.changes import Change, Operation
 from validators.states import MemoryState
-from webhook import reviews
-from webhook.gates import Gate
-from webhook.verdicts import MAX_AFFECTED
+from webhook.gate.gates import Gate
+from webhook.gate.verdicts import MAX_AFFECTED
+from webhook.server import reviews
 
 pytestmark = pytest.mark.haproxy
 

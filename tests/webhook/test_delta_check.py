@@ -20,9 +20,9 @@ from validators.objects import Obj
 from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
 from validators.views.closures import Closure, closure
-from webhook import assembly
-from webhook.gates import _LINE_NUMBERS, Gate, _alert_key
-from webhook.verdicts import Verdict
+from webhook.gate import assembly
+from webhook.gate.gates import _LINE_NUMBERS, Gate, _alert_key
+from webhook.gate.verdicts import Verdict
 
 pytestmark = pytest.mark.haproxy
 EXAMPLES = 40  # per binary: about 10 s each alone on the 2-core machine

@@ -29,7 +29,7 @@ from validators.schema.crds import SchemaSet
 from validators.states import MemoryState, Overlay
 from validators.views import closures
 from validators.views.closures import closure
-from webhook.gates import Gate
+from webhook.gate.gates import Gate
 
 TIMES = ("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z", "2026-01-04T00:00:00Z")
 BASE, SPAN = 20000, 10000  # RenderSettings' default pod port range

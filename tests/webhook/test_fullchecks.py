@@ -24,11 +24,11 @@ from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
 from validators.changes import Change, Operation
 from validators.objects import KINDS, Ref
 from validators.states import MemoryState, Overlay, State
-from webhook import fullchecks
-from webhook.fullchecks import FullChecker
-from webhook.gates import Gate
+from webhook.gate import fullchecks
+from webhook.gate.fullchecks import FullChecker
+from webhook.gate.gates import Gate
+from webhook.gate.verdicts import Decision
 from webhook.sources import StaticSource
-from webhook.verdicts import Decision
 
 pytestmark = pytest.mark.haproxy
 

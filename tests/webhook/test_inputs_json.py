@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook import inputs
+from webhook.loading import inputs
 
 
 def test_a_json_list_is_read_as_json_with_its_line() -> None:

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook import inputs, jsonmembers
-from webhook.inputs import Located
-from webhook.positions import Positions
+from webhook.loading import inputs, jsonmembers
+from webhook.loading.inputs import Located
+from webhook.loading.positions import Positions
 
 keys = st.sampled_from(("a", "b", "items", "spec", "x y", 'q"uote', "\u00e9t\u00e9"))
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False),

@@ -16,8 +16,8 @@ from tests.fakekube import FakeKube
 from validators.changes import Change, Operation
 from validators.checks import Checks
 from validators.states import MemoryState
-from webhook import liveschemas
 from webhook.cluster import ClusterState
+from webhook.server import liveschemas
 
 
 def httproute_crd() -> dict[str, Any]:

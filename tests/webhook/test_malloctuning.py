@@ -1,4 +1,4 @@
-"""The serve process fixes glibc's mmap threshold (see webhook.malloctuning); elsewhere it does nothing."""
+"""The serve process fixes glibc's mmap threshold (see webhook.process.malloctuning); elsewhere it does nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from webhook import malloctuning
+from webhook.process import malloctuning
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")

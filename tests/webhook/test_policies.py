@@ -27,9 +27,10 @@ from tests.webhook.test_cli_cluster import run_check
 from validators.policies.policychecks import PolicyChecks
 from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
-from webhook import assembly, audits
-from webhook.gates import Gate
-from webhook.reconcile import Reconciler
+from webhook.gate import assembly
+from webhook.gate.gates import Gate
+from webhook.reconcile import audits
+from webhook.reconcile.reconciler import Reconciler
 
 pytestmark = pytest.mark.haproxy
 

@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.inputs import Located
-from webhook.positions import Positions
+from webhook.loading.inputs import Located
+from webhook.loading.positions import Positions
 
 keys = st.sampled_from(("a", "b", "spec", "rules", "x y", 'q"uote', "\u00e9t\u00e9"))
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text("ab \\\"/\n\u00e9", max_size=4))

@@ -12,8 +12,8 @@ from validators.changes import Change, Operation
 from validators.findings import Finding, Severity
 from validators.objects import Ref, ref_of
 from validators.states import MemoryState
-from webhook.inputs import Located
-from webhook.verdicts import Decision, Verdict
+from webhook.gate.verdicts import Decision, Verdict
+from webhook.loading.inputs import Located
 
 NAMES = st.sampled_from(["a", "b", "web", "api"])
 KINDS = st.sampled_from(["HTTPRoute", "Service", "Gateway", "GatewayClass"])
@@ -80,7 +80,7 @@ def test_has_warnings_is_whether_the_warnings_have_a_line(findings: list[Finding
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.characters(codec=None)) | st.text(alphabet="ab\n\t\x1b\x7f\x85\u2028\u202e\u2066 "))
 def test_clean_text_is_the_text_with_every_unsafe_character_escaped(text: str) -> None:
-    from webhook.reports import clean
+    from webhook.cli.reports import clean
 
     cleaned = clean(text)
     # the shortcut (a printable text as it is) and the escaping agree: printable out, and unchanged

@@ -18,8 +18,9 @@ from aiohttp.test_utils import TestServer
 from haproxy_check.check import binaries
 from haproxy_check.check.checker import Checker
 from haproxy_check.results import HAProxyBinary
-from webhook import assembly, servers
-from webhook.selftests import SelfTest
+from webhook.gate import assembly
+from webhook.server import servers
+from webhook.server.selftests import SelfTest
 from webhook.sources import StaticSource
 
 pytestmark = pytest.mark.haproxy

@@ -22,9 +22,9 @@ from tests.webhook.clirun import env
 from tests.webhook.conftest import INPUTS, STATE_DIR
 from validators.findings import Finding, Severity
 from validators.objects import Ref
-from webhook import reports
-from webhook.inputs import Located, Problem
-from webhook.verdicts import Decision, Verdict
+from webhook.cli import reports
+from webhook.gate.verdicts import Decision, Verdict
+from webhook.loading.inputs import Located, Problem
 
 
 def _one_of_each_category() -> str:

@@ -26,9 +26,9 @@ from validators.changes import Change, Operation
 from validators.objects import Obj, ref_of
 from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
-from webhook import assembly, batching
-from webhook.gates import Gate
-from webhook.verdicts import Decision, Verdict
+from webhook.gate import assembly, batching
+from webhook.gate.gates import Gate
+from webhook.gate.verdicts import Decision, Verdict
 
 pytestmark = pytest.mark.haproxy
 EXAMPLES = 15  # per binary: about 30 s each alone on the 2-core machine

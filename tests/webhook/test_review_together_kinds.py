@@ -1,5 +1,5 @@
 """ReferenceGrants and BackendTLSPolicies judged together equal the same reviews judged one by one
-(``webhook.batchkinds``, docs/DELTA-CHECK.md rule 9): random clusters of tenants whose routes cross
+(``webhook.gate.batchkinds``, docs/DELTA-CHECK.md rule 9): random clusters of tenants whose routes cross
 into a namespace of their own, bursts of grant or policy CREATEs, UPDATEs and DELETEs (for several
 tenants, twice for one, grants and policies of the shared namespaces that reach many routes, unusable
 CAs, new routes among them), on every haproxy binary: each verdict judged together equals the verdict
@@ -26,9 +26,9 @@ from validators.changes import Change, Operation
 from validators.objects import Obj, ref_of
 from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
-from webhook import batchkinds
-from webhook.gates import Gate
-from webhook.verdicts import Decision
+from webhook.gate import batchkinds
+from webhook.gate.gates import Gate
+from webhook.gate.verdicts import Decision
 
 pytestmark = pytest.mark.haproxy
 GW = ds.GW

@@ -10,8 +10,8 @@ import pytest
 from validators.changes import Operation
 from validators.findings import Finding, Severity
 from validators.objects import Ref
-from webhook import reviews
-from webhook.verdicts import Decision, Verdict
+from webhook.gate.verdicts import Decision, Verdict
+from webhook.server import reviews
 
 ROUTE = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
          "metadata": {"name": "api", "namespace": "default"}, "spec": {}}

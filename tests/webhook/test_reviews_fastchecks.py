@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook import reviews
+from webhook.server import reviews
 
 # Strings that look like nesting or numbers, with the escapes a scanner of the bytes could trip on.
 TRICKY = st.text(alphabet=st.sampled_from(list('[]{}"\\0123456789 ,:aé\n\t\u2028')), max_size=12)

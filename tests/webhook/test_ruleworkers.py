@@ -16,9 +16,9 @@ from tests.webhook.test_gates import batch, many_shops, named, state_with
 from validators import checks
 from validators.changes import Change, Operation
 from validators.states import State
-from webhook import batching, ruleworkers
-from webhook.gates import Gate
-from webhook.verdicts import Decision, Verdict
+from webhook.gate import batching, ruleworkers
+from webhook.gate.gates import Gate
+from webhook.gate.verdicts import Decision, Verdict
 
 pytestmark = pytest.mark.haproxy
 
@@ -151,7 +151,7 @@ def test_jobs_must_be_a_count() -> None:
 
 def test_check_and_render_pause_collection_in_their_renders_and_serve_does_not(gate: Gate) -> None:
     from haproxy_check.render.rendering import Renderer
-    from webhook import checking
+    from webhook.cli import checking
 
     assert isinstance(gate.renderer, Renderer) and not gate.renderer.pause_collection
     assert checking._one_shot(gate).renderer.pause_collection  # type: ignore[attr-defined]

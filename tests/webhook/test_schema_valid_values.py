@@ -34,9 +34,9 @@ from validators.changes import Change, Operation
 from validators.objects import Obj
 from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
-from webhook import assembly
-from webhook.gates import Gate
-from webhook.verdicts import Decision
+from webhook.gate import assembly
+from webhook.gate.gates import Gate
+from webhook.gate.verdicts import Decision
 
 pytestmark = pytest.mark.haproxy
 
@@ -199,7 +199,7 @@ def _review(gate: Gate, obj: Obj) -> Any:
 
 
 def test_the_documented_list_is_explained() -> None:
-    from webhook.explanations import EXPLANATIONS
+    from webhook.cli.explanations import EXPLANATIONS
 
     listed = documented_codes()
     assert listed and listed <= set(EXPLANATIONS), listed

@@ -26,8 +26,8 @@ from tests.attachments import gwbuilders as gb
 from tests.conftest import free_port
 from validators.objects import Obj
 from validators.states import MemoryState
-from webhook import assembly
-from webhook.loadedindex import Published
+from webhook.gate import assembly
+from webhook.gate.loadedindex import Published
 
 pytestmark = pytest.mark.haproxy
 

@@ -9,7 +9,7 @@ import pytest
 
 from haproxy_check.render import gcpause
 from validators.states import MemoryState, State
-from webhook.serving import freeze_lifelong
+from webhook.server.serving import freeze_lifelong
 from webhook.sources import StaticSource
 
 

@@ -18,8 +18,8 @@ from certs import bootstrap, reloading
 from tests.conftest import need_shared
 from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
 from validators.states import MemoryState
-from webhook import servers
-from webhook.gates import Gate
+from webhook.gate.gates import Gate
+from webhook.server import servers
 from webhook.sources import StaticSource
 
 pytestmark = pytest.mark.haproxy

@@ -9,9 +9,9 @@ from typing import Any, Protocol, runtime_checkable
 import pytest
 
 from validators.objects import Obj
-from webhook import servers
 from webhook.cluster.clusterstate import ClusterState
-from webhook.filesources import FileSource
+from webhook.reconcile.filesources import FileSource
+from webhook.server import servers
 from webhook.sources import StaticSource
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.sharedstrings import share_strings
+from webhook.process.sharedstrings import share_strings
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.sampled_from(["a", "b", "HTTPRoute", ""]) | st.text(max_size=3),

@@ -18,8 +18,9 @@ from certs import bootstrap, reloading
 from tests.conftest import need_shared
 from tests.webhook.conftest import STATE_DIR, load_objects
 from validators.states import MemoryState
-from webhook import connections, servers
-from webhook.connections import (
+from webhook.gate.gates import Gate
+from webhook.server import connections, servers
+from webhook.server.connections import (
     LINGERING,
     MAX_CONNECTIONS,
     SLOT_SECONDS,
@@ -28,7 +29,6 @@ from webhook.connections import (
     Guards,
     runner_options,
 )
-from webhook.gates import Gate
 from webhook.sources import StaticSource
 
 pytestmark = pytest.mark.haproxy
@@ -244,7 +244,7 @@ async def test_connections_past_the_cap_are_answered_busy_and_reviews_under_it_a
 
 
 def test_the_default_cap_holds_a_burst_of_one_connection_per_call_and_the_cli_says_so() -> None:
-    from webhook.cli import parser
+    from webhook.cli.routegate import parser
 
     assert ConnectionLimits().max_connections == MAX_CONNECTIONS >= 1000  # the burst of issue 31
     args = parser().parse_args(["serve"])

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.attachments.gwbuilders import gateway, listener, listener_set, parent, route
-from webhook.cli import main
+from webhook.cli.routegate import main
 
 pytestmark = pytest.mark.haproxy
 

@@ -12,7 +12,7 @@ import pytest
 from haproxy_check.traffic.destinations import Destination, RequestClass
 from haproxy_check.traffic.diffs import Move, TrafficDiff
 from validators.objects import Ref
-from webhook import trafficdiffs
+from webhook.gate import trafficdiffs
 
 KINDS = ("HTTPRoute", "GRPCRoute", "Gateway", "ListenerSet")
 

@@ -1,4 +1,4 @@
-"""The traffic diff in the verdict (webhook.trafficdiffs): the admission warning naming the other
+"""The traffic diff in the verdict (webhook.gate.trafficdiffs): the admission warning naming the other
 owners whose requests a change moves, "could not decide" when the diff runs out of budget on an entry
 point shared with another owner, and the plan in ``routegate check`` (text by default when other owners
 are affected, every plan with --traffic, and a ``traffic`` section in -o json)."""
@@ -16,9 +16,9 @@ from haproxy_check.results import HAProxyBinary
 from tests.webhook.clirun import routegate
 from validators.changes import Change, Operation
 from validators.states import MemoryState
-from webhook import assembly
-from webhook.gates import Gate
-from webhook.verdicts import Decision
+from webhook.gate import assembly
+from webhook.gate.gates import Gate
+from webhook.gate.verdicts import Decision
 
 pytestmark = pytest.mark.haproxy
 

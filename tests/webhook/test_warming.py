@@ -1,4 +1,4 @@
-"""The gate is warmed ahead of reviews (webhook.warming): each new state version's closure index is built
+"""The gate is warmed ahead of reviews (webhook.server.warming): each new state version's closure index is built
 in a worker thread, and each new version gets one discarded dry-run review through the reviews' own
 queue, so the first real review does not build the version's indexes."""
 
@@ -15,11 +15,11 @@ from validators.changes import Change
 from validators.states import MemoryState, State
 from validators.views import indexes
 from validators.views.scopes import Scope
-from webhook import warming
-from webhook.admission import Batcher
-from webhook.gates import Gate
+from webhook.gate.gates import Gate
+from webhook.gate.verdicts import Verdict
+from webhook.server import warming
+from webhook.server.admission import Batcher
 from webhook.sources import StaticSource
-from webhook.verdicts import Verdict
 
 
 class _Source:

@@ -11,7 +11,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook import inputs, yamlloading
+from webhook.loading import inputs, yamlloading
 
 REFERENCE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -96,7 +96,7 @@ def test_the_too_deep_bound_answers_as_the_exact_depth(value: Any) -> None:
     both sides of MAX_DEPTH and where the bound leaves it open (depth 51 to 200 of mixed lists and objects)."""
     import json
 
-    from webhook import inputs
+    from webhook.loading import inputs
 
     text = json.dumps(value)
     depth = inputs._depth(value) if isinstance(value, dict | list) else 0
@@ -108,7 +108,7 @@ def test_the_too_deep_bound_answers_as_the_exact_depth(value: Any) -> None:
 def test_the_json_depth_scan_equals_a_walk_of_the_decoded_value(value: Any) -> None:
     import json
 
-    from webhook import inputs
+    from webhook.loading import inputs
 
     text = json.dumps(value)
     assert inputs._json_depth(text) == min(inputs._depth(value) if isinstance(value, dict | list) else 0,
@@ -130,7 +130,7 @@ def test_too_deep_is_reported_at_our_limit_whatever_libyaml_refuses_itself(text:
 
 
 def test_a_settings_file_too_deep_is_one_line_in_routegates_words(tmp_path: Path) -> None:
-    from webhook import settingsfiles
+    from webhook.loading import settingsfiles
 
     path = tmp_path / "config.yaml"
     path.write_text("rules: " + "[" * 1500 + "]" * 1500 + "\n")
