@@ -21,7 +21,9 @@ from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
 from validators.views.closures import Closure, closure
 from webhook.gate import assembly
-from webhook.gate.gates import _LINE_NUMBERS, Gate, _alert_key
+from webhook.gate.alertkeys import LINE_NUMBERS as _LINE_NUMBERS
+from webhook.gate.alertkeys import alert_key as _alert_key
+from webhook.gate.gates import Gate
 from webhook.gate.verdicts import Verdict
 
 pytestmark = pytest.mark.haproxy

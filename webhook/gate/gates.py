@@ -7,14 +7,14 @@ It knows no HTTP. Steps, in one direction only:
 Baseline rule (HAPTIC's): when the proposed configuration fails, render and check the state without
 the change. If that fails with the same alerts, other objects broke it already: admit with a warning,
 since denying would block an unrelated fix. Otherwise the change broke it: deny. Baselines are cached
-per state version so a burst of reviews checks the baseline once.
+per state version so a burst of reviews checks the baseline once. When the baseline's failure can hide the
+change's own, ``isolationrounds`` checks the change apart from the objects the baseline blames.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -37,7 +37,8 @@ from validators.findings import Finding, Severity, denies, format_path
 from validators.objects import REVIEWED_KINDS, Ref
 from validators.states import Overlay, State, Without
 from validators.views import attachments, closures, scopes
-from webhook.gate import batching, batchkinds, bisection, ruleworkers, trafficdiffs
+from webhook.gate import batching, batchkinds, bisection, isolationrounds, ruleworkers, trafficdiffs
+from webhook.gate.alertkeys import alert_key as _alert_key
 from webhook.gate.loadedindex import LoadedIndex
 from webhook.gate.verdicts import Decision, Verdict
 
@@ -45,7 +46,6 @@ HAPROXY_REJECTED = "RG0800"
 NOT_ATTACHED = "RG0401"
 RENDER_REFUSED = "RG0801"
 BASELINE_CACHE = 8
-ISOLATION_ROUNDS = 4  # objects hidden in turn, each round those the previous round's baseline blames
 NAMED_SUSPECT_ROUNDS = 4  # checks of a failing batch without the routes its alerts name, each naming more
 T = TypeVar("T")
 
@@ -65,25 +65,6 @@ class Checks(Protocol):
     binary: HAProxyBinary
 
     async def check(self, render: RenderResult) -> CheckResult: ...
-
-
-_LINE_NUMBERS = re.compile(r"\[[^\]]*:\d+\]|\bline \d+\b|:\d+\b")
-
-
-# HAProxy reports a bad map entry from the first proxy that loads the map: a new frontend sorted before
-# the old one renames a failure that did not change.
-_PROXY_NAMES = re.compile(r"\b(frontend|backend|proxy|listen) '[^']*'", re.IGNORECASE)
-
-
-def _alert_key(alert: Alert) -> tuple[str, str]:
-    """What makes two alerts 'the same failure' across renders whose line numbers and proxies differ."""
-    owner = str(alert.origin.ref) if alert.origin else ""
-    return owner, _PROXY_NAMES.sub(r"\1", _LINE_NUMBERS.sub("", alert.message))
-
-
-def _culprits(baseline: CheckResult, change: Change, *, own: bool = False) -> frozenset[Ref]:
-    """The objects a failing baseline's alerts blame; the change's own object only with ``own``."""
-    return frozenset(a.origin.ref for a in baseline.alerts if a.origin and (own or a.origin.ref != change.ref))
 
 
 def _binds_nothing(result: CheckResult) -> bool:
@@ -821,9 +802,11 @@ class Gate:
         known = {_alert_key(a) for a in baseline.alerts} if baseline is not None and not baseline.ok else set()
         new = [a for a in result.alerts if _alert_key(a) not in known]
         if new and baseline is not None and not baseline.ok:
-            new = await self._unmasked(change, state, baseline, new)
+            new = await isolationrounds.unmasked(change, state, baseline, new, baseline_of=self._baseline)
         if not new and baseline is not None:
-            isolated = await self._isolated(change, state, baseline)
+            isolated = await isolationrounds.isolated(
+                change, state, baseline, render=lambda view, subject: self.renderer.render(view, subject=subject),
+                check=self.checker.check, baseline_of=self._baseline)
             if isolated is None:
                 return Verdict(Decision.ERROR, ref, findings=tuple(findings), haproxy=self.binary, timings=timings,
                                error="haproxy -c could not judge the change apart from the objects that "
@@ -837,65 +820,6 @@ class Gate:
         denial = [self._alert_finding(ref, alert) for alert in new]
         return Verdict(Decision.DENY, ref, findings=tuple(findings + denial), alerts=tuple(new),
                        haproxy=self.binary, timings=timings)
-
-    async def _unmasked(self, change: Change, state: State, baseline: CheckResult, new: list[Alert]) -> list[Alert]:
-        """``new`` without the alerts of other objects that only the baseline's culprits kept from showing.
-
-        HAProxy stops judging a map file or section at its first error, so another object's error can
-        be hidden in the baseline by a culprit and show once the culprit is gone (typically: a DELETE
-        of a broken object). Such an error is no work of the change: it shows in the state without the
-        baseline's culprits (a DELETE's own object counts among them: the change removes it anyway), so
-        it is not new. The change's own alerts are never excused this way.
-        """
-        if all(a.origin is None or a.origin.ref == change.ref for a in new):
-            return new
-        hidden = _culprits(baseline, change, own=change.operation is Operation.DELETE)
-        if not hidden:
-            return new
-        try:
-            before = await self._baseline(Without(state, hidden))
-        except (CheckTimedOut, RenderError):
-            return new
-        if not before.decided or before.ok:
-            return new
-        known = {_alert_key(a) for a in before.alerts}
-        return [a for a in new if a.origin is None or a.origin.ref == change.ref or _alert_key(a) not in known]
-
-    async def _isolated(self, change: Change, state: State, baseline: CheckResult) -> list[Alert] | None:
-        """Alerts of the change checked apart from the objects the baseline blames (None: undecided).
-
-        HAProxy reports one error per map file or section, so an object that already breaks the
-        configuration can hide a new error of the same kind; hide the culprits and check again. Hiding
-        them can uncover an old error of a further object that they hid in turn: what counts is what
-        the change adds to the state without the culprits, so that is checked too, and its culprits
-        are hidden in the next round.
-        """
-        hidden = _culprits(baseline, change)
-        for _ in range(ISOLATION_ROUNDS):
-            if not hidden:
-                return []
-            without = Without(state, hidden)
-            try:
-                render = await asyncio.to_thread(self.renderer.render, Overlay(without, change), subject=change.ref)
-                result = await self.checker.check(render)
-                if not result.decided:
-                    return None
-                if result.ok:
-                    return []
-                before = await self._baseline(without)
-            except RenderError:
-                return []
-            except CheckTimedOut:
-                return None
-            if not before.decided:
-                return None
-            known = {_alert_key(a) for a in before.alerts} if not before.ok else set()
-            new = [a for a in result.alerts if _alert_key(a) not in known]
-            if new:
-                return new
-            more = _culprits(before, change) - hidden
-            hidden = hidden | more if more else frozenset()
-        return []
 
     def _alert_finding(self, ref: Ref, alert: Alert) -> Finding:
         version = self.binary.version
