@@ -13,7 +13,7 @@ import pytest
 from tests.cluster.clusterkit import install_gateway_api
 from tests.fakekube import FakeKube
 from tests.reconcile.test_audits import GATEWAY, SERVICE, _route
-from tests.webhook.test_cli_cluster import run_check
+from tests.webhook.cli.test_cli_cluster import run_check
 from validators.states import MemoryState
 from webhook.gate.gates import Gate
 from webhook.reconcile import audits

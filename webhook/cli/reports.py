@@ -313,7 +313,7 @@ OBJECT_SECTIONS: list[ObjectSection] = [_denials, _alerts, _traffic, _warnings, 
 def _quiet(v: Verdict, run: TextRun) -> bool:
     """Whether every section above says nothing of ``v`` below -v: an allow without findings, alerts
     or a traffic plan to show. Asked first, so that 10,000 clean routes cost no section calls (a new
-    section that can speak of such a verdict must be reflected here; tests/webhook/test_check_lazy.py
+    section that can speak of such a verdict must be reflected here; tests/webhook/cli/test_check_lazy.py
     compares with every section asked)."""
     return v.decision is Decision.ALLOW and not v.findings and not v.alerts \
         and not traffic_plan(v, always=run.traffic)

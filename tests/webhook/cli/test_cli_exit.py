@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import REPO
 from tests.webhook.clirun import env, routegate
 from tests.webhook.conftest import STATE_DIR
-from tests.webhook.test_ruleworkers import routes_with_one_denied
+from tests.webhook.gate.test_ruleworkers import routes_with_one_denied
 from webhook.cli import routegate as cli
 
 pytestmark = pytest.mark.haproxy

@@ -12,7 +12,7 @@ import pytest
 
 from tests.webhook.clirun import routegate
 from tests.webhook.conftest import STATE_DIR, load_objects
-from tests.webhook.test_gates import batch, many_shops, named, state_with
+from tests.webhook.gate.test_gates import batch, many_shops, named, state_with
 from validators import checks
 from validators.changes import Change, Operation
 from validators.states import State

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from haproxy_check.check import binaries
 from tests.webhook import deltastates as ds
 from tests.webhook.conftest import STATE_DIR, load_objects
-from tests.webhook.test_gates import CountingRenderer, many_shops, named, state_with
+from tests.webhook.gate.test_gates import CountingRenderer, many_shops, named, state_with
 from validators.changes import Change, Operation
 from validators.objects import Obj, ref_of
 from validators.schema.crds import SchemaSet

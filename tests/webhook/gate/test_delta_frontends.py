@@ -22,7 +22,7 @@ from haproxy_check.render.rendering import Renderer
 from haproxy_check.results import RenderResult
 from tests.webhook.deltastates import GW, NAMESPACES, endpoint_slices, route, secrets
 from tests.webhook.deltastates import cluster_and_change as delta_cluster_and_change
-from tests.webhook.test_delta_check import _gates, _outcome, _state
+from tests.webhook.gate.test_delta_check import _gates, _outcome, _state
 from validators.changes import Change, Operation
 from validators.objects import Obj, Ref, ref_of
 from validators.schema.crds import SchemaSet

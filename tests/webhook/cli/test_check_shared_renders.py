@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from haproxy_check.render import rendering
-from tests.webhook.test_check_lazy import corpus
+from tests.webhook.cli.test_check_lazy import corpus
 from webhook.cli import checking
 from webhook.cli import routegate as cli
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import strategies as st
 
 from tests.webhook import deltastates as ds
-from tests.webhook.test_review_together import (
+from tests.webhook.gate.test_review_together import (
     _differential_of,
     _judged,
     _together_and_alone,

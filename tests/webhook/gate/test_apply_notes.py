@@ -24,7 +24,7 @@ from haproxy_check.results import RenderError
 from haproxy_check.runtime.runtimeplans import Loaded
 from tests.attachments import gwbuilders as gb
 from tests.webhook.deltastates import cluster_and_change
-from tests.webhook.test_delta_check import _state
+from tests.webhook.gate.test_delta_check import _state
 from validators.changes import Change, Operation
 from validators.objects import Obj
 from validators.states import MemoryState, State

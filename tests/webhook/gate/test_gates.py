@@ -196,7 +196,7 @@ async def test_header_names_with_dollar_and_ampersand_are_allowed_end_to_end(gat
 
 async def test_the_reload_note_is_skipped_when_a_render_is_too_slow_for_a_second_one(gate: Gate) -> None:
     counting = CountingRenderer(gate.renderer)
-    # (the traffic diff renders the baseline too, under its own budget: tests/webhook/test_traffic_verdicts.py)
+    # (the traffic diff renders the baseline too, under its own budget: tests/webhook/gate/test_traffic_verdicts.py)
     hurried = Gate(rules=gate.rules, renderer=counting, checker=gate.checker, note_budget=0.0, traffic=False)
     verdict = await hurried.review(Change(Operation.CREATE, header_route("hdr", "X-Team", "blue")),
                                    state=state_with(version="slow"))

@@ -20,10 +20,10 @@ from haproxy_check.results import HAProxyBinary
 from tests.cluster.clusterkit import install_gateway_api
 from tests.conftest import need_shared
 from tests.fakekube import FakeKube
+from tests.webhook.cli.test_cli_cluster import run_check
 from tests.webhook.clirun import closed_port, env, routegate
 from tests.webhook.conftest import STATE_DIR, load_objects
-from tests.webhook.test_admission_server import Client, serving
-from tests.webhook.test_cli_cluster import run_check
+from tests.webhook.server.test_admission_server import Client, serving
 from validators.policies.policychecks import PolicyChecks
 from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
@@ -34,7 +34,7 @@ from webhook.reconcile.reconciler import Reconciler
 
 pytestmark = pytest.mark.haproxy
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "policies"
+DATA = Path(__file__).resolve().parents[2] / "data" / "policies"
 CONFIG = DATA / "config.yaml"
 NAMESPACES = load_objects(DATA / "namespaces.yaml")
 
