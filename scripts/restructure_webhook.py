@@ -103,7 +103,8 @@ def move_files() -> None:
             git("mv", str(source), str(Path("webhook", package, f"{new}.py")))
 
 
-DOTTED = re.compile(r"\bwebhook\.(" + "|".join(sorted(MOVES, key=len, reverse=True)) + r")\b(?![/-])(\.\w+)?")
+_NAMES = "|".join(sorted(MOVES, key=len, reverse=True))
+DOTTED = re.compile(r"(?<!tests\.)\bwebhook\.(" + _NAMES + r")\b(?![/-])(\.\w+)?")
 # a Markdown anchor made of a heading that names a moved file: #...-webhookbatchingpy
 SLUG = re.compile(r"(#[\w-]*?)webhook(" + "|".join(sorted(MOVES, key=len, reverse=True)) + r")py\b")
 FROM_IMPORT = re.compile(r"\s+import\s+\(?\s*(\w+)")
@@ -117,6 +118,8 @@ def _dotted(match: re.Match[str]) -> str:
         imported = FROM_IMPORT.match(match.string, match.end())
         if after[1:] in inside or (not after and imported is not None and imported.group(1) in inside):
             return match.group(0)  # already moved: webhook.cli.checking, from webhook.reconcile import audits
+        if not after and imported is None and old not in FLAT:
+            return match.group(0)  # the package itself (pyproject, .importlinter), once the module has moved
     package, new = MOVES[old]
     return f"webhook.{package}.{new}{after}"
 
@@ -247,6 +250,74 @@ def move_tests() -> None:
     print(f"moved {len(TEST_MOVES)} test files; rewrote {len(changed)} files")
 
 
+FLAT = {name for name in PACKAGES if Path("webhook", f"{name}.py").exists()}  # modules a package replaces
+
+
+CONTRACTS = """\
+[importlinter:contract:gate-knows-no-program]
+name = the Gate knows no server, CLI or reconcile loop (they use it)
+type = forbidden
+source_modules =
+    webhook.gate
+forbidden_modules =
+    webhook.server
+    webhook.cli
+    webhook.reconcile
+
+[importlinter:contract:nothing-imports-the-cli]
+name = nothing imports the CLI (only python -m webhook and the entry points start it)
+type = forbidden
+source_modules =
+    webhook.gate
+    webhook.server
+    webhook.reconcile
+    webhook.loading
+    webhook.process
+    webhook.cluster
+    webhook.gateflags
+    webhook.statesources
+    webhook.sources
+    webhook.metrics
+    webhook.logs
+    webhook.setuperrors
+forbidden_modules =
+    webhook.cli
+
+[importlinter:contract:loading-reads-inputs]
+name = input loading knows none of the programs and no Gate
+type = forbidden
+source_modules =
+    webhook.loading
+forbidden_modules =
+    webhook.gate
+    webhook.server
+    webhook.cli
+    webhook.reconcile
+
+[importlinter:contract:process-tuning-knows-no-program]
+name = process tuning knows none of the programs
+type = forbidden
+source_modules =
+    webhook.process
+forbidden_modules =
+    webhook.gate
+    webhook.server
+    webhook.cli
+    webhook.reconcile
+    webhook.loading
+
+"""
+
+
+def add_contracts() -> None:
+    """The contracts of the new packages, after the Gate's own (kept as the last step wrote them)."""
+    path = Path(".importlinter")
+    text = path.read_text()
+    if "[importlinter:contract:gate-knows-no-program]" not in text:
+        anchor = "[importlinter:contract:certs-independent]"
+        path.write_text(text.replace(anchor, CONTRACTS + anchor, 1) if anchor in text else text + "\n" + CONTRACTS)
+
+
 def main() -> int:
     if not Path("webhook/__init__.py").exists():
         raise SystemExit("run from the repository root")
@@ -257,6 +328,7 @@ def main() -> int:
     changed = rewrite_references()
     fix_bundled_path()
     list_packages()
+    add_contracts()
     python = [f for f in changed if f.endswith(".py")] + ["webhook/gate/assembly.py"]
     subprocess.run([sys.executable, "-m", "ruff", "check", "--fix", "--select", "I", "-q", *python], check=False)
     print(f"moved {len(MOVES)} modules into {len(PACKAGES)} packages; rewrote {len(changed)} files")
