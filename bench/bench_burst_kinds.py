@@ -21,10 +21,10 @@ from typing import Any
 from haproxy_check.check import binaries
 from tests.webhook.conftest import STATE_DIR, load_objects
 from tests.webhook.deltastates import GOOD_PAIR
-from tests.webhook.test_gates import many_shops
+from tests.webhook.gate.test_gates import many_shops
 from validators.changes import Change, Operation
 from validators.states import MemoryState
-from webhook import assembly
+from webhook.gate import assembly
 
 GW = "gateway.networking.k8s.io"
 CA = base64.b64decode(GOOD_PAIR["tls.crt"]).decode()

@@ -104,7 +104,7 @@ def state_objects(state: Path) -> list[tuple[celchecks.CelValidator, Any]]:
     import json
 
     from validators.schema import schemas, structural
-    from webhook import assembly
+    from webhook.gate import assembly
 
     schema_set = assembly.load_schemas([])
     out = []

@@ -530,8 +530,8 @@ async def p5(objs: list[dict[str, Any]], n: int, reviews: int) -> dict[str, Any]
     """Median review seconds with and without the traffic diff, per operation, and the diff's own time."""
     from validators.changes import Change, Operation
     from validators.states import MemoryState
-    from webhook import assembly
-    from webhook.gates import Gate
+    from webhook.gate import assembly
+    from webhook.gate.gates import Gate
 
     binary = await binaries.detect(None)
     with_diff = assembly.build_gate(binary, assembly.GateSettings(check_timeout=120.0))

@@ -50,8 +50,9 @@ async def _measure(count: int) -> float:
     from aiohttp.test_utils import make_mocked_request
 
     from validators.states import MemoryState
-    from webhook import logs, servers
-    from webhook.verdicts import Decision, Verdict
+    from webhook import logs
+    from webhook.gate.verdicts import Decision, Verdict
+    from webhook.server import servers
 
     logs.configure("info", json_output=True)  # the server's own log line, written to stderr (discarded)
 

@@ -44,7 +44,7 @@ from validators.limits import Limits
 from validators.schema.crds import SchemaSet
 from validators.schema.schemaformats import go_pattern
 from validators.states import MemoryState
-from webhook import assembly
+from webhook.gate import assembly
 
 BUNDLE = Path(__file__).resolve().parents[1] / "webhook" / "bundled" / "crds.json.gz"
 RUNS = ("a", "a-", "a.", "a.a-", "0", "0s", "! ", "!\t!", "-", "A_", "%2", "a/", "*.", "http://a.")

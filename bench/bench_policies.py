@@ -19,7 +19,8 @@ from validators.checks import Checks
 from validators.policies import ownpolicies, vaps
 from validators.policies.policychecks import PolicyChecks
 from validators.states import MemoryState
-from webhook import assembly, inputs, settingsfiles
+from webhook.gate import assembly
+from webhook.loading import inputs, settingsfiles
 
 HERE = Path(__file__).resolve().parents[1]
 DATA = HERE / "tests" / "data"

@@ -37,8 +37,9 @@ from haproxy_check.check import binaries
 from haproxy_check.runtime.promotion import Promoter
 from validators.objects import Obj, Ref, ref_of
 from validators.states import MemoryState, State
-from webhook import assembly, metrics
-from webhook.reconcile import Reconciler
+from webhook import metrics
+from webhook.gate import assembly
+from webhook.reconcile.reconciler import Reconciler
 
 TREE = Path(__file__).resolve().parents[1]
 

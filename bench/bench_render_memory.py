@@ -1,6 +1,6 @@
 """Memory of the Gate with the incremental render cache: RSS with N realistic routes after R reviews.
 
-Builds the real Gate (``webhook.assembly.build_gate``: validators, Renderer, haproxy -c) in this
+Builds the real Gate (``webhook.gate.assembly.build_gate``: validators, Renderer, haproxy -c) in this
 process, loads ``bench_render.realistic(N)`` as the state and sends R reviews (UPDATEs of random
 routes, with some CREATEs and DELETEs) through ``Gate.review``, as ``routegate serve`` does after its
 HTTP layer. Prints VmRSS after loading, after the first review (cache filled) and after all reviews,
@@ -28,7 +28,7 @@ from haproxy_check.check import binaries
 from haproxy_check.render.rendering import Renderer
 from validators.changes import Change, Operation
 from validators.states import MemoryState
-from webhook import assembly
+from webhook.gate import assembly
 
 
 def _mb(field: str) -> float:

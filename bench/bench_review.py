@@ -20,8 +20,8 @@ from typing import Any
 from haproxy_check.check import binaries
 from validators.changes import Change, Operation
 from validators.states import MemoryState
-from webhook import assembly
-from webhook.gates import Gate
+from webhook.gate import assembly
+from webhook.gate.gates import Gate
 
 
 def gateway() -> dict[str, Any]:

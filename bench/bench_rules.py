@@ -54,7 +54,7 @@ def defaulted_objects(objs: list[dict[str, Any]]) -> list[Any]:
     from validators.changes import Change, Operation
     from validators.checks import Checks
     from validators.objects import REVIEWED_KINDS
-    from webhook.assembly import load_schemas
+    from webhook.gate.assembly import load_schemas
 
     checks = Checks(schemas=load_schemas(()))
     return [checks.defaulted(Change(Operation.CREATE, o)) if o["kind"] in REVIEWED_KINDS else None for o in objs]

@@ -25,7 +25,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 import bench_gate  # noqa: E402
 
 from validators.schema import schemas, structural  # noqa: E402
-from webhook.assembly import load_schemas  # noqa: E402
+from webhook.gate.assembly import load_schemas  # noqa: E402
 
 Work = list[tuple[dict[str, Any], Any, str]]
 

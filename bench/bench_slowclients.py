@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tests.conftest import free_port
 from tests.webhook.conftest import STATE_DIR
-from webhook.connections import LINGERING
+from webhook.server.connections import LINGERING
 
 
 def start(home: Path, extra: list[str]) -> tuple[subprocess.Popen[bytes], int, ssl.SSLContext]:

@@ -1,5 +1,5 @@
 """Leader election on a coordination.k8s.io/v1 Lease: the one module certificate rotation
-(``certs.selfmanaged``) and the Gateway API status writer (``webhook.statuswriter``) elect with.
+(``certs.selfmanaged``) and the Gateway API status writer (``webhook.reconcile.statuswriter``) elect with.
 
 client-go's rules in miniature: a Lease with holderIdentity, renewTime and leaseDurationSeconds; the
 holder renews it every ``retry`` seconds; anyone may take it over once renewTime + duration has passed;

@@ -1,9 +1,9 @@
-"""Run README.md's commands as a newcomer would, so they cannot rot: the shell lines of its CI snippets,
-and its command that sets up and runs the service.
+"""Run the documented commands as a newcomer would, so they cannot rot: the shell lines of the CI
+snippets in docs/CHECK.md, and README.md's command that sets up and runs the service.
 
     python scripts/readme_ci_snippets.py REPO WORKDIR
 
-For each snippet (the YAML block under "### In GitHub Actions" and under "### In GitLab CI") a workspace
+For each snippet (the YAML block under "## In GitHub Actions" and under "## In GitLab CI") a workspace
 is made that looks like the platform team's repository the snippet expects: ``deploy/routes/`` and
 ``deploy/cluster-state/`` from examples/, and routegate itself at ``.routegate/`` (a copy of this
 checkout: what the snippets' ``actions/checkout`` step or git submodule puts there). Every shell line
@@ -32,15 +32,15 @@ from pathlib import Path
 import yaml
 
 BASH = shutil.which("bash") or "/bin/bash"  # what a CI runner's `run:` and `script:` lines execute in
-SNIPPETS = {"GitHub Actions": "### In GitHub Actions", "GitLab CI": "### In GitLab CI"}
+SNIPPETS = {"GitHub Actions": "## In GitHub Actions", "GitLab CI": "## In GitLab CI"}
 _NOT_COPIED = shutil.ignore_patterns(".git", ".venv*", ".haproxy3*", ".haproxy34", "dist", "build", "*.egg-info",
                                      "__pycache__", ".mypy_cache", ".ruff_cache", ".hypothesis", ".pytest_cache")
 
 
-def snippet(readme: str, heading: str) -> object:
-    """The first ```yaml block after ``heading``, parsed."""
-    start = readme.index(heading + "\n")
-    block = re.search(r"```yaml\n(.*?)```", readme[start:], re.DOTALL)
+def snippet(page: str, heading: str) -> object:
+    """The first ```yaml block after ``heading`` (a line of its own), parsed."""
+    start = page.index("\n" + heading + "\n")
+    block = re.search(r"```yaml\n(.*?)```", page[start:], re.DOTALL)
     if block is None:
         raise SystemExit(f"readme_ci_snippets: no yaml block under {heading!r}")
     return yaml.safe_load(block.group(1))
@@ -121,13 +121,14 @@ def run_serve(repo: Path, work: Path, readme: str) -> None:
 
 def run(repo: Path, work: Path) -> None:
     readme = (repo / "README.md").read_text(encoding="utf-8")
+    ci_page = (repo / "docs" / "CHECK.md").read_text(encoding="utf-8")
     for name, heading in SNIPPETS.items():
         root = workspace(repo, work / name.replace(" ", "-"))
         env_dir = root.parent / (root.name + "-python")
         venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
         env = {**os.environ, "VIRTUAL_ENV": str(env_dir), "PATH": f"{env_dir / 'bin'}{os.pathsep}{os.environ['PATH']}",
                "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-        for line in shell_lines(name, snippet(readme, heading)):
+        for line in shell_lines(name, snippet(ci_page, heading)):
             print(f"readme_ci_snippets: {name}: $ {line}", flush=True)
             done = subprocess.run([BASH, "-euo", "pipefail", "-c", line], cwd=root, env=env, check=False,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -1,4 +1,5 @@
-"""The README's promises that code can check: its commands and its rule table stay true."""
+"""The README's and the docs pages' promises that code can check: the commands, the rule table and
+every link between the pages stay true."""
 
 from __future__ import annotations
 
@@ -12,11 +13,54 @@ from tests.conftest import REPO
 from validators import rules
 
 README = (REPO / "README.md").read_text()
+RULES_PAGE = (REPO / "docs" / "RULES.md").read_text()
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
-def test_the_readme_carries_the_current_rule_table() -> None:
+def test_the_rules_page_carries_the_current_rule_table() -> None:
     for info in rules.table():
-        assert f"| `{info.code}` |" in README, f"{info.code} is missing from README.md's rule table"
+        assert f"| `{info.code}` |" in RULES_PAGE, f"{info.code} is missing from docs/RULES.md's rule table"
+
+
+def anchors(text: str) -> set[str]:
+    """GitHub's anchors of a Markdown page's headings (lower case, punctuation dropped, spaces to -)."""
+    out, fence = set(), False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fence = not fence
+        elif not fence and re.match(r"#{1,6} ", line):
+            out.add(re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-"))
+    return out
+
+
+def test_every_link_between_the_pages_resolves() -> None:
+    """The README is a landing page that links into docs/: each relative link names a file that exists
+    and, with #anchor, a heading of that file (a section moved or renamed breaks it here)."""
+    broken, seen = [], 0
+    for page in PAGES:
+        text = page.read_text()
+        for target in LINK.findall(text):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            seen += 1
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(REPO)}: {target}: no such file")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text()):
+                broken.append(f"{page.relative_to(REPO)}: {target}: no such heading")
+    assert seen > 30
+    assert broken == []
+
+
+def test_the_readme_links_every_reference_page() -> None:
+    linked = {(REPO / target.partition("#")[0]).resolve() for target in LINK.findall(README)}
+    pages = {page.resolve() for page in (REPO / "docs").glob("*.md")}
+    # pages for one part of the code, linked from the pages about it
+    for_one_part = {REPO / "docs" / name for name in ("DELTA-CHECK.md", "ISOLATION.md", "RENDER-L4.md",
+                                                      "RULES-crossobject.md")}
+    assert sorted(str(p.relative_to(REPO)) for p in pages - linked - {p.resolve() for p in for_one_part}) == []
 
 
 def test_the_test_command_is_what_ci_runs() -> None:

@@ -4,7 +4,7 @@ Codes never change meaning once released. RG00xx are schema and object-shape che
 HAProxy admission rules of seed 004, RG03xx CEL (their table lives in ``validators.cel.celchecks``),
 RG04xx findings of the render step (``haproxy_check``; listed here so that enforcement and the table
 know them), RG05xx cross-object findings (``validators.crossobject.crossobjects``), RG08xx verdicts of the gate itself
-(``webhook.gates``: haproxy -c rejected the config, the renderer refused a value), which no
+(``webhook.gate.gates``: haproxy -c rejected the config, the renderer refused a value), which no
 enforcement setting can change.
 """
 

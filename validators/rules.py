@@ -90,7 +90,7 @@ def table() -> list[RuleInfo]:
 
 
 def markdown() -> str:
-    """The table as Markdown rows (docs/RULES.md and the README use it verbatim)."""
+    """The table as Markdown rows (docs/RULES.md uses it verbatim)."""
     rows = ["| code | default | summary |", "|---|---|---|"]
     for info in table():
         name = f" (`{info.name}`)" if info.name else ""

@@ -1,5 +1,5 @@
 """``python -m webhook`` is ``routegate``."""
 
-from webhook.cli import run
+from webhook.cli.routegate import run
 
 run()

@@ -24,7 +24,7 @@ RenderError), ``splice:<reason>`` (``splicing.Unspliceable``: a frontend line th
 precedence that moved, a section whose place its name does not give).
 
 A patched result carries no source map (``origins`` is empty): a caller that needs to trace a failing
-``haproxy -c`` back to objects renders in full first (``webhook.reconcile`` does).
+``haproxy -c`` back to objects renders in full first (``webhook.reconcile.reconciler`` does).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ runtime applier reports. A prediction is one of
 - ``unknown``: the answer depends on what the data plane has loaded, and that is not known here
   ("unknown: ..."): a review plans over its change's closure, whose baseline lacks the profiles and
   maps the rest of the configuration loads, so unless reconcile publishes what the data plane runs
-  (``webhook.loadedindex``) a plan that turns on them is not guessed;
+  (``webhook.gate.loadedindex``) a plan that turns on them is not guessed;
 - ``skipped``: no plan was made (a render too slow for a second one, a batch out of time).
 
 ``basis`` says what the data plane was taken to run (e.g. the version reconcile applied).

@@ -18,11 +18,11 @@ A port bound only by the HTTP engine's HTTPS frontend hands every TLS connection
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from haproxy_check.traffic.facts import L4BackendFacts, TCPFrontendFacts, TLSFrontendFacts
-from haproxy_check.traffic.tables import (
+from haproxy_check.traffic.destinations import (
     BACKEND,
     HTTPS_ENGINE,
     NO_LISTENER,
@@ -32,9 +32,15 @@ from haproxy_check.traffic.tables import (
     Destination,
     RequestClass,
 )
+from haproxy_check.traffic.facts import FrontendFacts, L4BackendFacts, RoutingFacts, TCPFrontendFacts, TLSFrontendFacts
 
-if TYPE_CHECKING:
-    from haproxy_check.traffic.tables import RoutingTable
+
+class HttpFrontend(Protocol):
+    """What the TLS entry points read of the HTTP engine's frontend on a port (``tables``' frontends)."""
+
+    @property
+    def facts(self) -> FrontendFacts: ...
+
 
 ANY_NAME = "*"  # the class of server names no entry names
 
@@ -79,9 +85,9 @@ def _pairs(entries: Any) -> list[tuple[str, str]]:
 class L4Table:
     """What a render's TLS and TCP frontends do with a connection (module docstring). Immutable."""
 
-    def __init__(self, table: RoutingTable, maps: dict[str, tuple[str, ...]]) -> None:
-        routing = table.description_routing
-        self._http = table
+    def __init__(self, routing: RoutingFacts, http_frontends: Mapping[int, HttpFrontend],
+                 maps: dict[str, tuple[str, ...]]) -> None:
+        self._http = http_frontends
         self.outer: dict[int, _Sni] = {}
         self.inner: dict[int, _Sni] = {}
         for fe in routing.tls:
@@ -104,7 +110,7 @@ class L4Table:
             return self.destination(tcp.backend)
         outer = self.outer.get(conn.port)
         if outer is None:
-            http = self._http.frontends.get(conn.port)
+            http = self._http.get(conn.port)
             if http is not None and http.facts.protocol == "HTTPS" and not http.facts.behind_split:
                 return self._engine(conn.port)
             return Destination(NO_LISTENER)
@@ -127,7 +133,7 @@ class L4Table:
 
     def _engine(self, port: int) -> Destination:
         """Handed to the HTTP engine's HTTPS frontend on ``port`` (its Gateway owns the listeners)."""
-        http = self._http.frontends.get(port)
+        http = self._http.get(port)
         if http is None:
             return Destination(NO_LISTENER)
         gateway = http.facts.gateway

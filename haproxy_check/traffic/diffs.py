@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from haproxy_check.traffic.connections import Connection
-from haproxy_check.traffic.tables import (
+from haproxy_check.traffic.destinations import (
     NO_LISTENER,
     NOT_FOUND,
     PROBE,
@@ -26,8 +26,8 @@ from haproxy_check.traffic.tables import (
     Destination,
     Request,
     RequestClass,
-    RoutingTable,
 )
+from haproxy_check.traffic.tables import RoutingTable
 
 _NOTHING = (NOT_FOUND, NO_LISTENER, REJECTED)
 _CHECK_EVERY = 32  # comparisons between two looks at the clock

@@ -12,7 +12,7 @@ from validators.crossobject import statuses
 from validators.objects import Ref
 from validators.states import MemoryState
 from validators.views.scopes import Scope
-from webhook import statusshapes
+from webhook.reconcile import statusshapes
 
 MIRROR = {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": "svc", "port": 80}}}
 SERVED = {"backendRefs": [{"name": "svc", "port": 80}]}

@@ -228,7 +228,7 @@ def test_default_cert_dir_follows_xdg_cache_home(monkeypatch: pytest.MonkeyPatch
 
 
 def test_routegate_certs_generate_through_the_real_cli(tmp_path: Path, capsys: Capture) -> None:
-    from webhook import cli
+    from webhook.cli import routegate as cli
 
     out = tmp_path / "real"
     assert cli.main(["certs", "generate", "--service", "routegate", "--namespace", "routegate-system",

@@ -309,7 +309,7 @@ async def test_serve_in_self_mode_puts_its_dns_names_on_the_leaf(cluster: Cluste
     names NAME beside the Service's own names, as it does in files mode."""
     import argparse
 
-    from webhook import serving
+    from webhook.server import serving
 
     args = argparse.Namespace(tls_cert="", tls_key="", cert_dir=str(cluster.tmp / "certs"), cert_mode="self",
                               namespace=NS, service=SERVICE, webhook_name=WEBHOOK,

@@ -21,9 +21,9 @@ from tests.cluster.test_serving import post, review, route
 from tests.fakekube import FakeKube
 from tests.webhook.conftest import STATE_DIR, binary, gate, load_objects, schemas  # noqa: F401
 from validators.states import MemoryState
-from webhook import servers
 from webhook.cluster import ClusterState
-from webhook.gates import Gate
+from webhook.gate.gates import Gate
+from webhook.server import servers
 from webhook.sources import StaticSource
 
 pytestmark = pytest.mark.haproxy

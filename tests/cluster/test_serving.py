@@ -16,9 +16,9 @@ from aiohttp.test_utils import TestClient, TestServer
 from tests.cluster.clusterkit import GW, eventually, install_gateway_api, running
 from tests.fakekube import FakeKube
 from tests.webhook.conftest import INPUTS, STATE_DIR, binary, gate, load_objects, schemas  # noqa: F401
-from webhook import servers
 from webhook.cluster import ClusterState
-from webhook.gates import Gate
+from webhook.gate.gates import Gate
+from webhook.server import servers
 
 pytestmark = pytest.mark.haproxy
 

@@ -21,11 +21,11 @@ import pytest
 
 from haproxy_check.check import alerts, binaries
 from haproxy_check.results import HAProxyBinary
-from tests.webhook.test_gates import named, state_with
+from tests.webhook.gate.test_gates import named, state_with
 from validators.changes import Change, Operation
-from webhook import assembly
-from webhook.gates import Gate
-from webhook.verdicts import Decision
+from webhook.gate import assembly
+from webhook.gate.gates import Gate
+from webhook.gate.verdicts import Decision
 
 pytestmark = pytest.mark.haproxy
 

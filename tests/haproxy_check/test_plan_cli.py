@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from tests.attachments import gwbuilders as gb
-from webhook import cli
+from webhook.cli import routegate as cli
 
 
 def _write_state(where: Path, address: str) -> str:

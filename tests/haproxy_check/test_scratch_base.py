@@ -15,7 +15,7 @@ from haproxy_check.check import scratches
 from haproxy_check.check.checker import Checker
 from haproxy_check.results import HAProxyBinary, RenderResult
 from tests.webhook.conftest import INPUTS, STATE_DIR
-from webhook.cli import main
+from webhook.cli.routegate import main
 
 
 def test_a_private_directory_and_a_sticky_shared_one_are_accepted(tmp_path: Path) -> None:

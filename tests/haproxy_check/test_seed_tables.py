@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from haproxy_check.descriptions import BackendDesc, Description, FileDesc, MapDesc, ProfileDesc, ServerDesc
-from webhook import cli
+from webhook.cli import routegate as cli
 
 PROFILE = ProfileDesc("haptic-be-aaa", ("timeout server 30s", "mode http"))
 CHECKED = ProfileDesc("haptic-be-ccc", ("mode http", "default-server check inter 2s"))

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from haproxy_check.render.rendering import Renderer
-from haproxy_check.traffic import diffs, facts, tables
-from haproxy_check.traffic.tables import Request
+from haproxy_check.traffic import destinations, diffs, facts, tables
+from haproxy_check.traffic.destinations import Request
 from tests.render.conftest import fixture
 from validators.changes import Change, Operation
 from validators.objects import Obj, Ref
@@ -76,8 +76,8 @@ def test_resolve_answers_a_request_like_the_frontend() -> None:
     assert table.resolve(Request(port, "deep.sub.wild.com", "/re12/more")).rule == "HTTPRoute ns/r rule 4"
     assert table.resolve(Request(port, "app.example.com", "/hdr", headers=(("X-Env", "prod, canary"),))
                          ).rule == "HTTPRoute ns/r rule 10"  # req.hdr() splits at commas
-    assert table.resolve(Request(port, "other.example.com", "/api")).outcome == tables.NOT_FOUND
-    assert table.resolve(Request(port + 1, "app.example.com", "/api")).outcome == tables.NO_LISTENER
+    assert table.resolve(Request(port, "other.example.com", "/api")).outcome == destinations.NOT_FOUND
+    assert table.resolve(Request(port + 1, "app.example.com", "/api")).outcome == destinations.NO_LISTENER
 
 
 def test_an_exact_host_takes_the_wildcard_routes_requests_and_names_their_owner() -> None:
@@ -164,7 +164,7 @@ def test_the_closure_of_an_exact_host_holds_the_wildcard_route_it_shadows() -> N
 def test_a_batch_diff_goes_to_the_changes_it_names() -> None:
     """``check -f DIR``: one diff of the inputs applied together, split by input; a tenant's ListenerSet
     is named by the moves on the port its listener opens."""
-    from webhook import trafficdiffs
+    from webhook.gate import trafficdiffs
 
     listener_set = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "ListenerSet",
                     "metadata": {"name": "ls", "namespace": "team-b", "creationTimestamp": "2026-01-01T00:00:00Z"},

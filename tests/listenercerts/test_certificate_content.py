@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from webhook.cli import main
+from webhook.cli.routegate import main
 
 pytestmark = pytest.mark.haproxy
 NOW = datetime.datetime.now(datetime.UTC)

@@ -132,9 +132,9 @@ def test_rbac_has_no_wildcards_and_no_broad_secret_access(docs: tuple[Doc, ...])
 
 def test_rbac_lets_the_status_writer_write_exactly_the_statuses_it_writes(docs: tuple[Doc, ...]) -> None:
     """get and update (PUT with the resourceVersion read) on the status subresource of every kind
-    webhook/statusshapes.py writes, nothing more (issue 25)."""
+    webhook/reconcile/statusshapes.py writes, nothing more (issue 25)."""
     from validators.objects import KINDS
-    from webhook.statusshapes import WRITTEN_KINDS
+    from webhook.reconcile.statusshapes import WRITTEN_KINDS
 
     role = _one(docs, "ClusterRole", "routegate")
     granted = {(group, resource, verb) for rule in role["rules"] for group in rule["apiGroups"]

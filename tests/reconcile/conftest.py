@@ -12,9 +12,9 @@ import pytest
 from haproxy_check.check import binaries
 from haproxy_check.results import HAProxyBinary
 from tests.fakekube import FakeKube
-from webhook import assembly
 from webhook.cluster import load_api_client
-from webhook.gates import Gate
+from webhook.gate import assembly
+from webhook.gate.gates import Gate
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "webhook"
 

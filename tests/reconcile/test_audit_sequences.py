@@ -30,8 +30,8 @@ from validators.objects import Obj, Ref, ref_of
 from validators.states import MemoryState, Overlay, State
 from validators.views import attachments, dependents, indexes
 from validators.views.scopes import Scope
-from webhook import audits, promotedstatuses
-from webhook.gates import Gate
+from webhook.gate.gates import Gate
+from webhook.reconcile import audits, promotedstatuses
 
 SCOPED = Scope.of(classes=["haproxy"])
 PORTS = tuple(attachments.DEFAULT_HTTP_PORTS)

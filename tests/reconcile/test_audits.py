@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from validators.objects import Obj
 from validators.states import MemoryState
-from webhook import audits
-from webhook.gates import Gate
+from webhook.gate.gates import Gate
+from webhook.reconcile import audits
 
 GATEWAY: Obj = {
     "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",

@@ -13,11 +13,11 @@ import pytest
 from tests.cluster.clusterkit import install_gateway_api
 from tests.fakekube import FakeKube
 from tests.reconcile.test_audits import GATEWAY, SERVICE, _route
-from tests.webhook.test_cli_cluster import run_check
+from tests.webhook.cli.test_cli_cluster import run_check
 from validators.states import MemoryState
-from webhook import audits
-from webhook.gates import Gate
-from webhook.reconcile import Reconciler
+from webhook.gate.gates import Gate
+from webhook.reconcile import audits
+from webhook.reconcile.reconciler import Reconciler
 
 pytestmark = pytest.mark.haproxy
 

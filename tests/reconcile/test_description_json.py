@@ -16,8 +16,8 @@ from haproxy_check.descriptions import BackendDesc
 from haproxy_check.runtime import descriptionfiles
 from haproxy_check.runtime.descriptionfiles import DescriptionJson
 from validators.states import MemoryState
-from webhook.gates import Gate
-from webhook.reconcile import _json_bytes
+from webhook.gate.gates import Gate
+from webhook.reconcile.reconciler import _json_bytes
 
 
 def _mutate(objs: list[dict[str, Any]], rng: random.Random, n: int) -> None:

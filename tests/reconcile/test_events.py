@@ -6,7 +6,7 @@ from typing import Any
 
 from tests.fakekube import FakeKube
 from validators.objects import Ref
-from webhook.events import EventRecorder
+from webhook.reconcile.events import EventRecorder
 
 ROUTE = Ref("HTTPRoute", "shop", "cart")
 

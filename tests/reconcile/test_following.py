@@ -9,8 +9,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from validators.states import MemoryState
-from webhook.following import follow
-from webhook.reconcile import Result
+from webhook.reconcile.following import follow
+from webhook.reconcile.reconciler import Result
 
 
 class Source:

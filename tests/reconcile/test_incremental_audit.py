@@ -13,8 +13,8 @@ from tests.webhook.deltastates import cluster_and_change
 from validators.changes import Change, Operation
 from validators.objects import Obj, ref_of
 from validators.states import MemoryState, Overlay
-from webhook import audits
-from webhook.gates import Gate
+from webhook.gate.gates import Gate
+from webhook.reconcile import audits
 
 
 def _applied(objects: list[Obj], change: Change) -> list[Obj]:

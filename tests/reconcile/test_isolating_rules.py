@@ -1,6 +1,6 @@
 """The decisions of reconcile's isolation, without rendering: which members of a group fail on their own
-(``webhook.bisection``), whether a culprit is held back or left out and when neither is allowed
-(``webhook.isolating``: traffic ownership), and the scoped incremental audit against the full one."""
+(``webhook.gate.bisection``), whether a culprit is held back or left out and when neither is allowed
+(``webhook.reconcile.isolating``: traffic ownership), and the scoped incremental audit against the full one."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from tests.reconcile.test_audits import GATEWAY, SERVICE, _route
 from validators.objects import Obj, Ref, ref_of
 from validators.states import MemoryState, State
 from validators.views.scopes import Scope
-from webhook import assembly, audits, bisection, isolating
-from webhook.gates import Gate
-from webhook.leaveouts import Treatment
-from webhook.reconcile import Reconciler, Result
+from webhook.gate import assembly, bisection
+from webhook.gate.gates import Gate
+from webhook.reconcile import audits, isolating
+from webhook.reconcile.leaveouts import Treatment
+from webhook.reconcile.reconciler import Reconciler, Result
 
 
 def _failing(culprits: set[int], together: bool = False):  # type: ignore[no-untyped-def]

@@ -29,13 +29,14 @@ from tests.fakekube import FakeKube
 from tests.haproxy_check import dataplanes as dp
 from tests.reconcile.conftest import DATA
 from validators.objects import Obj, Ref
-from webhook import inputs, statusshapes
 from webhook.cluster import ClusterState
-from webhook.events import EventRecorder
-from webhook.following import follow
-from webhook.gates import Gate
-from webhook.leaveouts import Treatment
-from webhook.reconcile import Outcome, Reconciler, Result
+from webhook.gate.gates import Gate
+from webhook.loading import inputs
+from webhook.reconcile import statusshapes
+from webhook.reconcile.events import EventRecorder
+from webhook.reconcile.following import follow
+from webhook.reconcile.leaveouts import Treatment
+from webhook.reconcile.reconciler import Outcome, Reconciler, Result
 
 pytestmark = pytest.mark.haproxy
 
@@ -222,7 +223,7 @@ async def test_a_broken_tenant_never_stops_the_others(loop: Loop) -> None:
 
 
 async def test_a_restart_still_holds_a_broken_update_back(loop: Loop) -> None:
-    """The last promoted versions are on disk (webhook.promotedversions): a new process that meets a broken
+    """The last promoted versions are on disk (webhook.reconcile.promotedversions): a new process that meets a broken
     update of a live route holds it back at the version the previous process promoted, it does not take
     the route out of traffic."""
     first = await loop.settled()

@@ -1,4 +1,4 @@
-"""Property: with k broken stored objects, reconcile promotes exactly the rest (webhook.isolating).
+"""Property: with k broken stored objects, reconcile promotes exactly the rest (webhook.reconcile.isolating).
 
 For random states built from a promoted base (one Gateway, four routes) with a valid change to one
 route and k breakages haproxy -c rejects but nothing before it stops (stored past admission: regexes
@@ -26,10 +26,11 @@ from haproxy_check.runtime.promotion import Promoter
 from tests.reconcile.conftest import DATA
 from validators.objects import Obj, Ref, ref_of
 from validators.states import MemoryState
-from webhook import assembly, inputs
-from webhook.gates import Gate
-from webhook.leaveouts import Treatment
-from webhook.reconcile import Reconciler, Result
+from webhook.gate import assembly
+from webhook.gate.gates import Gate
+from webhook.loading import inputs
+from webhook.reconcile.leaveouts import Treatment
+from webhook.reconcile.reconciler import Reconciler, Result
 
 ROUTES = 4
 BAD = {  # what haproxy -c rejects (numbers out of order in a {} quantifier) and the audit lets through

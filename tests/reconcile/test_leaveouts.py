@@ -9,8 +9,9 @@ from tests.render_l4.conftest import ca_config_map, fixture
 from tests.render_l4.test_tcproutes_render import section
 from validators.objects import Obj
 from validators.states import MemoryState
-from webhook import assembly, audits, leaveouts
-from webhook.gates import Gate
+from webhook.gate import assembly
+from webhook.gate.gates import Gate
+from webhook.reconcile import audits, leaveouts
 
 BACKEND = "backend gw_h_default_web_secure-cm_443"
 
@@ -53,6 +54,6 @@ def test_an_invalid_session_name_loses_session_persistence_only(gate: Gate) -> N
 
 
 def fixture_objects() -> list[Obj]:
-    from webhook import inputs
+    from webhook.loading import inputs
 
     return [i.obj for i in inputs.load([str(DATA / "state"), str(DATA / "inputs" / "bad-session.yaml")])]

@@ -41,10 +41,11 @@ from tests.haproxy_check import dataplanes as dp
 from validators.changes import Change, Operation
 from validators.objects import Obj, ref_of
 from validators.states import MemoryState
-from webhook import assembly, cli
-from webhook.dataplanestates import DataplaneState
-from webhook.reconcile import Reconciler, Result
-from webhook.reconcileruntime import PidfileReload, RuntimeApplier
+from webhook.cli import routegate as cli
+from webhook.gate import assembly
+from webhook.reconcile.reconciler import Reconciler, Result
+from webhook.reconcile.reconcileruntime import PidfileReload, RuntimeApplier
+from webhook.server.dataplanestates import DataplaneState
 
 pytestmark = pytest.mark.haproxy
 

@@ -1,4 +1,4 @@
-"""What a restart reads back of the last promoted versions (webhook.promotedversions): only its own
+"""What a restart reads back of the last promoted versions (webhook.reconcile.promotedversions): only its own
 record of the live version, each object checked against its name and against the object stored now."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from validators.objects import Obj, Ref
 from validators.states import MemoryState
 from validators.views.scopes import Scope
-from webhook import promotedversions as pv
+from webhook.reconcile import promotedversions as pv
 
 GW = "gateway.networking.k8s.io/v1"
 

@@ -19,11 +19,11 @@ from prometheus_client import REGISTRY
 from haproxy_check.runtime.promotion import Promoter
 from tests.reconcile.conftest import DATA
 from validators.states import MemoryState
-from webhook.gates import Gate
-from webhook.promotedmemory import PromotedMemory
-from webhook.reconcile import Reconciler, Result
-from webhook.reconcileruntime import RuntimeApplier, TriggerReload
-from webhook.statuswriter import OutcomeStatuses, StatusWriter
+from webhook.gate.gates import Gate
+from webhook.reconcile.promotedmemory import PromotedMemory
+from webhook.reconcile.reconciler import Reconciler, Result
+from webhook.reconcile.reconcileruntime import RuntimeApplier, TriggerReload
+from webhook.reconcile.statuswriter import OutcomeStatuses, StatusWriter
 
 STEPS = {"scope", "audit", "leaveouts", "render", "check", "findings", "shrink", "statuses", "serialize",
          "promote", "dataplane", "report", "outcome"}

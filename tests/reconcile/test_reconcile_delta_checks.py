@@ -17,10 +17,11 @@ from haproxy_check.check import binaries
 from haproxy_check.results import CheckResult, HAProxyBinary, RenderResult
 from haproxy_check.runtime.promotion import Promoter
 from validators.states import MemoryState
-from webhook import assembly, metrics
-from webhook.gates import Checks
-from webhook.leaveouts import Treatment
-from webhook.reconcile import Reconciler, Result
+from webhook import metrics
+from webhook.gate import assembly
+from webhook.gate.gates import Checks
+from webhook.reconcile.leaveouts import Treatment
+from webhook.reconcile.reconciler import Reconciler, Result
 
 pytestmark = pytest.mark.haproxy
 

@@ -1,6 +1,6 @@
 """The reconcile gate end to end: real files, real haproxy -c, the fake API server for Events.
 
-valid state -> promoted; a new stored object haproxy -c rejects -> left out (webhook.isolating), so the
+valid state -> promoted; a new stored object haproxy -c rejects -> left out (webhook.reconcile.isolating), so the
 rest is what is live already: nothing written, an Event on the object; fixed -> promoted with it; a
 stored route with an invalid session name -> promoted without its session persistence (seed 004), with
 its Event; the same state again -> unchanged, no Event repeated.
@@ -22,12 +22,12 @@ from prometheus_client import REGISTRY
 from haproxy_check.runtime.promotion import Promoted, Promoter
 from tests.fakekube import FakeKube
 from tests.reconcile.conftest import DATA
-from webhook.events import EventRecorder
-from webhook.filesources import FileSource
-from webhook.following import follow
-from webhook.gates import Gate
-from webhook.leaveouts import Treatment
-from webhook.reconcile import Reconciler, Result
+from webhook.gate.gates import Gate
+from webhook.reconcile.events import EventRecorder
+from webhook.reconcile.filesources import FileSource
+from webhook.reconcile.following import follow
+from webhook.reconcile.leaveouts import Treatment
+from webhook.reconcile.reconciler import Reconciler, Result
 
 FIXED_REGEX = (DATA / "inputs" / "bad-regex.yaml").read_text().replace("/a{2,1}", "/a{1,2}")
 

@@ -19,7 +19,7 @@ from tests.cluster.clusterkit import install_gateway_api
 from tests.conftest import free_port
 from tests.fakekube import FakeKube
 from tests.reconcile.conftest import DATA
-from webhook import inputs
+from webhook.loading import inputs
 
 pytestmark = pytest.mark.haproxy
 

@@ -17,9 +17,10 @@ from tests.fakekube import FakeKube
 from tests.reconcile.conftest import DATA
 from validators.objects import Obj, Ref
 from validators.states import MemoryState
-from webhook import assembly, inputs
-from webhook.events import EventRecorder
-from webhook.reconcile import Reconciler, Result
+from webhook.gate import assembly
+from webhook.loading import inputs
+from webhook.reconcile.events import EventRecorder
+from webhook.reconcile.reconciler import Reconciler, Result
 
 GW = "gateway.networking.k8s.io"
 

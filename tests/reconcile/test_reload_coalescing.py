@@ -29,11 +29,12 @@ from tests.haproxy_check import dataplanes as dp
 from tests.reconcile.test_runtime_reconcile import ADDRS, Setup, _objects
 from validators.objects import Obj
 from validators.states import MemoryState
-from webhook import assembly, metrics
-from webhook.following import follow
-from webhook.promotedmemory import PromotedMemory
-from webhook.reconcile import Reconciler
-from webhook.reconcileruntime import PidfileReload, RuntimeApplier
+from webhook import metrics
+from webhook.gate import assembly
+from webhook.reconcile.following import follow
+from webhook.reconcile.promotedmemory import PromotedMemory
+from webhook.reconcile.reconciler import Reconciler
+from webhook.reconcile.reconcileruntime import PidfileReload, RuntimeApplier
 
 pytestmark = pytest.mark.haproxy
 

@@ -13,8 +13,8 @@ from prometheus_client import REGISTRY
 from haproxy_check.render.rendering import Renderer
 from haproxy_check.runtime.promotion import Promoted, Promoter
 from tests.haproxy_check.test_runtime_live import state
-from webhook import reconcileruntime as rr
-from webhook.reconcile import _description
+from webhook.reconcile import reconcileruntime as rr
+from webhook.reconcile.reconciler import _description
 
 
 def _promote(promoter: Promoter, env: str) -> Promoted:

@@ -1,4 +1,4 @@
-"""The shrink guard (webhook.shrinkguard) in the reconcile loop, against the fake API server: a drop the
+"""The shrink guard (webhook.reconcile.shrinkguard) in the reconcile loop, against the fake API server: a drop the
 source cannot vouch for (a re-list that came back short, a lost CRD) is held and last-known-good stays
 live; the same drop seen as watch DELETED events is promoted; ``allow`` promotes a deliberate mass delete."""
 
@@ -20,10 +20,11 @@ from tests.cluster.clusterkit import install_gateway_api
 from tests.fakekube import FakeKube
 from tests.reconcile.conftest import DATA
 from validators.states import MemoryState
-from webhook import inputs, shrinkguard
 from webhook.cluster import ClusterState
-from webhook.gates import Gate
-from webhook.reconcile import Reconciler, Result
+from webhook.gate.gates import Gate
+from webhook.loading import inputs
+from webhook.reconcile import shrinkguard
+from webhook.reconcile.reconciler import Reconciler, Result
 
 pytestmark = pytest.mark.haproxy
 

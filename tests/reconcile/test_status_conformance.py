@@ -21,7 +21,7 @@ from validators.crossobject import statuses
 from validators.objects import Ref
 from validators.states import MemoryState
 from validators.views.scopes import Scope
-from webhook import statusshapes
+from webhook.reconcile import statusshapes
 
 GW = "gateway.networking.k8s.io"
 

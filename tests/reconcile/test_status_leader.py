@@ -16,8 +16,8 @@ from tests.cluster.clusterkit import eventually
 from tests.fakekube import FakeKube
 from validators.objects import Ref
 from validators.views.scopes import Scope
-from webhook import statusshapes
-from webhook.statuswriter import OutcomeStatuses, StatusWriter
+from webhook.reconcile import statusshapes
+from webhook.reconcile.statuswriter import OutcomeStatuses, StatusWriter
 
 NS = "routegate-system"
 

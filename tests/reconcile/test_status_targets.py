@@ -1,4 +1,4 @@
-"""The status hook builds Targets O(change) (``webhook.statustargets``): over the derandomized change
+"""The status hook builds Targets O(change) (``webhook.reconcile.statustargets``): over the derandomized change
 sequences of test_audit_sequences, with facts that change along (objects held back and served in part,
 the data plane loading the version or not), after every step the Targets equal a from-scratch
 ``statusshapes.targets``, Target for Target; and the writer fingerprints only Targets it was not
@@ -15,7 +15,7 @@ from tests.reconcile.test_audit_sequences import SCOPED, _states, sequences
 from validators.objects import Obj, Ref
 from validators.states import State
 from validators.views.scopes import Scope
-from webhook import promotedstatuses, statusshapes, statustargets
+from webhook.reconcile import promotedstatuses, statusshapes, statustargets
 
 
 def _facts(n: int, state: State) -> statusshapes.Facts:
@@ -81,7 +81,7 @@ def test_the_differential_fails_when_a_changed_status_is_ignored(monkeypatch: py
 
 async def test_an_unchanged_target_is_not_fingerprinted_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """The writer reuses the fingerprint of a Target object it was handed before."""
-    from webhook.statuswriter import StatusWriter
+    from webhook.reconcile.statuswriter import StatusWriter
 
     printed: list[Ref] = []
     fingerprint = statusshapes.Target.fingerprint

@@ -1,4 +1,4 @@
-"""Gateway API statuses written to the API by the process that promotes (webhook/statuswriter.py),
+"""Gateway API statuses written to the API by the process that promotes (webhook/reconcile/statuswriter.py),
 against the fake apiserver's status subresource: every kind with our controllerName and observedGeneration,
 nothing rewritten when nothing changed, other controllers' entries left alone, 409 retried, 403 counted
 without holding promotion back, held-back objects not Accepted."""
@@ -21,11 +21,11 @@ from tests.fakekube import FakeKube, crd
 from tests.render_l4.conftest import ca_config_map
 from validators.objects import Obj
 from validators.states import MemoryState
-from webhook import assembly
-from webhook.gates import Gate
-from webhook.reconcile import Reconciler, Result
-from webhook.statusshapes import BUNDLE_VERSION
-from webhook.statuswriter import OutcomeStatuses, StatusWriter
+from webhook.gate import assembly
+from webhook.gate.gates import Gate
+from webhook.reconcile.reconciler import Reconciler, Result
+from webhook.reconcile.statusshapes import BUNDLE_VERSION
+from webhook.reconcile.statuswriter import OutcomeStatuses, StatusWriter
 
 pytestmark = pytest.mark.haproxy
 

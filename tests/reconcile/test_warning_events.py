@@ -1,5 +1,5 @@
 """Warning-level findings on stored objects become Kubernetes Warning Events too (not only denials), once:
-a second reconcile of the same state writes nothing new (webhook.events deduplicates)."""
+a second reconcile of the same state writes nothing new (webhook.reconcile.events deduplicates)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from haproxy_check.runtime.promotion import Promoter
 from tests.fakekube import FakeKube
 from tests.reconcile.conftest import DATA
 from validators.states import MemoryState
-from webhook import inputs
-from webhook.events import EventRecorder
-from webhook.gates import Gate
-from webhook.reconcile import Reconciler, Result
+from webhook.gate.gates import Gate
+from webhook.loading import inputs
+from webhook.reconcile.events import EventRecorder
+from webhook.reconcile.reconciler import Reconciler, Result
 
 pytestmark = pytest.mark.haproxy
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.render.conftest import DATA
-from webhook.cli import main
+from webhook.cli.routegate import main
 
 
 @pytest.mark.parametrize("name", ["basic.yaml", "grpc-https.yaml"])

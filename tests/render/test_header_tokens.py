@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tests.render.conftest import Check, assert_valid, fixture, map_lines, render
 from tests.render.test_live import running
 from validators.objects import Ref
-from webhook import assembly
+from webhook.gate import assembly
 
 pytestmark = pytest.mark.haproxy
 

@@ -164,7 +164,7 @@ def test_limits_come_from_the_config_and_typos_are_refused() -> None:
 async def test_through_the_gate_the_cap_is_a_warning_on_the_tenants_route_and_nothing_for_others(
         haproxy_path: str) -> None:
     from haproxy_check.check import binaries
-    from webhook import assembly
+    from webhook.gate import assembly
 
     gate = assembly.build_gate(await binaries.detect(haproxy_path),
                                assembly.GateSettings(render={"limits": Limits(servers_per_backend=20)}))

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from haproxy_check.render.rendering import Renderer, RenderSettings
 from haproxy_check.traffic import diffs, tables
 from haproxy_check.traffic.connections import Connection
-from haproxy_check.traffic.tables import (
+from haproxy_check.traffic.destinations import (
     BACKEND,
     HTTPS_ENGINE,
     NO_LISTENER,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.cli import main
+from webhook.cli.routegate import main
 
 pytestmark = pytest.mark.haproxy
 

@@ -16,8 +16,8 @@ from validators.changes import Change, Operation
 from validators.schema.crds import SchemaSet
 from validators.states import MemoryState
 from validators.views.scopes import Scope
-from webhook import assembly
-from webhook.cli import main
+from webhook.cli.routegate import main
+from webhook.gate import assembly
 
 pytestmark = pytest.mark.haproxy
 

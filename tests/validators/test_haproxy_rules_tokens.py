@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from validatorbuilders import R0, backend, crd_route, hdr, prefix, route, run
 
 from validators import codes
-from webhook import assembly
+from webhook.gate import assembly
 
 
 def _name_schema() -> dict[str, Any]:

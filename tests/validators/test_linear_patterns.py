@@ -207,7 +207,7 @@ LOOKAHEAD_CRD = {
 
 def test_crds_with_a_pattern_re2_rejects_are_refused_at_load(tmp_path: Path) -> None:
     from validators.schema.crds import pattern_problems
-    from webhook.assembly import bundled_crd_documents, load_crd_documents
+    from webhook.gate.assembly import bundled_crd_documents, load_crd_documents
     from webhook.setuperrors import SetupError
 
     assert pattern_problems(bundled_crd_documents()) == []

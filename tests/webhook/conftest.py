@@ -9,8 +9,9 @@ import pytest
 from haproxy_check.results import HAProxyBinary
 from tests.conftest import SHARED
 from validators.schema.crds import SchemaSet
-from webhook import assembly, inputs
-from webhook.gates import Gate
+from webhook.gate import assembly
+from webhook.gate.gates import Gate
+from webhook.loading import inputs
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "webhook"
 STATE_DIR = DATA / "state"

@@ -79,7 +79,7 @@ def _refused_parent(raw: Any, namespace: str, state: State) -> str:
 
 
 #: The condition a route's parent entry carries when a rule serves without a part HAProxy cannot honour (a
-#: RequestMirror; reconcile adds an invalid sessionPersistence: webhook.statusshapes). Not the Gateway API's
+#: RequestMirror; reconcile adds an invalid sessionPersistence: webhook.reconcile.statusshapes). Not the Gateway API's
 #: PartiallyInvalid: that condition MUST describe one of two approaches, "Dropped Rule" (the invalid rules
 #: are not served) or "Fall Back" (the route's last known good state is served), and routegate does
 #: neither: the current generation's rule serves with the part not applied. A tool or a reader taking "Fall

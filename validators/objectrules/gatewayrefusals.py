@@ -4,7 +4,7 @@
   referent is of "an unsupported kind"; the Gateway API: such a Gateway "SHOULD be rejected with the
   Accepted status condition set to False and an InvalidParameters reason" (conformance:
   GatewayInvalidParametersRef). A GatewayClass's parametersRef is another matter: the class stays
-  Accepted and says the reference is ignored (``webhook.statusshapes``).
+  Accepted and says the reference is ignored (``webhook.reconcile.statusshapes``).
 - ``spec.addresses`` of a type routegate cannot bind (``UnsupportedAddress``): the data plane listens on
   its own addresses, which are IP addresses or a hostname; ``NamedAddress`` and implementation-specific
   types (``example.com/pool``) are not understood (conformance: GatewayStaticAddresses, Accepted=False
@@ -14,7 +14,7 @@ One source of truth for the rule (RG0130, an admission warning on the Gateway), 
 is hidden: its listeners are not bound, its ListenerSets have no parent, routes attached only to it are
 not served: ``haproxy_check.render.rendering``), the statuses (``Accepted=False`` with the reason:
 ``validators.crossobject.statuses``) and reconcile, which holds a Gateway the data plane runs back at
-its last promoted version rather than dropping it on such an edit (``webhook.leaveouts``).
+its last promoted version rather than dropping it on such an edit (``webhook.reconcile.leaveouts``).
 """
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ class ClusterState:
         self._first_synced = False  # latched: after the first sync, "still syncing" is never said again
         self.stale_after = stale_after
         self._discovery_error: str | None = None
-        self._lost: dict[str, str] = {}  # kinds served once and no longer: why (webhook.shrinkguard reads it)
+        self._lost: dict[str, str] = {}  # kinds served once and no longer: why (webhook.reconcile.shrinkguard reads it)
 
     # ---- what readers use ------------------------------------------------------------------------
 
@@ -201,7 +201,7 @@ class ClusterState:
             await asyncio.sleep(poll)
         return ""
 
-    # ---- what the shrink guard asks (webhook.shrinkguard.Provenance) ------------------------------
+    # ---- what the shrink guard asks (webhook.reconcile.shrinkguard.Provenance) ------------------------------
 
     def deleted_by_watch(self, ref: Ref) -> bool:
         """``ref`` left the state through a watch DELETED event, not a re-list or a lost kind."""

@@ -16,7 +16,7 @@ from typing import Any
 from validators.objects import Obj
 
 # generation changes with the spec only (never on a status write): it names the version of an object that
-# reconcile holds back (webhook.isolating) and the one a status describes (observedGeneration).
+# reconcile holds back (webhook.reconcile.isolating) and the one a status describes (observedGeneration).
 KEPT_METADATA = ("name", "namespace", "uid", "generation", "labels", "creationTimestamp", "deletionTimestamp")
 # Annotations the renderer may read; everything else (last-applied, tool bookkeeping) is dropped.
 KEPT_ANNOTATION_PREFIXES = ("routegate.io/", "haproxy.org/", "haproxy-haptic.org/")

@@ -54,7 +54,7 @@ class Store:
         # new snapshot can tell validators.views.indexes what changed since the previous one.
         self._changed: set[Key] | None = set()
         # Keys whose removal was seen as a watch DELETED event (and that have not come back since): the
-        # deletions webhook.shrinkguard trusts, unlike keys a re-list or a lost CRD made disappear
+        # deletions webhook.reconcile.shrinkguard trusts, unlike keys a re-list or a lost CRD made disappear
         self._tombstones: set[Key] = set()
 
     def __len__(self) -> int:
@@ -150,7 +150,7 @@ class ClusterSnapshot:
         self._views = views
         self._version = str(version)
         self._prior = prior
-        # what the source can say about how objects left it (webhook.shrinkguard.Provenance), or None
+        # what the source can say about how objects left it (webhook.reconcile.shrinkguard.Provenance), or None
         self.provenance = provenance
 
     def prior(self) -> tuple[ClusterSnapshot, frozenset[Ref]] | None:

@@ -23,7 +23,7 @@ from validators.objectrules import unhonoured
 from validators.objects import Obj, Ref, as_list, dig, ref_of
 
 if TYPE_CHECKING:  # rendering imports this module: the settings type is for the checker only
-    from haproxy_check.render.rendering import RenderSettings
+    from haproxy_check.render.rendersettings import RenderSettings
 
 Mark = Callable[[Ref, Sequence[PathPart]], str]
 

@@ -26,7 +26,7 @@ from validators.objects import Obj, Ref, ref_of
 from validators.states import State
 
 if TYPE_CHECKING:  # rendering imports this module: the settings type is for the checker only
-    from haproxy_check.render.rendering import RenderSettings
+    from haproxy_check.render.rendersettings import RenderSettings
 
 MAX_WEIGHT = 256
 
