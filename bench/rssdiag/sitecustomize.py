@@ -78,7 +78,7 @@ def _wrap_sync(log: Any, owner: Any, name: str, label: str) -> None:
 
 
 def _wrap_steps(log: Any) -> None:
-    from webhook import reconcile
+    from webhook.reconcile import reconciler as reconcile
 
     original: Callable[..., Any] = reconcile._Steps.step
 
@@ -134,7 +134,7 @@ def _install() -> None:
     try:
         _wrap_steps(log)
         from haproxy_check.runtime import running, runtimeplans
-        from webhook import reconcilechecks, reconcileruntime
+        from webhook.reconcile import reconcilechecks, reconcileruntime
 
         _wrap_async(log, reconcilechecks.BackgroundFullChecks, "_loop", "background check")
         _wrap_async(log, reconcileruntime.RuntimeApplier, "learn", "learn")

@@ -56,7 +56,7 @@ def map_member(m: MapDesc, by_file: bool) -> dict[str, Any]:
 
 
 def _json_bytes(members: Mapping[str, str]) -> bytes:
-    """One line per top-level member, as ``webhook.reconcile._json_bytes`` writes JSON for humans."""
+    """One line per top-level member, as ``webhook.reconcile.reconciler._json_bytes`` writes JSON for humans."""
     return ("{\n" + ",\n".join(f"  {json.dumps(k)}: {members[k]}" for k in _MEMBERS if k in members)
             + "\n}\n").encode()
 

@@ -19,8 +19,8 @@ from validators.crossobject import backendrefs, crossobjects
 from validators.objects import ref_of
 from validators.states import State
 from validators.views import attachments
-from webhook import audits
-from webhook.gates import Gate
+from webhook.gate.gates import Gate
+from webhook.reconcile import audits
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:

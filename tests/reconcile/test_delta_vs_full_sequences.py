@@ -2,7 +2,7 @@
 sequences.
 
 When a run's render was patched from the render last promoted, the hot path runs ``haproxy -c`` on the
-changed objects' closure only (``webhook.reconcilechecks``, the gate's delta check). Here the same seeded
+changed objects' closure only (``webhook.reconcile.reconcilechecks``, the gate's delta check). Here the same seeded
 sequences of changes (valid ones, ones admission refuses, ones only ``haproxy -c`` refuses; routes,
 Services, Gateways; created, updated, deleted) go through two reconcilers: one as shipped, one whose every
 check is of the whole configuration. After every step both must give the same outcome: the same result,
@@ -31,8 +31,10 @@ from haproxy_check.check import binaries
 from haproxy_check.runtime.promotion import Promoter
 from validators.objects import Obj
 from validators.states import MemoryState, State
-from webhook import assembly, isolating, metrics
-from webhook.reconcile import Outcome, Reconciler
+from webhook import metrics
+from webhook.gate import assembly
+from webhook.reconcile import isolating
+from webhook.reconcile.reconciler import Outcome, Reconciler
 
 pytestmark = pytest.mark.haproxy
 
@@ -212,7 +214,7 @@ def test_a_delta_check_that_misses_a_closure_member_is_caught(haproxy_path: str,
     """The comparison can fail: a delta check that passes every closure without looking (a closure that
     misses the object it should check) lets a broken route through where the full check holds it back."""
     from haproxy_check.results import CheckResult
-    from webhook import reconcile
+    from webhook.reconcile import reconciler as reconcile
 
     real = reconcile.Reconciler._attempt
 

@@ -1,5 +1,5 @@
 """After the background full check refuses a delta-checked promotion, the promoted versions recorded on
-disk (``webhook.promotedversions``) are rolled back to the last fully checked view at once: a restart
+disk (``webhook.reconcile.promotedversions``) are rolled back to the last fully checked view at once: a restart
 before the next run holds the culprit back at its fully checked version, not at the refused one."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from haproxy_check.runtime.promotion import Promoter
 from tests.reconcile.test_reconcile_delta_checks import _count, _setup
 from validators.objects import ref_of
 from validators.states import MemoryState
-from webhook import metrics, promotedversions
-from webhook.leaveouts import Treatment
-from webhook.reconcile import Reconciler, Result
+from webhook import metrics
+from webhook.reconcile import promotedversions
+from webhook.reconcile.leaveouts import Treatment
+from webhook.reconcile.reconciler import Reconciler, Result
 
 pytestmark = pytest.mark.haproxy
 

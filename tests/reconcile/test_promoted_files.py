@@ -2,7 +2,7 @@
 byte what a from-scratch promotion of the same render writes (every file, the same set, the same modes,
 the same content hash), over seeded random change sequences, while most files are hard links into the
 version before (``haproxy_check.runtime.promotion``) and description.json's unchanged maps and backends
-are not serialized again (``webhook.reconcile.DescriptionJson``)."""
+are not serialized again (``webhook.reconcile.reconciler.DescriptionJson``)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from haproxy_check.runtime import descriptionfiles
 from haproxy_check.runtime.promotion import DATA, Promoter, content_hash
 from tests.reconcile.test_description_json import _mutate
 from validators.states import MemoryState
-from webhook import plans
-from webhook.gates import Gate
-from webhook.reconcile import Reconciler, Result, _json_bytes
+from webhook.cli import plans
+from webhook.gate.gates import Gate
+from webhook.reconcile.reconciler import Reconciler, Result, _json_bytes
 
 pytestmark = pytest.mark.haproxy
 

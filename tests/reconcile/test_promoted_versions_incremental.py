@@ -1,4 +1,4 @@
-"""Recording the promoted versions is O(change) (``webhook.promotedversions.PromotedVersions.save``): only
+"""Recording the promoted versions is O(change) (``webhook.reconcile.promotedversions.PromotedVersions.save``): only
 objects the state did not hand on as the same dict are serialized and hashed, and after any sequence of
 changes the record on disk is byte for byte what a from-scratch save of the same view writes."""
 
@@ -14,7 +14,7 @@ import pytest
 from validators.objects import Obj
 from validators.states import MemoryState
 from validators.views.scopes import Scope
-from webhook import promotedversions as pv
+from webhook.reconcile import promotedversions as pv
 
 GW = "gateway.networking.k8s.io/v1"
 IDENTITY = pv.identity_of(Scope.of(["ours"]), "settings")

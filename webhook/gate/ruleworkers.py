@@ -178,7 +178,7 @@ def _rules_batch(changes: Sequence[Change], then: Callable[[Change, Result, Stat
 
 def _schemas_of(rules: RuleChecks) -> object:
     """The CRD schemas the rules judge with: followed live from a cluster, they are replaced as a whole
-    when a CRD changes (webhook.liveschemas), and a worker forked before that judges with the old ones."""
+    when a CRD changes (webhook.server.liveschemas), and a worker forked before that judges with the old ones."""
     return getattr(getattr(rules, "inner", rules), "schemas", None)
 
 

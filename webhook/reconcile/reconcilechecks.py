@@ -9,7 +9,7 @@ in full once the data plane has them. On a disagreement (delta ok, full fails) i
 counts ``routegate_reconcile_full_check_disagreements_total``, and the full result wins: the next run
 renders and checks in full from the last fully checked view, so isolation holds the culprit back at its
 last fully checked version. The ``on_disagreement`` hook runs at once (the reconciler rolls the promoted
-versions it recorded on disk back to that view, ``webhook.promotedversions``: a restart before the next
+versions it recorded on disk back to that view, ``webhook.reconcile.promotedversions``: a restart before the next
 run must not hold back at versions the full check refused).
 
 One check runs at a time and always of the newest delta-checked promotion (older ones are skipped:
@@ -30,9 +30,9 @@ from haproxy_check.check.checker import CheckTimedOut
 from haproxy_check.results import RenderResult
 from validators.states import State
 from webhook import metrics
-from webhook.process import malloctuning
 from webhook.gate.fullchecks import _niced
 from webhook.gate.gates import Checks
+from webhook.process import malloctuning
 
 log = structlog.get_logger("routegate.reconcile")
 
@@ -88,7 +88,7 @@ class BackgroundFullChecks:
             while self._next is not None:
                 promotion, self._next = self._next, None
                 await self._check(promotion)
-        finally:  # the check's files (tens of MiB at 10,000 routes) returned (webhook.malloctuning)
+        finally:  # the check's files (tens of MiB at 10,000 routes) returned (webhook.process.malloctuning)
             malloctuning.give_back_soon()
 
     async def _check(self, promotion: Promotion) -> None:

@@ -629,7 +629,7 @@ def _json_bytes(data: Any, *, sort_keys: bool = False) -> bytes:
 
 class MembersJson:
     """``_json_bytes(data, sort_keys=True)`` byte for byte, each member's text reused while its value is
-    the very object of last time (``webhook.promotedstatuses`` hands an unchanged status on as it is):
+    the very object of last time (``webhook.reconcile.promotedstatuses`` hands an unchanged status on as it is):
     the statuses of 10,000 routes are not serialized again on every change."""
 
     def __init__(self) -> None:

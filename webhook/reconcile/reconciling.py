@@ -24,10 +24,10 @@ from haproxy_check.check import binaries
 from haproxy_check.runtime.promotion import Promoter
 from validators.objects import dig
 from webhook import logs, metrics
-from webhook.process import malloctuning
 from webhook.gate.assembly import GateSettings, build_gate
 from webhook.gate.gates import Gate
 from webhook.gateflags import settings_from
+from webhook.process import malloctuning
 from webhook.reconcile import following, shrinkguard
 from webhook.reconcile.filesources import FileSource
 from webhook.reconcile.leaveouts import Treatment
@@ -79,7 +79,7 @@ def reconciler_for(gate: Gate, args: argparse.Namespace, api: Any, source: State
     limits = shrinkguard.Limits(share=getattr(args, "shrink_limit", 50.0) / 100,
                                 minimum=getattr(args, "shrink_minimum", shrinkguard.DEFAULT_MINIMUM),
                                 allow=getattr(args, "allow_mass_delete", False))
-    # last: once the run's transients (render, description.json, plans) are freed (webhook.malloctuning)
+    # last: once the run's transients (render, description.json, plans) are freed (webhook.process.malloctuning)
     outcome_hooks.append(_give_back)
     return Reconciler(gate, promoter, recorder=recorder, on_promoted=hooks, shrink=limits,
                       on_outcome=outcome_hooks, memory=memory)

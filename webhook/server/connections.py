@@ -54,7 +54,7 @@ log = structlog.get_logger("routegate")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 RECEIVED = web.RequestKey("received", float)  # time.perf_counter() when the request began (see _Guard)
 # Seconds its connection waited for its TLS handshake's turn, when that was past half the handshake bound
-# (Handshakes): the review queue then refuses it at once on its guessed cost too (webhook.admission).
+# (Handshakes): the review queue then refuses it at once on its guessed cost too (webhook.server.admission).
 WAITED = web.RequestKey("waited", float)
 LINGERING = 1.0  # aiohttp's default (10 s) would let a slow body hold the connection past its 408
 

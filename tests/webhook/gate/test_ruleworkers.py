@@ -269,7 +269,7 @@ def worker_pid(change: Change, result: checks.Result, view: State) -> int:
 
 
 class SchemaRules:
-    """The gate's rules under a schema set that can be swapped, as webhook.liveschemas swaps it."""
+    """The gate's rules under a schema set that can be swapped, as webhook.server.liveschemas swaps it."""
 
     def __init__(self, inner: Any) -> None:
         self.checks = inner

@@ -129,7 +129,7 @@ def test_give_back_without_glibc_does_nothing(monkeypatch: pytest.MonkeyPatch) -
 async def test_each_reconcile_run_and_background_check_gives_memory_back(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from haproxy_check.results import CheckResult, HAProxyBinary, RenderResult
-    from webhook import reconcilechecks, reconciling
+    from webhook.reconcile import reconcilechecks, reconciling
 
     calls: list[str] = []
 

@@ -128,7 +128,7 @@ async def test_a_review_that_cannot_finish_before_its_deadline_is_refused_withou
 async def test_a_late_arrival_is_refused_at_once_on_a_batchs_guessed_cost_before_any_batch_was_measured() -> None:
     """Before any batch was measured (a burst's start) a review waits for its turn rather than be refused on
     the guessed cost of the batch it would join; one that arrives late (its connection waited long for its
-    TLS handshake turn, webhook.connections) is refused at once on that guess, so that a server far behind
+    TLS handshake turn, webhook.server.connections) is refused at once on that guess, so that a server far behind
     answers it now instead of at the end of its wait."""
     clock = FakeClock()
     gate = TimedGate(clock)

@@ -314,7 +314,7 @@ async def test_a_connection_that_waited_long_for_its_handshake_turn_is_still_jud
         assert head.startswith(b"HTTP/1.1 200 "), answer
         assert json.loads(payload)["response"]["allowed"] is True
         assert served.guards.cut["busy"] == 0
-        # and the queue was told it came late: a server far behind refuses it at once (webhook.admission)
+        # and the queue was told it came late: a server far behind refuses it at once (webhook.server.admission)
         assert lates == [True]
         for _, idle_writer in idle:
             idle_writer.close()
