@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from haproxy_check.runtime.promotion import Promoter
-from tests.reconcile.test_reconcile_delta_checks import _count, _setup
+from tests.reconcile.test_reconcile_delta_checks import _count, _setup, _with_broken_regex
 from validators.objects import ref_of
 from validators.states import MemoryState
 from webhook import metrics
@@ -26,10 +26,7 @@ def test_a_disagreement_rolls_the_recorded_versions_back_so_a_restart_holds_back
         haproxy_path: str, tmp_path: Path) -> None:
     async def run() -> None:
         reconciler, recording, objs = await _setup(haproxy_path, tmp_path)
-        broken = copy.deepcopy(objs)
-        route = next(o for o in broken if o["kind"] == "HTTPRoute")
-        path = route["spec"]["rules"][2]["matches"][0]["path"]
-        path["value"] = path["value"].replace("[a-z]+", "a{2,1}")  # haproxy -c refuses it
+        broken, route = _with_broken_regex(objs)
         good = next(o for o in objs if o["kind"] == "HTTPRoute" and o["metadata"]["name"] == route["metadata"]["name"])
         disagreements = _count(metrics.RECONCILE_FULL_CHECK_DISAGREEMENTS)
         recording.lie = True  # the delta check passes the broken route

@@ -95,16 +95,22 @@ def test_one_changed_route_is_checked_on_its_closure_and_in_full_in_the_backgrou
     asyncio.run(run())
 
 
+def _with_broken_regex(objs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """A copy of ``objs`` whose first HTTPRoute has a path regex of the same length that haproxy -c refuses
+    (so the render is patched in place), and that route."""
+    broken = copy.deepcopy(objs)
+    route = next(o for o in broken if o["kind"] == "HTTPRoute")
+    path = route["spec"]["rules"][2]["matches"][0]["path"]
+    assert path["type"] == "RegularExpression"
+    path["value"] = path["value"].replace("[a-z]+", "a{2,1}")
+    return broken, route
+
+
 def test_a_delta_check_the_full_check_contradicts_is_counted_and_the_full_result_wins(
         haproxy_path: str, tmp_path: Path) -> None:
     async def run() -> None:
         reconciler, recording, objs = await _setup(haproxy_path, tmp_path)
-        broken = copy.deepcopy(objs)
-        route = next(o for o in broken if o["kind"] == "HTTPRoute")
-        path = route["spec"]["rules"][2]["matches"][0]["path"]
-        assert path["type"] == "RegularExpression"
-        # the same length (patched in place), and a regex haproxy -c refuses
-        path["value"] = path["value"].replace("[a-z]+", "a{2,1}")
+        broken, route = _with_broken_regex(objs)
         disagreements = _count(metrics.RECONCILE_FULL_CHECK_DISAGREEMENTS)
         renders = _count(metrics.RECONCILE_RENDERS, "full:disagreement")
         recording.lie = True  # the delta check misjudges the broken route
