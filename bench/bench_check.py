@@ -45,7 +45,9 @@ import bench_render
 _DRIVER = r"""
 import json, sys, time
 from haproxy_check.render import rendering
-from webhook import checking, cli, gates, ruleworkers
+from webhook.cli import checking
+from webhook.cli import routegate as cli
+from webhook.gate import gates, ruleworkers
 figures = {"checked": 0.0, "checks": 0, "renders": 0}
 render = rendering.Renderer.render
 def counted(self, *args, **kwargs):

@@ -76,7 +76,7 @@ def test_exit_now_waits_for_the_queued_scratch_removals(tmp_path: Path) -> None:
     assert _in_a_fresh_process(f"""
         from pathlib import Path
         from haproxy_check.check import scratches
-        from webhook import checking
+        from webhook.cli import checking
         scratches.remove_later(Path({str(big)!r}))
         checking.exit_now(3)
         """) == 3
@@ -88,7 +88,7 @@ def test_exit_now_ends_the_workers_it_forked(tmp_path: Path) -> None:
     assert _in_a_fresh_process(f"""
         import multiprocessing, time
         from pathlib import Path
-        from webhook import checking
+        from webhook.cli import checking
         worker = multiprocessing.get_context("fork").Process(target=time.sleep, args=(60,))
         worker.start()
         Path({str(pid_file)!r}).write_text(str(worker.pid))

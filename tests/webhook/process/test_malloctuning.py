@@ -46,7 +46,7 @@ def test_a_missing_c_library_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> N
 
 TRIM_PROBE = """
 import sys, threading
-from webhook import malloctuning
+from webhook.process import malloctuning
 def rss():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS"):
@@ -66,7 +66,7 @@ print(before, rss())
 
 ARENA_PROBE = """
 import ctypes, os, sys, tempfile, threading
-from webhook import malloctuning
+from webhook.process import malloctuning
 if sys.argv[1] == "limit":
     malloctuning.limit_arenas()
 barrier = threading.Barrier(8)
