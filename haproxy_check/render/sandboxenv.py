@@ -33,13 +33,14 @@ COMPILED_KEPT = 4096  # compiled templates kept: the built-in ones and a few use
 
 def _compiles_as(env: Environment) -> Hashable:
     """What the generated code depends on besides the source: the environment's class (its code generator,
-    sandboxing), syntax and whitespace options, extensions, autoescape, finalize, async, intercepted ops."""
+    sandboxing), syntax and whitespace options, extensions, autoescape, finalize, async, intercepted ops,
+    and the names of its filters and tests (the compiler turns an unknown one into code that raises)."""
     return (type(env), env.block_start_string, env.block_end_string, env.variable_start_string,
             env.variable_end_string, env.comment_start_string, env.comment_end_string, env.line_statement_prefix,
             env.line_comment_prefix, env.trim_blocks, env.lstrip_blocks, env.newline_sequence,
             env.keep_trailing_newline, tuple(sorted(env.extensions)), env.optimized, env.autoescape, env.finalize,
             env.is_async, frozenset(getattr(env, "intercepted_binops", ())),
-            frozenset(getattr(env, "intercepted_unops", ())))
+            frozenset(getattr(env, "intercepted_unops", ())), frozenset(env.filters), frozenset(env.tests))
 
 
 class CompiledTemplates(BytecodeCache):

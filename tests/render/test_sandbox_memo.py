@@ -108,3 +108,22 @@ def test_an_edited_template_or_other_options_compile_again(tmp_path: Any, monkey
     template.write_text("{% if x %}\n  b {{ x }}\n{% endif %}\n")
     assert env(trim_blocks=True).get_template("t.j2").render(x=1) == "  b 1\n"  # edited: compiled again
     assert compiled == ["t.j2"] * 3
+
+
+def test_an_environment_without_a_filter_gets_its_own_code_not_one_compiled_with_it(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the code jinja2 generates depends on which filters exist (an unknown one is refused while compiling):
+    # code compiled where the filter exists must not serve an environment without it
+    template = tmp_path / "f.j2"
+    template.write_text("{{ x | shout }}\n")
+
+    def env(**filters: Any) -> TemplateSandbox:
+        sandbox = TemplateSandbox(loader=jinja2.FileSystemLoader(str(tmp_path)), auto_reload=False)
+        sandbox.filters.update(filters)
+        return sandbox
+
+    compiled = _compiles(monkeypatch)
+    assert env(shout=str.upper).get_template("f.j2").render(x="a") == "A"
+    with pytest.raises(jinja2.TemplateAssertionError, match="No filter named 'shout'"):
+        env().get_template("f.j2").render(x="a")
+    assert compiled == ["f.j2"] * 2
