@@ -84,6 +84,39 @@ class _Job:
     items: Sequence[tuple[Change, State]]
     combined: State  # already seen through ``scope``
     with_status: bool  # whether the caller reports statuses (``prejudge_one``)
+    claims: _Claims  # which chunks a worker started, which this process took back
+
+
+class _Claims:
+    """Who judges each chunk: a worker that starts one marks it started, and this process marks the ones
+    it takes back; a worker skips a chunk taken back, and this process judges again a chunk whose worker
+    skipped it. Two flags in memory shared with the forked workers, with no lock (a worker that died
+    holding one would stop this process): when both sides mark one chunk at once, each may see the
+    other's flag (the worker skips it and this process judges it) or neither (both judge it, and this
+    process uses its own outcome), never a chunk nobody judges.
+
+    Why not ``Future.cancel``: when a worker dies after a cancel, Python 3.11's pool sets the broken
+    pool's exception on the cancelled future too, which raises in the pool's own thread; that thread
+    then ends before failing the other futures and ending the other workers."""
+
+    def __init__(self, count: int) -> None:
+        fork = multiprocessing.get_context("fork")
+        self.started = fork.RawArray("b", count)
+        self.taken_back = fork.RawArray("b", count)
+
+    def start(self, chunk: int) -> bool:
+        """In a worker: whether to judge ``chunk`` (it was not taken back)."""
+        self.started[chunk] = 1
+        return not self.taken_back[chunk]
+
+    def take_back(self, chunk: int) -> bool:
+        """In this process: whether ``chunk`` is now this process's alone (no worker started it)."""
+        self.taken_back[chunk] = 1
+        return not self.started[chunk]
+
+    def take_back_all(self) -> None:
+        for chunk in range(len(self.taken_back)):
+            self.taken_back[chunk] = 1
 
 
 _job: _Job | None = None  # what a forked worker judges: set in the parent just before the fork
@@ -104,10 +137,13 @@ def prejudge_one(rules: RuleChecks, scope: scopes.Scope, change: Change, state: 
     return Prejudged(validated, status, attached(change, combined))
 
 
-def _judge_chunk(indices: list[int]) -> list[_Shipped]:
+def _judge_chunk(number: int, indices: list[int]) -> list[_Shipped] | None:
+    """The outcomes of chunk ``number`` (the inputs ``indices``), or None when this process took it back."""
     job = _job
     if job is None:  # pragma: no cover - only reachable if a worker were spawned, not forked
         raise RuntimeError("no job: rule workers must be forked from the judging process")
+    if not job.claims.start(number):
+        return None
     # A chunk allocates many small containers that die with it (findings, walks, CEL values), and a
     # worker also keeps what it memoizes: every collection during the chunk rescans those for cycles
     # that are not there (a few % of a worker's CPU at 10,000 routes). Paused per chunk (at most CHUNK
@@ -222,10 +258,13 @@ def _submitted(rules: RuleChecks, view: State, workers: int, changes: Sequence[C
 
 
 def close_kept() -> None:
-    """Let the kept review worker go (it ends once idle): a new state version, a failure, or shutdown."""
+    """Let the kept review worker go (it ends once it has judged what is queued for it): a new state
+    version, a failure, or shutdown."""
     global _kept
     if _kept is not None:
-        _kept.pool.shutdown(wait=False, cancel_futures=True)
+        # Not cancelled: what is queued there are other reviews' rules, awaited by them. (And a future
+        # cancelled there breaks the pool's own thread if the worker dies: ``_Claims``.)
+        _kept.pool.shutdown(wait=False)
         _kept = None
 
 
@@ -272,12 +311,13 @@ class RuleWorkers:
     def __init__(self, rules: RuleChecks, scope: scopes.Scope, items: Sequence[tuple[Change, State]],
                  combined: State, indices: Sequence[int], *, workers: int,
                  done: dict[int, Prejudged] | None = None, with_status: bool = True) -> None:
-        self._job = _Job(rules, scope, items, combined, with_status)
         self._done = dict(done or {})  # outcomes already known (the warm-up before the fork)
-        self._indices = list(indices)
         self._workers = workers
+        size = max(1, min(CHUNK, -(-len(indices) // ((workers + 1) * 4))))
+        self._chunks = [list(indices[at:at + size]) for at in range(0, len(indices), size)]
+        self._job = _Job(rules, scope, items, combined, with_status, _Claims(len(self._chunks)))
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
-        self._futures: list[tuple[list[int], concurrent.futures.Future[list[_Shipped]]]] = []
+        self._futures: list[tuple[list[int], concurrent.futures.Future[list[_Shipped] | None]]] = []
 
     @staticmethod
     def usable(count: int, workers: int) -> bool:
@@ -294,10 +334,8 @@ class RuleWorkers:
                 warnings.simplefilter("ignore", DeprecationWarning)
                 self._pool = concurrent.futures.ProcessPoolExecutor(
                     self._workers, mp_context=multiprocessing.get_context("fork"))
-                size = max(1, min(CHUNK, -(-len(self._indices) // ((self._workers + 1) * 4))))
-                for at in range(0, len(self._indices), size):
-                    chunk = self._indices[at:at + size]
-                    self._futures.append((chunk, self._pool.submit(_judge_chunk, chunk)))
+                for number, chunk in enumerate(self._chunks):
+                    self._futures.append((chunk, self._pool.submit(_judge_chunk, number, chunk)))
         finally:
             _job = None  # the forks have their copy; the parent keeps no reference to the batch
 
@@ -309,7 +347,7 @@ class RuleWorkers:
         missing (the caller judges those in-process)."""
         out = dict(self._done)
         futures = list(self._futures)
-        while futures and futures[-1][1].cancel():
+        while futures and self._job.claims.take_back(len(futures) - 1):
             chunk, _ = futures.pop()
             out.update(zip(chunk, await asyncio.to_thread(self._judge_here, chunk), strict=True))
         failed: list[BaseException] = []
@@ -319,6 +357,8 @@ class RuleWorkers:
             except Exception as exc:  # a dead worker (BrokenProcessPool), an unpicklable result
                 failed.append(exc)
                 continue
+            if got is None:  # taken back as the worker started it: nobody judged it yet
+                got = [_shipped(outcome) for outcome in await asyncio.to_thread(self._judge_here, chunk)]
             out.update(zip(chunk, map(_received, got), strict=True))
         if failed:
             log.warning("rule workers failed; their inputs are judged in this process",
@@ -333,7 +373,8 @@ class RuleWorkers:
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._job.claims.take_back_all()  # the chunks still queued are skipped, not judged for nobody
+            self._pool.shutdown(wait=False)
             self._pool = None
 
     def __enter__(self) -> RuleWorkers:

@@ -98,6 +98,48 @@ async def test_dead_workers_leave_their_inputs_to_this_process(gate: Gate, small
     assert dying.calls == len(items), "the warm-up (not judged again), then every other input here"
 
 
+class DyingLateInWorkers(CountingRules):
+    """Rules whose worker processes die a while after their first input: by then this process has taken
+    back the chunks no worker started."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.parent = os.getpid()
+
+    def run(self, change: Change, state: State) -> checks.Result:
+        if os.getpid() != self.parent:
+            import time
+
+            time.sleep(1.0)
+            os._exit(3)
+        return super().run(change, state)
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+async def test_workers_dying_after_chunks_were_taken_back_break_no_thread_of_the_pool(
+        gate: Gate, small_batches: None) -> None:
+    """A worker dying after this process took chunks back: every input is still judged here, and the
+    pool's own thread fails the futures and ends the workers cleanly (a cancelled future made it raise
+    InvalidStateError and end half-way on Python 3.11)."""
+    import asyncio
+    import threading
+
+    raised: list[BaseException | None] = []
+    hook = threading.excepthook
+    threading.excepthook = lambda args: raised.append(args.exc_value)
+    try:
+        dying = DyingLateInWorkers(gate.rules)
+        dying_gate = Gate(rules=dying, renderer=gate.renderer, checker=gate.checker)
+        items, combined = batch(*many_shops(12), named("sticky"))
+        alone = await gate.review_all(items, combined=combined)
+        forked = await dying_gate.review_all(items, combined=combined, workers=2)
+        await asyncio.sleep(0.5)  # the pool's thread has seen the workers die
+    finally:
+        threading.excepthook = hook
+    assert without_timings(forked) == without_timings(alone)
+    assert raised == []
+
+
 async def test_a_batch_without_statuses_gives_the_same_verdicts_without_them(gate: Gate,
                                                                             small_batches: None) -> None:
     """A caller that reports no statuses (a text report) is spared computing them, in workers or not."""
@@ -306,3 +348,50 @@ async def test_batches_of_one_state_version_share_a_kept_review_worker_and_a_new
         assert await pids(second, 60) != other, "new schemas are judged by a new fork"
     finally:
         ruleworkers.end_all(grace=0.5)
+
+
+class SlowInWorkers(CountingRules):
+    """The gate's rules, slowed down in a forked worker only, so that batches queue behind each other."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.parent = os.getpid()
+
+    def run(self, change: Change, state: State) -> checks.Result:
+        if os.getpid() != self.parent:
+            import time
+
+            time.sleep(0.05)
+        return super().run(change, state)
+
+
+async def test_batches_queued_for_an_old_state_version_still_get_their_rules_when_a_new_version_arrives(
+        gate: Gate) -> None:
+    """A state change during a burst forks a worker for the new version and lets the old one go: the
+    batches still queued for the old one are its reviews' rules, and must be judged, not cancelled (a
+    cancelled one ended its review with CancelledError instead of a verdict)."""
+    import asyncio
+
+    rules = SlowInWorkers(gate.rules)
+    old, new = state_with(version="queued-1"), state_with(version="queued-2")
+    size = ruleworkers.MIN_REVIEWS
+    shops = many_shops(7 * size)
+    batches = [[Change(Operation.CREATE, obj) for obj in shops[k * size:(k + 1) * size]] for k in range(7)]
+    try:
+        queued = [asyncio.ensure_future(ruleworkers.rules_of(rules, changes, gate.scope.view(old), workers=1))
+                  for changes in batches[:6]]
+        # the first batch is being judged, the next one or two are handed to the worker, the rest wait
+        await asyncio.sleep(0.2)
+        assert not any(task.done() for task in queued)
+        # Held as anything else may hold it (a traceback, a cycle not collected yet): the executor's own
+        # thread cancels what its shutdown asked to cancel only while the executor object still exists.
+        old_worker = ruleworkers._kept
+        later = await ruleworkers.rules_of(rules, batches[6], gate.scope.view(new), workers=1)
+        done = await asyncio.wait_for(asyncio.gather(*queued, return_exceptions=True), 60)
+    finally:
+        ruleworkers.end_all(grace=0.5)
+    del old_worker
+    for changes, got in zip(batches, [*done, later], strict=True):
+        assert not isinstance(got, BaseException), repr(got)
+        view = gate.scope.view(old if changes is not batches[6] else new)
+        assert [r.findings for r, _ in got] == [gate.rules.run(c, view).findings for c in changes]
