@@ -153,7 +153,8 @@ class Batcher:
         self._gathering: asyncio.TimerHandle | None = None
         self._runs: dict[asyncio.Task[None], tuple[float, float, int]] = {}  # run -> (started, expected end, n)
         self._lone: deque[float] = deque(maxlen=history)  # seconds of runs of one review
-        self._per_item: deque[float] = deque(maxlen=history)  # extra seconds per review of batched runs
+        # batched runs' seconds beyond a lone run, and their reviews beyond the first
+        self._batched: deque[tuple[float, int]] = deque(maxlen=history)
         self._unshared: deque[float] = deque(maxlen=history)  # seconds of lone runs outside haproxy -c
         self.batches = 0  # runs of more than one review (a counter for tests and logs)
 
@@ -173,9 +174,18 @@ class Batcher:
         for started, _, size in self._runs.values():
             if size == 1:
                 lone = max(lone, now - started)
-        per_item = (statistics.median(self._per_item) if self._per_item
-                    else min(self._unshared) if self._unshared else lone / 2)
-        return lone + per_item * max(n - 1, 0)
+        return lone + self._per_item(lone) * max(n - 1, 0)
+
+    def _per_item(self, lone: float) -> float:
+        """Seconds a further review adds to a run: the batched runs' extra seconds over their extra
+        reviews. Pooled, not a median of each batch's average: a small batch on a loaded machine pays
+        mostly for what a batch shares (its render and ``haproxy -c``), so its average says a review costs
+        30 times what it costs in a burst's batches of 64, and a median of a few such batches had every
+        review of a burst refused. Before any batch: what a lone review spent outside ``haproxy -c``."""
+        if self._batched:
+            extra = sum(seconds for seconds, _ in self._batched)
+            return extra / sum(reviews for _, reviews in self._batched)
+        return min(self._unshared) if self._unshared else lone / 2
 
     def _free_in(self) -> float:
         """Seconds until a run slot is free."""
@@ -216,7 +226,7 @@ class Batcher:
             # would go in with others (the guess from a lone run's steps is for sizing a first batch
             # only: under a burst those steps wait for the CPU and look far costlier than in a batch).
             # Until then it waits, and its turn tells.
-            if self._lone and (ahead == 0 or self._per_item or late) and expected > remaining:
+            if self._lone and (ahead == 0 or self._batched or late) and expected > remaining:
                 raise Refused(f"{ahead + len(self._runs)} reviews are ahead of it and it would finish in about "
                               f"{expected:.1f}s, after its deadline ({remaining:.1f}s left); retry", reason="late")
             self._enqueue(item)
@@ -389,7 +399,7 @@ class Batcher:
                     self._lone.append(seconds)
                 else:
                     lone = statistics.median(self._lone) if self._lone else 0.0
-                    self._per_item.append(max(seconds - lone, 0.0) / (len(batch) - 1))
+                    self._batched.append((max(seconds - lone, 0.0), len(batch) - 1))
             task = asyncio.current_task()
             if task is not None:
                 self._runs.pop(task, None)

@@ -211,6 +211,37 @@ async def test_under_a_burst_the_batch_is_the_most_reviews_that_fit_not_the_head
     assert isinstance(answers[0], Refused) and all(isinstance(a, Verdict) and a.allowed for a in answers[1:])
 
 
+async def batch_of(queue: Batcher, gate: TimedGate, clock: FakeClock, size: int, first: int) -> None:
+    """One run of ``size`` reviews together (they wait behind a lone run that holds the gate)."""
+    gate.release.clear()
+    holder = asyncio.ensure_future(queue.review(change(first), STATE, deadline=clock.now + 1000))
+    await asyncio.sleep(0)
+    tasks = [asyncio.ensure_future(queue.review(change(first + 1 + i), STATE, deadline=clock.now + 1000))
+             for i in range(size)]
+    await asyncio.sleep(0)
+    gate.release.set()
+    await holder
+    await asyncio.gather(*tasks)
+    assert gate.runs[-1] == [f"r{first + 1 + i}" for i in range(size)], gate.runs
+
+
+async def test_the_cost_of_a_further_review_is_learned_from_every_review_batched_not_from_the_median_batch() -> None:
+    """On a loaded machine a small batch pays mostly for what a batch shares (its render and check): a
+    median of per-batch averages let one batch of 4 say a review costs 0.3 s where a burst's batches of
+    64 cost 0.01 s each, and the burst was refused as if each batch would take 20 s. The cost per further
+    review is the batches' extra seconds over their extra reviews."""
+    clock = FakeClock()
+    gate = TimedGate(clock, lone=1.0, per_item=0.3)
+    queue = Batcher(gate, concurrency=1, clock=clock)
+    await seed(queue)
+    await batch_of(queue, gate, clock, 4, first=0)
+    gate.per_item = 0.01
+    await batch_of(queue, gate, clock, 64, first=100)
+    # extra seconds 3 * 0.3 + 63 * 0.01 over 66 extra reviews: 0.023 s each
+    assert queue.estimate(64) == pytest.approx(1.0 + 63 * (0.9 + 0.63) / 66, rel=0.05)
+    assert queue.estimate(64) < 2.5
+
+
 async def test_a_full_queue_refuses_at_once() -> None:
     gate = TimedGate()
     gate.release.clear()
