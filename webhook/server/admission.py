@@ -48,7 +48,11 @@ CONCURRENCY = 2
 WORKERS = 1
 SWITCH_INTERVAL = 0.0005  # seconds: how soon the rendering thread hands the GIL to the event loop
 MAX_WAITING = 256
-HISTORY = 32  # recent run durations the estimates are the median of
+HISTORY = 32  # recent lone run durations the estimates are the median of
+# Recent batched runs the cost of a batch is learned from: few, as a burst changes its pace within
+# seconds (its first batches share the CPU with a thousand TLS handshakes and take three times as long
+# as those after), and estimates held to the first ones refused reviews the later ones had time for.
+RECENT_BATCHES = 4
 RECHECK = 0.25  # seconds between a waiting review's looks at whether it can still finish in time
 RESPONSE_MARGIN = 1.0  # seconds kept for answering before the apiserver's own timeout
 # Seconds a review arriving while another run is under way waits for others to go in with it, though a
@@ -153,8 +157,8 @@ class Batcher:
         self._gathering: asyncio.TimerHandle | None = None
         self._runs: dict[asyncio.Task[None], tuple[float, float, int]] = {}  # run -> (started, expected end, n)
         self._lone: deque[float] = deque(maxlen=history)  # seconds of runs of one review
-        # batched runs' seconds beyond a lone run, and their reviews beyond the first
-        self._batched: deque[tuple[float, int]] = deque(maxlen=history)
+        # batched runs: their seconds, the seconds beyond a lone run, and their reviews beyond the first
+        self._batched: deque[tuple[float, float, int]] = deque(maxlen=RECENT_BATCHES)
         self._unshared: deque[float] = deque(maxlen=history)  # seconds of lone runs outside haproxy -c
         self.batches = 0  # runs of more than one review (a counter for tests and logs)
 
@@ -169,6 +173,10 @@ class Batcher:
     def estimate(self, n: int) -> float:
         """Seconds a run of ``n`` reviews takes now (0 before anything was measured)."""
         lone = statistics.median(self._lone) if self._lone else 0.0
+        if self._batched:
+            # A run of one review costs no more than a recent run of many: under a burst no review runs
+            # alone, and the lone runs measured at its start (beside its TLS handshakes) are stale.
+            lone = min(lone, min(seconds for seconds, _, _ in self._batched))
         now = self._clock()
         # A lone review running longer than that says the machine or the state got slower.
         for started, _, size in self._runs.values():
@@ -177,14 +185,14 @@ class Batcher:
         return lone + self._per_item(lone) * max(n - 1, 0)
 
     def _per_item(self, lone: float) -> float:
-        """Seconds a further review adds to a run: the batched runs' extra seconds over their extra
+        """Seconds a further review adds to a run: the recent batched runs' extra seconds over their extra
         reviews. Pooled, not a median of each batch's average: a small batch on a loaded machine pays
         mostly for what a batch shares (its render and ``haproxy -c``), so its average says a review costs
         30 times what it costs in a burst's batches of 64, and a median of a few such batches had every
         review of a burst refused. Before any batch: what a lone review spent outside ``haproxy -c``."""
         if self._batched:
-            extra = sum(seconds for seconds, _ in self._batched)
-            return extra / sum(reviews for _, reviews in self._batched)
+            extra = sum(seconds for _, seconds, _ in self._batched)
+            return extra / sum(reviews for _, _, reviews in self._batched)
         return min(self._unshared) if self._unshared else lone / 2
 
     def _free_in(self) -> float:
@@ -221,12 +229,17 @@ class Batcher:
                     self._gathering = asyncio.get_running_loop().call_later(self.gather, self._gathered)
         else:
             ahead = self._by_version[state.version]
+            soonest = self._free_in() + self.estimate(1)
             expected = self._free_in() + self.estimate(min(ahead + 1, self.max_batch))
-            # Refused on arrival only on measured costs: a lone run's, and a batch's per review when it
-            # would go in with others (the guess from a lone run's steps is for sizing a first batch
-            # only: under a burst those steps wait for the CPU and look far costlier than in a batch).
-            # Until then it waits, and its turn tells.
-            if self._lone and (ahead == 0 or self._batched or late) and expected > remaining:
+            # Refused on arrival only on measured costs, and only when it could not finish even if it
+            # went next, alone. Not on the batch it would join: a burst's pace changes within seconds
+            # (its first batches share the CPU with its TLS handshakes and take three times as long as
+            # those after), and a refusal on the first ones' cost cannot be taken back when the later
+            # ones would have had time for it (a third of a burst was refused that way). A review left
+            # waiting is refused at its turn, or by the sweep, once it truly cannot finish. One arriving
+            # late (it waited long for its TLS handshake turn) is refused on the batch it would join, so
+            # that a server far behind answers it now rather than at the end of its wait.
+            if self._lone and (soonest > remaining or (late and expected > remaining)):
                 raise Refused(f"{ahead + len(self._runs)} reviews are ahead of it and it would finish in about "
                               f"{expected:.1f}s, after its deadline ({remaining:.1f}s left); retry", reason="late")
             self._enqueue(item)
@@ -399,7 +412,7 @@ class Batcher:
                     self._lone.append(seconds)
                 else:
                     lone = statistics.median(self._lone) if self._lone else 0.0
-                    self._batched.append((max(seconds - lone, 0.0), len(batch) - 1))
+                    self._batched.append((seconds, max(seconds - lone, 0.0), len(batch) - 1))
             task = asyncio.current_task()
             if task is not None:
                 self._runs.pop(task, None)

@@ -242,6 +242,30 @@ async def test_the_cost_of_a_further_review_is_learned_from_every_review_batched
     assert queue.estimate(64) < 2.5
 
 
+async def test_once_a_burst_speeds_up_its_turns_are_judged_on_its_recent_batches_not_its_first_runs() -> None:
+    """A burst's first runs share the CPU with its TLS handshakes (a lone run of 1 s, batches of 64 in
+    2.3 s); the batches after take 0.5 s. A review whose turn comes with 0.8 s left then fits a batch,
+    though it has less time than the stale lone run took: it is judged, not refused."""
+    clock = FakeClock()
+    gate = TimedGate(clock, lone=1.0, per_item=0.02)
+    queue = Batcher(gate, concurrency=1, clock=clock)
+    await seed(queue)
+    await batch_of(queue, gate, clock, 64, first=0)
+    gate.lone, gate.per_item = 0.3, 0.003
+    for k in range(4):
+        await batch_of(queue, gate, clock, 64, first=100 * (k + 1))
+    assert queue.estimate(64) == pytest.approx(0.3 + 63 * 0.003, abs=0.02)
+    gate.release.clear()
+    holder = asyncio.ensure_future(queue.review(change(900), STATE, deadline=clock.now + 1000))
+    await asyncio.sleep(0)
+    # after the lone run ahead (0.3 s), 0.8 s left
+    tail = asyncio.ensure_future(queue.review(change(901), STATE, deadline=clock.now + 1.1))
+    await asyncio.sleep(0)
+    gate.release.set()
+    await holder
+    assert (await tail).allowed
+
+
 async def test_a_full_queue_refuses_at_once() -> None:
     gate = TimedGate()
     gate.release.clear()

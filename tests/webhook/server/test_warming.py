@@ -77,8 +77,10 @@ async def test_each_new_state_version_is_warmed_once_through_the_queue(gate: Gat
     assert indexes.peek(state, "closure") is None
     task = asyncio.ensure_future(warming.keep_warm(queue, source, poll=0.01))
     try:
+        # until the warm-up review has run (a loaded machine takes longer than any fixed wait), then a
+        # while longer for a second one that must not come
         async with asyncio.timeout(30):
-            while not recording.seen:  # noqa: ASYNC110 - polling what the gate recorded
+            while not recording.seen or queue.running:  # noqa: ASYNC110 - polling what the gate recorded
                 await asyncio.sleep(0.01)
         await asyncio.sleep(0.2)
     finally:
