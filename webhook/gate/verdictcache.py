@@ -10,7 +10,10 @@ out of the hash are the fields no validator or template reads and that differ be
 content at all. The response builder echoes each request's own uid.
 
 Bounded LRU; concurrent identical requests share one future. Only a decision is kept: a "could not
-decide" verdict or a failure is dropped, so the next identical request tries again.
+decide" verdict or a failure is dropped, so the next identical request tries again. Only the newest
+state version's verdicts are kept: a request is judged against the state as it is now, so an entry of
+an older version is never asked for again, and a verdict may hold what it was judged against (a
+status worked out when first read holds its render's state) that a new version should let go.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class VerdictCache:
         self.size = size
         self.hits = 0
         self._entries: OrderedDict[Key, asyncio.Future[Verdict]] = OrderedDict()
+        self._version: str | None = None  # the state version of the entries
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -68,6 +72,10 @@ class VerdictCache:
         """The cached verdict for this change in this state, else ``await judge()`` (shared); and
         whether it was reused from another request."""
         key = key_of(change, state_version)
+        if state_version != self._version:
+            # A request in flight on the old version keeps its own future: only the entries go.
+            self._entries.clear()
+            self._version = state_version
         future = self._entries.get(key)
         if future is not None:
             self._entries.move_to_end(key)

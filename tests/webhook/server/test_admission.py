@@ -391,6 +391,19 @@ async def test_could_not_decide_and_failures_are_not_kept() -> None:
     assert failing.calls == 2 and len(cache) == 0
 
 
+async def test_a_new_state_version_lets_the_verdicts_of_the_old_one_go() -> None:
+    """A request is judged against the state as it is now: the old version's verdicts are never asked
+    for again, and what they hold (a status worked out when read holds its render's state) must go."""
+    cache, judge = VerdictCache(), Judge()
+    for name in ("a", "b"):
+        await cache.verdict(Change(Operation.CREATE, route(name)), "v1", judge)
+    assert len(cache) == 2
+    await cache.verdict(Change(Operation.CREATE, route("a")), "v2", judge)
+    assert len(cache) == 1 and judge.calls == 3
+    await cache.verdict(Change(Operation.CREATE, route("a")), "v2", judge)
+    assert judge.calls == 3, "the new version's verdicts are kept"
+
+
 async def test_the_cache_is_bounded() -> None:
     cache, judge = VerdictCache(size=3), Judge()
     for i in range(5):
