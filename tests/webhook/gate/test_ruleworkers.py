@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -42,17 +43,27 @@ class CountingRules:
         return result
 
 
-class DyingInWorkers(CountingRules):
-    """Rules whose worker processes die on their first input (the parent's runs are fine)."""
+class InWorkers(CountingRules):
+    """The gate's rules, doing ``in_worker`` first in a forked worker process (the parent's runs are as usual)."""
 
     def __init__(self, inner: Any) -> None:
         super().__init__(inner)
         self.parent = os.getpid()
 
+    def in_worker(self) -> None:
+        raise NotImplementedError
+
     def run(self, change: Change, state: State) -> checks.Result:
         if os.getpid() != self.parent:
-            os._exit(3)
+            self.in_worker()
         return super().run(change, state)
+
+
+class DyingInWorkers(InWorkers):
+    """Rules whose worker processes die on their first input."""
+
+    def in_worker(self) -> None:
+        os._exit(3)
 
 
 def without_timings(verdicts: list[Verdict]) -> list[Verdict]:
@@ -98,21 +109,13 @@ async def test_dead_workers_leave_their_inputs_to_this_process(gate: Gate, small
     assert dying.calls == len(items), "the warm-up (not judged again), then every other input here"
 
 
-class DyingLateInWorkers(CountingRules):
+class DyingLateInWorkers(InWorkers):
     """Rules whose worker processes die a while after their first input: by then this process has taken
     back the chunks no worker started."""
 
-    def __init__(self, inner: Any) -> None:
-        super().__init__(inner)
-        self.parent = os.getpid()
-
-    def run(self, change: Change, state: State) -> checks.Result:
-        if os.getpid() != self.parent:
-            import time
-
-            time.sleep(1.0)
-            os._exit(3)
-        return super().run(change, state)
+    def in_worker(self) -> None:
+        time.sleep(1.0)
+        os._exit(3)
 
 
 @pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
@@ -350,19 +353,11 @@ async def test_batches_of_one_state_version_share_a_kept_review_worker_and_a_new
         ruleworkers.end_all(grace=0.5)
 
 
-class SlowInWorkers(CountingRules):
+class SlowInWorkers(InWorkers):
     """The gate's rules, slowed down in a forked worker only, so that batches queue behind each other."""
 
-    def __init__(self, inner: Any) -> None:
-        super().__init__(inner)
-        self.parent = os.getpid()
-
-    def run(self, change: Change, state: State) -> checks.Result:
-        if os.getpid() != self.parent:
-            import time
-
-            time.sleep(0.05)
-        return super().run(change, state)
+    def in_worker(self) -> None:
+        time.sleep(0.05)
 
 
 async def test_batches_queued_for_an_old_state_version_still_get_their_rules_when_a_new_version_arrives(

@@ -151,19 +151,27 @@ async def test_a_late_arrival_is_refused_at_once_on_a_batchs_guessed_cost_before
     assert all("r11" not in run for run in gate.runs)
 
 
+async def behind_a_lone_run(queue: Batcher, gate: TimedGate, clock: FakeClock, name: int, *,
+                            left: float) -> asyncio.Future[Verdict]:
+    """Review ``r{name + 1}``, arrived with ``left`` seconds while the lone run of ``r{name}`` held the
+    gate, once that run ended."""
+    gate.release.clear()
+    holder = asyncio.ensure_future(queue.review(change(name), STATE, deadline=clock.now + 1000))
+    await asyncio.sleep(0)
+    waiting = asyncio.ensure_future(queue.review(change(name + 1), STATE, deadline=clock.now + left))
+    await asyncio.sleep(0)
+    gate.release.set()
+    await holder
+    return waiting
+
+
 async def test_a_review_whose_turn_comes_too_late_is_refused_then() -> None:
     clock = FakeClock()
     gate = TimedGate(clock)
     queue = Batcher(gate, concurrency=1, clock=clock)
     await seed(queue)
-    gate.release.clear()
     gate.lone = 5.0  # the run ahead takes far longer than the estimate
-    holder = asyncio.ensure_future(queue.review(change(0), STATE, deadline=clock.now + 1000))
-    await asyncio.sleep(0)
-    late = asyncio.ensure_future(queue.review(change(1), STATE, deadline=clock.now + 3.0))
-    await asyncio.sleep(0)
-    gate.release.set()
-    await holder
+    late = await behind_a_lone_run(queue, gate, clock, 0, left=3.0)
     with pytest.raises(Refused, match="less than a review takes"):
         await late
     assert ["r1"] not in gate.runs and queue.running == 0
@@ -255,14 +263,7 @@ async def test_once_a_burst_speeds_up_its_turns_are_judged_on_its_recent_batches
     for k in range(4):
         await batch_of(queue, gate, clock, 64, first=100 * (k + 1))
     assert queue.estimate(64) == pytest.approx(0.3 + 63 * 0.003, abs=0.02)
-    gate.release.clear()
-    holder = asyncio.ensure_future(queue.review(change(900), STATE, deadline=clock.now + 1000))
-    await asyncio.sleep(0)
-    # after the lone run ahead (0.3 s), 0.8 s left
-    tail = asyncio.ensure_future(queue.review(change(901), STATE, deadline=clock.now + 1.1))
-    await asyncio.sleep(0)
-    gate.release.set()
-    await holder
+    tail = await behind_a_lone_run(queue, gate, clock, 900, left=1.1)  # 0.8 s left after the run ahead
     assert (await tail).allowed
 
 
