@@ -43,7 +43,7 @@ import bench_render
 # the process ends with ``os._exit`` once the report is out, without freeing what the run built), with
 # Gate._checked timed. The figures are written just before that exit.
 _DRIVER = r"""
-import json, sys, time
+import json, os, sys, time
 imports = time.time()
 from haproxy_check.render import rendering
 try:  # this tree's layout (webhook in subpackages)
@@ -52,20 +52,30 @@ try:  # this tree's layout (webhook in subpackages)
     from webhook.gate import gates, ruleworkers
 except ImportError:  # a base tree from before the subpackages (e.g. ea1b916, issue 31's base)
     from webhook import checking, cli, gates, ruleworkers
-figures = {"checked": 0.0, "checks": 0, "renders": 0, "imported": time.time(), "imports": imports}
+figures = {"checked": 0.0, "checks": 0, "renders": 0, "imported": time.time(), "imports": imports,
+           "render_cpu": 0.0, "check_children_cpu": 0.0}
+def children_cpu():
+    t = os.times()
+    return t.children_user + t.children_system
 render = rendering.Renderer.render
 def counted(self, *args, **kwargs):
     figures["renders"] += 1
-    return render(self, *args, **kwargs)
+    cpu = time.thread_time()  # the render's own thread
+    try:
+        return render(self, *args, **kwargs)
+    finally:
+        figures["render_cpu"] += time.thread_time() - cpu
 rendering.Renderer.render = counted
 inner = gates.Gate._checked
 async def timed(self, *args, **kwargs):
-    started = time.perf_counter()
+    started, children = time.perf_counter(), children_cpu()
     figures.setdefault("first_check", time.time())
     try:
         return await inner(self, *args, **kwargs)
     finally:
         figures["checked"] += time.perf_counter() - started
+        # haproxy -c and its sandbox, reaped within the check (rule workers are reaped at the end)
+        figures["check_children_cpu"] += children_cpu() - children
         figures["checks"] += 1
         figures["last_check"] = time.time()
 gates.Gate._checked = timed
@@ -81,6 +91,9 @@ def save(code):
     figures["code"] = code
     figures.setdefault("saved", time.time())
     figures["main_cpu"] = time.thread_time()  # this thread: everything but the render (a worker thread)
+    ruleworkers.end_all()  # reaped, so that their CPU time is counted among the children's
+    t = os.times()
+    figures["tree_cpu"] = t.user + t.system + t.children_user + t.children_system
     with open(sys.argv[1], "w") as out:
         json.dump(figures, out)
 exit_now = checking.exit_now
@@ -142,6 +155,13 @@ def _phases(got: dict[str, Any], launched: float, ended: float) -> dict[str, flo
             "report": got["saved"] - got["judged"], "exit": ended - got["saved"]}
 
 
+def _cpu_beyond(got: dict[str, Any]) -> float:
+    """The CPU time of the run's every process (this one's threads, its rule workers, haproxy -c) less the
+    render's thread and the checks' children: the work beyond render and ``haproxy -c`` in CPU seconds,
+    which a loaded machine does not stretch as it stretches wall time."""
+    return float(got["tree_cpu"] - got["render_cpu"] - got["check_children_cpu"])
+
+
 def _phase_line(phases: dict[str, float]) -> str:
     return ", ".join(f"{name} {phases[name]:.2f}" for name in PHASES)
 
@@ -188,6 +208,7 @@ def main() -> None:
             path = write(objects, workdir, "cost.json")
             beyond: dict[str, float] = {}
             main_cpu: dict[str, float] = {}
+            cpu_beyond: dict[str, float] = {}
             reports: dict[str, str] = {}
             runs: dict[str, list[tuple[float, float, float, dict[str, Any]]]] = {"base": [], "this": []}
             # --repeat: the runs alternate (base, this, base, ...) so both meet the same load; each tree's
@@ -209,8 +230,14 @@ def main() -> None:
                       f"(start, loading, verdicts, report; not the render, not the rule workers) "
                       f"{main_cpu[label]:6.2f} s")
                 print(f"cost   {label} phases (s): {_phase_line(got['phases'])}")
+                cpu_beyond[label] = _cpu_beyond(got)
+                print(f"cost   {label} CPU (s) of every process (main, rule workers, haproxy -c): "
+                      f"{got['tree_cpu']:.2f}, of which the render {got['render_cpu']:.2f} and haproxy -c "
+                      f"{got['check_children_cpu']:.2f}; beyond them {cpu_beyond[label]:.2f} "
+                      f"({cpu_beyond[label] / args.routes * 1e3:.3f} ms/route)")
             print(f"cost   per-object cost beyond render+check, base/this: {beyond['base'] / beyond['this']:.2f}x "
                   f"(target >= 3); main thread CPU base/this: {main_cpu['base'] / main_cpu['this']:.2f}x; "
+                  f"CPU beyond render and haproxy -c base/this: {cpu_beyond['base'] / cpu_beyond['this']:.2f}x; "
                   f"reports {'equal' if reports['this'] == reports['base'] else 'DIFFER'}; load now {_load()}")
         if args.only in (None, "state"):
             stored = bench_render.objects(args.routes)
