@@ -20,11 +20,12 @@ from tests.webhook.cli.test_check_unreviewed import _run, full_corpus
 from tests.webhook.conftest import STATE_DIR
 from validators.crossobject import crossobjects
 from validators.findings import Finding
+from validators.objects import ref_of
 
 
 def _plain(route: Any, state: Any, ports: tuple[int, ...], about_itself: bool) -> Any:
     """The from-scratch path: no memo, no twin."""
-    return crossobjects._route_findings(route, state, ports, crossobjects.ref_of(route) if about_itself else None)
+    return crossobjects._route_findings(route, state, ports, ref_of(route) if about_itself else None)
 
 
 def _with_gateway(root: Path) -> None:
