@@ -8,6 +8,12 @@ Two scenarios, each run as the CLI runs (a process per check, the default rule w
   that render and check, with the ratio base/this of that cost (issue 31's target: at least 3). The
   process runs as the ``routegate`` entry point runs it: it ends with ``os._exit`` once the report is
   out (a process that tore down its 50,000 objects paid about a second the command never pays).
+  Also printed per tree: the wall time in phases (start, load, setup, render+check, after, report, exit:
+  ``_phases``), so the time beyond render+check shows where it goes; the main thread's CPU time; and
+  the CPU time of every process of the run (main, rule workers, ``haproxy -c``) less the render's
+  thread and the checks' children: the per-object work in CPU seconds, which the load of a shared
+  machine stretches far less than wall time (the wall ratio of one pair of runs moved 0.96x-1.7x with
+  it). ``--repeat N`` alternates N runs of each tree and compares the medians.
 - **state**: ``check --state`` of ``objects(N)`` stored, with ``--changed`` of its routes changed (one more
   rule each): the check of a pull request against the cluster, with its traffic diff and prediction.
   Printed: the wall time, render+check, the renders in all, the time beyond render+check and the ratio.
