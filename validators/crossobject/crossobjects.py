@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
 
 from validators import tlsmodes
 from validators.crossobject import backendpolicies, backendrefs, claims, passthroughs, statuses
@@ -78,16 +80,37 @@ def route_findings(route: Obj, state: State, *, http_ports: Sequence[int] = atta
 
 def _kept_route_findings(route: Obj, state: State, ports: tuple[int, ...], about_itself: bool) -> Iterator[Finding]:
     """``route_findings`` of ``route`` about itself (``about_itself``: as another object's review reports
-    them) or its own, memoized (``route_findings``)."""
+    them) or its own, memoized (``route_findings``).
+
+    One memo serves both readings: the findings about the route itself are its own findings marked as
+    about it (``_warn``), so a Gateway's review walking its routes and the routes' own reviews share each
+    route's answer. A copy of a route of the state below (``routegate check``'s defaulted input, a
+    review's defaulted object) whose every field those findings read is the stored one's takes the stored
+    route's answer there (``indexes.stored_twin`` with ``_route_key``): a check of 10,000 routes and their
+    Gateway computed each route's findings twice, once for the route and once for the Gateway."""
     below = attachments.same_listeners_below(state, ports)
     seen = below if below is not None else state
-    return iter(indexes.of_object(seen, _memo_name(ports, about_itself), _ROUTE_READS, route, lambda: tuple(
-        _route_findings(route, seen, ports, ref_of(route) if about_itself else None))))
+    if below is None:
+        twin = indexes.stored_twin(state, _ROUTE_READS, route, "route-findings-key", _route_key)
+        if twin is not None:
+            seen, route = twin
+    kept = indexes.of_object(seen, _memo_name(ports), _ROUTE_READS, route, lambda: tuple(
+        _route_findings(route, seen, ports, None)))
+    if not about_itself or not kept:
+        return iter(kept)
+    about = str(ref_of(route))
+    return iter([replace(f, subject=False, about=about) for f in kept])  # as _warn(..., about=ref) makes them
 
 
 @functools.cache
-def _memo_name(ports: tuple[int, ...], about: bool) -> str:
-    return f"route-findings:{','.join(map(str, ports))}:{'about' if about else 'own'}"
+def _memo_name(ports: tuple[int, ...]) -> str:
+    return f"route-findings:{','.join(map(str, ports))}"
+
+
+def _route_key(route: Obj) -> tuple[Any, ...]:
+    """All that ``_route_findings`` reads of ``route``: what its attachments read (``_attach_key``: its
+    identity, hostnames, parentRefs) and its backendRefs' resolution (``_backend_refs_key``), one flat tuple."""
+    return (*attachments._attach_key(route), *backendrefs._backend_refs_key(route))
 
 
 def _route_findings(route: Obj, state: State, http_ports: Sequence[int], about: Ref | None) -> Iterator[Finding]:

@@ -263,7 +263,7 @@ class PolicySet:
         are kept as possible params."""
         policies: dict[str, Policy] = {}
         bindings: list[Binding] = []
-        params: dict[tuple[str, str], list[Obj]] = {}
+        others: list[tuple[str, str, Obj]] = []
         for obj in objects:
             kind, api = obj.get("kind"), str(obj.get("apiVersion", ""))
             if kind in KINDS_READ and api.startswith(GROUP + "/"):
@@ -273,7 +273,17 @@ class PolicySet:
                 else:
                     bindings.append(parse_binding(obj))
                 continue
-            params.setdefault((api.rpartition("/")[0], str(kind)), []).append(obj)
+            others.append((api, str(kind), obj))
+        # Only objects of a kind some policy takes as params are ever looked up (``_params``): a check of
+        # 50,000 objects and no policy indexed every one of them by kind and namespace for nothing.
+        wanted = {(api.rpartition("/")[0], kind) for p in policies.values() if p.param_kind is not None
+                  for api, kind in (p.param_kind,)}
+        params: dict[tuple[str, str], list[Obj]] = {}
+        if wanted:
+            for api, kind, obj in others:
+                key = (api.rpartition("/")[0], kind)
+                if key in wanted:
+                    params.setdefault(key, []).append(obj)
         return cls(policies, bindings, params)
 
     def judge(self, subject: Subject) -> list[Finding]:
