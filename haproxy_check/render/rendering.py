@@ -137,6 +137,7 @@ class Renderer:
             header=escaping.header_name,
             hword=escaping.header_word, hkey=escaping.header_key)
         self._listed: dict[str, list[str]] = {}
+        self._fast: dict[str, tuple[jinja2.Template, fastsnippets.Snippet | None]] = {}
         self.snippets = self._snippets("")
 
     def _snippets(self, sub: str) -> list[str]:
@@ -154,6 +155,15 @@ class Renderer:
             if base.is_dir():
                 names.update(f"{sub}/{p.name}" if sub else p.name for p in base.glob("*.cfg.j2"))
         return sorted(names)
+
+    def _fast_snippet(self, name: str, template: jinja2.Template) -> fastsnippets.Snippet | None:
+        """``fastsnippets.for_template`` asked once per template jinja2 loaded (it reads the file's state),
+        not once per render: the Python version stands for the text jinja2 compiled, which a Renderer does
+        not load again (``auto_reload=False``)."""
+        known = self._fast.get(name)
+        if known is None or known[0] is not template:
+            known = self._fast[name] = (template, fastsnippets.for_template(name, template.filename))
+        return known[1]
 
     def _file_of(self, name: str) -> str | None:
         """The file the loader reads for template ``name`` (user directories first, as it searches)."""
@@ -220,7 +230,7 @@ class Renderer:
         for name in self.snippets:
             try:
                 template = self._env.get_template(name)
-                fast = fastsnippets.for_template(name, template.filename)
+                fast = self._fast_snippet(name, template)
                 if fast is not None:
                     text = recorder.attempt(fast, context)
                     if text is not None:

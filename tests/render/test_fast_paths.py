@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +25,7 @@ from haproxy_check.render import endpoints, fastsnippets, gcpause, helpers, rout
 from haproxy_check.render.rendering import BUILTIN, Renderer, RenderError, RenderSettings
 from haproxy_check.render.sourcemaps import SourceMap
 from haproxy_check.results import Origin
-from tests.render.test_incremental import REFS, ROUTE_KINDS, VARIANTS, assert_same, outcome
+from tests.render.test_incremental import DATA, REFS, ROUTE_KINDS, VARIANTS, assert_same, outcome
 from tests.render.test_line_words import GW, SVC, maximal_route
 from validators import codes
 from validators.crossobject import backendrefs
@@ -334,6 +335,70 @@ def test_map_entries_a_failing_python_snippet_registered_are_taken_back(monkeypa
     got = Renderer(incremental=False).render(state)
     assert any(got.files[path] for path in got.files if path.startswith("maps/"))
     assert_same(got, want)
+
+
+_EMPTY_MOSTLY = ("450-tls-frontends.cfg.j2", "460-tcp-frontends.cfg.j2", "500-route-crd-frontends.cfg.j2",
+                 "650-tls-backends.cfg.j2", "660-tcp-backends.cfg.j2", "670-route-crd-backends.cfg.j2",
+                 "680-spoa-backends.cfg.j2", "990-resolvers.cfg.j2")
+
+
+def _jinja_renders(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Counts the templates rendered through jinja2 (by name) from now on."""
+    import jinja2
+
+    seen: Counter[str] = Counter()
+    render = jinja2.Template.render
+
+    def counted(self: jinja2.Template, *args: Any, **kwargs: Any) -> str:
+        seen[str(self.name)] += 1
+        return render(self, *args, **kwargs)
+
+    monkeypatch.setattr(jinja2.Template, "render", counted)
+    return seen
+
+
+def test_an_http_only_state_renders_no_l4_crd_spoe_or_resolver_template(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A review's closure of an HTTPRoute: the snippets that would write nothing are not sandboxed renders."""
+    http_only = MemoryState([o for o in yaml.safe_load_all((DATA / "render" / "basic.yaml").read_text()) if o])
+    seen = _jinja_renders(monkeypatch)
+    fast = Renderer(incremental=False).render(http_only)
+    assert not {name: seen[name] for name in _EMPTY_MOSTLY if seen[name]}
+    assert seen["400-http-frontends.cfg.j2"] == 1  # the counter sees jinja2's renders
+    _jinja_only(monkeypatch)
+    assert_same(fast, Renderer(incremental=False).render(http_only))
+
+
+@pytest.mark.parametrize("kind", ["TLSRoute", "TCPRoute", "Route", None])
+def test_snippets_written_for_the_empty_case_render_the_template_otherwise(kind: str | None,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every fixture of one L4 kind (all of them: None) with what it needs: the Python versions give way
+    to their templates, and the render is the template's, byte for byte."""
+    state = MemoryState([copy.deepcopy(VARIANTS[ref][0]) for ref in REFS
+                         if kind is None or ref.kind == kind or ref.kind not in ROUTE_KINDS])
+    seen = _jinja_renders(monkeypatch)
+    fast = Renderer(incremental=False).render(state)
+    assert any(seen[name] for name in _EMPTY_MOSTLY)  # a template wrote this kind's lines
+    _jinja_only(monkeypatch)
+    assert_same(fast, Renderer(incremental=False).render(state))
+
+
+def test_a_renderer_asks_for_each_templates_python_version_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether a snippet has a Python version (a stat and, once, a digest of its file) is asked once per
+    template a Renderer loaded, not on every render (12 stats per render, two renders per review)."""
+    state = MemoryState([copy.deepcopy(VARIANTS[ref][0]) for ref in REFS])
+    asked: Counter[str] = Counter()
+    for_template = fastsnippets.for_template
+
+    def counted(name: str, filename: str | None) -> fastsnippets.Snippet | None:
+        asked[name] += 1
+        return for_template(name, filename)
+
+    monkeypatch.setattr(fastsnippets, "for_template", counted)
+    renderer = Renderer()
+    first = renderer.render(state)
+    assert asked and set(asked.values()) == {1}
+    assert_same(renderer.render(state), first)
+    assert set(asked.values()) == {1}
 
 
 # ---------------------------------------------------------------- shipped templates that loop less
