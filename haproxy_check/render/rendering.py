@@ -26,7 +26,7 @@ from jinja2.exceptions import SecurityError
 
 from haproxy_check import escaping
 from haproxy_check.descriptions import Description
-from haproxy_check.render import fastsnippets, gcpause, increments, routelines, templatestate
+from haproxy_check.render import fastsnippets, gcpause, increments, laterstatuses, routelines, templatestate
 from haproxy_check.render.helpers import Recorder, TemplateError
 from haproxy_check.render.http import frontends, httproutes
 from haproxy_check.render.http.httpmodels import FrontendModel, HttpModel
@@ -63,11 +63,15 @@ _RID: Any = operator.attrgetter("rid")
 
 
 def _statuses(state: State, subject: Ref | None, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
-              ) -> dict[str, Any]:
+              ) -> Mapping[str, Any]:
     """The Gateway API status of the subject as rendered (every object's:
-    ``validators.crossobject.statuses.all_statuses``)."""
+    ``validators.crossobject.statuses.all_statuses``), worked out when first read (``laterstatuses``)."""
     if subject is None or subject.kind not in statuses.STATUS_KINDS:
         return {}
+    return laterstatuses.Statuses(lambda: _statuses_now(state, subject, http_ports))
+
+
+def _statuses_now(state: State, subject: Ref, http_ports: Sequence[int]) -> dict[str, Any]:
     obj = state.get(subject.kind, subject.namespace, subject.name)
     found = statuses.status_of(obj, state, http_ports=http_ports) if obj is not None else None
     return {str(subject): found} if found is not None else {}
