@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from haproxy_check.render import fastfrontends
+
 BUILTIN = Path(__file__).parent / "templates"
 
 # The text the template would write, or None: "not written in Python for this input, render the template".
@@ -138,26 +140,45 @@ SHIPPED: dict[str, tuple[str, Snippet]] = {
                                       route_crd_backends),
     "680-spoa-backends.cfg.j2": ("c79a451d8a26bb513525a319b59f2fd06aecf1d2df5cabdad989361dc57bc684", spoa_backends),
     "990-resolvers.cfg.j2": ("7bfacedaa3fb7d8df073c9e364544f255455ce8bce674f7f6bda6f4afc113b8e", resolvers),
+    "400-http-frontends.cfg.j2": ("fea221a420b03e0bd6301707cf8cb19081214a61231cf098c54feaef55f9dd5d",
+                                  _records_nothing(fastfrontends.http_frontends)),
 }
+
+# template name -> {included snippet name: sha256 of its shipped text}: a Python version that writes
+# what those snippets write too stands in only while each is the shipped file
+INCLUDES: dict[str, dict[str, str]] = {"400-http-frontends.cfg.j2": fastfrontends.INCLUDED}
 
 _checked: dict[tuple[str, str, int], bool] = {}
 
 
-def for_template(name: str, filename: str | None) -> Snippet | None:
-    """The Python version of the template jinja2 loaded from ``filename``, when that is the shipped file
-    as it was written for; None otherwise."""
-    known = SHIPPED.get(name)
-    if known is None or filename is None:
-        return None
+def _shipped(name: str, filename: str | None, digest: str) -> bool:
+    """``filename`` is the shipped file ``name`` with the text of ``digest``."""
+    if filename is None:
+        return False
     path = Path(filename)
-    if path.parent != BUILTIN or path.name != name:
-        return None
+    if path != BUILTIN / name:
+        return False
     try:
         mtime = path.stat().st_mtime_ns
     except OSError:
-        return None
+        return False
     key = (name, filename, mtime)
     same = _checked.get(key)
     if same is None:
-        same = _checked[key] = hashlib.sha256(path.read_bytes()).hexdigest() == known[0]
-    return known[1] if same else None
+        same = _checked[key] = hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    return same
+
+
+def for_template(name: str, filename: str | None,
+                 file_of: Callable[[str], str | None] | None = None) -> Snippet | None:
+    """The Python version of the template jinja2 loaded from ``filename``, when that is the shipped file
+    as it was written for (and, for one that writes its included snippets too, each of those as
+    ``file_of`` resolves it, the renderer's loader order); None otherwise."""
+    known = SHIPPED.get(name)
+    if known is None or not _shipped(name, filename, known[0]):
+        return None
+    included = INCLUDES.get(name, {})
+    if included and (file_of is None or not all(_shipped(inc, file_of(inc), digest)
+                                                for inc, digest in included.items())):
+        return None
+    return known[1]

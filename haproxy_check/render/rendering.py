@@ -166,7 +166,8 @@ class Renderer:
         not load again (``auto_reload=False``)."""
         known = self._fast.get(name)
         if known is None or known[0] is not template:
-            known = self._fast[name] = (template, fastsnippets.for_template(name, template.filename))
+            known = self._fast[name] = (template, fastsnippets.for_template(name, template.filename,
+                                                                                 self._file_of))
         return known[1]
 
     def _file_of(self, name: str) -> str | None:
