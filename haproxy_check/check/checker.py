@@ -55,8 +55,9 @@ class Checker:
                 elif waiting is not None and (handed := await self._handed_over(waiting, files)) is not None:
                     return handed
             finally:
-                # the pool is topped up once this review has moved on (its own check is not slowed by it)
-                asyncio.get_running_loop().call_soon(self.runner.start_waiting, base)
+                # the pool is topped up once this review is answered (``top_up_soon``): its own check, and
+                # what it computes meanwhile and after, are not slowed by it
+                self.runner.top_up_later(base)
         # Removed after the check, off its path: haproxy has read every file by the time it exits.
         with scratches.scratch_dir(base, remove_after=True) as workdir:
             if small:
@@ -83,6 +84,11 @@ class Checker:
             return await self.runner.run_waiting(waiting, config), str(waiting.workdir)
         finally:
             scratches.remove_later(waiting.workdir)
+
+    def top_up_soon(self) -> None:
+        """A review using this checker is answered: checks taken ahead are replaced now
+        (``Runner.top_up_soon``)."""
+        self.runner.top_up_soon()
 
     async def check(self, render: RenderResult) -> CheckResult:
         files = render.files

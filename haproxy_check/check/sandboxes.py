@@ -56,6 +56,14 @@ CPU_SECONDS = 30
 ADDRESS_SPACE = 6 * 1024**3
 MAX_OUTPUT = 256 * 1024  # bytes of haproxy output we read; the rest is discarded
 WARM_POOL = 2  # checks a warm Runner keeps started ahead (``Runner.pool``)
+# A check taken from the pool is replaced once the work it was taken for is over: when its caller says so
+# (``Runner.top_up_soon``: a review answered), TOP_UP_AFTER_ANSWER seconds later, and at the latest
+# TOP_UP_AT_LATEST seconds after the take. Starting one costs the event loop a spawn with the GIL held
+# (Python 3.11 keeps it across ``vfork``, until ``prlimit`` is exec'd: 0.3 ms on an idle machine, several
+# on a loaded one) and a second core for haproxy's start: after the check, that lay on the review's path
+# (its reload note and traffic diff were still being computed, its answer not yet written).
+TOP_UP_AFTER_ANSWER = 0.001
+TOP_UP_AT_LATEST = 0.05
 
 
 def limit_resources() -> None:
@@ -229,6 +237,8 @@ class Runner:
         # least a whole review's time.
         self.pool = WARM_POOL
         self._pool: deque[tuple[warmstarts.Waiting, weakref.finalize[[warmstarts.Waiting], Runner]]] = deque()
+        # the planned ``start_waiting``: (its timer, its base, the loop the timer is on)
+        self._top_up: tuple[asyncio.TimerHandle, Path, asyncio.AbstractEventLoop] | None = None
 
     @property
     def waiting_ahead(self) -> tuple[warmstarts.Waiting, ...]:
@@ -245,6 +255,38 @@ class Runner:
                 return
             self._pool.append((waiting, weakref.finalize(self, warmstarts.discard, waiting)))
 
+    def top_up_later(self, base: Path) -> None:
+        """Plan ``start_waiting(base)``: now (on the loop's next turn) when no check waits ahead any more,
+        else once the caller's work is over (``top_up_soon``), at the latest ``TOP_UP_AT_LATEST`` seconds
+        from now."""
+        if not self.warm:
+            return
+        loop = asyncio.get_running_loop()
+        if not self._pool:  # the next check would start cold: no later than now
+            self._plan(loop, base, loop.time())
+        else:
+            self._plan(loop, base, loop.time() + TOP_UP_AT_LATEST)
+
+    def top_up_soon(self) -> None:
+        """The work a start ahead would have slowed is over (a review's answer is on its way): a planned
+        top-up happens ``TOP_UP_AFTER_ANSWER`` seconds from now, after the answer is written."""
+        if self._top_up is not None:
+            loop = asyncio.get_running_loop()
+            self._plan(loop, self._top_up[1], loop.time() + TOP_UP_AFTER_ANSWER)
+
+    def _plan(self, loop: asyncio.AbstractEventLoop, base: Path, when: float) -> None:
+        if self._top_up is not None:
+            planned, planned_base, planned_loop = self._top_up
+            # one planned on a loop that has ended (an earlier asyncio.run) never comes: replaced
+            if planned_loop is loop and planned_base == base and planned.when() <= when:
+                return
+            planned.cancel()
+        self._top_up = (loop.call_at(when, self._topped_up, base), base, loop)
+
+    def _topped_up(self, base: Path) -> None:
+        self._top_up = None
+        self.start_waiting(base)
+
     def take_waiting(self, base: Path) -> warmstarts.Waiting | None:
         """The oldest check started ahead under ``base``, still waiting for its configuration, or None
         (those started elsewhere, dead, or from a binary replaced since are killed on the way)."""
@@ -257,7 +299,10 @@ class Runner:
         return None
 
     def close(self) -> None:
-        """Kill the checks waiting ahead, if any."""
+        """Kill the checks waiting ahead, if any (and start no more)."""
+        if self._top_up is not None:
+            self._top_up[0].cancel()
+            self._top_up = None
         while self._pool:
             _, finalizer = self._pool.popleft()
             finalizer()

@@ -85,23 +85,40 @@ def safe_relative(name: str) -> PurePosixPath:
     return path
 
 
+def relative_parts(name: str) -> tuple[str, ...]:
+    """``safe_relative(name).parts`` by string operations (no PurePosixPath: ~10 us a name, two dozen
+    names on every review's path): the same names refused, the same parts ("" and "." dropped, as
+    pathlib does) for the others."""
+    if not name or name[0] == "/" or "\x00" in name:
+        raise UnsafePath(f"rendered file name {name!r} is not a plain relative path")
+    parts = tuple(part for part in name.split("/") if part and part != ".")
+    if ".." in parts:
+        raise UnsafePath(f"rendered file name {name!r} is not a plain relative path")
+    return parts
+
+
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+
+
 def write_tree(root: Path, files: Mapping[str, bytes]) -> None:
     # On every review's path: each directory is made once (not asked for again per file) and each
-    # file is written with plain os calls (no file object per file).
+    # file is written with plain os calls (no file object per file) at a path joined as a string.
     made: set[tuple[str, ...]] = {()}
     base = str(root)
     for name, content in sorted(files.items()):
-        parts = safe_relative(name).parts
+        parts = relative_parts(name)
         for depth in range(1, len(parts)):
             if parts[:depth] not in made:
                 with contextlib.suppress(FileExistsError):
-                    os.mkdir(os.path.join(base, *parts[:depth]), 0o700)
+                    os.mkdir(base + "/" + "/".join(parts[:depth]), 0o700)
                 made.add(parts[:depth])
-        fd = os.open(os.path.join(base, *parts), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        fd = os.open(base + "/" + "/".join(parts) if parts else base, _NEW_FILE, 0o600)
         try:
-            view = memoryview(content)
-            while view:
-                view = view[os.write(fd, view):]
+            written = os.write(fd, content) if content else 0
+            if written < len(content):
+                view = memoryview(content)[written:]
+                while view:
+                    view = view[os.write(fd, view):]
         finally:
             os.close(fd)
 

@@ -342,10 +342,16 @@ class Recorder:
         self.files[path] = (kind, content)
         return path
 
-    def attempt(self, write: Callable[[Mapping[str, Any]], str], context: Mapping[str, Any]) -> str | None:
+    def attempt(self, write: Callable[[Mapping[str, Any]], str | None], context: Mapping[str, Any]) -> str | None:
         """``write(context)``, or None with the backends, profiles and map entries it recorded undone when
         it raised (a fast snippet, which records nothing else, gives way to its template, whose error
-        names the template line)."""
+        names the template line). A snippet marked ``records_nothing`` (``fastsnippets``) has nothing to
+        undo: no snapshot is taken for it."""
+        if getattr(write, "records_nothing", False):
+            try:
+                return write(context)
+            except Exception:  # the template runs instead and reports it
+                return None
         backends, profiles = dict(self.backends), dict(self.profiles)
         # map entries are only ever appended: their counts are enough to take back what was added
         sizes = {path: len(bucket) for path, (_, bucket) in self.maps.items()}

@@ -26,7 +26,7 @@ from jinja2.exceptions import SecurityError
 
 from haproxy_check import escaping
 from haproxy_check.descriptions import Description
-from haproxy_check.render import fastsnippets, gcpause, increments, routelines, templatestate
+from haproxy_check.render import fastsnippets, gcpause, increments, laterstatuses, routelines, templatestate
 from haproxy_check.render.helpers import Recorder, TemplateError
 from haproxy_check.render.http import frontends, httproutes
 from haproxy_check.render.http.httpmodels import FrontendModel, HttpModel
@@ -63,11 +63,15 @@ _RID: Any = operator.attrgetter("rid")
 
 
 def _statuses(state: State, subject: Ref | None, http_ports: Sequence[int] = attachments.DEFAULT_HTTP_PORTS,
-              ) -> dict[str, Any]:
+              ) -> Mapping[str, Any]:
     """The Gateway API status of the subject as rendered (every object's:
-    ``validators.crossobject.statuses.all_statuses``)."""
+    ``validators.crossobject.statuses.all_statuses``), worked out when first read (``laterstatuses``)."""
     if subject is None or subject.kind not in statuses.STATUS_KINDS:
         return {}
+    return laterstatuses.Statuses(lambda: _statuses_now(state, subject, http_ports))
+
+
+def _statuses_now(state: State, subject: Ref, http_ports: Sequence[int]) -> dict[str, Any]:
     obj = state.get(subject.kind, subject.namespace, subject.name)
     found = statuses.status_of(obj, state, http_ports=http_ports) if obj is not None else None
     return {str(subject): found} if found is not None else {}
@@ -137,6 +141,7 @@ class Renderer:
             header=escaping.header_name,
             hword=escaping.header_word, hkey=escaping.header_key)
         self._listed: dict[str, list[str]] = {}
+        self._fast: dict[str, tuple[jinja2.Template, fastsnippets.Snippet | None]] = {}
         self.snippets = self._snippets("")
 
     def _snippets(self, sub: str) -> list[str]:
@@ -154,6 +159,16 @@ class Renderer:
             if base.is_dir():
                 names.update(f"{sub}/{p.name}" if sub else p.name for p in base.glob("*.cfg.j2"))
         return sorted(names)
+
+    def _fast_snippet(self, name: str, template: jinja2.Template) -> fastsnippets.Snippet | None:
+        """``fastsnippets.for_template`` asked once per template jinja2 loaded (it reads the file's state),
+        not once per render: the Python version stands for the text jinja2 compiled, which a Renderer does
+        not load again (``auto_reload=False``)."""
+        known = self._fast.get(name)
+        if known is None or known[0] is not template:
+            known = self._fast[name] = (template, fastsnippets.for_template(name, template.filename,
+                                                                                 self._file_of))
+        return known[1]
 
     def _file_of(self, name: str) -> str | None:
         """The file the loader reads for template ``name`` (user directories first, as it searches)."""
@@ -220,7 +235,7 @@ class Renderer:
         for name in self.snippets:
             try:
                 template = self._env.get_template(name)
-                fast = fastsnippets.for_template(name, template.filename)
+                fast = self._fast_snippet(name, template)
                 if fast is not None:
                     text = recorder.attempt(fast, context)
                     if text is not None:

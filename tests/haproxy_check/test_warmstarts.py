@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from haproxy_check.check import scratches, warmstarts
+from haproxy_check.check import sandboxes, scratches, warmstarts
 from haproxy_check.check.checker import Checker
 from haproxy_check.check.sandboxes import RunOutput
 from haproxy_check.results import CheckResult, HAProxyBinary, RenderResult
@@ -35,6 +35,12 @@ CONFIGS: dict[str, dict[str, bytes]] = {
         "haproxy.cfg": HEAD + b"frontend f\n  frobnicate yes\n  bind 127.0.0.1:18080\n"},
     "no listener": {"haproxy.cfg": HEAD + b"backend b\n  server s 127.0.0.1:1\n"},
 }
+
+
+async def _answered(checker: Checker) -> None:
+    """What the gate does once a review is answered (``Gate.review``), and the wait for its top-up."""
+    checker.top_up_soon()
+    await asyncio.sleep(sandboxes.TOP_UP_AFTER_ANSWER + 0.005)
 
 
 def _judged(result: CheckResult) -> tuple[object, ...]:
@@ -65,7 +71,7 @@ def test_a_check_started_ahead_judges_as_one_started_for_it(haproxy_paths: list[
             assert got == expected, (path, name)
             assert handed[-1] == files["haproxy.cfg"], (path, name)
         assert len(handed) == len(CONFIGS)
-        await asyncio.sleep(0)  # the next ones are started once the review moved on
+        await _answered(warm)  # the next ones are started once the review is answered
         ahead = warm.runner.waiting_ahead
         assert len(ahead) == warm.runner.pool and all(w.alive() for w in ahead)  # the next ones wait ahead
         warm.runner.close()
@@ -143,7 +149,7 @@ def test_the_next_review_finds_a_check_that_has_long_reached_its_configuration(h
         try:
             files = CONFIGS["valid, with a map"]
             assert (await checker.check(RenderResult(files=files))).ok  # cold; starts the pool
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # an empty pool is filled at once, answered or not
             first = checker.runner.waiting_ahead
             assert len(first) >= 2, "more than one check waits ahead"
             for waiting in first:
@@ -158,11 +164,40 @@ def test_the_next_review_finds_a_check_that_has_long_reached_its_configuration(h
             checker.runner.run_waiting = recorded  # type: ignore[method-assign]
             assert (await checker.check(RenderResult(files=files))).ok
             assert handed == [first[0]], "the oldest is taken"
-            await asyncio.sleep(0)
+            await _answered(checker)
             # right after a check, one that was started before it still waits, already at its configuration
             now = checker.runner.waiting_ahead
             assert now[0] is first[1] and warmstarts._holds_config(now[0])
             assert len(now) == checker.runner.pool
+        finally:
+            checker.runner.close()
+
+    asyncio.run(run())
+
+
+@pytest.mark.skipif(not warmstarts.supported() or scratches.memory_base() is None,
+                    reason="needs pidfds and a tmpfs at /dev/shm")
+def test_a_check_taken_ahead_is_replaced_after_the_answer_not_on_the_reviews_path(haproxy_path: str) -> None:
+    """Starting a check ahead holds the GIL through a spawn and takes a core for haproxy's start: done
+    right after the check, it delayed the review's reload note, traffic diff and answer. While a check
+    still waits ahead, the one taken is replaced once the review is answered (``top_up_soon``), or at the
+    latest ``TOP_UP_AT_LATEST`` seconds later; an emptied pool is filled at once."""
+
+    async def run() -> None:
+        checker = Checker(HAProxyBinary(path=haproxy_path, version=""), timeout=30, warm=True)
+        files = CONFIGS["valid, with a map"]
+        try:
+            assert (await checker.check(RenderResult(files=files))).ok  # cold; the empty pool fills at once
+            await asyncio.sleep(0)
+            assert len(checker.runner.waiting_ahead) == checker.runner.pool
+            assert (await checker.check(RenderResult(files=files))).ok
+            await asyncio.sleep(0.01)  # what the review computes after its check: nothing started meanwhile
+            assert len(checker.runner.waiting_ahead) == checker.runner.pool - 1
+            await _answered(checker)
+            assert len(checker.runner.waiting_ahead) == checker.runner.pool
+            assert (await checker.check(RenderResult(files=files))).ok
+            await asyncio.sleep(sandboxes.TOP_UP_AT_LATEST + 0.02)  # never answered: replaced all the same
+            assert len(checker.runner.waiting_ahead) == checker.runner.pool
         finally:
             checker.runner.close()
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +25,7 @@ from haproxy_check.render import endpoints, fastsnippets, gcpause, helpers, rout
 from haproxy_check.render.rendering import BUILTIN, Renderer, RenderError, RenderSettings
 from haproxy_check.render.sourcemaps import SourceMap
 from haproxy_check.results import Origin
-from tests.render.test_incremental import REFS, ROUTE_KINDS, VARIANTS, assert_same, outcome
+from tests.render.test_incremental import DATA, REFS, ROUTE_KINDS, VARIANTS, assert_same, outcome
 from tests.render.test_line_words import GW, SVC, maximal_route
 from validators import codes
 from validators.crossobject import backendrefs
@@ -292,7 +293,7 @@ def test_python_snippets_render_the_bytes_of_their_templates(state: MemoryState,
 def test_every_python_snippet_is_for_the_shipped_text() -> None:
     """A shipped template edited without its Python version would silently render through jinja2."""
     for name in fastsnippets.SHIPPED:
-        assert fastsnippets.for_template(name, str(BUILTIN / name)) is not None, name
+        assert fastsnippets.for_template(name, str(BUILTIN / name), lambda n: str(BUILTIN / n)) is not None, name
 
 
 def test_a_user_template_overriding_a_python_snippet_is_rendered(tmp_path: Path) -> None:
@@ -334,6 +335,117 @@ def test_map_entries_a_failing_python_snippet_registered_are_taken_back(monkeypa
     got = Renderer(incremental=False).render(state)
     assert any(got.files[path] for path in got.files if path.startswith("maps/"))
     assert_same(got, want)
+
+
+_EMPTY_MOSTLY = ("450-tls-frontends.cfg.j2", "460-tcp-frontends.cfg.j2", "500-route-crd-frontends.cfg.j2",
+                 "650-tls-backends.cfg.j2", "660-tcp-backends.cfg.j2", "670-route-crd-backends.cfg.j2",
+                 "680-spoa-backends.cfg.j2", "990-resolvers.cfg.j2")
+
+
+def _jinja_renders(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Counts the templates rendered through jinja2 (by name) from now on."""
+    import jinja2
+
+    seen: Counter[str] = Counter()
+    render = jinja2.Template.render
+
+    def counted(self: jinja2.Template, *args: Any, **kwargs: Any) -> str:
+        seen[str(self.name)] += 1
+        return render(self, *args, **kwargs)
+
+    monkeypatch.setattr(jinja2.Template, "render", counted)
+    return seen
+
+
+def test_an_http_only_state_renders_no_l4_crd_spoe_or_resolver_template(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A review's closure of an HTTPRoute: the snippets that would write nothing are not sandboxed renders."""
+    http_only = MemoryState([o for o in yaml.safe_load_all((DATA / "render" / "basic.yaml").read_text()) if o])
+    seen = _jinja_renders(monkeypatch)
+    fast = Renderer(incremental=False).render(http_only)
+    assert not {name: seen[name] for name in (*_EMPTY_MOSTLY, "400-http-frontends.cfg.j2") if seen[name]}
+    assert seen["000-base.cfg.j2"] == 1  # the counter sees jinja2's renders
+    _jinja_only(monkeypatch)
+    assert_same(fast, Renderer(incremental=False).render(http_only))
+
+
+@pytest.mark.parametrize("kind", ["TLSRoute", "TCPRoute", "Route", None])
+def test_snippets_written_for_the_empty_case_render_the_template_otherwise(kind: str | None,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every fixture of one L4 kind (all of them: None) with what it needs: the Python versions give way
+    to their templates, and the render is the template's, byte for byte."""
+    state = MemoryState([copy.deepcopy(VARIANTS[ref][0]) for ref in REFS
+                         if kind is None or ref.kind == kind or ref.kind not in ROUTE_KINDS])
+    seen = _jinja_renders(monkeypatch)
+    fast = Renderer(incremental=False).render(state)
+    assert any(seen[name] for name in _EMPTY_MOSTLY)  # a template wrote this kind's lines
+    _jinja_only(monkeypatch)
+    assert_same(fast, Renderer(incremental=False).render(state))
+
+
+@pytest.mark.parametrize("override", ["http-frontend/600-header-modifiers.cfg.j2", "http-frontend/700-mine.cfg.j2",
+                                      "http-frontend-select/100-mine.cfg.j2"])
+def test_a_user_snippet_included_by_the_frontends_renders_them_through_jinja2(override: str, tmp_path: Path) -> None:
+    """The Python frontends write the shipped included snippets: one a user directory overrides or adds
+    makes the frontends render through the template, which includes it."""
+    state = MemoryState([o for o in yaml.safe_load_all((DATA / "render" / "basic.yaml").read_text()) if o])
+    (tmp_path / override).parent.mkdir(parents=True)
+    (tmp_path / override).write_text("    # mine {{ fe.name }}\n")
+    mine = Renderer(template_dirs=[tmp_path]).render(state).files["haproxy.cfg"]
+    assert b"    # mine " in mine
+
+
+@pytest.mark.parametrize("options", [{"access_log": "stdout format raw local0"}, {"debug_headers": True}])
+@given(state=fixture_states())
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                               HealthCheck.function_scoped_fixture])
+def test_python_frontends_under_other_settings_render_the_templates_bytes(options: dict[str, Any],
+                                                                         state: MemoryState) -> None:
+    render_settings = RenderSettings(**options)
+    fast = outcome(Renderer(settings=render_settings), state, None)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _jinja_only(monkeypatch)
+        want = outcome(Renderer(settings=render_settings, incremental=False), state, None)
+    assert_same(fast, want)
+
+
+_HTTP_VARIANTS = [(ref, k) for ref in REFS if ref.kind in ("HTTPRoute", "GRPCRoute") for k in range(len(VARIANTS[ref]))]
+
+
+def test_each_http_route_alone_renders_the_templates_bytes_through_the_python_frontends(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every HTTP route variant of the fixtures as a review's closure has it (alone with every other
+    kind): the frontends written in Python for most of them, byte for byte the template's."""
+    others = [copy.deepcopy(VARIANTS[ref][0]) for ref in REFS if ref.kind not in ROUTE_KINDS]
+    fast_written = 0
+    for ref, k in _HTTP_VARIANTS:
+        state = MemoryState([*others, copy.deepcopy(VARIANTS[ref][k])])
+        with pytest.MonkeyPatch.context() as patched:
+            seen = _jinja_renders(patched)
+            fast = outcome(Renderer(), state, ref)
+        fast_written += not seen["400-http-frontends.cfg.j2"]
+        with pytest.MonkeyPatch.context() as patched:
+            _jinja_only(patched)
+            assert_same(fast, outcome(Renderer(incremental=False), state, ref))
+    assert fast_written >= len(_HTTP_VARIANTS) // 2, (fast_written, len(_HTTP_VARIANTS))
+
+
+def test_a_renderer_asks_for_each_templates_python_version_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether a snippet has a Python version (a stat and, once, a digest of its file) is asked once per
+    template a Renderer loaded, not on every render (12 stats per render, two renders per review)."""
+    state = MemoryState([copy.deepcopy(VARIANTS[ref][0]) for ref in REFS])
+    asked: Counter[str] = Counter()
+    for_template = fastsnippets.for_template
+
+    def counted(name: str, filename: str | None, file_of: Any = None) -> fastsnippets.Snippet | None:
+        asked[name] += 1
+        return for_template(name, filename, file_of)
+
+    monkeypatch.setattr(fastsnippets, "for_template", counted)
+    renderer = Renderer()
+    first = renderer.render(state)
+    assert asked and set(asked.values()) == {1}
+    assert_same(renderer.render(state), first)
+    assert set(asked.values()) == {1}
 
 
 # ---------------------------------------------------------------- shipped templates that loop less

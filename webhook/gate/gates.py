@@ -114,7 +114,13 @@ class Gate(ReviewsTogether):
         return self.checker.binary
 
     async def review(self, change: Change, *, state: State, reload_note: bool = True) -> Verdict:
-        return self._stamped(await self._review(change, state=state, reload_note=reload_note))
+        try:
+            return self._stamped(await self._review(change, state=state, reload_note=reload_note))
+        finally:
+            # what the review's check took from the checker's pool is replaced now, off its path
+            top_up = getattr(self.checker, "top_up_soon", None)
+            if top_up is not None:
+                top_up()
 
     def _stamped(self, verdict: Verdict, info: dict[str, str | bool] | None = None) -> Verdict:
         """A judged verdict names the data plane version it was rendered for, and warns when the checker's

@@ -380,3 +380,43 @@ async def test_the_reload_note_is_worked_out_while_haproxy_checks_and_reads_the_
     assert verdict.decision is plain.decision is Decision.ALLOW
     assert (verdict.findings, verdict.notes, verdict.status) == (plain.findings, plain.notes, plain.status)
     assert verdict.notes, "a clean allow has a reload note"
+
+
+class PoolWatchingChecker:
+    """The real (warm) checker, noting how many checks wait ahead when each review's check is over."""
+
+    def __init__(self, inner: Checker) -> None:
+        self.inner = inner
+        self.binary = inner.binary
+        self.answered = 0
+
+    async def check(self, render: RenderResult) -> Any:
+        return await self.inner.check(render)
+
+    def top_up_soon(self) -> None:
+        self.answered += 1
+        self.inner.top_up_soon()
+
+
+async def test_the_check_taken_ahead_is_replaced_once_the_review_is_answered(gate: Gate) -> None:
+    """Starting the next check ahead (a spawn holding the GIL, haproxy's start on a core) waits until the
+    review returns its verdict: it no longer delays the reload note, the traffic diff and the answer."""
+    assert isinstance(gate.checker, Checker)
+    runner = gate.checker.runner
+    if not runner.warm:
+        pytest.skip("no warm starts here (pidfds or a tmpfs at /dev/shm)")
+    watching = PoolWatchingChecker(gate.checker)
+    watched = Gate(rules=gate.rules, renderer=gate.renderer, checker=watching)
+    state = state_with(version="pool")
+    try:
+        await watched.review(Change(Operation.CREATE, header_route("warm-a", "X-Team", "a")), state=state)
+        await asyncio.sleep(0.05)
+        assert len(runner.waiting_ahead) == runner.pool
+        verdict = await watched.review(Change(Operation.CREATE, header_route("warm-b", "X-Team", "b")), state=state)
+        assert verdict.decision is Decision.ALLOW, verdict.message
+        assert watching.answered == 2
+        assert len(runner.waiting_ahead) == runner.pool - 1  # nothing started while the review ran
+        await asyncio.sleep(0.02)
+        assert len(runner.waiting_ahead) == runner.pool  # and replaced right after
+    finally:
+        runner.close()
