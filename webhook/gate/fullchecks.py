@@ -29,7 +29,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -196,7 +196,9 @@ class FullChecker:
         API server may store: not a dry run, not a delete."""
         if change.dry_run or change.obj is None:
             return
-        self._recent[verdict.ref] = (dig(change.obj, "spec"), verdict)
+        # Without its status: one worked out when first read (``laterstatuses``) holds the state its
+        # render saw, and a thousand verdicts remembered across state versions would keep as many alive.
+        self._recent[verdict.ref] = (dig(change.obj, "spec"), replace(verdict, status={}))
         self._recent.move_to_end(verdict.ref)
         while len(self._recent) > RECENT:
             self._recent.popitem(last=False)

@@ -89,6 +89,33 @@ async def test_a_dry_run_or_an_object_changed_since_is_no_disagreement(gate: Gat
         checker.close()
 
 
+def test_a_remembered_delta_verdict_keeps_no_state_alive_through_its_status(gate: Gate) -> None:
+    """A verdict's status is worked out when first read, from the state its render saw: remembered as it
+    came (up to a thousand, across state versions), each would keep that state alive."""
+    import functools
+    import gc
+    import weakref
+
+    from haproxy_check.render.laterstatuses import Statuses
+    from webhook.gate.verdicts import Verdict
+
+    class Seen:
+        """Stands for the state a render saw."""
+
+    def remembered() -> weakref.ref[Seen]:
+        seen = Seen()
+        statuses = Statuses(functools.partial(lambda state: {"HTTPRoute capture/shop": {"seen": id(state)}}, seen))
+        verdict = Verdict(Decision.ALLOW, Ref("HTTPRoute", "capture", "shop"),
+                          status=statuses.get("HTTPRoute capture/shop", {}))
+        checker.record(Change(Operation.CREATE, named("shop")), verdict)
+        return weakref.ref(seen)
+
+    checker = FullChecker(gate, StaticSource(MemoryState(load_objects(STATE_DIR), version="held")))
+    alive = remembered()
+    gc.collect()
+    assert alive() is None
+
+
 async def test_the_loop_checks_the_state_once_it_settles(gate: Gate) -> None:
     source = StaticSource(MemoryState(load_objects(STATE_DIR), version="settled"))
     checker = FullChecker(gate, source, debounce=0.05, poll=0.02)
