@@ -60,3 +60,9 @@ class Statuses(_Later):
     def get(self, key: str, default: Any = None) -> Any:
         """The entry of ``key`` (else ``default``, a mapping) as a view computed when first read."""
         return _Later(lambda: self._computed().get(key, default))
+
+
+def later(make: Callable[[], Mapping[str, Any]]) -> Mapping[str, Any]:
+    """A status computed by ``make`` when first read (at most once), e.g. a batched review's: its
+    verdict carries it, its admission answer does not read it."""
+    return _Later(make)
