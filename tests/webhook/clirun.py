@@ -10,6 +10,7 @@ code and the same writers, without paying a second of interpreter start and impo
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import io
 import os
 import socket
@@ -57,13 +58,15 @@ def _stream(encoding: str, errors: str) -> tuple[io.TextIOWrapper, io.BytesIO]:
     return io.TextIOWrapper(raw, encoding=encoding, errors=errors, newline="\n", write_through=True), raw
 
 
-def in_process(*args: str, stdin: str | None = None, cwd: Path | None = None, encoding: str = "utf-8",
-               errors: str = "strict", **extra_env: str) -> subprocess.CompletedProcess[str]:
+def in_process(*args: str, stdin: str | None = None, timeout: float = 120, cwd: Path | None = None,
+               encoding: str = "utf-8", errors: str = "strict", **extra_env: str) -> subprocess.CompletedProcess[str]:
     """``routegate ARGS`` as ``webhook.cli.routegate.main(ARGS)`` in this process: stdin, stdout and
     stderr are pipes of their own (stdout's text ``encoding`` and ``errors`` as Python would pick them for
     a process), the environment is ``env``'s, the directory ``cwd`` (the checkout by default), and the
     answer the ``CompletedProcess`` a subprocess would give (argparse's ``SystemExit`` is the exit code).
-    A crash is raised here, with its traceback, instead of turning into exit code 1."""
+    A crash is raised here, with its traceback, instead of turning into exit code 1. A command still
+    running after ``timeout`` ends the test run with every thread's traceback (faulthandler), where a
+    subprocess would have been killed: a hang fails loudly instead of holding the suite."""
     from webhook.cli.routegate import main
 
     stdin_stream = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
@@ -74,11 +77,13 @@ def in_process(*args: str, stdin: str | None = None, cwd: Path | None = None, en
         os.chdir(cwd or REPO)
         with _environment(extra_env):
             sys.stdin, sys.stdout, sys.stderr = stdin_stream, out, err
+            faulthandler.dump_traceback_later(timeout, exit=True, file=sys.__stderr__)
             try:
                 code = main(list(args))
             except SystemExit as exc:  # argparse: usage errors, --help, --version
                 code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
             finally:
+                faulthandler.cancel_dump_traceback_later()
                 out.flush()
                 err.flush()
     finally:
