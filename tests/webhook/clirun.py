@@ -40,10 +40,10 @@ def routegate(*args: str, stdin: str | None = None, timeout: float = 120, cwd: P
 
 
 @contextlib.contextmanager
-def _environment(extra: dict[str, str]) -> Iterator[None]:
+def _environment(extra: dict[str, str], unset: tuple[str, ...] = ()) -> Iterator[None]:
     saved = dict(os.environ)
     try:
-        for name in _DROPPED:
+        for name in (*_DROPPED, *unset):
             os.environ.pop(name, None)
         os.environ.update(extra)
         yield
@@ -59,14 +59,16 @@ def _stream(encoding: str, errors: str) -> tuple[io.TextIOWrapper, io.BytesIO]:
 
 
 def in_process(*args: str, stdin: str | None = None, timeout: float = 120, cwd: Path | None = None,
-               encoding: str = "utf-8", errors: str = "strict", **extra_env: str) -> subprocess.CompletedProcess[str]:
+               encoding: str = "utf-8", errors: str = "strict", plugin: bool = False, unset: tuple[str, ...] = (),
+               **extra_env: str) -> subprocess.CompletedProcess[str]:
     """``routegate ARGS`` as ``webhook.cli.routegate.main(ARGS)`` in this process: stdin, stdout and
     stderr are pipes of their own (stdout's text ``encoding`` and ``errors`` as Python would pick them for
-    a process), the environment is ``env``'s, the directory ``cwd`` (the checkout by default), and the
+    a process), the environment is ``env``'s without ``unset``, the directory ``cwd`` (the checkout by default), and the
     answer the ``CompletedProcess`` a subprocess would give (argparse's ``SystemExit`` is the exit code).
     A crash is raised here, with its traceback, instead of turning into exit code 1. A command still
     running after ``timeout`` ends the test run with every thread's traceback (faulthandler), where a
-    subprocess would have been killed: a hang fails loudly instead of holding the suite."""
+    subprocess would have been killed: a hang fails loudly instead of holding the suite. ``plugin``: as
+    ``kubectl-routegate`` (``run_kubectl_plugin``'s prog and kubectl's current context)."""
     from webhook.cli.routegate import main
 
     stdin_stream = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
@@ -75,11 +77,11 @@ def in_process(*args: str, stdin: str | None = None, timeout: float = 120, cwd: 
     saved = sys.stdin, sys.stdout, sys.stderr
     try:
         os.chdir(cwd or REPO)
-        with _environment(extra_env):
+        with _environment(extra_env, unset):
             sys.stdin, sys.stdout, sys.stderr = stdin_stream, out, err
             faulthandler.dump_traceback_later(timeout, exit=True, file=sys.__stderr__)
             try:
-                code = main(list(args))
+                code = main(list(args), prog="kubectl routegate" if plugin else "routegate", kubectl_plugin=plugin)
             except SystemExit as exc:  # argparse: usage errors, --help, --version
                 code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
             finally:
