@@ -1,6 +1,6 @@
 """routegate's own policies and ValidatingAdmissionPolicies on every surface: ``serve`` (a real HTTPS
-AdmissionReview round trip), ``check`` (the CLI's ``main`` in process on files and ``--state``; the
-console entry point against a live cluster), and the reconcile audit (``audits``, ``check --all``). The
+AdmissionReview round trip), ``check`` (the CLI's ``main`` in process: files, ``--state``, a live
+cluster), and the reconcile audit (``audits``, ``check --all``). The
 two policies of issue 30 §2 are in tests/data/policies/config.yaml; the namespace ``capture`` may serve
 api.example.com and pay.example.com."""
 
