@@ -69,8 +69,11 @@ def in_process(*args: str, stdin: str | None = None, timeout: float = 120, cwd: 
     running after ``timeout`` ends the test run with every thread's traceback (faulthandler), where a
     subprocess would have been killed: a hang fails loudly instead of holding the suite. ``plugin``: as
     ``kubectl-routegate`` (``run_kubectl_plugin``'s prog and kubectl's current context)."""
+    import structlog
+
     from webhook.cli.routegate import main
 
+    logging_before = structlog.get_config()  # serve and reconcile set their logging up for the process
     stdin_stream = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")
     (out, out_bytes), (err, err_bytes) = _stream(encoding, errors), _stream("utf-8", "backslashreplace")
     previous = os.getcwd()
@@ -91,6 +94,7 @@ def in_process(*args: str, stdin: str | None = None, timeout: float = 120, cwd: 
     finally:
         sys.stdin, sys.stdout, sys.stderr = saved
         os.chdir(previous)
+        structlog.configure(**logging_before)
     # read back as subprocess.run(text=True, errors="backslashreplace") reads a child's pipes
     stdout, stderr = (raw.getvalue().decode("utf-8", "backslashreplace") for raw in (out_bytes, err_bytes))
     return subprocess.CompletedProcess(["routegate", *args], code, stdout, stderr)
