@@ -1,4 +1,4 @@
-"""``routegate reconcile --once --kubeconfig`` as a real process against the fake API server: it waits
+"""``routegate reconcile --once --kubeconfig`` (the CLI's ``main``) against the fake API server: it waits
 for the first complete sync and promotes the cluster's routes; a kind it cannot list is "could not sync"
 (exit 2, nothing written); a second run whose list came back short is held by the shrink guard (exit 1,
 last-known-good stays), and ``--allow-mass-delete`` promotes it."""
@@ -6,8 +6,6 @@ last-known-good stays), and ``--allow-mass-delete`` promotes it."""
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,19 +13,19 @@ import pytest
 from haproxy_check.runtime.promotion import Promoter
 from tests.fakekube import FakeKube
 from tests.reconcile.test_shrink_guard import ROUTES, drop_silently, populate
+from tests.webhook.clirun import in_process
 
 pytestmark = pytest.mark.haproxy
 
 
 async def once(kube: FakeKube, tmp_path: Path, *extra: str) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "webhook", "reconcile", "--once", "--kubeconfig",
-        kube.write_kubeconfig(tmp_path / "kc"), "--output-dir", str(tmp_path / "out"),
-        "--stats-socket", "", "--sync-timeout", "20", *extra,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, env={**os.environ, "HOME": str(tmp_path)})
-    _, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode is not None
-    return proc.returncode, err.decode()
+    """``routegate reconcile --once`` against the fake cluster: the CLI's ``main`` in process, on a thread
+    of its own beside the fake API server's loop (the reconcile process is test_reconcile_command's)."""
+    done = await asyncio.to_thread(
+        in_process, "reconcile", "--once", "--kubeconfig", kube.write_kubeconfig(tmp_path / "kc"),
+        "--output-dir", str(tmp_path / "out"), "--stats-socket", "", "--sync-timeout", "20", *extra,
+        timeout=120, HOME=str(tmp_path))
+    return done.returncode, done.stderr
 
 
 def live_text(promoter: Promoter) -> str:

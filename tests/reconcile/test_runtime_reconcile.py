@@ -3,6 +3,9 @@ directory: a map value change and an endpoint moving are applied over the stats 
 stays, real HTTP requests see the new value), a change the plan says needs a reload and a runtime
 command that fails both end in a reload (SIGUSR2 to the master from ``--reload-pidfile``; a new worker).
 
+Each ``reconcile --once`` runs the CLI's ``main`` in process (what it applies and logs is the command's,
+not the process's; the reconcile process itself is proven in test_reconcile_command and test_status_writes).
+
 The built-in HTTP frontend template is overridden (``--templates``) only to bind 127.0.0.1 instead of
 every address: tests bind loopback only.
 """
@@ -13,7 +16,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -26,6 +28,7 @@ import yaml
 from haproxy_check.render.rendering import BUILTIN
 from tests.attachments import gwbuilders as gb
 from tests.haproxy_check import dataplanes as dp
+from tests.webhook.clirun import in_process
 from validators.objects import Obj
 
 pytestmark = pytest.mark.haproxy
@@ -78,11 +81,9 @@ class Setup:
 
     def reconcile(self, *extra: str) -> str:
         """One ``routegate reconcile --once``; its stderr (the structured log)."""
-        done = subprocess.run(
-            [sys.executable, "-m", "webhook", "reconcile", "--once", "--state", str(self.state),
-             "--output-dir", str(self.out), "--stats-socket", self.socket, "--templates", str(self.templates),
-             "--log-level", "debug", *self.flags, *extra],
-            capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(self.tmp)}, check=False)
+        done = in_process("reconcile", "--once", "--state", str(self.state), "--output-dir", str(self.out),
+                          "--stats-socket", self.socket, "--templates", str(self.templates), "--log-level", "debug",
+                          *self.flags, *extra, timeout=120, HOME=str(self.tmp))
         assert done.returncode == 0, done.stderr
         return done.stderr
 

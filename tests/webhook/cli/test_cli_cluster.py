@@ -1,5 +1,6 @@
 """``routegate check --kubeconfig``: files judged against a live cluster (the fake API server), read-only,
-and ``--all`` auditing every stored object."""
+and ``--all`` auditing every stored object. ``run_check`` runs the CLI's ``main`` in process, on a thread of
+its own beside the fake API server's loop; ``--all`` without a kubeconfig is a real process."""
 
 from __future__ import annotations
 
@@ -13,18 +14,15 @@ import pytest
 
 from tests.cluster.clusterkit import install_gateway_api
 from tests.fakekube import FakeKube
-from tests.webhook.clirun import env
+from tests.webhook.clirun import env, in_process
 from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
 
 pytestmark = pytest.mark.haproxy
 
 
 async def run_check(*args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "webhook", "check", *args, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env={**env(), "HOME": os.environ.get("HOME", "/tmp")})
-    out, err = await asyncio.wait_for(proc.communicate(), 180)
-    return proc.returncode or 0, out.decode(), err.decode()
+    result = await asyncio.to_thread(in_process, "check", *args, timeout=180, HOME=os.environ.get("HOME", "/tmp"))
+    return result.returncode, result.stdout, result.stderr
 
 
 async def test_files_against_the_live_cluster_and_an_audit(tmp_path: Path, haproxy_path: str) -> None:

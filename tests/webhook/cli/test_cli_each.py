@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.webhook.clirun import routegate
+from tests.webhook.clirun import in_process
 from tests.webhook.conftest import INPUTS
 
 pytestmark = pytest.mark.haproxy
@@ -30,7 +30,7 @@ def _documents(path: Path) -> list[dict[str, object]]:
 def test_the_gateway_api_examples_pass_each_on_its_own(haproxy_path: str) -> None:
     files = sorted(EXAMPLES.rglob("*.yaml"))
     assert len(files) == 89
-    result = routegate("check", "--each", "-f", str(EXAMPLES), "-o", "json", timeout=600)
+    result = in_process("check", "--each", "-f", str(EXAMPLES), "-o", "json", timeout=600)
     assert "Traceback" not in result.stderr, result.stderr
     report = json.loads(result.stdout)
     assert report["inputErrors"] == [], report["inputErrors"]
@@ -43,7 +43,7 @@ def test_the_gateway_api_examples_pass_each_on_its_own(haproxy_path: str) -> Non
 
 
 def test_one_apply_set_of_the_examples_points_to_each(haproxy_path: str) -> None:
-    result = routegate("check", "-f", str(EXAMPLES), timeout=600)
+    result = in_process("check", "-f", str(EXAMPLES), timeout=600)
     assert result.returncode == 2, result.stdout
     twice = [line for line in result.stdout.splitlines() if "the same object twice" in line]
     assert len(twice) >= 27
@@ -71,7 +71,7 @@ def test_each_file_is_judged_against_the_state_alone(tmp_path: Path, haproxy_pat
     (tmp_path / "b.yaml").write_text(yaml.safe_dump(_route("elsewhere", "solo")))
 
     def missing_parent(*flags: str) -> dict[str, bool]:
-        result = routegate("check", "-f", str(tmp_path), "-o", "json", *flags)
+        result = in_process("check", "-f", str(tmp_path), "-o", "json", *flags)
         assert result.returncode == 0, result.stdout + result.stderr
         return {r["name"]: any(f["code"] == "RG0504" for f in r["findings"])
                 for r in json.loads(result.stdout)["results"] if r["kind"] == "HTTPRoute"}
@@ -84,7 +84,7 @@ def test_with_each_the_same_object_twice_in_one_file_is_still_an_error(tmp_path:
     route = _route("twice", "solo")
     (tmp_path / "one.yaml").write_text(yaml.safe_dump_all([route, route]))
     (tmp_path / "other.yaml").write_text(yaml.safe_dump(route))
-    result = routegate("check", "--each", "-f", str(tmp_path))
+    result = in_process("check", "--each", "-f", str(tmp_path))
     assert result.returncode == 2, result.stdout
     [twice] = [line for line in result.stdout.splitlines() if "the same object twice" in line]
     assert twice.startswith(f"{tmp_path / 'one.yaml'}:") and "use --each" not in twice

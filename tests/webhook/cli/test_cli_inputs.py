@@ -1,4 +1,4 @@
-"""``routegate check`` on untrusted and broken inputs, through the real console script: it keeps
+"""``routegate check`` on untrusted and broken inputs, through the CLI's ``main`` in process: it keeps
 going, reports ``file:line:column``, exits 2 at the end, and never follows the inputs anywhere."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import yaml
 
 from tests.conftest import REPO
 from tests.render.conftest import tls_secret
-from tests.webhook.clirun import routegate
+from tests.webhook.clirun import in_process
 from tests.webhook.conftest import INPUTS, STATE_DIR
 
 GOOD = (INPUTS / "good.yaml").read_text()
@@ -20,13 +20,13 @@ BROKEN = (INPUTS / "bad-regex.yaml").read_text()
 
 
 def check(*args: str, **kw: str) -> tuple[int, str, str]:
-    result = routegate("check", "--state", str(STATE_DIR), *args, **kw)
+    result = in_process("check", "--state", str(STATE_DIR), *args, **kw)
     assert "Traceback" not in result.stderr, result.stderr
     return result.returncode, result.stdout, result.stderr
 
 
 def test_the_examples_pass_with_the_broken_route_denied(haproxy_path: str) -> None:
-    result = routegate("check", "-f", "examples/")
+    result = in_process("check", "-f", "examples/")
     assert result.returncode == 1, result.stdout + result.stderr
     heads = [line for line in result.stdout.splitlines() if not line.startswith(" ")]
     denied = [line for line in heads if line.endswith(": denied")]
@@ -60,7 +60,7 @@ def test_an_alias_bomb_is_refused_at_once(tmp_path: Path) -> None:
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text("\n".join(lines) + "\n")
     (tmp_path / "good.yaml").write_text(GOOD)
-    result = routegate("check", "--state", str(STATE_DIR), "-f", str(tmp_path), "-v", timeout=30)
+    result = in_process("check", "--state", str(STATE_DIR), "-f", str(tmp_path), "-v", timeout=30)
     assert result.returncode == 2, result.stdout
     assert f"{bomb}:5:6: error: invalid YAML: YAML aliases" in result.stdout  # at the anchored value
     assert "HTTPRoute capture/shop: allowed" in result.stdout
@@ -70,7 +70,7 @@ def test_deep_nesting_is_an_input_error_not_a_crash(tmp_path: Path) -> None:
     (tmp_path / "deep.yaml").write_text("a: " + "[" * 200_000 + "]" * 200_000 + "\n")
     (tmp_path / "deep2.yaml").write_text("a: " + "[" * 150 + "]" * 150 + "\n")
     (tmp_path / "deep.json").write_text('{"a": ' + "[" * 200_000 + "]" * 200_000 + "}")
-    result = routegate("check", "-f", str(tmp_path), timeout=60)
+    result = in_process("check", "-f", str(tmp_path), timeout=60)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     for name in ("deep.yaml", "deep2.yaml", "deep.json"):
         assert f"{tmp_path / name}:1:" in result.stdout and "nesting deeper than 100 levels" in result.stdout
@@ -83,7 +83,7 @@ def test_empty_input_is_an_error(tmp_path: Path) -> None:
 
 
 def test_an_admission_review_is_unwrapped(haproxy_path: str) -> None:
-    result = routegate("check", "--state", "examples/state", "-f", "examples/review-broken-route.json", "-o", "json")
+    result = in_process("check", "--state", "examples/state", "-f", "examples/review-broken-route.json", "-o", "json")
     assert result.returncode == 1
     [judged] = json.loads(result.stdout)["results"]
     assert (judged["kind"], judged["name"], judged["allowed"]) == ("HTTPRoute", "items", False)
@@ -160,7 +160,7 @@ def test_render_out_never_follows_planted_symlinks_and_keeps_keys_private(tmp_pa
                                                                           haproxy_path: str) -> None:
     state = tls_state(tmp_path)
     fresh = tmp_path / "fresh"
-    result = routegate("render", "--state", str(state), "--out", str(fresh))
+    result = in_process("render", "--state", str(state), "--out", str(fresh))
     assert result.returncode == 0, result.stderr
     keys = [p for p in fresh.rglob("*") if p.is_file() and b"PRIVATE KEY" in p.read_bytes()]
     assert keys, sorted(fresh.rglob("*"))
@@ -174,9 +174,9 @@ def test_render_out_never_follows_planted_symlinks_and_keeps_keys_private(tmp_pa
     victim_dir.mkdir()
     (planted / "haproxy.cfg").symlink_to(victim)
     (planted / "maps").symlink_to(victim_dir)
-    result = routegate("render", "--state", str(state), "--out", str(planted))
+    result = in_process("render", "--state", str(state), "--out", str(planted))
     assert result.returncode == 2 and "not empty" in result.stderr and "--force" in result.stderr
-    result = routegate("render", "--state", str(state), "--out", str(planted), "--force")
+    result = in_process("render", "--state", str(state), "--out", str(planted), "--force")
     assert "Traceback" not in result.stderr
     assert victim.read_text() == "keep me" and not any(victim_dir.iterdir())
     if result.returncode == 0:  # the links themselves were replaced by real files
@@ -195,7 +195,7 @@ def test_control_characters_never_reach_the_reader(tmp_path: Path, haproxy_path:
     folder.mkdir()
     (folder / "a\x1bb.yaml").write_text(yaml.safe_dump_all([obj, route]))
     for output in ("text", "github", "junit", "json", "yaml", "sarif"):
-        result = routegate("check", "--state", str(STATE_DIR), "-f", str(folder), "-o", output,
+        result = in_process("check", "--state", str(STATE_DIR), "-f", str(folder), "-o", output,
                            *(["-v"] if output == "text" else []))
         assert "Traceback" not in result.stderr, result.stderr
         out = result.stdout

@@ -1,13 +1,15 @@
 """``routegate check`` and ``kubectl routegate check`` find the cluster as kubectl does: ``--kubeconfig``,
 ``$KUBECONFIG`` (a merged list), ``~/.kube/config`` (the plugin), ``--context``, ``-n``, ``-A``; go live
-only when asked; and an unreachable or misconfigured cluster fails at once, in one line."""
+only when asked; and an unreachable or misconfigured cluster fails at once, in one line. Each command runs
+the CLI's ``main`` in process (on a thread of its own: the fake apiserver serves on this test's event
+loop), as ``routegate`` or as the plugin (``kubectl_plugin``); the plugin's console entry point itself
+is started as a process in test_cli_outputs."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import socket
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,27 +19,19 @@ import yaml
 
 from tests.cluster.clusterkit import install_gateway_api
 from tests.fakekube import FakeKube
-from tests.webhook.clirun import closed_port, env
+from tests.webhook.clirun import closed_port, in_process
 from tests.webhook.conftest import INPUTS, STATE_DIR, load_objects
 from webhook.cluster import ClusterConfigError, kubeconfigs
 
 pytestmark = pytest.mark.haproxy
 
-PLUGIN = ("import sys; from webhook.cli.routegate import run_kubectl_plugin; sys.argv[0] = 'kubectl-routegate'; "
-          "run_kubectl_plugin()")
-
-
 async def _run(*args: str, home: Path, plugin: bool = False, **extra: str) -> tuple[int, str, str, float]:
     """``routegate check ARGS`` (or ``kubectl-routegate check ARGS``) with HOME and only ``extra`` of the
     kubeconfig variables set."""
-    base = {k: v for k, v in env().items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
-    command = [sys.executable, "-c", PLUGIN] if plugin else [sys.executable, "-m", "webhook"]
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        *command, "check", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**base, "HOME": str(home), **extra})
-    out, err = await asyncio.wait_for(proc.communicate(), 180)
-    return proc.returncode or 0, out.decode(), err.decode(), time.monotonic() - started
+    result = await asyncio.to_thread(in_process, "check", *args, plugin=plugin, timeout=180,
+                                     unset=("KUBECONFIG", "KUBERNETES_SERVICE_HOST"), HOME=str(home), **extra)
+    return result.returncode, result.stdout, result.stderr, time.monotonic() - started
 
 
 def _attached(out: str) -> bool:

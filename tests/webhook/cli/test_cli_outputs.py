@@ -1,15 +1,18 @@
-"""Output formats, the summary, colour, explanations, --version and a light start, through the real
-console script."""
+"""Output formats, the summary, colour, explanations, --version and a light start, through the CLI's
+``main`` in process (what a command prints) and the real console script (what is about the process: a
+terminal, the entry points, what the interpreter imports at start)."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import itertools
 import json
 import os
 import pty
 import re
+import select
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -20,7 +23,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.webhook.clirun import env, routegate
+from tests.webhook.clirun import env, in_process, routegate
 from tests.webhook.conftest import INPUTS, STATE_DIR
 from validators import rules
 from webhook.cli import explaining, flags, progress, reports
@@ -28,6 +31,13 @@ from webhook.gate.verdicts import Decision, Verdict
 from webhook.loading.inputs import Located
 
 BOTH = ["--state", str(STATE_DIR), "-f", str(INPUTS / "bad-regex.yaml"), "-f", str(INPUTS / "good.yaml")]
+
+
+@functools.cache
+def both(*extra: str, **environment: str) -> subprocess.CompletedProcess[str]:
+    """``routegate check BOTH EXTRA`` in process, run once per argv and environment for the whole module:
+    the report-format tests read the same run's output (nothing here writes outside stdout)."""
+    return in_process("check", *BOTH, *extra, **environment)
 
 # The SARIF 2.1.0 schema is not available offline here: this is the part of it that viewers rely on
 # (required properties and types of the objects routegate writes, from the OASIS specification).
@@ -64,7 +74,7 @@ SARIF_SUBSET = {
 
 
 def test_sarif_is_valid_and_points_at_fields(haproxy_path: str) -> None:
-    result = routegate("check", *BOTH, "-o", "sarif")
+    result = both("-o", "sarif")
     assert result.returncode == 1
     log = json.loads(result.stdout)
     jsonschema.validate(log, SARIF_SUBSET)
@@ -77,7 +87,7 @@ def test_sarif_is_valid_and_points_at_fields(haproxy_path: str) -> None:
 
 
 def test_junit_has_one_case_per_object_and_a_failure_per_denial(haproxy_path: str) -> None:
-    result = routegate("check", *BOTH, "-o", "junit")
+    result = both("-o", "junit")
     assert result.returncode == 1
     suite = ET.fromstring(result.stdout.split("\n", 1)[1]).find("testsuite")
     assert suite is not None
@@ -88,7 +98,7 @@ def test_junit_has_one_case_per_object_and_a_failure_per_denial(haproxy_path: st
 
 
 def test_github_annotations_carry_file_line_and_column(haproxy_path: str) -> None:
-    result = routegate("check", *BOTH, "-o", "github")
+    result = both("-o", "github")
     assert result.returncode == 1
     pattern = re.compile(r"^::(error|warning|notice) (file=[^,]+,line=\d+,col=\d+,)?title=[^:]*::.+$")
     lines = result.stdout.splitlines()
@@ -98,8 +108,8 @@ def test_github_annotations_carry_file_line_and_column(haproxy_path: str) -> Non
 
 
 def test_yaml_output_is_the_json_report(haproxy_path: str) -> None:
-    as_yaml = yaml.safe_load(routegate("check", *BOTH, "-o", "yaml").stdout)
-    as_json = json.loads(routegate("check", *BOTH, "-o", "json").stdout)
+    as_yaml = yaml.safe_load(both("-o", "yaml").stdout)
+    as_json = json.loads(both("-o", "json").stdout)
     for report in (as_yaml, as_json):
         for r in report["results"]:
             r.pop("timings")
@@ -116,46 +126,61 @@ def test_a_repeated_warning_is_printed_once_with_a_count(tmp_path: Path, haproxy
         r["spec"]["parentRefs"] = [{"name": "missing"}]
         docs.append(r)
     (tmp_path / "routes.yaml").write_text(yaml.safe_dump_all(docs))
-    result = routegate("check", "--state", str(STATE_DIR), "-f", str(tmp_path / "routes.yaml"))
+    result = in_process("check", "--state", str(STATE_DIR), "-f", str(tmp_path / "routes.yaml"))
     warnings = [line for line in result.stdout.splitlines() if "RG0504" in line]
     assert len(warnings) == 1 and warnings[0].endswith("(and 4 more objects)"), result.stdout
 
 
-def test_colour_only_on_a_terminal_and_never_with_no_color(haproxy_path: str) -> None:
-    def on_a_tty(**extra: str) -> str:
-        leader, follower = pty.openpty()
-        proc = subprocess.Popen([sys.executable, "-m", "webhook", "check", *BOTH], stdout=follower,
-                                stderr=subprocess.DEVNULL, env=env(**extra), cwd=REPO)
+def _on_terminals(*, stderr_on_a_terminal: bool, **extra: str) -> tuple[str, str]:
+    """``routegate check BOTH`` as a process whose stdout is a terminal (a pty), and its stderr another
+    one or nothing: what each terminal showed."""
+    ptys = [pty.openpty() for _ in range(2 if stderr_on_a_terminal else 1)]
+    proc = subprocess.Popen([sys.executable, "-m", "webhook", "check", *BOTH], stdout=ptys[0][1],
+                            stderr=ptys[1][1] if stderr_on_a_terminal else subprocess.DEVNULL,
+                            env=env(**extra), cwd=REPO)
+    for _, follower in ptys:
         os.close(follower)
-        chunks = []
-        while True:
+    seen = {leader: b"" for leader, _ in ptys}
+    open_ = set(seen)
+    while open_:  # both read as they come: a full terminal would stop the process
+        for leader in select.select(list(open_), [], [], 120)[0]:
             try:
                 chunk = os.read(leader, 65536)
-            except OSError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        proc.wait(timeout=120)
-        os.close(leader)
-        return b"".join(chunks).decode()
+            except OSError:  # EIO: the process closed its side
+                chunk = b""
+            if chunk:
+                seen[leader] += chunk
+            else:
+                open_.discard(leader)
+                os.close(leader)
+    proc.wait(timeout=120)
+    shown = [seen[leader].decode() for leader, _ in ptys]
+    return shown[0], shown[1] if stderr_on_a_terminal else ""
 
-    assert "\x1b[31mdenied\x1b[0m" in on_a_tty()
-    assert "\x1b[" not in on_a_tty(NO_COLOR="1")
-    assert "\x1b[" not in routegate("check", *BOTH).stdout  # a pipe
+
+@functools.cache
+def on_two_terminals() -> tuple[str, str]:
+    """One process with stdout and stderr each on a terminal, shared by the colour and progress tests."""
+    return _on_terminals(stderr_on_a_terminal=True)
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color(haproxy_path: str) -> None:
+    assert "\x1b[31mdenied\x1b[0m" in on_two_terminals()[0]
+    assert "\x1b[" not in _on_terminals(stderr_on_a_terminal=False, NO_COLOR="1")[0]
+    assert "\x1b[" not in both().stdout  # a pipe
 
 
 def test_explain_says_why_how_it_fails_and_the_fix() -> None:
     for command in (["explain", "RG0101"], ["rules", "rg0101"]):
-        result = routegate(*command)
+        result = in_process(*command)
         assert result.returncode == 0, result.stderr
         for part in ("What it checks:", "Why:", "Fails:", "Fix:", "/docs/RULES.md#rg0101"):
             assert part in result.stdout
-    assert routegate("explain", "RG9999").returncode == 2
+    assert in_process("explain", "RG9999").returncode == 2
 
 
 def test_every_rule_is_explained_in_the_table_and_the_docs() -> None:
-    result = routegate("rules", "-o", "json")
+    result = in_process("rules", "-o", "json")
     entries = json.loads(result.stdout)
     assert [e["code"] for e in entries] == [i.code for i in rules.table()]
     missing = [e["code"] for e in entries if not (e["why"] and e["example"] and e["fix"])]
@@ -187,24 +212,10 @@ def test_kubectl_plugin_entry_point() -> None:
 
 
 def test_progress_goes_to_stderr_on_a_terminal_only(haproxy_path: str) -> None:
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "webhook", "check", *BOTH], stdout=subprocess.PIPE,
-                            stderr=follower, env=env(), cwd=REPO, text=True)
-    os.close(follower)
-    out, _ = proc.communicate(timeout=120)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(leader)
-    assert b"routegate: judging 2 objects: 0 judged, 0 denied... 0s" in seen
-    assert "judging" not in out
-    assert "judging" not in routegate("check", *BOTH).stderr  # not a terminal: no progress
+    out, seen = on_two_terminals()
+    assert "routegate: judging 2 objects: 0 judged, 0 denied... 0s" in seen
+    assert "judging" not in out  # stdout, a terminal too, has the report only
+    assert "judging" not in both().stderr  # not a terminal: no progress
 
 
 # ---- quiet by default, complete on demand (issue 27 §5) ----------------------------------------------
@@ -238,7 +249,7 @@ def _many(directory: Path, *, valid: int, denied: int, warned: int, services: in
 def test_3000_objects_print_only_failures_warnings_and_one_summary_line(tmp_path: Path, haproxy_path: str) -> None:
     inputs = _many(tmp_path, valid=2494, denied=2, warned=4, services=500)
     args = ("check", "--state", str(STATE_DIR), "-f", str(inputs))
-    report = json.loads(routegate(*args, "-o", "json", timeout=600).stdout)
+    report = json.loads(in_process(*args, "-o", "json").stdout)
     assert report["summary"]["objects"] == 3000
     denied = [r for r in report["results"] if not r["allowed"]]
     warned = [r for r in report["results"] if any(f["severity"] == "warn" for f in r["findings"])]
@@ -246,7 +257,7 @@ def test_3000_objects_print_only_failures_warnings_and_one_summary_line(tmp_path
     assert len(denied) == 2 and len(warned) == 4 and len(noted) >= 500
     shared = {(f["code"], f["path"], f["message"]) for f in warned[0]["findings"] if f["severity"] == "warn"}
 
-    result = routegate(*args, timeout=600)
+    result = in_process(*args)
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     heads = [n for n, line in enumerate(lines) if not line.startswith(" ")]
@@ -268,18 +279,18 @@ def test_3000_objects_print_only_failures_warnings_and_one_summary_line(tmp_path
 
 
 def test_verbose_shows_every_object_and_note_and_summary_only_the_summary(haproxy_path: str) -> None:
-    default = routegate("check", *BOTH).stdout.splitlines()
-    verbose = routegate("check", *BOTH, "-v").stdout.splitlines()
+    default = both().stdout.splitlines()
+    verbose = both("-v").stdout.splitlines()
     assert not any(line.endswith(": allowed") for line in default)
     assert sum(line.endswith((": allowed", ": denied")) for line in verbose) == 2
     assert any(line.startswith("note: ") for line in verbose) and not any("note: " in line for line in default)
     assert set(default) < set(verbose) and default[-1] == verbose[-1]
-    summary = routegate("check", *BOTH, "--summary")
+    summary = both("--summary")
     assert summary.returncode == 1 and summary.stdout.splitlines() == [default[-1]]
 
 
 def test_verbose_and_summary_are_one_choice() -> None:
-    result = routegate("check", "-f", str(INPUTS), "-v", "--summary")
+    result = in_process("check", "-f", str(INPUTS), "-v", "--summary")
     assert result.returncode == 2 and "not allowed with argument" in result.stderr
 
 
@@ -316,9 +327,9 @@ def test_colour_follows_the_flag_then_no_color_then_force_color_then_the_termina
 
 
 def test_color_always_and_force_color_colour_a_pipe(haproxy_path: str) -> None:
-    assert "\x1b[31mdenied\x1b[0m" in routegate("check", *BOTH, "--color=always").stdout
-    assert "\x1b[31mdenied\x1b[0m" in routegate("check", *BOTH, FORCE_COLOR="1").stdout
-    assert "\x1b[" not in routegate("check", *BOTH, "--color", "never", FORCE_COLOR="1").stdout
+    assert "\x1b[31mdenied\x1b[0m" in both("--color=always").stdout
+    assert "\x1b[31mdenied\x1b[0m" in both(FORCE_COLOR="1").stdout
+    assert "\x1b[" not in both("--color", "never", FORCE_COLOR="1").stdout
 
 
 def test_github_stays_within_a_step_s_annotations_and_summarises_the_rest(tmp_path: Path,
@@ -327,12 +338,12 @@ def test_github_stays_within_a_step_s_annotations_and_summarises_the_rest(tmp_pa
     summary = tmp_path / "step-summary.md"
     summary.write_text("earlier step\n")
     args = ("check", "--state", str(STATE_DIR), "-f", str(inputs))
-    everything = json.loads(routegate(*args, "-o", "json").stdout)
+    everything = json.loads(in_process(*args, "-o", "json").stdout)
     errors = sum(f["severity"] == "deny" for r in everything["results"] for f in r["findings"])
     warnings = sum(f["severity"] == "warn" for r in everything["results"] for f in r["findings"])
     assert errors > 10 and warnings > 10
 
-    result = routegate(*args, "-o", "github", GITHUB_STEP_SUMMARY=str(summary))
+    result = in_process(*args, "-o", "github", GITHUB_STEP_SUMMARY=str(summary))
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert sum(line.startswith("::error ") for line in lines) == 10
@@ -350,7 +361,7 @@ def test_github_stays_within_a_step_s_annotations_and_summarises_the_rest(tmp_pa
     assert sum(" error RG" in line for line in block.splitlines()) == errors
     assert sum(": denied" in line for line in block.splitlines()) == 12
 
-    quiet = routegate(*args, "-o", "github", "--summary").stdout.splitlines()
+    quiet = in_process(*args, "-o", "github", "--summary").stdout.splitlines()
     assert len(quiet) == 1 and quiet[0].startswith("::notice title=routegate::27 objects: ")
 
 

@@ -1,5 +1,7 @@
 """Everyday mistakes end in one line naming the flag or file and the fix, exit 2: never a traceback
-or a hang. Each case runs the real console script."""
+or a hang. The cases about what a command says run the CLI's ``main`` in process (the same parser and
+error handling); the console script's own exit 2 is proven by a real process (the unknown haproxy path),
+and ``serve``'s cases stay processes (a serve that failed to fail would serve for ever)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.webhook.clirun import routegate
+from tests.webhook.clirun import in_process, routegate
 from tests.webhook.conftest import INPUTS, STATE_DIR
 
 
@@ -43,7 +45,7 @@ def one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> s
     (["serve", "--tls-cert", "/nope.crt", "--tls-key", "/nope.key"], ["--tls-cert", "/nope.crt"]),
 ])
 def test_the_parser_refuses_out_of_range_flags(flags: list[str], needles: list[str]) -> None:
-    result = routegate(*flags, *(["-f", str(INPUTS / "good.yaml")] if flags[0] == "check" else []), timeout=30)
+    result = in_process(*flags, *(["-f", str(INPUTS / "good.yaml")] if flags[0] == "check" else []), timeout=30)
     one_line_error(result, *needles)
 
 
@@ -55,7 +57,7 @@ def test_an_unknown_haproxy_path_says_how_to_fix_it() -> None:
 
 def test_render_out_under_a_file_names_the_flag(tmp_path: Path, haproxy_path: str) -> None:
     (tmp_path / "file").write_text("x")
-    result = routegate("render", "-f", str(INPUTS / "good.yaml"), "--out", str(tmp_path / "file" / "out"))
+    result = in_process("render", "-f", str(INPUTS / "good.yaml"), "--out", str(tmp_path / "file" / "out"))
     one_line_error(result, "--out", "cannot create")
 
 
@@ -94,24 +96,24 @@ def test_a_port_in_use_names_its_flag(tmp_path: Path, flag: str, haproxy_path: s
 
 def test_private_dirs_stay_private(tmp_path: Path, haproxy_path: str) -> None:
     """The generated certificate directory is still 0700 (the error path did not change the happy one)."""
-    result = routegate("certs", "generate", "--service", "s", "--namespace", "n", "--out", str(tmp_path / "c"))
+    result = in_process("certs", "generate", "--service", "s", "--namespace", "n", "--out", str(tmp_path / "c"))
     assert result.returncode == 0, result.stderr
     assert stat.S_IMODE((tmp_path / "c" / "tls.key").stat().st_mode) == 0o600
 
 
 def test_check_without_inputs_and_bad_state_files(tmp_path: Path) -> None:
-    one_line_error(routegate("check"), "-f PATH")
+    one_line_error(in_process("check"), "-f PATH")
     (tmp_path / "state.yaml").write_text("apiVersion: v1\x00\n")
-    result = routegate("check", "--state", str(tmp_path / "state.yaml"), "-f", str(INPUTS / "good.yaml"))
+    result = in_process("check", "--state", str(tmp_path / "state.yaml"), "-f", str(INPUTS / "good.yaml"))
     one_line_error(result, "--state", f"{tmp_path / 'state.yaml'}:1:1", "NUL")
     (tmp_path / "crds.yaml").write_text("a: " + "[" * 100_000 + "]" * 100_000)
-    result = routegate("check", "--crds", str(tmp_path / "crds.yaml"), "-f", str(INPUTS / "good.yaml"))
+    result = in_process("check", "--crds", str(tmp_path / "crds.yaml"), "-f", str(INPUTS / "good.yaml"))
     one_line_error(result, "--crds", "nesting deeper")
 
 
 def test_a_settings_file_with_an_alias_bomb_is_refused(tmp_path: Path) -> None:
     (tmp_path / "rules.yaml").write_text("rules: &a {RG0113: off}\nexemptNamespaces: *a\n")
-    result = routegate("check", "--config", str(tmp_path / "rules.yaml"), "-f", str(INPUTS / "good.yaml"))
+    result = in_process("check", "--config", str(tmp_path / "rules.yaml"), "-f", str(INPUTS / "good.yaml"))
     one_line_error(result, f"--config {tmp_path / 'rules.yaml'}:1:8", "aliases")
 
 
@@ -160,6 +162,6 @@ def _setup_case(tmp_path: Path, case: str) -> list[str]:
 def test_every_setup_error_is_one_line_naming_its_flag(tmp_path: Path, case: str, needles: list[str],
                                                        haproxy_path: str) -> None:
     flags = _setup_case(tmp_path, case)
-    line = one_line_error(routegate(*flags, ROUTEGATE_HAPROXY=haproxy_path, HOME=str(tmp_path)), *needles)
+    line = one_line_error(in_process(*flags, ROUTEGATE_HAPROXY=haproxy_path, HOME=str(tmp_path)), *needles)
     if case.startswith("template"):  # the template's file, not only its name
         assert str(tmp_path / "t" / "990-user.cfg.j2") in line, line

@@ -1,7 +1,9 @@
 """No report format crashes or loses output on any string a YAML or JSON input can carry (issue 27 §6):
 one character of every Unicode general category, lone surrogates (JSON's "\\ud800"), controls, bidi
 overrides, in names, messages, fields, notes and file names; written by every writer in process, and
-by the CLI in a subprocess whose output encoding is ASCII or the C locale's."""
+by the CLI whose output encoding is ASCII or the C locale's: a real process for the text report, the
+other formats by the CLI's ``main`` in process, writing to a stdout of the encoding and error handler a
+process started with that environment has (asked of one)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import yaml
 
 from haproxy_check.results import Alert
 from tests.conftest import REPO
-from tests.webhook.clirun import env
+from tests.webhook.clirun import env, in_process
 from tests.webhook.conftest import INPUTS, STATE_DIR
 from validators.findings import Finding, Severity
 from validators.objects import Ref
@@ -118,10 +120,19 @@ def test_the_cli_writes_every_format_whatever_the_output_encoding(tmp_path: Path
     # json.dumps writes the lone surrogates as \ud800 escapes, as any JSON a user sends may
     (folder / "route.json").write_text(json.dumps(route))
     Path(os.fsdecode(bytes(folder) + b"/caf\xe9.json")).write_text(json.dumps({**route, "metadata": {"name": "other"}}))
+    # what Python makes of this environment's stdout: its encoding and error handler (LC_ALL=C: UTF-8 mode)
+    probe = subprocess.run([sys.executable, "-c", "import sys; print(sys.stdout.encoding, sys.stdout.errors)"],
+                           capture_output=True, text=True, env=env(**environment), cwd=REPO, timeout=60, check=True)
+    encoding, errors = probe.stdout.split()
+    assert encoding != "utf-8" or errors == "surrogateescape", probe.stdout  # not the pipe of a UTF-8 locale
+    args = ("check", "--state", str(STATE_DIR), "-f", str(folder), "-v")
     for output in ("text", "json", "yaml", "junit", "github", "sarif"):
-        result = subprocess.run([sys.executable, "-m", "webhook", "check", "--state", str(STATE_DIR), "-f", str(folder),
-                                 "-o", output, "-v"], capture_output=True, text=True, errors="backslashreplace",
-                                env=env(**environment), cwd=REPO, timeout=120)
+        if output == "text":  # the real process: the environment sets its stdout up
+            result = subprocess.run([sys.executable, "-m", "webhook", *args, "-o", output], capture_output=True,
+                                    text=True, errors="backslashreplace", env=env(**environment), cwd=REPO,
+                                    timeout=120)
+        else:
+            result = in_process(*args, "-o", output, encoding=encoding, errors=errors, **environment)
         assert "Traceback" not in result.stderr and result.returncode == 1, (output, result.stderr)
         out = result.stdout
         assert out.isascii() or environment.get("PYTHONIOENCODING") != "ascii", output

@@ -1,7 +1,8 @@
 """routegate's own policies and ValidatingAdmissionPolicies on every surface: ``serve`` (a real HTTPS
-AdmissionReview round trip), ``check`` (the console entry point: files, ``--state``, a live cluster),
-and the reconcile audit (``audits``, ``check --all``). The two policies of issue 30 §2 are in
-tests/data/policies/config.yaml; the namespace ``capture`` may serve api.example.com and pay.example.com."""
+AdmissionReview round trip), ``check`` (the CLI's ``main`` in process: files, ``--state``, a live
+cluster), and the reconcile audit (``audits``, ``check --all``). The
+two policies of issue 30 §2 are in tests/data/policies/config.yaml; the namespace ``capture`` may serve
+api.example.com and pay.example.com."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from tests.cluster.clusterkit import install_gateway_api
 from tests.conftest import need_shared
 from tests.fakekube import FakeKube
 from tests.webhook.cli.test_cli_cluster import run_check
-from tests.webhook.clirun import closed_port, env, routegate
+from tests.webhook.clirun import closed_port, env, in_process
 from tests.webhook.conftest import STATE_DIR, load_objects
 from tests.webhook.server.test_admission_server import Client, serving
 from validators.policies.policychecks import PolicyChecks
@@ -159,10 +160,10 @@ def _route(tmp_path: Path, hostnames: list[str], namespace: str = "capture") -> 
 
 def test_check_own_policies(tmp_path: Path) -> None:
     state = _state(tmp_path)
-    ok = routegate("check", "--config", str(CONFIG), "--state", str(state),
+    ok = in_process("check", "--config", str(CONFIG), "--state", str(state),
                    "-f", str(_route(tmp_path, ["api.example.com"])))
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    denied = routegate("check", "--config", str(CONFIG), "--state", str(state), "-o", "json",
+    denied = in_process("check", "--config", str(CONFIG), "--state", str(state), "-o", "json",
                        "-f", str(_route(tmp_path, ["pay.example.com"])))
     assert denied.returncode == 1, denied.stdout + denied.stderr
     [result] = json.loads(denied.stdout)["results"]
@@ -174,27 +175,27 @@ def test_check_own_policies(tmp_path: Path) -> None:
 def test_check_applies_the_vaps_among_the_inputs(tmp_path: Path) -> None:
     state = _state(tmp_path)
     route = _route(tmp_path, ["api.example.com"])
-    out = routegate("check", "--state", str(state), "-f", str(DATA / "vaps.yaml"), "-f", str(route))
+    out = in_process("check", "--state", str(state), "-f", str(DATA / "vaps.yaml"), "-f", str(route))
     assert out.returncode == 1, out.stdout + out.stderr
     assert "error RG0600 spec.hostnames: ValidatingAdmissionPolicy 'corp-hosts' with binding 'corp-hosts' denied " \
            "request: hostnames must end in .corp.example, got api.example.com" in out.stdout
     assert "1 object: 0 allowed, 1 denied" in out.stdout  # the policy and binding are applied, not judged
     corp = _route(tmp_path, ["api.corp.example"])
-    assert routegate("check", "--state", str(state), "-f", str(DATA / "vaps.yaml"), "-f", str(corp)).returncode == 0
+    assert in_process("check", "--state", str(state), "-f", str(DATA / "vaps.yaml"), "-f", str(corp)).returncode == 0
     # the binding's namespaceSelector: a namespace without corp=yes is not bound
     elsewhere = _route(tmp_path, ["api.example.com"], namespace="payments")
-    assert routegate("check", "--state", str(state), "-f", str(DATA / "vaps.yaml"), "-f", str(elsewhere)
+    assert in_process("check", "--state", str(state), "-f", str(DATA / "vaps.yaml"), "-f", str(elsewhere)
                      ).returncode == 0
     # the policies may also come with the state (what the cluster enforces)
     both = tmp_path / "both.yaml"
     both.write_text(state.read_text() + "\n---\n" + (DATA / "vaps.yaml").read_text())
-    assert routegate("check", "--state", str(both), "-f", str(route)).returncode == 1
+    assert in_process("check", "--state", str(both), "-f", str(route)).returncode == 1
 
 
 def test_check_setup_error_names_policy_and_expression(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text((DATA / "vaps.yaml").read_text().replace("h.endsWith('.corp.example')", "h.endsWith("))
-    out = routegate("check", "-f", str(bad), "-f", str(_route(tmp_path, ["api.example.com"])))
+    out = in_process("check", "-f", str(bad), "-f", str(_route(tmp_path, ["api.example.com"])))
     assert out.returncode == 2
     assert "ValidatingAdmissionPolicy corp-hosts: spec.validations[0].expression: " \
            "'object.spec.hostnames.all(h, h.endsWith()': compilation failed" in out.stderr
@@ -279,7 +280,7 @@ async def test_check_all_audits_a_live_cluster_with_the_policies(tmp_path: Path)
 
 def test_explain_a_policy_finding() -> None:
     for code, words in (("RG0600", "ValidatingAdmissionPolicy"), ("RG0610", "routegate policy")):
-        out = routegate("explain", code)
+        out = in_process("explain", code)
         assert out.returncode == 0 and words in out.stdout and "Fix:" in out.stdout, out.stdout + out.stderr
 
 
@@ -290,7 +291,7 @@ def test_check_says_which_policy_is_not_enforced(tmp_path: Path) -> None:
     binding_only.write_text((DATA / "vaps.yaml").read_text().split("---")[1].replace("policyName: corp-hosts",
                                                                                        "policyName: gone"))
     route = _route(tmp_path, ["api.example.com"])
-    out = routegate("check", "--state", str(_state(tmp_path)), "-f", str(policy_only), "-f", str(binding_only),
+    out = in_process("check", "--state", str(_state(tmp_path)), "-f", str(policy_only), "-f", str(binding_only),
                     "-f", str(route))
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout + out.stderr

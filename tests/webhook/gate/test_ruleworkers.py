@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.webhook.clirun import routegate
+from tests.webhook.clirun import in_process
 from tests.webhook.conftest import STATE_DIR, load_objects
 from tests.webhook.gate.test_gates import batch, many_shops, named, state_with
 from validators import checks
@@ -176,9 +176,11 @@ def routes_with_one_denied(directory: Path) -> Path:
 
 
 def test_check_reports_the_same_with_and_without_jobs(tmp_path: Path) -> None:
-    """The console entry point end to end: enough inputs for the workers, one of them denied."""
+    """The CLI's ``main`` end to end (in process: the workers fork from this one as from the console's):
+    enough inputs for the workers, one of them denied. The console's own exit with forked workers is
+    test_cli_exit's."""
     routes_with_one_denied(tmp_path)
-    runs = [routegate("check", "--state", str(STATE_DIR), "-f", str(tmp_path), "-o", "json", "--jobs", jobs)
+    runs = [in_process("check", "--state", str(STATE_DIR), "-f", str(tmp_path), "-o", "json", "--jobs", jobs)
             for jobs in ("0", "2")]
     assert [r.returncode for r in runs] == [1, 1], [r.stderr for r in runs]
     reports = [json.loads(r.stdout) for r in runs]
@@ -190,7 +192,7 @@ def test_check_reports_the_same_with_and_without_jobs(tmp_path: Path) -> None:
 
 
 def test_jobs_must_be_a_count() -> None:
-    run = routegate("check", "-f", str(STATE_DIR), "--jobs", "-1")
+    run = in_process("check", "-f", str(STATE_DIR), "--jobs", "-1")
     assert run.returncode == 2 and "must be 0 or more, got -1" in run.stderr
 
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from haproxy_check.results import HAProxyBinary
-from tests.webhook.clirun import routegate
+from tests.webhook.clirun import in_process
 from validators.changes import Change, Operation
 from validators.states import MemoryState
 from webhook.gate import assembly
@@ -102,7 +102,7 @@ def _write(where: Path) -> list[str]:
 
 def test_check_prints_the_plan_of_a_change_that_moves_other_owners_requests(tmp_path: Path, haproxy_path: str) -> None:
     args = _write(tmp_path)
-    done = routegate(*args, ROUTEGATE_HAPROXY=haproxy_path)
+    done = in_process(*args, ROUTEGATE_HAPROXY=haproxy_path)
     lines = done.stdout.splitlines()
     start = lines.index(next(line for line in lines if "HTTPRoute team-b/pay: allowed" in line))
     assert lines[start + 1:start + 4] == [
@@ -113,12 +113,12 @@ def test_check_prints_the_plan_of_a_change_that_moves_other_owners_requests(tmp_
         "gw_h_team-b_pay_pay_80 (team-b)"], done.stdout
     # the route of the base files claims requests nobody served: no plan unless asked for
     assert not any("shop.example /* -> no listener" in line for line in lines), done.stdout
-    asked = routegate(*args, "--traffic", ROUTEGATE_HAPROXY=haproxy_path).stdout
+    asked = in_process(*args, "--traffic", ROUTEGATE_HAPROXY=haproxy_path).stdout
     assert "    traffic: HTTP :80 *.shop.example /* -> no listener => gw_h_team-a_shop_shop_80 (team-a)" in asked
 
 
 def test_check_json_has_the_traffic_section(tmp_path: Path, haproxy_path: str) -> None:
-    done = routegate(*_write(tmp_path), "-o", "json", ROUTEGATE_HAPROXY=haproxy_path)
+    done = in_process(*_write(tmp_path), "-o", "json", ROUTEGATE_HAPROXY=haproxy_path)
     results = {r["name"]: r for r in json.loads(done.stdout)["results"]}
     traffic = results["pay"]["traffic"]
     assert traffic["complete"] is True
