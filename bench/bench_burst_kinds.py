@@ -1,12 +1,13 @@
 """Concurrent reviews of the kinds batched besides route CREATE/UPDATE (route DELETEs, custom Route
-CREATEs, ReferenceGrant and BackendTLSPolicy CREATEs: one per tenant, each reaching the route that
-crosses into its tenant's namespace; Gateway CREATEs, each on a port of its own), judged together
+CREATEs and DELETEs, ReferenceGrant and BackendTLSPolicy CREATEs: one per tenant, each reaching the route
+that crosses into its tenant's namespace; Gateway CREATEs, each on a port of its own; Gateway DELETEs, each
+of a stored Gateway on a port of its own with one route attached), judged together
 (``Gate.review_together``, as the webhook does under a burst) and one by one, at ``--routes`` routes in
 the state, in one run.
 
 Prints per kind the wall time of both, their ratio, how many verdicts the shared checks settled, and the
 machine's 1-minute load. Verdict decisions must agree (the differential tests prove the whole verdicts).
-Run: ``python bench/bench_burst_kinds.py [--routes 10000] [--burst 100] [--haproxy PATH]``.
+Run: ``python bench/bench_burst_kinds.py [--routes 10000] [--burst 100] [--haproxy PATH] [--only DELETE]``.
 """
 
 from __future__ import annotations
@@ -71,6 +72,14 @@ def gateway(i: int) -> dict[str, Any]:
                      "listeners": [{"name": "http", "port": 10_000 + i, "protocol": "HTTP"}]}}
 
 
+def gateway_route(i: int) -> dict[str, Any]:
+    """The one route attached to Gateway ``edge-<i>``: its delete leaves it unattached."""
+    return {"apiVersion": f"{GW}/v1", "kind": "HTTPRoute",
+            "metadata": {"name": f"on-edge-{i}", "namespace": "capture", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"parentRefs": [{"name": f"edge-{i}"}], "hostnames": [f"on-edge-{i}.example.com"],
+                     "rules": [{"backendRefs": [{"name": "web", "port": 8080}]}]}}
+
+
 def policy(i: int) -> dict[str, Any]:
     return {"apiVersion": f"{GW}/v1", "kind": "BackendTLSPolicy",
             "metadata": {"name": "web-tls", "namespace": f"t{i}", "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -79,19 +88,28 @@ def policy(i: int) -> dict[str, Any]:
                                     "hostname": "web.example.com"}}}
 
 
-async def main(routes: int, burst: int, haproxy: str | None) -> None:
+async def main(routes: int, burst: int, haproxy: str | None, only: str = "") -> None:
     gate = assembly.build_gate(await binaries.detect(haproxy), assembly.GateSettings())
     shops = many_shops(routes)
     tenants = [obj for i in range(burst) for obj in tenant(i)]
-    state = MemoryState([*load_objects(STATE_DIR), *shops, *tenants], version="bench-burst-kinds")
+    # stored custom Routes and Gateways (ports of their own, a route each) for the deletes
+    stored_custom = [custom_route(burst + i) for i in range(burst)]
+    stored_gateways = [gateway(burst + i) for i in range(burst)]
+    on_gateways = [gateway_route(burst + i) for i in range(burst)]
+    state = MemoryState([*load_objects(STATE_DIR), *shops, *tenants, *stored_custom, *stored_gateways, *on_gateways],
+                        version="bench-burst-kinds")
     await gate.review(Change(Operation.DELETE, None, shops[0]), state=state)  # the per-version indexes
     kinds = {"route DELETE": [Change(Operation.DELETE, None, s) for s in shops[1:burst + 1]],
              "custom Route CREATE": [Change(Operation.CREATE, custom_route(i)) for i in range(burst)],
              "ReferenceGrant CREATE": [Change(Operation.CREATE, grant(i)) for i in range(burst)],
              "BackendTLSPolicy CREATE": [Change(Operation.CREATE, policy(i)) for i in range(burst)],
-             "Gateway CREATE": [Change(Operation.CREATE, gateway(i)) for i in range(burst)]}
+             "Gateway CREATE": [Change(Operation.CREATE, gateway(i)) for i in range(burst)],
+             "custom Route DELETE": [Change(Operation.DELETE, None, o) for o in stored_custom],
+             "Gateway DELETE": [Change(Operation.DELETE, None, o) for o in stored_gateways]}
     print(f"haproxy {gate.binary.version}, {routes} routes, bursts of {burst}")
     for kind, changes in kinds.items():
+        if only and only not in kind:
+            continue
         mark = time.perf_counter()
         together = await gate.review_together(changes, state=state, notes_for=0.0)
         seconds_together = time.perf_counter() - mark
@@ -113,5 +131,6 @@ if __name__ == "__main__":
     parser.add_argument("--routes", type=int, default=10_000)
     parser.add_argument("--burst", type=int, default=100)
     parser.add_argument("--haproxy", default=None)
+    parser.add_argument("--only", default="", help="only the kinds whose name holds this, e.g. DELETE")
     args = parser.parse_args()
-    asyncio.run(main(args.routes, args.burst, args.haproxy))
+    asyncio.run(main(args.routes, args.burst, args.haproxy, args.only))

@@ -5,8 +5,8 @@ Each concurrent review is judged against the same stored state ``S`` *without* t
 changes (none of them is stored yet). Checking several together is only equivalent when no change
 can alter what another one's own review renders. The rule (argued in docs/DELTA-CHECK.md, "Reviews
 checked together"): only route changes are batched (a route's CREATE/UPDATE attached to a listener, a
-route's DELETE whose stored version is attached, a custom Route's CREATE/UPDATE), and two of them go
-into one batch only when
+route's DELETE whose stored version is attached, a custom Route's CREATE/UPDATE/DELETE), and two of
+them go into one batch only when
 
 - they are of one sort: Gateway API routes with Gateway API routes, custom Routes with custom Routes,
   and a custom Route claiming the any-host ``*`` with none (custom Routes answer what no Gateway rule
@@ -21,7 +21,9 @@ into one batch only when
 - custom Routes: no request header name (any spelling) set by one's closure is set by the other's
   (one ``set-header`` line per name for all custom Routes, spelled as the first Route spells it).
 
-A DELETE claims what its stored version reaches: its closure over ``S`` and its competitor keys.
+A DELETE claims what its stored version reaches: its closure over ``S`` and its competitor keys. A
+custom Route's DELETE whose closure holds no HTTP Gateway goes alone (its lone closure may bind nothing,
+and then the whole state decides its review: docs/DELTA-CHECK.md, rule 11).
 
 Shared members are then only Gateways, ListenerSets, EndpointSlices, ReferenceGrants and
 BackendTLSPolicies that no change in the batch alters, read the same way by every render.
@@ -64,11 +66,17 @@ class Claim:
 
 def batchable(change: Change) -> bool:
     """A change that may be checked together with others (attachment is checked by the gate): a route's
-    CREATE, UPDATE or DELETE (a DELETE's claim is its stored version's: its closure and keys), a custom
-    Route's CREATE or UPDATE."""
-    if change.ref.kind == CUSTOM_ROUTE:
-        return change.operation in (Operation.CREATE, Operation.UPDATE)
-    return change.ref.kind in ROUTE_KINDS
+    or a custom Route's CREATE, UPDATE or DELETE (a DELETE's claim is its stored version's: its closure
+    and keys)."""
+    return change.ref.kind in CLAIMED_ROUTES
+
+
+def http_sources_among(members: Iterable[Ref], state: State) -> set[Ref]:
+    """The Gateways of ``members`` with an HTTP or HTTPS listener: the HTTP engine always binds their ports,
+    so a closure holding one binds something (a ListenerSet binds only through its Gateway, so it does not
+    count on its own)."""
+    idx = closures.index_of(state)
+    return {m for m in members if m.kind == "Gateway" and m in idx.http_sources}
 
 
 def _header_keys(route: Obj) -> set[closures.Key]:
@@ -101,6 +109,10 @@ def claim_of(change: Change, state: State) -> Claim:
         # Routes that take a custom Route's requests, so custom Routes go only with custom Routes, and
         # one claiming ``*`` with none.
         sort = "alone" if ("crd", "*") in keys else "custom"
+        if change.operation is Operation.DELETE and not http_sources_among(members, state):
+            # Without an HTTP listener in its closure, the closure without the Route may bind nothing, and
+            # then the whole state decides its lone review: a verdict no combined render of closures gives.
+            sort = "alone"
     return Claim(change.ref, members, frozenset(keys), sort)
 
 

@@ -2,10 +2,11 @@
 their claims, the grouping rule that keeps them apart when one could alter what another's own review
 renders, and the split of a group's traffic diff.
 
-Gateways and ListenerSets (CREATE/UPDATE, docs/DELTA-CHECK.md rule 10) go in only when their family
-(the Gateway and its ListenerSets) has its listener ports to itself in both versions, so no pod port
-is assigned there and no other Gateway's address or port frontend depends on them
-(:func:`_source_claim`); they touch their family and the routes attached to it.
+Gateways and ListenerSets (CREATE/UPDATE/DELETE, docs/DELTA-CHECK.md rules 10 and 12) go in only when
+their family (the Gateway and its ListenerSets) has its listener ports to itself in both versions, so no
+pod port is assigned there and no other Gateway's address or port frontend depends on them, and (a
+DELETE) when their closure keeps a Gateway that binds (:func:`_source_claim`); they touch their family
+and the routes attached to it.
 
 Route changes are grouped by ``webhook.gate.batching``. A grant or a policy renders nothing of its own: it
 changes the render of the objects it reaches (a grant: the routes and Gateways whose references cross
@@ -56,11 +57,12 @@ class KindClaim(batching.Claim):
 
 
 def batchable(change: Change) -> bool:
-    """A grant's or a policy's CREATE, UPDATE or DELETE (a DELETE's lone render is its closure without it,
-    as the combined render has it); a Gateway's or ListenerSet's CREATE or UPDATE (its claim decides
-    whether it may share a check: :func:`_source_claim`)."""
-    if change.ref.kind in SOURCES:
-        return change.operation in (Operation.CREATE, Operation.UPDATE)
+    """A grant's, a policy's, a Gateway's or a ListenerSet's CREATE, UPDATE or DELETE (a DELETE's lone
+    render is its closure without it, as the combined render has it; a Gateway's or ListenerSet's claim
+    decides whether it may share a check: :func:`_source_claim`); a custom Route's DELETE (its claim is
+    its stored version's, ``batching.claim_of``; its CREATE and UPDATE are ``batching.batchable``'s)."""
+    if change.ref.kind == batching.CUSTOM_ROUTE:
+        return change.operation is Operation.DELETE
     return change.ref.kind in KINDS and change.operation in (Operation.CREATE, Operation.UPDATE, Operation.DELETE)
 
 
@@ -121,8 +123,20 @@ def _source_claim(change: Change, state: State) -> KindClaim:
     for source in family:
         touched |= idx.children.get(source, set())
     members = frozenset(closures.members(state, change))
+    if change.operation is Operation.DELETE and not _binds_without(members, x, state):
+        # Its lone closure without it would bind nothing, and then the whole state decides (``Gate.review``):
+        # a verdict of the whole state, which no combined render of closures gives.
+        exclusive = False
     return KindClaim(x, members, frozenset(("port", p) for p in ports), "source" if exclusive else "alone",
                      frozenset(touched))
+
+
+def _binds_without(members: frozenset[Ref], x: Ref, state: State) -> bool:
+    """Whether a closure of ``members`` keeps a Gateway that binds once ``x`` is deleted: one with an HTTP
+    or HTTPS listener (the HTTP engine always binds its ports) other than ``x``. A ListenerSet's delete
+    leaves its Gateway; a Gateway's leaves its ListenerSets without a parent to render them, though the
+    closure counts them as what binds (``closures.members``)."""
+    return bool(batching.http_sources_among(members, state) - {x})
 
 
 def http_ports_of(renderer: object) -> tuple[int, ...]:

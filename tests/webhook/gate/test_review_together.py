@@ -345,3 +345,90 @@ async def test_custom_routes_setting_one_header_are_not_judged_together(gate: Ga
     assert _judged(_without_reload_notes(together)) == _judged(_without_reload_notes(alone))
     assert [v.decision for v in together] == [Decision.ALLOW] * 3
     assert any("checked together with 1 other" in n for n in together[0].notes)
+
+
+@st.composite
+def cluster_and_custom_deletes(draw: st.DrawFn) -> tuple[list[Obj], list[Change]]:
+    """A random cluster with stored custom Routes (hosts of their own, from the shared pool, or none: the
+    any-host ``*``; header names spelled several ways, addresses that are not rendered) and a burst that
+    deletes several of them, with new and changed custom Routes and new HTTPRoutes among the deletes."""
+    gateways = [draw(ds.gateway(f"gw{i}")) for i in range(draw(st.integers(1, 2)))]
+    sources: list[Obj] = list(gateways)
+    objects: list[Obj] = [*gateways, *ds.secrets(), *ds.endpoint_slices()]
+    for i in range(draw(st.integers(3, 7))):
+        obj = draw(ds.route("Route", f"r{i}", draw(st.sampled_from(ds.NAMESPACES)), sources))
+        if draw(st.integers(0, 2)) > 0:
+            obj["spec"]["hostnames"] = [f"custom{i}.example.com"]
+        objects.append(obj)
+    for i in range(draw(st.integers(0, 2))):
+        objects.append(draw(ds.route(draw(st.sampled_from(("HTTPRoute", "TCPRoute"))), f"h{i}",
+                                     draw(st.sampled_from(ds.NAMESPACES)), sources)))
+    stored = [o for o in objects if o["kind"] == "Route"]
+    deleted = draw(st.lists(st.sampled_from(stored), min_size=2, max_size=len(stored),
+                            unique_by=lambda o: str(ref_of(o))))
+    changes = [Change(Operation.DELETE, None, old) for old in deleted]
+    for k in range(draw(st.integers(0, 2))):
+        what = draw(st.sampled_from(("create", "update", "httproute")))
+        if what == "httproute":
+            obj = draw(ds.route("HTTPRoute", f"new{k}", draw(st.sampled_from(ds.NAMESPACES)), sources))
+            obj["spec"]["hostnames"] = [f"new{k}.example.com"]
+            change = Change(Operation.CREATE, obj)
+        elif what == "update":
+            old = draw(st.sampled_from(stored))
+            obj = draw(ds.route("Route", old["metadata"]["name"], old["metadata"]["namespace"], sources))
+            obj["metadata"]["creationTimestamp"] = old["metadata"]["creationTimestamp"]
+            change = Change(Operation.UPDATE, obj, old)
+        else:
+            obj = draw(ds.route("Route", f"new{k}", draw(st.sampled_from(ds.NAMESPACES)), sources))
+            if draw(st.booleans()):
+                obj["spec"]["hostnames"] = [f"fresh{k}.example.com"]
+            change = Change(Operation.CREATE, obj)
+        changes.insert(draw(st.integers(0, len(changes))), change)
+    return objects, changes
+
+
+def test_custom_route_deletes_judged_together_equal_custom_route_deletes_judged_alone(
+        haproxy_paths: list[str], schemas: SchemaSet | None) -> None:
+    _differential_of(cluster_and_custom_deletes(),
+                     lambda c: c.ref.kind == "Route" and c.operation is Operation.DELETE,
+                     "custom Route deletes", haproxy_paths, schemas)
+
+
+async def test_custom_route_deletes_share_one_check_unless_one_claims_any_host(gate: Gate) -> None:
+    def custom(name: str, hosts: list[str], header: str = "X-Team") -> Obj:
+        return {"apiVersion": "routegate.io/v1alpha1", "kind": "Route",
+                "metadata": {"name": name, "namespace": "default", "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {"hostnames": hosts, "backend": {"address": "10.0.0.1", "port": 8080},
+                         "requestHeaders": [{"name": header, "value": "v"}]}}
+
+    stored = [custom("one", ["one.example.com"], "X-One"), custom("two", ["two.example.com"], "X-Two"),
+              custom("three", ["three.example.com"], "x-one"), custom("any", [], "X-Any")]
+    state = state_with(*stored, version="together-custom-deletes")
+    changes = [Change(Operation.DELETE, None, o) for o in stored]
+    claims = [batching.claim_of(c, state) for c in changes]
+    # three spells one's header name another way; any claims the any-host ``*``: alone
+    assert batching.groups(claims) == [[0, 1], [2], [3]]
+    assert claims[3].sort == "alone"
+    together, alone, _ = await _together_and_alone(gate, changes, state)
+    assert _judged(_without_reload_notes(together)) == _judged(_without_reload_notes(alone))
+    assert [v.decision for v in together] == [Decision.ALLOW] * 4
+    assert all(any("checked together with 1 other" in n for n in v.notes) for v in together[:2])
+    for verdict, host in zip(together[:2], ("one", "two"), strict=True):  # each delete's own host moves
+        assert verdict.traffic is not None and verdict.traffic.moves
+        assert {m.before.rule.partition(" rule ")[0] for m in verdict.traffic.moves} == {f"Route default/{host}"}
+
+
+def test_a_custom_route_delete_without_an_http_gateway_in_its_closure_goes_alone() -> None:
+    """Custom Routes get a frontend of their own when no Gateway serves HTTP: without the deleted one the
+    closure may bind nothing, and the whole state decides its lone review (DELTA-CHECK.md, rule 11)."""
+    def custom(name: str) -> Obj:
+        return {"apiVersion": "routegate.io/v1alpha1", "kind": "Route",
+                "metadata": {"name": name, "namespace": "default", "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {"hostnames": [f"{name}.example.com"], "backend": {"address": "10.0.0.1", "port": 8080}}}
+
+    stored = [custom("one"), custom("two")]
+    changes = [Change(Operation.DELETE, None, o) for o in stored]
+    bare = MemoryState([*ds.secrets(), *stored], version="custom-deletes-bare")
+    assert [batching.claim_of(c, bare).sort for c in changes] == ["alone", "alone"]
+    served = state_with(*stored, version="custom-deletes-served")
+    assert [batching.claim_of(c, served).sort for c in changes] == ["custom", "custom"]

@@ -347,3 +347,121 @@ async def test_gateways_on_ports_of_their_own_share_one_check_and_a_shared_port_
     for i, verdict in enumerate(together[:3]):  # each Gateway's new entry point serves its own route only
         assert verdict.traffic is not None and verdict.traffic.moves
         assert {m.after.rule.partition(" rule ")[0] for m in verdict.traffic.moves} == {f"HTTPRoute b/r{i}"}
+
+
+@st.composite
+def cluster_and_source_deletes(draw: st.DrawFn) -> tuple[list[Obj], list[Change]]:
+    """Gateways on ports of their own with routes (one now and then attached to two of them, or to a
+    ListenerSet), ListenerSets of them, a Gateway sharing port 80 with the plain one, and a burst deleting
+    several Gateways and ListenerSets (their routes left unattached), with Gateway updates and new routes
+    among the deletes."""
+    count = draw(st.integers(3, 5))
+    gateways = [draw(own_gateway(f"own{i}", 9100 + 10 * i)) for i in range(count)]
+    sets: list[Obj] = []
+    for i in range(draw(st.integers(0, 3))):
+        parent = draw(st.integers(0, count - 1))
+        sets.append({"apiVersion": GW, "kind": "ListenerSet", "metadata": _meta(f"ls{i}", "b"),
+                     "spec": {"parentRef": {"name": f"own{parent}", "namespace": "a"},
+                              "listeners": [draw(own_listener("x0", 9500 + 10 * i))]}})
+    sharing = _own_gateway_on("shares80", 80)
+    objects: list[Obj] = [_plain_gateway(), sharing, *gateways, *sets, *ds.secrets(), *ds.endpoint_slices()]
+    objects.append(_own_route("r80", ["shares80"], "r80.example.com"))
+    for i in range(count):
+        parents = [f"own{i}", *([f"own{(i + 1) % count}"] if draw(st.integers(0, 3)) == 0 else [])]
+        objects.append(_own_route(f"r{i}", parents, f"r{i}.example.com"))
+    for i, listener_set in enumerate(sets):
+        route = _own_route(f"s{i}", [], f"s{i}.example.com")
+        route["spec"]["parentRefs"] = [{"kind": "ListenerSet", "name": listener_set["metadata"]["name"],
+                                        "namespace": "b"}]
+        objects.append(route)
+    deletable = [*gateways, *sets, *([sharing] if draw(st.integers(0, 3)) == 0 else [])]
+    deleted = draw(st.lists(st.sampled_from(deletable), min_size=2, max_size=len(deletable),
+                            unique_by=lambda o: str(ref_of(o))))
+    changes = [Change(Operation.DELETE, None, old) for old in deleted]
+    for k in range(draw(st.integers(0, 2))):
+        if draw(st.booleans()):
+            i = draw(st.integers(0, count - 1))
+            old = gateways[i]
+            new = {**draw(own_gateway(f"own{i}", 9100 + 10 * i)), "metadata": copy.deepcopy(old["metadata"])}
+            change = Change(Operation.UPDATE, new, old)
+        else:
+            change = Change(Operation.CREATE, _own_route(f"new{k}", [f"own{draw(st.integers(0, count - 1))}"],
+                                                         f"new{k}.example.com"))
+        changes.insert(draw(st.integers(0, len(changes))), change)
+    return objects, changes
+
+
+def _own_gateway_on(name: str, port: int) -> Obj:
+    return {"apiVersion": GW, "kind": "Gateway", "metadata": _meta(name, "a"),
+            "spec": {"gatewayClassName": "haproxy", "listeners": [
+                {"name": "l0", "port": port, "protocol": "HTTP", "allowedRoutes": {"namespaces": {"from": "All"}}}],
+                     "allowedListeners": {"namespaces": {"from": "All"}}}}
+
+
+def test_gateway_and_listenerset_deletes_judged_together_equal_them_judged_alone(
+        haproxy_paths: list[str], schemas: SchemaSet | None) -> None:
+    _differential_of(cluster_and_source_deletes(),
+                     lambda c: c.ref.kind in batchkinds.SOURCES and c.operation is Operation.DELETE,
+                     "Gateway and ListenerSet deletes", haproxy_paths, schemas)
+
+
+async def test_gateway_deletes_on_ports_of_their_own_share_one_check_and_a_shared_one_does_not(
+        gate: Gate) -> None:
+    gateways = [_own_gateway_on(f"n{i}", 9100 + 10 * i) for i in range(4)]
+    shares = _own_gateway_on("n4", 80)  # port 80 with the plain Gateway: alone
+    routes = [_own_route(f"r{i}", [f"n{i}"], f"r{i}.example.com") for i in (0, 2, 3, 4)]
+    routes.append(_own_route("r1", ["n1", "n0"], "r1.example.com"))  # n0 stays: n1's closure binds without it
+    routes.append(_own_route("both", ["n2", "n3"], "both.example.com"))  # n2 and n3: apart
+    listener_set = {"apiVersion": GW, "kind": "ListenerSet", "metadata": _meta("ls", "b"),
+                    "spec": {"parentRef": {"name": "n1", "namespace": "a"},
+                             "listeners": [{"name": "x0", "port": 9500, "protocol": "HTTP"}]}}
+    on_set = _own_route("on-set", [], "on-set.example.com")
+    on_set["spec"]["parentRefs"] = [{"kind": "ListenerSet", "name": "ls", "namespace": "b"}]
+    state = MemoryState([_plain_gateway(), *gateways, shares, listener_set, on_set, *routes, *ds.secrets(),
+                         *ds.endpoint_slices()], version="kinds-gateway-deletes")
+    changes = [Change(Operation.DELETE, None, o) for o in (gateways[1], gateways[2], gateways[3], shares)]
+    changes.append(Change(Operation.DELETE, None, listener_set))  # of n1, deleted too: apart from n1
+    claims = [batchkinds.claim_of(c, state) for c in changes]
+    assert batchkinds.groups(claims) == [[0, 1], [2, 4], [3]]
+    assert claims[3].sort == "alone"
+    together, alone, _ = await _together_and_alone(gate, changes, state)
+    assert _judged(_without_reload_notes(together)) == _judged(_without_reload_notes(alone))
+    assert [v.decision for v in together] == [Decision.ALLOW] * 5
+    assert all(any("checked together with 1 other" in n for n in together[i].notes) for i in (0, 1, 2, 4))
+    # Each delete's moves are those of its own routes: n1's (r1 leaves port 9110, still served by n0 on
+    # 9100; the ListenerSet's route leaves 9500: its listeners are n1's frontends), n2's (r2, and the
+    # route it shares with n3), the ListenerSet's (its route only)
+    owned = {0: {"HTTPRoute b/r1", "HTTPRoute b/on-set"}, 1: {"HTTPRoute b/r2", "HTTPRoute b/both"},
+             2: {"HTTPRoute b/r3", "HTTPRoute b/both"}, 4: {"HTTPRoute b/on-set"}}
+    for i, routes_of in owned.items():
+        traffic = together[i].traffic
+        assert traffic is not None and traffic.moves
+        assert {m.before.rule.partition(" rule ")[0] for m in traffic.moves} <= routes_of, i
+
+
+async def test_a_gateway_delete_leaving_only_an_orphaned_listenerset_goes_alone(gate: Gate) -> None:
+    """Its closure lists its ListenerSet as what binds, but without its Gateway the ListenerSet renders
+    nothing: the lone review's closure binds nothing and the whole state decides it."""
+    gateway = _own_gateway_on("n1", 9110)
+    listener_set = {"apiVersion": GW, "kind": "ListenerSet", "metadata": _meta("ls", "b"),
+                    "spec": {"parentRef": {"name": "n1", "namespace": "a"},
+                             "listeners": [{"name": "x0", "port": 9500, "protocol": "HTTP"}]}}
+    other = _own_gateway_on("n2", 9120)
+    on_set = _own_route("on-set", [], "on-set.example.com")
+    on_set["spec"]["parentRefs"] = [{"kind": "ListenerSet", "name": "ls", "namespace": "b"}]
+    # a stored route HAProxy rejects, outside both closures: only a review of the whole state meets it
+    broken = _own_route("broken", ["plain"], "broken.example.com")
+    broken["spec"]["rules"] = [{"matches": [{"path": {"type": "RegularExpression", "value": "/a{2,1}"}}],
+                                "backendRefs": [{"name": "web", "port": 8080}]}]
+    # n0 stays: the closure of n2's delete binds by it (its first Gateway), n1's by its ListenerSet only
+    state = MemoryState([_plain_gateway(), _own_gateway_on("n0", 9100), gateway, listener_set, other, on_set, broken,
+                         _own_route("r0", ["n0"], "r0.example.com"), _own_route("r1", ["n1"], "r1.example.com"),
+                         _own_route("r2", ["n2"], "r2.example.com"), *ds.secrets(), *ds.endpoint_slices()],
+                        version="kinds-orphan")
+    changes = [Change(Operation.DELETE, None, gateway), Change(Operation.DELETE, None, other)]
+    claims = [batchkinds.claim_of(c, state) for c in changes]
+    assert [c.sort for c in claims] == ["alone", "source"]
+    assert batchkinds.groups(claims) == [[0], [1]]
+    together, alone, _ = await _together_and_alone(gate, changes, state)
+    assert _judged(_without_reload_notes(together)) == _judged(_without_reload_notes(alone))
+    assert any("HTTPRoute b/broken" in n for n in alone[0].notes), "the whole state decided n1's delete"
