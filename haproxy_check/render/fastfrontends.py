@@ -106,15 +106,7 @@ def _redirects(http: Any, fe: Any) -> str:
         "    http-request set-var(txn.gw_rd_path) path if { var(txn.gw_rd_mode) -m str -- - }\n"
         "    http-request set-var(txn.gw_rd_path) var(txn.gw_rd),field(6,|),url_dec if { "
         "var(txn.gw_rd_mode) -m str full }\n"]
-    for plen in sorted(http.redirect_plens):
-        out.append(f"    http-request set-var(txn.gw_rd_rest) path,bytes({plen}) if {{ "
-                   f"var(txn.gw_rd_mode) -m str prefix }} "
-                   f"{{ var(txn.gw_plen) -m str {plen} }}\n")
-    if http.redirect_plens:
-        out.append("    http-request set-var(txn.gw_rd_path) var(txn.gw_rd),field(6,|),url_dec,concat(,txn.gw_rd_rest) "
-                   "if { var(txn.gw_rd_mode) -m str prefix }\n"
-                   "    http-request set-var(txn.gw_rd_path) str(/) if { var(txn.gw_rd_mode) -m str prefix } "
-                   "{ var(txn.gw_rd_path) -m len 0 }\n")
+    out += _prefix_paths("gw_rd", 6, http.redirect_plens)
     for code in (301, 302, 303, 307, 308):
         out.append("    http-request redirect location "
                    "%[var(txn.gw_rd_scheme)]://%[var(txn.gw_rd_hp)]%[var(txn.gw_rd_path)]"
@@ -123,6 +115,20 @@ def _redirects(http: Any, fe: Any) -> str:
                    "%[var(txn.gw_rd_scheme)]://%[var(txn.gw_rd_hp)]%[var(txn.gw_rd_path)]"
                    f" code {code} if {{ var(txn.gw_rd),field(1,|) -m str {code} }} !{{ query -m found }}\n")
     return "".join(out)
+
+
+def _prefix_paths(var: str, field: int, plens: Any) -> list[str]:
+    """The lines both a redirect's and a rewrite's ReplacePrefixMatch write (``var``: ``gw_rd`` or
+    ``gw_rw``; the new prefix is field ``field`` of its map value): the rest of the path after each
+    matched prefix length in ``plens``, then the new path."""
+    out = [f"    http-request set-var(txn.{var}_rest) path,bytes({plen}) if {{ var(txn.{var}_mode) -m str prefix }} "
+           f"{{ var(txn.gw_plen) -m str {plen} }}\n" for plen in sorted(plens)]
+    if plens:
+        out.append(f"    http-request set-var(txn.{var}_path) var(txn.{var}),field({field},|),url_dec,"
+                   f"concat(,txn.{var}_rest) if {{ var(txn.{var}_mode) -m str prefix }}\n"
+                   f"    http-request set-var(txn.{var}_path) str(/) if {{ var(txn.{var}_mode) -m str prefix }} "
+                   f"{{ var(txn.{var}_path) -m len 0 }}\n")
+    return out
 
 
 def _rewrites(http: Any) -> str:
@@ -134,16 +140,9 @@ def _rewrites(http: Any) -> str:
            "    http-request set-var(txn.gw_rw) var(txn.gw_bk),map_str(maps/gw-rewrite.map) if !{ "
            "var(txn.gw_rw) -m found }\n"
            "    http-request set-var(txn.gw_rw_mode) var(txn.gw_rw),field(2,|) if { var(txn.gw_rw) -m found }\n"]
-    for plen in sorted(http.rewrite_plens):
-        out.append(f"    http-request set-var(txn.gw_rw_rest) path,bytes({plen}) if {{ "
-                   f"var(txn.gw_rw_mode) -m str prefix }} "
-                   f"{{ var(txn.gw_plen) -m str {plen} }}\n")
+    out += _prefix_paths("gw_rw", 3, http.rewrite_plens)
     if http.rewrite_plens:
-        out.append("    http-request set-var(txn.gw_rw_path) var(txn.gw_rw),field(3,|),url_dec,concat(,txn.gw_rw_rest) "
-                   "if { var(txn.gw_rw_mode) -m str prefix }\n"
-                   "    http-request set-var(txn.gw_rw_path) str(/) if { var(txn.gw_rw_mode) -m str prefix } "
-                   "{ var(txn.gw_rw_path) -m len 0 }\n"
-                   "    http-request set-path %[var(txn.gw_rw_path)] if { var(txn.gw_rw_mode) -m str prefix }\n")
+        out.append("    http-request set-path %[var(txn.gw_rw_path)] if { var(txn.gw_rw_mode) -m str prefix }\n")
     out.append("    http-request set-path %[var(txn.gw_rw),field(3,|),url_dec] if { var(txn.gw_rw_mode) -m str full }\n"
                "    http-request set-header Host %[var(txn.gw_rw),field(1,|)] if { var(txn.gw_rw) -m found } "
                "!{ var(txn.gw_rw),field(1,|) -m str -- - }\n")
