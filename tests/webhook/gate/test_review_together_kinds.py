@@ -78,6 +78,17 @@ def _tenant(i: int, parents: tuple[str, ...] = ("plain",)) -> list[Obj]:
     ]
 
 
+def _listener_sets(draw: st.DrawFn, gateways: int, most: int) -> list[Obj]:
+    """Up to ``most`` ListenerSets, each of one of the first ``gateways`` own Gateways, on ports of their own."""
+    sets: list[Obj] = []
+    for i in range(draw(st.integers(0, most))):
+        parent = draw(st.integers(0, gateways - 1))
+        sets.append({"apiVersion": GW, "kind": "ListenerSet", "metadata": _meta(f"ls{i}", "b"),
+                     "spec": {"parentRef": {"name": f"own{parent}", "namespace": "a"},
+                              "listeners": [draw(own_listener("x0", 9500 + 10 * i))]}})
+    return sets
+
+
 @st.composite
 def grant(draw: st.DrawFn, i: int, name: str, source: str | None = None) -> Obj:
     """A grant in ``t<i>`` for its tenant's routes (now and then for another namespace's, or for Gateways)."""
@@ -285,12 +296,7 @@ def cluster_and_sources(draw: st.DrawFn) -> tuple[list[Obj], list[Change]]:
     for i in range(count):
         parents = [f"own{i}", *([f"own{(i + 1) % count}"] if draw(st.integers(0, 3)) == 0 else [])]
         objects.append(_own_route(f"r{i}", parents, f"r{i}.example.com"))
-    sets: list[Obj] = []
-    for i in range(draw(st.integers(0, 2))):
-        parent = draw(st.integers(0, count - 1))
-        sets.append({"apiVersion": GW, "kind": "ListenerSet", "metadata": _meta(f"ls{i}", "b"),
-                     "spec": {"parentRef": {"name": f"own{parent}", "namespace": "a"},
-                              "listeners": [draw(own_listener("x0", 9500 + 10 * i))]}})
+    sets = _listener_sets(draw, count, 2)
     objects += sets
     changes: list[Change] = []
     for k in range(draw(st.integers(2, 5))):
@@ -357,12 +363,7 @@ def cluster_and_source_deletes(draw: st.DrawFn) -> tuple[list[Obj], list[Change]
     among the deletes."""
     count = draw(st.integers(3, 5))
     gateways = [draw(own_gateway(f"own{i}", 9100 + 10 * i)) for i in range(count)]
-    sets: list[Obj] = []
-    for i in range(draw(st.integers(0, 3))):
-        parent = draw(st.integers(0, count - 1))
-        sets.append({"apiVersion": GW, "kind": "ListenerSet", "metadata": _meta(f"ls{i}", "b"),
-                     "spec": {"parentRef": {"name": f"own{parent}", "namespace": "a"},
-                              "listeners": [draw(own_listener("x0", 9500 + 10 * i))]}})
+    sets = _listener_sets(draw, count, 3)
     sharing = _own_gateway_on("shares80", 80)
     objects: list[Obj] = [_plain_gateway(), sharing, *gateways, *sets, *ds.secrets(), *ds.endpoint_slices()]
     objects.append(_own_route("r80", ["shares80"], "r80.example.com"))
