@@ -89,8 +89,9 @@ def _forget_in_child() -> None:
     every check handed over while a worker lives would time out); and the checks are the parent's, never
     the child's to discard."""
     for waiting in _WAITING.values():
-        with contextlib.suppress(OSError):
-            os.close(waiting.fifo)
+        if waiting.fifo >= 0:
+            with contextlib.suppress(OSError):
+                os.close(waiting.fifo)
     _WAITING.clear()
 
 
@@ -130,14 +131,18 @@ def start(base: Path, argv: list[str], env: Mapping[str, str], preexec: Callable
 
 
 def discard(waiting: Waiting) -> None:
-    """Kill a started check that will not be used, reap it and remove its directory."""
+    """Kill a started check that will not be used, reap it and remove its directory. Once: it may be asked
+    again (by the exit hook, then by its Runner's finalizer), and its FIFO's number may by then be another
+    file's, which closing again would take from whoever opened it (a spawn's pipe: "Bad file descriptor")."""
     if waiting.owner != os.getpid():  # a forked child's copy (a finalizer, an exit hook): the parent's check
         return
     _WAITING.pop(waiting.proc.pid, None)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(waiting.proc.pid, signal.SIGKILL)
-    with contextlib.suppress(OSError):
-        os.close(waiting.fifo)
+    if waiting.fifo >= 0:
+        with contextlib.suppress(OSError):
+            os.close(waiting.fifo)
+        waiting.fifo = -1
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
         waiting.proc.wait(timeout=5)
     if waiting.proc.stdout is not None:

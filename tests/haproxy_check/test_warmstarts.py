@@ -97,8 +97,35 @@ def test_a_server_gone_before_the_handover_leaves_no_haproxy_waiting(haproxy_pat
     assert waiting is not None
     asyncio.run(warmstarts.ready(waiting, within=30))
     os.close(waiting.fifo)  # as the kernel does for a server that died
+    waiting.fifo = -1  # closed: no later discard may close its number again (it may be another file's)
     assert waiting.proc.wait(timeout=30) != 0
+    warmstarts.discard(waiting)
     checker.runner.close()
+
+
+def test_a_check_discarded_twice_closes_its_configuration_once(haproxy_path: str, tmp_path: Path) -> None:
+    """The exit hook discards every check waiting ahead (a process about to ``os._exit``), and a Runner's
+    finalizer discards its own again: by then the FIFO's number may be another file's, and closing it a
+    second time took that file from whoever had it (``routegate`` run in process then failed to start
+    haproxy with "Bad file descriptor")."""
+    base = tmp_path / "base"
+    base.mkdir(mode=0o700)
+    checker = Checker(HAProxyBinary(path=haproxy_path, version=""), warm=True)
+    checker.runner.start_waiting(base)
+    waiting = checker.runner.take_waiting(base)
+    assert waiting is not None
+    number = waiting.fifo
+    warmstarts.discard(waiting)
+    other = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(other, number)  # another file now has the FIFO's number
+        warmstarts.discard(waiting)
+        os.fstat(number)  # still open
+    finally:
+        os.close(other)
+        if number != other:
+            os.close(number)
+        checker.runner.close()
 
 
 def _outlive(hook: bool) -> None:
