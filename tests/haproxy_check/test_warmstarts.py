@@ -87,14 +87,20 @@ def test_a_check_started_ahead_judges_as_one_started_for_it(haproxy_paths: list[
 
 @pytest.mark.skipif(not warmstarts.supported() or scratches.memory_base() is None,
                     reason="needs pidfds and a tmpfs at /dev/shm")
-def test_a_server_gone_before_the_handover_leaves_no_haproxy_waiting(haproxy_path: str, tmp_path: Path) -> None:
-    """The FIFO's other end closes with this process: haproxy reads an empty configuration and exits."""
+def taken_ahead(haproxy_path: str, tmp_path: Path) -> tuple[Checker, warmstarts.Waiting]:
+    """A warm Checker and the check it started ahead, taken from its pool as a review takes it."""
     base = tmp_path / "base"
     base.mkdir(mode=0o700)
     checker = Checker(HAProxyBinary(path=haproxy_path, version=""), warm=True)
     checker.runner.start_waiting(base)
     waiting = checker.runner.take_waiting(base)
     assert waiting is not None
+    return checker, waiting
+
+
+def test_a_server_gone_before_the_handover_leaves_no_haproxy_waiting(haproxy_path: str, tmp_path: Path) -> None:
+    """The FIFO's other end closes with this process: haproxy reads an empty configuration and exits."""
+    checker, waiting = taken_ahead(haproxy_path, tmp_path)
     asyncio.run(warmstarts.ready(waiting, within=30))
     os.close(waiting.fifo)  # as the kernel does for a server that died
     waiting.fifo = -1  # closed: no later discard may close its number again (it may be another file's)
@@ -108,12 +114,7 @@ def test_a_check_discarded_twice_closes_its_configuration_once(haproxy_path: str
     finalizer discards its own again: by then the FIFO's number may be another file's, and closing it a
     second time took that file from whoever had it (``routegate`` run in process then failed to start
     haproxy with "Bad file descriptor")."""
-    base = tmp_path / "base"
-    base.mkdir(mode=0o700)
-    checker = Checker(HAProxyBinary(path=haproxy_path, version=""), warm=True)
-    checker.runner.start_waiting(base)
-    waiting = checker.runner.take_waiting(base)
-    assert waiting is not None
+    checker, waiting = taken_ahead(haproxy_path, tmp_path)
     number = waiting.fifo
     warmstarts.discard(waiting)
     other = os.open(os.devnull, os.O_RDONLY)
