@@ -85,8 +85,6 @@ def test_a_check_started_ahead_judges_as_one_started_for_it(haproxy_paths: list[
         asyncio.run(both(path))
 
 
-@pytest.mark.skipif(not warmstarts.supported() or scratches.memory_base() is None,
-                    reason="needs pidfds and a tmpfs at /dev/shm")
 def taken_ahead(haproxy_path: str, tmp_path: Path) -> tuple[Checker, warmstarts.Waiting]:
     """A warm Checker and the check it started ahead, taken from its pool as a review takes it."""
     base = tmp_path / "base"
@@ -98,6 +96,8 @@ def taken_ahead(haproxy_path: str, tmp_path: Path) -> tuple[Checker, warmstarts.
     return checker, waiting
 
 
+@pytest.mark.skipif(not warmstarts.supported() or scratches.memory_base() is None,
+                    reason="needs pidfds and a tmpfs at /dev/shm")
 def test_a_server_gone_before_the_handover_leaves_no_haproxy_waiting(haproxy_path: str, tmp_path: Path) -> None:
     """The FIFO's other end closes with this process: haproxy reads an empty configuration and exits."""
     checker, waiting = taken_ahead(haproxy_path, tmp_path)
@@ -109,6 +109,8 @@ def test_a_server_gone_before_the_handover_leaves_no_haproxy_waiting(haproxy_pat
     checker.runner.close()
 
 
+@pytest.mark.skipif(not warmstarts.supported() or scratches.memory_base() is None,
+                    reason="needs pidfds and a tmpfs at /dev/shm")
 def test_a_check_discarded_twice_closes_its_configuration_once(haproxy_path: str, tmp_path: Path) -> None:
     """The exit hook discards every check waiting ahead (a process about to ``os._exit``), and a Runner's
     finalizer discards its own again: by then the FIFO's number may be another file's, and closing it a
